@@ -49,7 +49,7 @@ def run_playbook(playbook, extra_vars=None, check=False, diff=False, env=None, t
             cmd.append("--diff")
         if tags:
             cmd += ["--tags", tags]
-        proc = subprocess.run(cmd, env=ansible_env(env), capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, env=ansible_env(env), capture_output=True, text=True, timeout=timeout, check=False)
     try:
         output = json.loads(proc.stdout)
     except ValueError:
@@ -66,7 +66,7 @@ def run_module(module, args, check=False, diff=False, env=None, timeout=600):
         "gather_facts": False,
         "tasks": [{"name": "under test", "kubenodes.image_upgrade." + module: args, "ignore_errors": True}],
     }]
-    _, output = run_playbook(play, check=check, diff=diff, env=env, timeout=timeout)
+    _rc, output = run_playbook(play, check=check, diff=diff, env=env, timeout=timeout)
     tasks = output["plays"][0]["tasks"]
     result = tasks[0]["hosts"]["localhost"]
     result.setdefault("failed", False)

@@ -15,7 +15,6 @@ import os
 import traceback
 
 try:
-    import kubernetes
     from kubernetes.client.rest import ApiException
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR = None
@@ -208,6 +207,11 @@ def build_api_client(params):
     if groups:
         api_client.set_default_header("Impersonate-Group", groups[0])
     return api_client
+
+
+def is_status(exc, *statuses):
+    """True when `exc` is an API error with one of the HTTP statuses (e.g. 409 conflict, 404 gone)."""
+    return isinstance(exc, ApiException) and exc.status in statuses
 
 
 def api_error_message(exc):
