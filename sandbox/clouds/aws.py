@@ -1,0 +1,531 @@
+"""AWS emulator: moto in server mode (ThreadedMotoServer, in this process, bound to 127.0.0.1) behind a
+WSGI layer that
+
+- accepts only the query-API actions the collection sends (plus the ones Admin uses), and answers
+  anything else the way AWS does (InvalidAction in the service's XML error format);
+- logs every request's shape (service, method, path, action, parameter keys) for the drift test;
+- injects faults: an error rate with status codes (429 is answered the way each service throttles:
+  autoscaling 400 Throttling, EC2 503 RequestLimitExceeded; 500 and 503 as InternalFailure /
+  ServiceUnavailable; 400 as a ValidationError that will not change), latency, instances that never
+  boot (EC2 pending, ASG Pending, no node joins), and a quota on instances (a launch over it fails the
+  way AWS fails it: SetDesiredCapacity succeeds, the scaling activity fails with the vCPU-limit text);
+- watches the auto scaling groups and calls instance_hooks.created/deleted as instances start running
+  and go away, so nodes join the sandbox cluster.
+
+Run `python -m sandbox.clouds.aws --state-dir DIR [--nodesim-url URL]` (see sandbox/clouds/__init__.py),
+or AwsEmulator(...).start() in-process.
+
+Node names are instance IDs (the collection's AWS convention).
+"""
+
+import argparse
+import datetime
+import io
+import json
+import os
+import random
+import re
+import signal
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+import uuid
+
+from sandbox import instance_hooks
+
+DEFAULT_REGION = "us-east-1"
+ACCOUNT_ID = "123456789012"
+ADMIN_HEADER = "X-Kubenodes-Admin"
+ROLE_TAG = "kubenodes-role"
+GROUP_TAG = "aws:autoscaling:groupName"
+BASE_IMAGE = "ami-12c6146b"   # built into moto: no 1300-image listing needed
+
+# What the collection's AWS provider sends. Admin (and only Admin) may also use ADMIN_ACTIONS.
+SUPPORTED_ACTIONS = {
+    "autoscaling": {"DescribeAutoScalingGroups", "SetDesiredCapacity", "DescribeScalingActivities",
+                    "DescribeAutoScalingInstances", "TerminateInstanceInAutoScalingGroup", "UpdateAutoScalingGroup"},
+    "ec2": {"DescribeInstances", "DescribeLaunchTemplateVersions", "CreateLaunchTemplateVersion",
+            "ModifyLaunchTemplate", "DescribeImages"},
+}
+ADMIN_ACTIONS = {
+    "autoscaling": {"CreateAutoScalingGroup", "DeleteAutoScalingGroup"},
+    "ec2": {"CreateLaunchTemplate", "RegisterImage", "DeregisterImage", "RunInstances", "TerminateInstances",
+            "DescribeSubnets", "DescribeVpcs", "CreateTags"},
+}
+# Actions after which instances may have appeared or gone.
+_MUTATING = {"SetDesiredCapacity", "TerminateInstanceInAutoScalingGroup", "UpdateAutoScalingGroup",
+             "CreateAutoScalingGroup", "DeleteAutoScalingGroup", "RunInstances", "TerminateInstances"}
+
+_NAMESPACES = {"autoscaling": "http://autoscaling.amazonaws.com/doc/2011-01-01/",
+               "ec2": "http://ec2.amazonaws.com/doc/2016-11-15/"}
+# status code asked for -> (HTTP status, error code, message) per service, as AWS answers.
+_FAULTS = {
+    "autoscaling": {429: (400, "Throttling", "Rate exceeded"),
+                    500: (500, "InternalFailure", "An internal error occurred."),
+                    503: (503, "ServiceUnavailable", "Service is unavailable, try again later."),
+                    400: (400, "ValidationError", "Injected validation error")},
+    "ec2": {429: (503, "RequestLimitExceeded", "Request limit exceeded."),
+            500: (500, "InternalError", "An internal error has occurred."),
+            503: (503, "Unavailable", "The server is overloaded and can't handle the request."),
+            400: (400, "InvalidParameterValue", "Injected invalid parameter")},
+}
+QUOTA_MESSAGE = ("You have requested more vCPU capacity than your current vCPU limit of %d allows for the instance "
+                 "bucket that the specified instance type belongs to. Please visit "
+                 "http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit. "
+                 "Launching EC2 instance failed.")
+_CREDENTIAL_RE = re.compile(r"Credential=[^/]+/[^/]+/(?P<region>[^/]+)/(?P<service>[^/]+)/aws4_request")
+
+
+def request_shape(service, method, path, params):
+    """The shape of a query-API request: indexes in parameter names collapse to N."""
+    keys = sorted({re.sub(r"\.\d+(?=\.|$)", ".N", key) for key in params if key not in ("Action", "Version")})
+    return {"service": service, "method": method, "path": path, "action": params.get("Action", ""), "params": keys}
+
+
+def error_xml(service, code, message, request_id=None):
+    request_id = request_id or str(uuid.uuid4())
+    code, message = _xml_escape(code), _xml_escape(message)
+    if service == "ec2":
+        return ('<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>%s</Code><Message>%s</Message>'
+                '</Error></Errors><RequestID>%s</RequestID></Response>' % (code, message, request_id)).encode()
+    kind = "Receiver" if code in ("InternalFailure", "ServiceUnavailable") else "Sender"
+    return ('<ErrorResponse xmlns="%s"><Error><Type>%s</Type><Code>%s</Code><Message>%s</Message></Error>'
+            '<RequestId>%s</RequestId></ErrorResponse>' % (_NAMESPACES["autoscaling"], kind, code, message,
+                                                          request_id)).encode()
+
+
+def _xml_escape(text):
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _iso(epoch):
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+class Faults:
+    """The fault knobs. never_boot holds group names and instance IDs; never_boot_next counts the next
+    launches that never boot."""
+
+    def __init__(self):
+        self.set()
+
+    def set(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None):
+        if not 0.0 <= float(error_rate) <= 1.0:
+            raise ValueError("error_rate must be between 0 and 1")
+        unknown = [c for c in codes if int(c) not in _FAULTS["ec2"]]
+        if unknown:
+            raise ValueError("unsupported fault codes %s (supported: %s)" % (unknown, sorted(_FAULTS["ec2"])))
+        self.error_rate = float(error_rate)
+        self.codes = tuple(int(c) for c in codes) or (500,)
+        self.latency = float(latency)
+        if isinstance(never_boot, int):
+            self.never_boot, self.never_boot_next = set(), never_boot
+        else:
+            self.never_boot, self.never_boot_next = set(never_boot or ()), 0
+        self.quota = None if quota is None else int(quota)
+
+    def to_dict(self):
+        return dict(error_rate=self.error_rate, codes=list(self.codes), latency=self.latency,
+                    never_boot=sorted(self.never_boot) if not self.never_boot_next else self.never_boot_next,
+                    quota=self.quota)
+
+
+class EmulatorApp:
+    """The WSGI application in front of moto's."""
+
+    def __init__(self, moto_app, region, hooks):
+        self.moto_app = moto_app
+        self.region = region
+        self.hooks = hooks
+        self.faults = Faults()
+        self.lock = threading.RLock()       # moto's backends are not thread-safe; one request at a time
+        self.requests = []                  # shapes, with the injected fault if any
+        self.activities = {}                # group name -> failed scaling activities (newest first)
+        self.seen_instances = set()
+        self.never_booted = set()
+        self.changed = threading.Event()
+
+    # -- moto's state ---------------------------------------------------------------------------------
+
+    def _backends(self):
+        from moto.autoscaling.models import autoscaling_backends
+        from moto.ec2.models import ec2_backends
+        return autoscaling_backends[ACCOUNT_ID][self.region], ec2_backends[ACCOUNT_ID][self.region]
+
+    def _live_instance_count(self):
+        asg_backend, _ = self._backends()
+        return sum(len(group.instance_states) for group in list(asg_backend.autoscaling_groups.values()))
+
+    def _mark_new_instances(self):
+        """Decide, once per new ASG instance, whether it never boots (stays pending)."""
+        asg_backend, _ = self._backends()
+        for group in list(asg_backend.autoscaling_groups.values()):
+            for state in list(group.instance_states):
+                instance = state.instance
+                if instance.id in self.seen_instances:
+                    continue
+                self.seen_instances.add(instance.id)
+                never = group.name in self.faults.never_boot or instance.id in self.faults.never_boot
+                if not never and self.faults.never_boot_next > 0:
+                    self.faults.never_boot_next -= 1
+                    never = True
+                if never:
+                    instance._state.name, instance._state.code = "pending", 0
+                    state.lifecycle_state = "Pending"
+                    self.never_booted.add(instance.id)
+
+    def snapshot(self):
+        """(instance ID, group, zone, image, EC2 state, role) of every instance an ASG launched."""
+        with self.lock:
+            _, ec2_backend = self._backends()
+            rows = []
+            for instance in list(ec2_backend.all_instances()):
+                tags = {t["key"]: t["value"] for t in instance.get_tags()}
+                if GROUP_TAG not in tags:
+                    continue
+                rows.append((instance.id, tags[GROUP_TAG], instance.placement.zone, instance.image_id,
+                             instance._state.name, tags.get(ROLE_TAG, "worker")))
+            return rows
+
+    # -- WSGI -----------------------------------------------------------------------------------------
+
+    def __call__(self, environ, start_response):
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = environ.get("PATH_INFO", "/")
+        if path.startswith("/_kubenodes/"):
+            return self._admin_api(environ, start_response, method, path)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        query = environ.get("QUERY_STRING", "")
+        params = {k: v[-1] for k, v in urllib.parse.parse_qs(body.decode("utf-8", "replace") + "&" + query,
+                                                              keep_blank_values=True).items()}
+        match = _CREDENTIAL_RE.search(environ.get("HTTP_AUTHORIZATION", ""))
+        service = match.group("service") if match else ""
+        action = params.get("Action", "")
+        admin = environ.get("HTTP_" + ADMIN_HEADER.upper().replace("-", "_")) == "1"
+        fmt = service if service in _NAMESPACES else "autoscaling"
+
+        allowed = SUPPORTED_ACTIONS.get(service, set()) | (ADMIN_ACTIONS.get(service, set()) if admin else set())
+        if method != "POST" or path != "/" or action not in allowed:
+            what = action or "(none)"
+            if method != "POST" or path != "/":
+                what = "%s %s" % (method, path)
+            return self._respond(start_response, 400, error_xml(fmt, "InvalidAction",
+                                 "The action or operation %s is not valid for this web service." % what))
+        shape = request_shape(service, method, path, params)
+        shape["fault"] = None
+        if not admin:
+            with self.lock:
+                self.requests.append(shape)
+            if self.faults.latency:
+                time.sleep(self.faults.latency)
+            if self.faults.error_rate and random.random() < self.faults.error_rate:
+                code = random.choice(self.faults.codes)
+                status, error_code, message = _FAULTS[service][code]
+                shape["fault"] = error_code
+                return self._respond(start_response, status, error_xml(service, error_code, message))
+
+        if action == "DescribeScalingActivities":
+            return self._describe_activities(start_response, params)
+        if action == "SetDesiredCapacity" and not admin:
+            refused = self._over_quota(params)
+            if refused:
+                return self._respond(start_response, 200, refused)
+
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        captured = {}
+
+        def capture(status, headers, exc_info=None):
+            captured["status"], captured["headers"] = status, headers
+            return lambda data: None
+
+        with self.lock:
+            chunks = self.moto_app(environ, capture)
+            try:
+                payload = b"".join(chunks)
+            finally:
+                if hasattr(chunks, "close"):
+                    chunks.close()
+            if action in _MUTATING:
+                self._mark_new_instances()
+        if action in _MUTATING:
+            self.changed.set()
+        status = int(captured["status"].split()[0])
+        if status >= 500 and payload.lstrip()[:1] == b"<" and b"<html" in payload[:200].lower():
+            # moto answers an HTML page for what it does not implement; AWS answers XML.
+            return self._respond(start_response, 500, error_xml(service, "InternalFailure",
+                                                                "The emulator cannot serve this request"))
+        headers = [(k, v) for k, v in captured["headers"] if k.lower() not in ("content-length", "connection")]
+        headers.append(("Content-Length", str(len(payload))))
+        start_response(captured["status"], headers)
+        return [payload]
+
+    @staticmethod
+    def _respond(start_response, status, payload, content_type="text/xml"):
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error",
+                  503: "Service Unavailable"}.get(status, "Error")
+        start_response("%d %s" % (status, reason), [("Content-Type", content_type),
+                                                     ("Content-Length", str(len(payload)))])
+        return [payload]
+
+    def _over_quota(self, params):
+        """The SetDesiredCapacity answer when the launch would exceed the quota (and the failed
+        activity is recorded), else None."""
+        quota = self.faults.quota
+        if quota is None:
+            return None
+        name = params.get("AutoScalingGroupName", "")
+        with self.lock:
+            asg_backend, _ = self._backends()
+            group = asg_backend.autoscaling_groups.get(name)
+            if group is None:
+                return None
+            increase = int(params.get("DesiredCapacity", "0")) - int(group.desired_capacity or 0)
+            if increase <= 0 or self._live_instance_count() + increase <= quota:
+                return None
+            now = time.time()
+            message = QUOTA_MESSAGE % quota
+            self.activities.setdefault(name, []).insert(0, dict(
+                ActivityId=str(uuid.uuid4()), AutoScalingGroupName=name,
+                Description="Launching a new EC2 instance.  Status Reason: " + message,
+                Cause="At %s a user request explicitly set group desired capacity changing the desired capacity "
+                      "to %s." % (_iso(now), params.get("DesiredCapacity")),
+                StartTime=_iso(now), EndTime=_iso(now), StatusCode="Failed", StatusMessage=message, Progress="100",
+            ))
+        return ('<SetDesiredCapacityResponse xmlns="%s"><ResponseMetadata><RequestId>%s</RequestId>'
+                '</ResponseMetadata></SetDesiredCapacityResponse>' % (_NAMESPACES["autoscaling"], uuid.uuid4())).encode()
+
+    def _describe_activities(self, start_response, params):
+        name = params.get("AutoScalingGroupName")
+        limit = int(params.get("MaxRecords", "100") or 100)
+        with self.lock:
+            if name:
+                records = list(self.activities.get(name, []))
+            else:
+                records = sorted((a for group in self.activities.values() for a in group),
+                                 key=lambda a: a["StartTime"], reverse=True)
+        members = "".join("<member>%s</member>" % "".join("<%s>%s</%s>" % (k, _xml_escape(v), k)
+                                                          for k, v in record.items())
+                          for record in records[:limit])
+        payload = ('<DescribeScalingActivitiesResponse xmlns="%s"><DescribeScalingActivitiesResult><Activities>%s'
+                   '</Activities></DescribeScalingActivitiesResult><ResponseMetadata><RequestId>%s</RequestId>'
+                   '</ResponseMetadata></DescribeScalingActivitiesResponse>'
+                   % (_NAMESPACES["autoscaling"], members, uuid.uuid4())).encode()
+        return self._respond(start_response, 200, payload)
+
+    def _admin_api(self, environ, start_response, method, path):
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        try:
+            if path == "/_kubenodes/faults" and method == "POST":
+                args = json.loads(body or b"{}")
+                with self.lock:
+                    self.faults.set(**args)
+                result = self.faults.to_dict()
+            elif path == "/_kubenodes/faults" and method == "GET":
+                result = self.faults.to_dict()
+            elif path == "/_kubenodes/requests" and method == "GET":
+                with self.lock:
+                    result = list(self.requests)
+            elif path == "/_kubenodes/requests" and method == "DELETE":
+                with self.lock:
+                    self.requests.clear()
+                result = {}
+            elif path == "/_kubenodes/never-booted" and method == "GET":
+                with self.lock:
+                    result = sorted(self.never_booted)
+            else:
+                return self._respond(start_response, 404, b'{"error": "unknown admin path"}', "application/json")
+        except (TypeError, ValueError) as exc:
+            return self._respond(start_response, 400, json.dumps({"error": str(exc)}).encode(), "application/json")
+        return self._respond(start_response, 200, json.dumps(result).encode(), "application/json")
+
+
+class Watcher(threading.Thread):
+    """Turns ASG instance launches and terminations into instance hook calls."""
+
+    def __init__(self, app, interval=0.5):
+        super().__init__(daemon=True, name="aws-emulator-watcher")
+        self.app = app
+        self.interval = interval
+        self.stopping = threading.Event()
+        self.announced = {}   # instance ID -> provider ID
+
+    def run(self):
+        while not self.stopping.is_set():
+            self.app.changed.wait(self.interval)
+            self.app.changed.clear()
+            try:
+                self.sync()
+            except Exception as exc:  # keep watching; the next pass retries
+                print("aws emulator watcher: %s" % exc, file=sys.stderr)
+
+    def sync(self):
+        rows = self.app.snapshot()
+        running = {}
+        for instance_id, group, zone, image, state, role in rows:
+            if state == "running":
+                running[instance_id] = (group, zone, image, role)
+        for instance_id, (group, zone, image, role) in sorted(running.items()):
+            if instance_id in self.announced:
+                continue
+            provider_id = "aws:///%s/%s" % (zone, instance_id)
+            self.app.hooks.created(provider_id, instance_id, group, image, role, zone)
+            self.announced[instance_id] = provider_id
+        for instance_id in sorted(set(self.announced) - set(running)):
+            self.app.hooks.deleted(self.announced[instance_id])
+            del self.announced[instance_id]
+
+
+class AwsEmulator:
+    """The emulator in this process: start(), .endpoint, admin(), stop()."""
+
+    def __init__(self, hooks=None, region=DEFAULT_REGION, host="127.0.0.1", port=0):
+        self.hooks = hooks or instance_hooks.NoHooks()
+        self.region = region
+        self.host = host
+        self.port = port
+        self.server = None
+        self.thread = None
+        self.app = None
+        self.watcher = None
+
+    def start(self):
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        self.app = EmulatorApp(DomainDispatcherApplication(create_backend_app), self.region, self.hooks)
+        self.server = make_server(self.host, self.port, self.app, threaded=True, request_handler=MotoRequestHandler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="aws-emulator")
+        self.thread.start()
+        self.watcher = Watcher(self.app)
+        self.watcher.start()
+        return self
+
+    @property
+    def endpoint(self):
+        return "http://%s:%d" % (self.host, self.server.server_address[1])
+
+    def info(self):
+        return {"cloud": "aws", "endpoint": self.endpoint, "ca_cert": None, "pid": os.getpid(), "region": self.region}
+
+    def admin(self):
+        return Admin(self.info())
+
+    def stop(self):
+        if self.watcher:
+            self.watcher.stopping.set()
+            self.app.changed.set()
+            self.watcher.join(timeout=5)
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+            self.thread.join(timeout=5)
+        self.server = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class Admin:
+    """Sets up and steers the emulator from outside: images, groups, faults, the request log."""
+
+    def __init__(self, info):
+        import boto3
+        import botocore.config
+
+        self.endpoint = info["endpoint"]
+        self.region = info.get("region") or DEFAULT_REGION
+        config = botocore.config.Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=30)
+        kwargs = dict(endpoint_url=self.endpoint, region_name=self.region, aws_access_key_id="testing",
+                      aws_secret_access_key="testing", config=config)
+        self.ec2 = boto3.client("ec2", **kwargs)
+        self.autoscaling = boto3.client("autoscaling", **kwargs)
+        for client in (self.ec2, self.autoscaling):
+            client.meta.events.register("before-sign.*.*", self._mark_admin)
+
+    @staticmethod
+    def _mark_admin(request, **_):
+        request.headers[ADMIN_HEADER] = "1"
+
+    def _http(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.endpoint + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(req, timeout=30) as resp:
+            return json.loads(resp.read() or b"null")
+
+    def create_image(self, name):
+        return self.ec2.register_image(Name=name, Description="sandbox image %s" % name)["ImageId"]
+
+    def create_group(self, name, role, size, image, max_size=None, zones=None):
+        zones = zones or [self.region + suffix for suffix in ("a", "b", "c")]
+        template = self.ec2.create_launch_template(
+            LaunchTemplateName=name + "-template",
+            LaunchTemplateData={"ImageId": image, "InstanceType": "t3.micro"},
+        )["LaunchTemplate"]
+        self.autoscaling.create_auto_scaling_group(
+            AutoScalingGroupName=name,
+            LaunchTemplate={"LaunchTemplateId": template["LaunchTemplateId"], "Version": "$Default"},
+            MinSize=0, MaxSize=max_size if max_size is not None else size + 10, DesiredCapacity=size,
+            AvailabilityZones=zones,
+            Tags=[{"Key": ROLE_TAG, "Value": role, "PropagateAtLaunch": True, "ResourceId": name,
+                   "ResourceType": "auto-scaling-group"}],
+        )
+        return name
+
+    def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None):
+        never_boot = never_boot if isinstance(never_boot, int) else list(never_boot)
+        return self._http("POST", "/_kubenodes/faults", dict(error_rate=error_rate, codes=list(codes),
+                                                             latency=latency, never_boot=never_boot, quota=quota))
+
+    def requests(self):
+        return self._http("GET", "/_kubenodes/requests")
+
+    def clear_requests(self):
+        return self._http("DELETE", "/_kubenodes/requests")
+
+    def never_booted(self):
+        return self._http("GET", "/_kubenodes/never-booted")
+
+    def group_instances(self, name):
+        """(instance ID, lifecycle state) of the group's instances, straight from the emulator."""
+        groups = self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
+        return sorted((i["InstanceId"], i["LifecycleState"]) for i in (groups[0]["Instances"] if groups else []))
+
+    def provider_options(self):
+        return {"provider": "aws", "aws": {"region": self.region, "endpoint_url": self.endpoint,
+                                           "access_key": "testing", "secret_key": "testing"}}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--nodesim-url")
+    parser.add_argument("--region", default=DEFAULT_REGION)
+    args = parser.parse_args(argv)
+    os.makedirs(args.state_dir, exist_ok=True)
+    emulator = AwsEmulator(hooks=instance_hooks.from_url(args.nodesim_url), region=args.region).start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    info = emulator.info()
+    with open(os.path.join(args.state_dir, "aws-emulator.json"), "w") as handle:
+        json.dump(info, handle)
+    sys.stdout.write(json.dumps(info) + "\n")
+    sys.stdout.flush()
+    while not stop.wait(1.0):
+        pass
+    emulator.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
