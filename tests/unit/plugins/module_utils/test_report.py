@@ -1,0 +1,74 @@
+import copy
+import xml.etree.ElementTree as ET
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
+
+
+def observation(**phases):
+    return {"nodes": {"w-0": {"group": "g1", "heir": "w-9", "role": "worker", "phases": phases,
+                              "evicted": ["ns/a", "ns/b"], "waits": {"pdb": 2}}}}
+
+
+def test_merge_keeps_the_earliest_phase_time_and_is_idempotent():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    report.merge(journal, observation(paired="2026-11-30T10:01:00Z"))
+    once = copy.deepcopy(journal)
+    report.merge(journal, observation(paired="2026-11-30T10:01:00Z"))
+    assert journal == once
+    report.merge(journal, observation(paired="2026-11-30T10:05:00Z", draining="2026-11-30T10:06:00Z"))
+    assert journal["nodes"]["w-0"]["phases"] == {"paired": "2026-11-30T10:01:00Z", "draining": "2026-11-30T10:06:00Z"}
+
+
+def test_merge_unions_evicted_pods_and_keeps_highest_counters():
+    journal = report.new_journal("img-b", None)
+    report.merge(journal, observation())
+    report.merge(journal, {"nodes": {"w-0": {"evicted": ["ns/c", "ns/a"], "waits": {"pdb": 1}, "retries": {"evict": 4}}}})
+    entry = journal["nodes"]["w-0"]
+    assert entry["evicted"] == ["ns/a", "ns/b", "ns/c"]
+    assert entry["waits"] == {"pdb": 2}
+    assert entry["retries"] == {"evict": 4}
+    assert entry["group"] == "g1"
+
+
+def test_merge_ignores_unparseable_times():
+    journal = report.merge(report.new_journal("i", None), observation(paired="not a time"))
+    assert journal["nodes"]["w-0"]["phases"] == {}
+
+
+def test_summary_durations_per_phase_and_wall_time():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    report.merge(journal, observation(paired="2026-11-30T10:00:30Z", draining="2026-11-30T10:01:30Z",
+                                      deleted="2026-11-30T10:04:00Z"))
+    journal["finished"] = "2026-11-30T10:05:00Z"
+    summary = report.summarize(journal)
+    row = summary["nodes"][0]
+    assert row["phase_seconds"] == {"paired": 60, "draining": 150, "deleted": 0}
+    assert row["total_seconds"] == 210
+    assert row["done"] is True
+    assert summary["wall_seconds"] == 300
+    assert summary["nodes_replaced"] == 1 and summary["pods_evicted"] == 2
+
+
+def test_unfinished_node_runs_to_now():
+    journal = report.merge(report.new_journal("i", "2026-11-30T10:00:00Z"), observation(draining="2026-11-30T10:00:00Z"))
+    now = report.parse_time("2026-11-30T10:10:00Z")
+    row = report.summarize(journal, now=now)["nodes"][0]
+    assert row["phase_seconds"] == {"draining": 600} and row["done"] is False
+
+
+def test_markdown_and_svg_render_every_node():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    report.merge(journal, observation(paired="2026-11-30T10:00:30Z", deleted="2026-11-30T10:04:00Z"))
+    report.merge(journal, {"nodes": {"cp-0": {"role": "control-plane", "phases": {"paired": "2026-11-30T10:00:00Z",
+                                                                                  "etcd-removed": "2026-11-30T10:02:00Z"}}}})
+    summary = report.summarize(journal, now=report.parse_time("2026-11-30T10:05:00Z"))
+    text = report.render_markdown(summary)
+    assert "| w-0 | w-9 | g1 | worker |" in text and "| cp-0 |" in text
+    svg = report.render_svg(journal, now=report.parse_time("2026-11-30T10:05:00Z"))
+    root = ET.fromstring(svg)  # well-formed XML
+    rects = [e for e in root.iter() if e.tag.endswith("rect") and e.find("{http://www.w3.org/2000/svg}title") is not None]
+    assert len(rects) == 4  # two phases per node
+
+
+def test_svg_of_an_empty_journal_says_so():
+    assert "no replacement recorded" in report.render_svg(report.new_journal("i", None))
