@@ -1,0 +1,990 @@
+"""A local Azure Resource Manager emulator (Microsoft.Compute scale sets) over HTTPS, for azure-mgmt-compute.
+
+What it serves (names are case-insensitive, as in ARM; every request needs ?api-version=<date> and a bearer
+token, any token; the api-version is echoed into links, never pinned):
+
+  GET|PUT|PATCH  /subscriptions/{s}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/{vmss}
+  GET            .../virtualMachineScaleSets                         (list, nextLink paging)
+  POST           .../virtualMachineScaleSets/{vmss}/delete           (delete instances; 202 + Azure-AsyncOperation/Location)
+  GET            .../virtualMachineScaleSets/{vmss}/virtualMachines  ($expand=instanceView, nextLink paging)
+  GET            .../virtualMachines/{id}   and   .../virtualMachines/{id}/instanceView
+  GET            managed images, Compute Gallery image versions, shared/community gallery image versions and
+                 Marketplace images (publishers/../artifacttypes/vmimage/offers/../skus/../versions/..)
+  GET            /subscriptions/{s}/providers/Microsoft.Compute/locations/{loc}/operations/{id}[?monitor=true]
+
+PUT and PATCH answer with the resource and Azure-AsyncOperation + Retry-After; the operation succeeds when the
+VMs it created run. Errors use ARM's body {"error": {"code", "message"}}. A scale-out makes VMs that boot
+after `boot_delay` and then call hooks.created(); deleted VMs call hooks.deleted().
+
+Fault injection (Admin.set_faults): error_rate with codes (429/500/503), fail_next (the next N resource
+requests fail), latency, never_boot (scale sets whose new VMs stay "creating"), quota (most VMs in total;
+a scale-out beyond it gets 409 OperationNotAllowed "... exceeding approved ... quota").
+
+Admin API (not ARM) under /_emulator/: images, groups, faults, requests (the request log), state.
+"""
+
+import argparse
+import os
+import datetime
+import json
+import random
+import re
+import signal
+import ssl
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from sandbox import instance_hooks, pki
+
+SUBSCRIPTION = "8a5d1b2c-0000-4000-8000-00000000a2e1"
+RESOURCE_GROUP = "kubenodes-sandbox"
+LOCATION = "westeurope"
+VM_SIZE = "Standard_D2s_v5"
+ROLE_TAG = "kubenodes-role"
+GALLERY = "sandbox_gallery"
+_API_VERSION_RE = re.compile(r"^\d{4}-\d{2}-\d{2}(-preview)?$")
+
+_SEG = r"([^/]+)"
+_RG = r"/subscriptions/%s/resourcegroups/%s/providers/microsoft\.compute" % (_SEG, _SEG)
+_LOC = r"/subscriptions/%s/providers/microsoft\.compute/locations/%s" % (_SEG, _SEG)
+_VMSS = _RG + r"/virtualmachinescalesets/" + _SEG
+
+# (template, regex, {method: (handler name, allowed query keys, allowed body paths or None for no body)})
+_VMSS_BODY = {
+    "location", "tags", "sku", "sku.name", "sku.tier", "sku.capacity", "zones", "identity", "plan", "etag",
+    "properties", "properties.virtualMachineProfile", "properties.upgradePolicy", "properties.upgradePolicy.mode",
+    "properties.overprovision", "properties.singlePlacementGroup", "properties.orchestrationMode",
+    "properties.platformFaultDomainCount", "properties.scaleInPolicy", "properties.automaticRepairsPolicy",
+    "properties.virtualMachineProfile.osProfile", "properties.virtualMachineProfile.storageProfile",
+    "properties.virtualMachineProfile.networkProfile", "properties.virtualMachineProfile.extensionProfile",
+    "properties.virtualMachineProfile.diagnosticsProfile", "properties.virtualMachineProfile.securityProfile",
+    "properties.virtualMachineProfile.storageProfile.imageReference",
+    "properties.virtualMachineProfile.storageProfile.osDisk",
+    "properties.virtualMachineProfile.storageProfile.dataDisks",
+    "properties.virtualMachineProfile.storageProfile.imageReference.id",
+    "properties.virtualMachineProfile.storageProfile.imageReference.publisher",
+    "properties.virtualMachineProfile.storageProfile.imageReference.offer",
+    "properties.virtualMachineProfile.storageProfile.imageReference.sku",
+    "properties.virtualMachineProfile.storageProfile.imageReference.version",
+    "properties.virtualMachineProfile.storageProfile.imageReference.sharedGalleryImageId",
+    "properties.virtualMachineProfile.storageProfile.imageReference.communityGalleryImageId",
+}
+# Subtrees whose inner keys are free-form here (the emulator stores them as given).
+_FREE_SUBTREES = ("tags.", "identity.", "plan.", "properties.virtualMachineProfile.osProfile.",
+                  "properties.virtualMachineProfile.storageProfile.osDisk.",
+                  "properties.virtualMachineProfile.networkProfile.", "properties.virtualMachineProfile.extensionProfile.",
+                  "properties.virtualMachineProfile.diagnosticsProfile.",
+                  "properties.virtualMachineProfile.securityProfile.", "properties.scaleInPolicy.",
+                  "properties.automaticRepairsPolicy.")
+
+ROUTES = [
+    ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
+     "virtualMachineScaleSets/{vmScaleSetName}", re.compile("^" + _VMSS + "$", re.I),
+     {"GET": ("get_vmss", {"api-version", "$expand"}, None),
+      "PUT": ("put_vmss", {"api-version"}, _VMSS_BODY),
+      "PATCH": ("patch_vmss", {"api-version"}, _VMSS_BODY)}),
+    ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
+     "virtualMachineScaleSets", re.compile("^" + _RG + r"/virtualmachinescalesets$", re.I),
+     {"GET": ("list_vmss", {"api-version", "$skiptoken"}, None)}),
+    ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
+     "virtualMachineScaleSets/{vmScaleSetName}/delete", re.compile("^" + _VMSS + "/delete$", re.I),
+     {"POST": ("delete_instances", {"api-version", "forceDeletion"}, {"instanceIds"})}),
+    ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
+     "virtualMachineScaleSets/{vmScaleSetName}/virtualMachines",
+     re.compile("^" + _VMSS + "/virtualmachines$", re.I),
+     {"GET": ("list_vms", {"api-version", "$expand", "$filter", "$select", "$skiptoken"}, None)}),
+    ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
+     "virtualMachineScaleSets/{vmScaleSetName}/virtualMachines/{instanceId}",
+     re.compile("^" + _VMSS + "/virtualmachines/" + _SEG + "$", re.I),
+     {"GET": ("get_vm", {"api-version", "$expand"}, None)}),
+    ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
+     "virtualMachineScaleSets/{vmScaleSetName}/virtualMachines/{instanceId}/instanceView",
+     re.compile("^" + _VMSS + "/virtualmachines/" + _SEG + "/instanceview$", re.I),
+     {"GET": ("get_instance_view", {"api-version"}, None)}),
+    ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
+     "images/{imageName}", re.compile("^" + _RG + "/images/" + _SEG + "$", re.I),
+     {"GET": ("get_managed_image", {"api-version", "$expand"}, None)}),
+    ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
+     "galleries/{galleryName}/images/{galleryImageName}/versions/{galleryImageVersionName}",
+     re.compile("^" + _RG + "/galleries/%s/images/%s/versions/%s$" % (_SEG, _SEG, _SEG), re.I),
+     {"GET": ("get_gallery_version", {"api-version", "$expand"}, None)}),
+    ("/subscriptions/{subscriptionId}/providers/Microsoft.Compute/locations/{location}/sharedGalleries/"
+     "{galleryUniqueName}/images/{galleryImageName}/versions/{galleryImageVersionName}",
+     re.compile("^" + _LOC + "/sharedgalleries/%s/images/%s/versions/%s$" % (_SEG, _SEG, _SEG), re.I),
+     {"GET": ("get_shared_version", {"api-version"}, None)}),
+    ("/subscriptions/{subscriptionId}/providers/Microsoft.Compute/locations/{location}/communityGalleries/"
+     "{publicGalleryName}/images/{galleryImageName}/versions/{galleryImageVersionName}",
+     re.compile("^" + _LOC + "/communitygalleries/%s/images/%s/versions/%s$" % (_SEG, _SEG, _SEG), re.I),
+     {"GET": ("get_community_version", {"api-version"}, None)}),
+    ("/subscriptions/{subscriptionId}/providers/Microsoft.Compute/locations/{location}/publishers/"
+     "{publisherName}/artifacttypes/vmimage/offers/{offer}/skus/{skus}/versions/{version}",
+     re.compile("^" + _LOC + "/publishers/%s/artifacttypes/vmimage/offers/%s/skus/%s/versions/%s$"
+                % (_SEG, _SEG, _SEG, _SEG), re.I),
+     {"GET": ("get_marketplace_image", {"api-version"}, None)}),
+    ("/subscriptions/{subscriptionId}/providers/Microsoft.Compute/locations/{location}/operations/{operationId}",
+     re.compile("^" + _LOC + "/operations/" + _SEG + "$", re.I),
+     {"GET": ("get_operation", {"api-version", "monitor"}, None)}),
+]
+
+
+class ArmError(Exception):
+    def __init__(self, status, code, message, headers=None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or {}
+
+
+def _now_iso(ts=None):
+    ts = time.time() if ts is None else ts
+    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _base36(number, width=6):
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    text = ""
+    while number:
+        number, rest = divmod(number, 36)
+        text = digits[rest] + text
+    return (text or "0").rjust(width, "0")
+
+
+def body_paths(body, prefix=""):
+    """The dotted key paths of a JSON object (dict keys only; list items are not descended into)."""
+    paths = []
+    if isinstance(body, dict):
+        for key, value in body.items():
+            path = prefix + key
+            paths.append(path)
+            paths.extend(body_paths(value, path + "."))
+    return paths
+
+
+def image_string(reference):
+    """The image a reference names, in the collection's canonical spelling (names lower-cased)."""
+    reference = reference or {}
+    for key in ("id", "communityGalleryImageId", "sharedGalleryImageId"):
+        value = reference.get(key)
+        if value:
+            return _canonical_id(value)
+    return ":".join(str(reference.get(k, "")).lower() for k in ("publisher", "offer", "sku", "version"))
+
+
+def _canonical_id(value):
+    parts = value.strip("/").split("/")
+    fixed = {"subscriptions": "subscriptions", "resourcegroups": "resourceGroups", "providers": "providers",
+             "galleries": "galleries", "images": "images", "versions": "versions",
+             "communitygalleries": "CommunityGalleries", "sharedgalleries": "SharedGalleries"}
+    out = []
+    for i, part in enumerate(parts):
+        low = part.lower()
+        if i % 2 == 0 and low in fixed:
+            out.append(fixed[low])
+        elif low == "microsoft.compute":
+            out.append("Microsoft.Compute")
+        else:
+            out.append(low)
+    text = "/" + "/".join(out)
+    if text.startswith("/CommunityGalleries") or text.startswith("/SharedGalleries"):
+        text = text.replace("/images/", "/Images/").replace("/versions/", "/Versions/")
+    return text
+
+
+class Faults:
+    def __init__(self):
+        self.error_rate = 0.0
+        self.codes = (429, 500, 503)
+        self.latency = 0.0
+        self.never_boot = set()
+        self.quota = None
+        self.fail_next = 0
+        self.rng = random.Random(7)
+
+
+class AzureEmulator:
+    """The emulator, in-process: start() serves on 127.0.0.1:<free port>, stop() ends it."""
+
+    def __init__(self, state_dir, hooks=None, boot_delay=0.3, delete_delay=0.2, page_size=100, retry_after=0):
+        self.state_dir = state_dir
+        self.hooks = hooks or instance_hooks.NoHooks()
+        self.boot_delay = boot_delay
+        self.delete_delay = delete_delay
+        self.page_size = page_size
+        self.retry_after = retry_after
+        self.lock = threading.RLock()
+        self.scale_sets = {}
+        self.managed_images = set()
+        self.gallery_versions = set()
+        self.shared_versions = set()
+        self.community_versions = set()
+        self.marketplace = set()
+        self.operations = {}
+        self.requests = []
+        self.faults = Faults()
+        self.server = None
+        self.endpoint = None
+        self.ca_cert = None
+        self._threads = []
+        self._stop = threading.Event()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self):
+        ca = pki.CA("%s/pki" % self.state_dir, name="azure-ca")
+        cert, key = ca.issue("azure-arm", "127.0.0.1", kind=pki.SERVER, hosts=["127.0.0.1", "localhost"])
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(cert), str(key))
+        handler = type("Handler", (_Handler,), {"emulator": self})
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.endpoint = "https://127.0.0.1:%d" % self.server.server_address[1]
+        self.ca_cert = str(ca.cert_path)
+        for target in (self.server.serve_forever, self._tick_loop):
+            thread = threading.Thread(target=target, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self):
+        self._stop.set()
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def info(self):
+        return {"cloud": "azure", "endpoint": self.endpoint, "ca_cert": self.ca_cert, "pid": None}
+
+    # -- time passes -------------------------------------------------------------------------------
+
+    def _tick_loop(self):
+        while not self._stop.wait(0.05):
+            self.tick()
+
+    def tick(self):
+        """Boot VMs whose time came, remove deleted ones, finish operations; then call the hooks."""
+        created, deleted = [], []
+        now = time.time()
+        with self.lock:
+            for vmss in self.scale_sets.values():
+                for iid, vm in list(vmss["vms"].items()):
+                    if vm["state"] == "creating" and vm["boot_at"] is not None and vm["boot_at"] <= now:
+                        vm["state"] = "running"
+                        created.append((self._provider_id(vmss, iid), vm["computer_name"].lower(),
+                                        self._group_id(vmss), image_string(vm["image"]), vmss["role"], None))
+                    elif vm["state"] == "deleting" and vm["delete_at"] <= now:
+                        del vmss["vms"][iid]
+                        deleted.append(self._provider_id(vmss, iid))
+            for op in self.operations.values():
+                if op["status"] == "InProgress" and self._operation_done(op, now):
+                    op["status"] = "Succeeded"
+                    op["endTime"] = _now_iso(now)
+            for vmss in self.scale_sets.values():
+                busy = any(op["status"] == "InProgress" and op["vmss"] == vmss["key"] for op in self.operations.values())
+                vmss["provisioningState"] = "Updating" if busy else "Succeeded"
+        for args in created:
+            self._hook("created", *args)
+        for provider_id in deleted:
+            self._hook("deleted", provider_id)
+
+    def _operation_done(self, op, now):
+        if now < op["not_before"]:
+            return False
+        vmss = self.scale_sets.get(op["vmss"])
+        if vmss is None:
+            return True
+        for iid in op["instances"]:
+            vm = vmss["vms"].get(iid)
+            if op["kind"] == "create" and vm is not None and vm["state"] == "creating":
+                return False
+            if op["kind"] == "delete" and vm is not None:
+                return False
+        return True
+
+    def _hook(self, name, *args):
+        try:
+            getattr(self.hooks, name)(*args)
+        except Exception as exc:  # pylint: disable=broad-except  # the node simulator may be down; say so
+            print("azure emulator: hook %s%r failed: %s" % (name, args[:1], exc), file=sys.stderr, flush=True)
+
+    # -- identifiers -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _key(sub, rg, name):
+        return (sub.lower(), rg.lower(), name.lower())
+
+    @staticmethod
+    def _vmss_id(vmss):
+        return ("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s"
+                % (vmss["sub"], vmss["rg"], vmss["name"]))
+
+    def _group_id(self, vmss):
+        return self._vmss_id(vmss).lower().replace("/resourcegroups/", "/resourceGroups/").replace(
+            "/microsoft.compute/virtualmachinescalesets/", "/Microsoft.Compute/virtualMachineScaleSets/")
+
+    def _provider_id(self, vmss, iid):
+        # What cloud-provider-azure writes: "azure://" + VM ID with the resource group lower-cased.
+        return ("azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s"
+                "/virtualMachines/%s" % (vmss["sub"], vmss["rg"].lower(), vmss["name"], iid))
+
+    # -- model changes (lock held) -----------------------------------------------------------------
+
+    def _vm_count(self):
+        return sum(1 for v in self.scale_sets.values() for vm in v["vms"].values() if vm["state"] != "deleting")
+
+    def _check_quota(self, extra):
+        if self.faults.quota is not None and extra > 0 and self._vm_count() + extra > self.faults.quota:
+            used = self._vm_count()
+            raise ArmError(409, "OperationNotAllowed",
+                           "Operation could not be completed as it results in exceeding approved Total Regional "
+                           "Cores quota. Additional details - Deployment Model: Resource Manager, Location: %s, "
+                           "Current Limit: %d, Current Usage: %d, Additional Required: %d, (Minimum) New Limit "
+                           "Required: %d." % (LOCATION, self.faults.quota * 2, used * 2, extra * 2,
+                                              (used + extra) * 2))
+
+    def _never_boots(self, vmss):
+        marks = self.faults.never_boot
+        return bool(marks) and ("*" in marks or vmss["name"].lower() in marks or self._vmss_id(vmss).lower() in marks)
+
+    def _resize(self, vmss, capacity):
+        """Create or delete VMs so that the non-deleting count matches capacity; return touched instance IDs."""
+        live = sorted((iid for iid, vm in vmss["vms"].items() if vm["state"] != "deleting"), key=int)
+        touched = []
+        now = time.time()
+        if capacity > len(live):
+            for _ in range(capacity - len(live)):
+                iid = str(vmss["next_id"])
+                vmss["next_id"] += 1
+                never = self._never_boots(vmss)
+                vmss["vms"][iid] = {
+                    "state": "creating", "created": now, "boot_at": None if never else now + self.boot_delay,
+                    "delete_at": None, "vm_id": str(uuid.uuid4()),
+                    "computer_name": vmss["profile"].get("osProfile", {}).get("computerNamePrefix", vmss["name"])
+                    + _base36(int(iid)),
+                    "image": dict(vmss["profile"]["storageProfile"]["imageReference"]),
+                    "model": vmss["model_version"],
+                }
+                touched.append(iid)
+        else:
+            for iid in reversed(live[capacity:] if capacity < len(live) else []):
+                self._start_delete(vmss, iid)
+                touched.append(iid)
+        vmss["capacity"] = capacity
+        return touched
+
+    def _start_delete(self, vmss, iid):
+        vm = vmss["vms"][iid]
+        vm["state"] = "deleting"
+        vm["delete_at"] = time.time() + self.delete_delay
+
+    def _new_operation(self, vmss, kind, instances, delay=0.0):
+        op_id = str(uuid.uuid4())
+        self.operations[op_id] = {"id": op_id, "vmss": vmss["key"], "kind": kind, "instances": list(instances),
+                                  "status": "InProgress", "startTime": _now_iso(), "not_before": time.time() + delay}
+        vmss["provisioningState"] = "Updating"
+        return op_id
+
+    def create_scale_set(self, sub, rg, name, body):
+        key = self._key(sub, rg, name)
+        profile = json.loads(json.dumps((body.get("properties") or {}).get("virtualMachineProfile") or {}))
+        profile.setdefault("osProfile", {}).setdefault("computerNamePrefix", name.lower())
+        storage = profile.setdefault("storageProfile", {})
+        if not storage.get("imageReference"):
+            raise ArmError(400, "InvalidParameter", "Required parameter 'imageReference' is missing (null).")
+        self._check_image(storage["imageReference"], body.get("location") or LOCATION)
+        capacity = int((body.get("sku") or {}).get("capacity") or 0)
+        self._check_quota(capacity)
+        vmss = {"key": key, "sub": sub, "rg": rg, "name": name, "location": body.get("location") or LOCATION,
+                "tags": dict(body.get("tags") or {}), "sku_name": (body.get("sku") or {}).get("name") or VM_SIZE,
+                "capacity": 0, "profile": profile, "vms": {}, "next_id": 0, "etag": 1, "model_version": 1,
+                "uniqueId": str(uuid.uuid4()), "timeCreated": _now_iso(), "provisioningState": "Creating",
+                "upgradePolicy": ((body.get("properties") or {}).get("upgradePolicy") or {"mode": "Manual"})}
+        vmss["role"] = vmss["tags"].get(ROLE_TAG, "worker")
+        self.scale_sets[key] = vmss
+        touched = self._resize(vmss, capacity)
+        return vmss, self._new_operation(vmss, "create", touched)
+
+    def _check_image(self, reference, location):
+        if reference.get("id"):
+            ident = reference["id"].lower()
+            if ident not in self.managed_images and ident not in self.gallery_versions:
+                raise ArmError(404, "NotFound", "The Image '%s' cannot be found in '%s' region." % (reference["id"], location))
+        elif reference.get("communityGalleryImageId"):
+            if (location.lower(), reference["communityGalleryImageId"].lower()) not in self.community_versions:
+                raise ArmError(404, "GalleryImageNotFound", "The gallery image %s is not available in %s region."
+                               % (reference["communityGalleryImageId"], location))
+        elif reference.get("sharedGalleryImageId"):
+            if (location.lower(), reference["sharedGalleryImageId"].lower()) not in self.shared_versions:
+                raise ArmError(404, "GalleryImageNotFound", "The gallery image %s is not available in %s region."
+                               % (reference["sharedGalleryImageId"], location))
+        else:
+            urn = tuple(str(reference.get(k, "")).lower() for k in ("publisher", "offer", "sku", "version"))
+            if not all(urn) or (location.lower(),) + urn not in self.marketplace:
+                raise ArmError(404, "PlatformImageNotFound", "The platform image '%s' is not available."
+                               % ":".join(urn))
+
+    def _apply_update(self, vmss, body):
+        """PATCH semantics: only what the body names changes. Returns the instance IDs a capacity change touched."""
+        properties = body.get("properties") or {}
+        profile = properties.get("virtualMachineProfile") or {}
+        reference = (profile.get("storageProfile") or {}).get("imageReference")
+        capacity = (body.get("sku") or {}).get("capacity")
+        if reference:
+            self._check_image(reference, vmss["location"])
+        if capacity is not None:
+            capacity = int(capacity)
+            if capacity < 0:
+                raise ArmError(400, "InvalidParameter", "The value of parameter sku.capacity is invalid.")
+            live = sum(1 for vm in vmss["vms"].values() if vm["state"] != "deleting")
+            self._check_quota(capacity - live)
+        if reference:
+            vmss["profile"]["storageProfile"]["imageReference"] = dict(reference)
+            vmss["model_version"] += 1
+        if "tags" in body:
+            vmss["tags"] = dict(body["tags"] or {})
+        if properties.get("upgradePolicy"):
+            vmss["upgradePolicy"] = properties["upgradePolicy"]
+        vmss["etag"] += 1
+        return self._resize(vmss, capacity) if capacity is not None else []
+
+    # -- JSON views --------------------------------------------------------------------------------
+
+    def vmss_json(self, vmss):
+        return {
+            "id": self._vmss_id(vmss), "name": vmss["name"], "type": "Microsoft.Compute/virtualMachineScaleSets",
+            "location": vmss["location"], "tags": vmss["tags"], "etag": '"%d"' % vmss["etag"],
+            "sku": {"name": vmss["sku_name"], "tier": "Standard", "capacity": vmss["capacity"]},
+            "properties": {
+                "singlePlacementGroup": False, "orchestrationMode": "Uniform", "overprovision": False,
+                "upgradePolicy": vmss["upgradePolicy"], "provisioningState": vmss["provisioningState"],
+                "uniqueId": vmss["uniqueId"], "timeCreated": vmss["timeCreated"],
+                "virtualMachineProfile": json.loads(json.dumps(vmss["profile"])),
+            },
+        }
+
+    def vm_json(self, vmss, iid, expand=False):
+        vm = vmss["vms"][iid]
+        provisioning = {"creating": "Creating", "running": "Succeeded", "deleting": "Deleting"}[vm["state"]]
+        reference = dict(vm["image"])
+        if reference.get("publisher"):
+            reference["exactVersion"] = reference.get("version")
+        data = {
+            "id": self._vmss_id(vmss) + "/virtualMachines/" + iid, "name": "%s_%s" % (vmss["name"], iid),
+            "type": "Microsoft.Compute/virtualMachineScaleSets/virtualMachines", "location": vmss["location"],
+            "instanceId": iid, "sku": {"name": vmss["sku_name"], "tier": "Standard"},
+            "properties": {
+                "latestModelApplied": vm["model"] == vmss["model_version"], "vmId": vm["vm_id"],
+                "provisioningState": provisioning, "timeCreated": _now_iso(vm["created"]),
+                "hardwareProfile": {"vmSize": vmss["sku_name"]},
+                "osProfile": {"computerName": vm["computer_name"], "adminUsername": "azureuser"},
+                "storageProfile": {"imageReference": reference,
+                                   "osDisk": {"osType": "Linux", "createOption": "FromImage", "caching": "ReadWrite"}},
+            },
+        }
+        if expand:
+            data["properties"]["instanceView"] = self.instance_view(vm)
+        return data
+
+    @staticmethod
+    def instance_view(vm):
+        if vm["state"] == "creating":
+            statuses = [("ProvisioningState/creating", "Creating"), ("PowerState/starting", "VM starting")]
+        elif vm["state"] == "deleting":
+            statuses = [("ProvisioningState/deleting", "Deleting"), ("PowerState/running", "VM running")]
+        else:
+            statuses = [("ProvisioningState/succeeded", "Provisioning succeeded"), ("PowerState/running", "VM running")]
+        return {"platformUpdateDomain": 0, "platformFaultDomain": 0, "computerName": vm["computer_name"],
+                "statuses": [{"code": code, "level": "Info", "displayStatus": text, "time": _now_iso(vm["created"])}
+                             for code, text in statuses]}
+
+    # -- admin -------------------------------------------------------------------------------------
+
+    def admin_create_image(self, name, kind="gallery", location=LOCATION):
+        name = name.lower()
+        with self.lock:
+            if kind == "gallery":
+                ref = ("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/galleries/%s/images/%s"
+                       "/versions/1.0.0" % (SUBSCRIPTION, RESOURCE_GROUP, GALLERY, name))
+                self.gallery_versions.add(ref.lower())
+            elif kind == "managed":
+                ref = "/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/images/%s" % (
+                    SUBSCRIPTION, RESOURCE_GROUP, name)
+                self.managed_images.add(ref.lower())
+            elif kind == "community":
+                ref = "/CommunityGalleries/sandbox-public/Images/%s/Versions/1.0.0" % name
+                self.community_versions.add((location.lower(), ref.lower()))
+            elif kind == "shared":
+                ref = "/SharedGalleries/%s-sandbox-shared/Images/%s/Versions/1.0.0" % (SUBSCRIPTION, name)
+                self.shared_versions.add((location.lower(), ref.lower()))
+            elif kind == "marketplace":
+                ref = "kubenodes:sandbox-node:%s:1.0.0" % name
+                self.marketplace.add((location.lower(),) + tuple(ref.split(":")))
+            else:
+                raise ArmError(400, "InvalidParameter", "unknown image kind %r" % kind)
+        return _canonical_id(ref) if ref.startswith("/") else ref
+
+    def admin_create_group(self, name, role, size, image):
+        reference = _reference_of(image)
+        body = {"location": LOCATION, "tags": {ROLE_TAG: role}, "sku": {"name": VM_SIZE, "capacity": int(size)},
+                "properties": {"upgradePolicy": {"mode": "Manual"}, "virtualMachineProfile": {
+                    "osProfile": {"computerNamePrefix": name.lower(), "adminUsername": "azureuser"},
+                    "storageProfile": {"imageReference": reference}}}}
+        with self.lock:
+            vmss, _ = self.create_scale_set(SUBSCRIPTION, RESOURCE_GROUP, name, body)
+            return self._group_id(vmss)
+
+    def admin_set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None,
+                         fail_next=0, seed=None):
+        with self.lock:
+            self.faults.error_rate = float(error_rate)
+            self.faults.codes = tuple(int(c) for c in codes)
+            self.faults.latency = float(latency)
+            self.faults.never_boot = {str(v).lower() for v in (never_boot or ())}
+            self.faults.quota = None if quota is None else int(quota)
+            self.faults.fail_next = int(fail_next)
+            if seed is not None:
+                self.faults.rng.seed(seed)
+
+    def admin_state(self):
+        with self.lock:
+            return {"scale_sets": [dict(self.vmss_json(v), vms=[self.vm_json(v, i, True) for i in sorted(v["vms"], key=int)])
+                                   for v in self.scale_sets.values()]}
+
+    # -- ARM handlers (lock held; return (status, body, headers)) --------------------------------------
+
+    def _vmss_or_404(self, sub, rg, name):
+        vmss = self.scale_sets.get(self._key(sub, rg, name))
+        if vmss is None:
+            raise ArmError(404, "ResourceNotFound", "The Resource 'Microsoft.Compute/virtualMachineScaleSets/%s' under "
+                           "resource group '%s' was not found. For more details please go to "
+                           "https://aka.ms/ARMResourceNotFoundFix" % (name, rg))
+        return vmss
+
+    def _vm_or_404(self, vmss, iid):
+        if iid not in vmss["vms"]:
+            raise ArmError(404, "ResourceNotFound", "The Resource 'Microsoft.Compute/virtualMachineScaleSets/%s/"
+                           "virtualMachines/%s' under resource group '%s' was not found."
+                           % (vmss["name"], iid, vmss["rg"]))
+        return vmss["vms"][iid]
+
+    def _lro_headers(self, req, vmss, op_id, location_header=False):
+        base = "%s/subscriptions/%s/providers/Microsoft.Compute/locations/%s/operations/%s" % (
+            self.endpoint, vmss["sub"], vmss["location"], op_id)
+        version = urllib.parse.quote(req.api_version)
+        headers = {"Azure-AsyncOperation": "%s?api-version=%s" % (base, version),
+                   "Retry-After": str(self.retry_after)}
+        if location_header:
+            headers["Location"] = "%s?monitor=true&api-version=%s" % (base, version)
+        return headers
+
+    def get_vmss(self, req, sub, rg, name):
+        return 200, self.vmss_json(self._vmss_or_404(sub, rg, name)), {}
+
+    def list_vmss(self, req, sub, rg):
+        items = [self.vmss_json(v) for k, v in sorted(self.scale_sets.items())
+                 if k[0] == sub.lower() and k[1] == rg.lower()]
+        return 200, self._page(req, items), {}
+
+    def _check_if_match(self, req, vmss):
+        if_match = req.headers.get("If-Match")
+        if if_match and if_match != "*" and if_match != '"%d"' % vmss["etag"]:
+            raise ArmError(412, "PreconditionFailed", "The condition specified using HTTP conditional header(s) is "
+                           "not met. Resource etag is '\"%d\"', If-Match was '%s'." % (vmss["etag"], if_match))
+
+    def put_vmss(self, req, sub, rg, name):
+        vmss = self.scale_sets.get(self._key(sub, rg, name))
+        if vmss is None:
+            vmss, op_id = self.create_scale_set(sub, rg, name, req.body)
+            return 201, self.vmss_json(vmss), self._lro_headers(req, vmss, op_id)
+        self._check_if_match(req, vmss)
+        touched = self._apply_update(vmss, req.body)
+        op_id = self._new_operation(vmss, "create", touched, delay=0.0 if touched else 0.05)
+        return 200, self.vmss_json(vmss), self._lro_headers(req, vmss, op_id)
+
+    def patch_vmss(self, req, sub, rg, name):
+        vmss = self._vmss_or_404(sub, rg, name)
+        self._check_if_match(req, vmss)
+        touched = self._apply_update(vmss, req.body)
+        op_id = self._new_operation(vmss, "create", touched, delay=0.0 if touched else 0.05)
+        return 200, self.vmss_json(vmss), self._lro_headers(req, vmss, op_id)
+
+    def delete_instances(self, req, sub, rg, name):
+        vmss = self._vmss_or_404(sub, rg, name)
+        ids = req.body.get("instanceIds")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ArmError(400, "InvalidRequestContent", "The request content was invalid: 'instanceIds' must be a "
+                           "list of strings.")
+        for iid in ids:
+            vm = vmss["vms"].get(iid)
+            if vm is None or vm["state"] == "deleting":
+                raise ArmError(400, "InvalidParameter", "The provided instanceId %s is not an active Virtual Machine "
+                               "Scale Set VM instanceId." % iid)
+        for iid in ids:
+            self._start_delete(vmss, iid)
+        vmss["capacity"] -= len(ids)
+        vmss["etag"] += 1
+        op_id = self._new_operation(vmss, "delete", ids)
+        return 202, None, self._lro_headers(req, vmss, op_id, location_header=True)
+
+    def list_vms(self, req, sub, rg, name):
+        vmss = self._vmss_or_404(sub, rg, name)
+        expand = req.query.get("$expand", "").lower() == "instanceview"
+        items = [self.vm_json(vmss, iid, expand) for iid in sorted(vmss["vms"], key=int)]
+        return 200, self._page(req, items), {}
+
+    def get_vm(self, req, sub, rg, name, iid):
+        vmss = self._vmss_or_404(sub, rg, name)
+        self._vm_or_404(vmss, iid)
+        return 200, self.vm_json(vmss, iid, req.query.get("$expand", "").lower() == "instanceview"), {}
+
+    def get_instance_view(self, req, sub, rg, name, iid):
+        vmss = self._vmss_or_404(sub, rg, name)
+        return 200, self.instance_view(self._vm_or_404(vmss, iid)), {}
+
+    def _page(self, req, items):
+        start = int(req.query.get("$skiptoken") or 0)
+        page = items[start:start + self.page_size]
+        body = {"value": page}
+        if start + self.page_size < len(items):
+            query = {k: v for k, v in req.query.items() if k != "$skiptoken"}
+            query["$skiptoken"] = str(start + self.page_size)
+            body["nextLink"] = "%s%s?%s" % (self.endpoint, req.path, urllib.parse.urlencode(query))
+        return body
+
+    def get_managed_image(self, req, sub, rg, name):
+        ident = "/subscriptions/%s/resourcegroups/%s/providers/microsoft.compute/images/%s" % (sub, rg, name)
+        if ident.lower() not in self.managed_images:
+            raise ArmError(404, "ResourceNotFound", "The Resource 'Microsoft.Compute/images/%s' under resource group "
+                           "'%s' was not found." % (name, rg))
+        return 200, {"id": _canonical_id(ident), "name": name.lower(), "type": "Microsoft.Compute/images",
+                     "location": LOCATION, "properties": {"provisioningState": "Succeeded"}}, {}
+
+    def get_gallery_version(self, req, sub, rg, gallery, image, version):
+        ident = ("/subscriptions/%s/resourcegroups/%s/providers/microsoft.compute/galleries/%s/images/%s/versions/%s"
+                 % (sub, rg, gallery, image, version)).lower()
+        if ident not in self.gallery_versions:
+            raise ArmError(404, "ResourceNotFound", "The Resource 'Microsoft.Compute/galleries/%s/images/%s/versions/%s'"
+                           " under resource group '%s' was not found." % (gallery, image, version, rg))
+        return 200, {"id": _canonical_id(ident), "name": version, "location": LOCATION,
+                     "type": "Microsoft.Compute/galleries/images/versions",
+                     "properties": {"provisioningState": "Succeeded", "publishingProfile": {"targetRegions": [
+                         {"name": LOCATION, "regionalReplicaCount": 1}]}}}, {}
+
+    def _location_image(self, store, location, ident, kind):
+        if (location.lower(), ident.lower()) not in store:
+            raise ArmError(404, "ResourceNotFound", "The %s image version '%s' was not found in location '%s'."
+                           % (kind, ident, location))
+        return 200, {"name": ident.rsplit("/", 1)[-1], "location": location,
+                     "identifier": {"uniqueId": ident}, "properties": {}}, {}
+
+    def get_shared_version(self, req, sub, location, gallery, image, version):
+        return self._location_image(self.shared_versions, location,
+                                    "/SharedGalleries/%s/Images/%s/Versions/%s" % (gallery, image, version), "shared gallery")
+
+    def get_community_version(self, req, sub, location, gallery, image, version):
+        return self._location_image(self.community_versions, location,
+                                    "/CommunityGalleries/%s/Images/%s/Versions/%s" % (gallery, image, version),
+                                    "community gallery")
+
+    def get_marketplace_image(self, req, sub, location, publisher, offer, sku, version):
+        key = tuple(p.lower() for p in (location, publisher, offer, sku, version))
+        if key not in self.marketplace:
+            raise ArmError(404, "ImageVersionNotFound" if key[:4] in {m[:4] for m in self.marketplace}
+                           else "ArtifactNotFound", "Artifact: VMImage was not found.")
+        return 200, {"name": version, "location": location, "id": req.path, "properties": {"osDiskImage": {
+            "operatingSystem": "Linux"}}}, {}
+
+    def get_operation(self, req, sub, location, op_id):
+        op = self.operations.get(op_id)
+        if op is None:
+            raise ArmError(404, "ResourceNotFound", "The operation '%s' was not found." % op_id)
+        if req.query.get("monitor", "").lower() == "true":
+            if op["status"] == "InProgress":
+                return 202, None, {"Location": self.endpoint + req.raw_path, "Retry-After": str(self.retry_after)}
+            return 200, None, {}
+        body = {"name": op_id, "status": op["status"], "startTime": op["startTime"]}
+        if op.get("endTime"):
+            body["endTime"] = op["endTime"]
+        headers = {"Retry-After": str(self.retry_after)} if op["status"] == "InProgress" else {}
+        return 200, body, headers
+
+
+def _reference_of(image):
+    """The imageReference (wire form) for an image string the Admin API returned."""
+    low = image.lower()
+    if low.startswith("/communitygalleries/"):
+        return {"communityGalleryImageId": image}
+    if low.startswith("/sharedgalleries/"):
+        return {"sharedGalleryImageId": image}
+    if low.startswith("/"):
+        return {"id": image}
+    publisher, offer, sku, version = image.split(":")
+    return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
+
+
+class _Request:
+    def __init__(self, method, raw_path, headers, body):
+        self.method = method
+        self.raw_path = raw_path
+        split = urllib.parse.urlsplit(raw_path)
+        self.path = urllib.parse.unquote(split.path)
+        self.query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
+        self.headers = headers
+        self.body = body
+        self.api_version = self.query.get("api-version", "")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    emulator = None  # set on the subclass made in start()
+
+    def log_message(self, format, *args):  # pylint: disable=redefined-builtin
+        return  # quiet: the request log is the record
+
+    def _send(self, status, body=None, headers=None):
+        payload = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if body is not None:
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("x-ms-request-id", str(uuid.uuid4()))
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _error(self, err):
+        self._send(err.status, {"error": {"code": err.code, "message": err.message}}, err.headers)
+
+    def _read_body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ArmError(400, "InvalidRequestContent", "The request content was invalid and could not be deserialized.")
+
+    def do_GET(self):
+        self._dispatch("GET")
+
+    def do_PUT(self):
+        self._dispatch("PUT")
+
+    def do_PATCH(self):
+        self._dispatch("PATCH")
+
+    def do_POST(self):
+        self._dispatch("POST")
+
+    def do_DELETE(self):
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method):
+        emulator = self.emulator
+        try:
+            body = self._read_body()
+        except ArmError as err:
+            self._error(err)
+            return
+        req = _Request(method, self.path, self.headers, body)
+        if req.path.startswith("/_emulator/"):
+            self._admin(req)
+            return
+        entry = {"method": method, "template": None, "query": sorted(req.query),
+                 "body": sorted(body_paths(body)) if isinstance(body, dict) else ([] if body is None else ["<list>"]),
+                 "headers": sorted(h for h in ("If-Match", "If-None-Match") if req.headers.get(h)),
+                 "status": None}
+        try:
+            status, payload, headers = self._arm(req, entry)
+        except ArmError as err:
+            entry["status"] = err.status
+            with emulator.lock:
+                emulator.requests.append(entry)
+            self._error(err)
+            return
+        entry["status"] = status
+        with emulator.lock:
+            emulator.requests.append(entry)
+        self._send(status, payload, headers)
+
+    def _arm(self, req, entry):
+        emulator = self.emulator
+        auth = req.headers.get("Authorization") or ""
+        if not auth.startswith("Bearer ") or not auth[7:].strip():
+            raise ArmError(401, "AuthenticationFailed", "Authentication failed. The 'Authorization' header is missing.")
+        if not req.api_version:
+            raise ArmError(400, "MissingApiVersionParameter", "The api-version query parameter (?api-version=) is "
+                           "required for all requests.")
+        if not _API_VERSION_RE.match(req.api_version):
+            raise ArmError(400, "InvalidApiVersionParameter", "The api-version '%s' is invalid. The supported "
+                           "versions are 'yyyy-mm-dd' dates." % req.api_version)
+        for template, regex, methods in ROUTES:
+            match = regex.match(req.path)
+            if not match:
+                continue
+            entry["template"] = template
+            if req.method not in methods:
+                raise ArmError(405, "MethodNotAllowed", "The requested resource does not support http method '%s'."
+                               % req.method)
+            handler, query_keys, body_keys = methods[req.method]
+            unknown_query = [k for k in req.query if k not in query_keys]
+            if unknown_query:
+                raise ArmError(400, "InvalidQueryParameterValue", "The query parameter(s) %s are not supported on "
+                               "this resource." % ", ".join(sorted(unknown_query)))
+            if body_keys is None and req.body is not None:
+                raise ArmError(400, "InvalidRequestContent", "The request content must be empty.")
+            if body_keys is not None:
+                if not isinstance(req.body, dict):
+                    raise ArmError(400, "InvalidRequestContent", "The request content was invalid: a JSON object "
+                                   "is required.")
+                unknown = [p for p in body_paths(req.body) if p not in body_keys and not p.startswith(_FREE_SUBTREES)]
+                if unknown:
+                    raise ArmError(400, "InvalidRequestContent", "The request content was invalid and could not be "
+                                   "deserialized: 'Could not find member '%s' on object of type 'ResourceDefinition'."
+                                   "'." % unknown[0])
+            self._inject_faults(handler)
+            with emulator.lock:
+                return getattr(emulator, handler)(req, *match.groups())
+        if "/providers/microsoft.compute/" in req.path.lower():
+            kind = req.path.lower().split("/providers/microsoft.compute/", 1)[1].split("/")[0]
+            raise ArmError(404, "InvalidResourceType", "The resource type '%s' could not be found in the namespace "
+                           "'Microsoft.Compute' for api version '%s'." % (kind, req.api_version))
+        raise ArmError(404, "InvalidRequestUri", "The request URI '%s' is not valid." % req.path)
+
+    def _inject_faults(self, handler):
+        faults = self.emulator.faults
+        if faults.latency:
+            time.sleep(faults.latency)
+        if handler == "get_operation":
+            return  # polls of operations answer reliably: faults hit the resource calls
+        with self.emulator.lock:
+            fail = faults.fail_next > 0
+            if fail:
+                faults.fail_next -= 1
+            elif faults.error_rate and faults.rng.random() < faults.error_rate:
+                fail = True
+            code = faults.rng.choice(faults.codes) if fail else None
+        if code == 429:
+            raise ArmError(429, "TooManyRequests", "The request is being throttled as the limit has been reached "
+                           "for operation type - Read_30Min.", headers={"Retry-After": "0"})
+        if code is not None and code >= 500:
+            raise ArmError(code, {500: "InternalServerError", 503: "ServiceUnavailable"}.get(code, "ServerError"),
+                           "The server encountered an internal error (injected fault).")
+        if code is not None:
+            raise ArmError(code, "BadRequest", "Injected fault %d." % code)
+
+    def _admin(self, req):
+        emulator = self.emulator
+        name = req.path[len("/_emulator/"):].strip("/")
+        body = req.body or {}
+        try:
+            if name == "images" and req.method == "POST":
+                self._send(200, {"image": emulator.admin_create_image(body["name"], body.get("kind", "gallery"))})
+            elif name == "groups" and req.method == "POST":
+                self._send(200, {"group_id": emulator.admin_create_group(body["name"], body.get("role", "worker"),
+                                                                          body.get("size", 0), body["image"])})
+            elif name == "faults" and req.method == "POST":
+                emulator.admin_set_faults(**body)
+                self._send(200, {})
+            elif name == "requests" and req.method == "GET":
+                with emulator.lock:
+                    self._send(200, {"requests": list(emulator.requests)})
+            elif name == "requests" and req.method == "DELETE":
+                with emulator.lock:
+                    emulator.requests.clear()
+                self._send(200, {})
+            elif name == "state" and req.method == "GET":
+                self._send(200, emulator.admin_state())
+            else:
+                self._send(404, {"error": {"code": "NotFound", "message": "no admin call %s %s" % (req.method, name)}})
+        except ArmError as err:
+            self._error(err)
+        except (KeyError, TypeError, ValueError) as exc:
+            self._send(400, {"error": {"code": "BadRequest", "message": "bad admin request: %r" % exc}})
+
+
+class Admin:
+    """Drives an emulator (in-process or a process) from the JSON line it printed, over its HTTPS admin API."""
+
+    def __init__(self, info, timeout=30):
+        self.info = info
+        self.endpoint = info["endpoint"]
+        self.ca_cert = info.get("ca_cert")
+        self.timeout = timeout
+        self._context = ssl.create_default_context(cafile=self.ca_cert)
+        # Loopback only: no proxy from the environment may intercept.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                                   urllib.request.HTTPSHandler(context=self._context))
+
+    def _call(self, method, name, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.endpoint + "/_emulator/" + name, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        with self._opener.open(request, timeout=self.timeout) as response:
+            payload = response.read()
+        return json.loads(payload) if payload else {}
+
+    def create_image(self, name, kind="gallery"):
+        """kind: gallery (a Compute Gallery image version), managed, community, shared or marketplace."""
+        return self._call("POST", "images", {"name": name, "kind": kind})["image"]
+
+    def create_group(self, name, role, size, image):
+        return self._call("POST", "groups", {"name": name, "role": role, "size": size, "image": image})["group_id"]
+
+    def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
+                   seed=None):
+        self._call("POST", "faults", {"error_rate": error_rate, "codes": list(codes), "latency": latency,
+                                      "never_boot": list(never_boot), "quota": quota, "fail_next": fail_next,
+                                      "seed": seed})
+
+    def requests(self):
+        return self._call("GET", "requests")["requests"]
+
+    def clear_requests(self):
+        self._call("DELETE", "requests")
+
+    def state(self):
+        return self._call("GET", "state")
+
+    def provider_options(self):
+        """Module arguments that reach this emulator: a static bearer token (the emulator accepts any) over
+        HTTPS with the emulator's CA, short LRO polls."""
+        return {"provider": "azure", "azure": {
+            "subscription_id": SUBSCRIPTION, "endpoint": self.endpoint, "ca_bundle": self.ca_cert,
+            "access_token": "sandbox-token", "resource_group": RESOURCE_GROUP, "polling_interval": 0.1,
+            "timeout": 60,
+        }}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--nodesim-url")
+    parser.add_argument("--boot-delay", type=float, default=0.5)
+    args = parser.parse_args(argv)
+    emulator = AzureEmulator(args.state_dir, hooks=instance_hooks.from_url(args.nodesim_url),
+                             boot_delay=args.boot_delay).start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    info = emulator.info()
+    info["pid"] = os.getpid()
+    print(json.dumps(info), flush=True)
+    while not stop.wait(1.0):
+        pass
+    emulator.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
