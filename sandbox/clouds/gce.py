@@ -1,0 +1,1071 @@
+"""A Google Compute Engine REST emulator that google-cloud-compute talks to over plain HTTP on 127.0.0.1.
+
+It serves the subset of compute/v1 the collection uses: images (get, getFromFamily, list), global
+instance templates (get, list, insert, delete), zonal instances (get, list) and disks (get), zonal and
+regional instance group managers (get, list, aggregatedList, listManagedInstances, createInstances,
+deleteInstances, setInstanceTemplate, resize) and zone, region and global operations (get, wait).
+Resources answer with the same field names and selfLinks (https://www.googleapis.com/compute/v1/...) as
+the real API. Unknown paths, methods, query parameters and body fields are refused with Google's JSON
+error format, so the emulator cannot silently accept something the real API would reject.
+
+Instances of a group go CREATING (no instance resource yet: it reads "not found") -> PROVISIONING ->
+STAGING -> RUNNING, then the instance hooks tell the node simulator; deleted ones go DELETING and then
+disappear. Faults (Admin.set_faults): a rate or a count of requests answered with 429/500/503, latency,
+instances that never boot, and an instance quota that createInstances/resize refuse with QUOTA_EXCEEDED.
+
+Run as `python -m sandbox.clouds.gce --state-dir DIR [--nodesim-url URL]` (see sandbox/clouds/__init__.py)
+or in-process with GceEmulator(...).start().
+"""
+
+import argparse
+import fnmatch
+import hashlib
+import itertools
+import json
+import os
+import random
+import re
+import signal
+import string
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from sandbox import instance_hooks
+
+API = "https://www.googleapis.com/compute/v1/"
+DEFAULT_PROJECT = "kubenodes-sandbox"
+DEFAULT_REGION = "us-central1"
+NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+# Query parameters every compute/v1 method accepts (system parameters the client libraries may send).
+SYSTEM_QUERY = {"$alt", "alt", "prettyPrint", "fields", "key", "quotaUser", "userIp"}
+LIST_QUERY = {"filter", "maxResults", "orderBy", "pageToken", "returnPartialSuccess"}
+# Top-level fields of the request bodies the emulator accepts (from the compute/v1 discovery document).
+TEMPLATE_FIELDS = {"name", "description", "properties", "sourceInstance", "sourceInstanceParams", "kind", "id",
+                   "creationTimestamp", "selfLink", "region"}
+PROPERTIES_FIELDS = {"advancedMachineFeatures", "canIpForward", "confidentialInstanceConfig", "description", "disks",
+                     "guestAccelerators", "keyRevocationActionType", "labels", "machineType", "metadata",
+                     "minCpuPlatform", "networkInterfaces", "networkPerformanceConfig", "privateIpv6GoogleAccess",
+                     "reservationAffinity", "resourceManagerTags", "resourcePolicies", "scheduling",
+                     "serviceAccounts", "shieldedInstanceConfig", "tags", "workloadIdentityConfig"}
+_STATUS_OF_CODE = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED",
+                   409: "ALREADY_EXISTS", 412: "FAILED_PRECONDITION", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL",
+                   503: "UNAVAILABLE"}
+_REASON_OF_CODE = {400: "invalid", 403: "forbidden", 404: "notFound", 405: "httpMethodNotAllowed",
+                   409: "alreadyExists", 412: "conditionNotMet", 429: "rateLimitExceeded", 500: "backendError",
+                   503: "backendError"}
+
+
+class ApiError(Exception):
+    def __init__(self, code, message, reason=None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason or _REASON_OF_CODE.get(code, "error")
+
+    def body(self):
+        return {"error": {"code": self.code, "message": self.message,
+                          "errors": [{"message": self.message, "domain": "global", "reason": self.reason}],
+                          "status": _STATUS_OF_CODE.get(self.code, "UNKNOWN")}}
+
+
+def _rfc3339(epoch):
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _numeric_id(*parts):
+    return str(int(hashlib.sha256("/".join(parts).encode()).hexdigest()[:15], 16))
+
+
+def _basename(url):
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _relative(url):
+    """projects/... from a full compute URL or an already relative one."""
+    match = re.match(r"^https?://[^/]+/compute/v1/(.*)$", url)
+    return match.group(1) if match else url
+
+
+class Faults:
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.error_rate = 0.0
+        self.codes = (429, 500, 503)
+        self.fail_next = 0          # the next N API requests fail, whatever the rate
+        self.latency = 0.0
+        self.never_boot = ()        # fnmatch patterns on instance name, group name or group ID
+        self.quota = None           # the most instances the project may hold
+        self.boot_delay = 0.3       # seconds from creation to RUNNING
+        self.op_delay = 0.05        # seconds an operation stays RUNNING
+        self.paths = ()             # when set, faults hit only paths containing one of these strings
+        self.fail_after = False     # answer the error after applying the request (a lost answer)
+        self._count = itertools.count()
+
+    def update(self, **knobs):
+        for key, value in knobs.items():
+            if not hasattr(self, key) or key.startswith("_"):
+                raise ApiError(400, "unknown fault knob %r" % key)
+            if key in ("codes", "never_boot", "paths"):
+                value = tuple(value or ())
+            setattr(self, key, value)
+
+    def as_dict(self):
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self).items() if not k.startswith("_")}
+
+    def pick_error(self, path):
+        if self.paths and not any(p in path for p in self.paths):
+            return None
+        if self.fail_next > 0:
+            self.fail_next -= 1
+        elif not (self.error_rate and random.random() < self.error_rate):
+            return None
+        codes = self.codes or (503,)
+        code = int(codes[next(self._count) % len(codes)])
+        return ApiError(code, {429: "Rate Limit Exceeded", 500: "Internal error. Please try again.",
+                               503: "The service is currently unavailable."}.get(code, "Injected fault %d" % code))
+
+
+class GceState:
+    """Everything the emulator holds, behind one lock. Times are time.time() epochs."""
+
+    def __init__(self, hooks=None):
+        self.lock = threading.RLock()
+        self.hooks = hooks or instance_hooks.NoHooks()
+        self.faults = Faults()
+        self.images = {}        # (project, name) -> image
+        self.templates = {}     # (project, name) -> template
+        self.instances = {}     # (project, zone, name) -> instance
+        self.disks = {}         # (project, zone, name) -> disk
+        self.igms = {}          # (project, "zones"|"regions", scope, name) -> igm (with private "_" keys)
+        self.operations = {}    # (project, "zones"|"regions"|"global", scope, name) -> operation
+        self.request_log = []
+        self.request_ids = {}   # requestId -> operation key, so a retried mutation is not applied twice
+        self._op_counter = itertools.count(1)
+
+    # ---- helpers -------------------------------------------------------------------------------------
+    @staticmethod
+    def project_number(project):
+        return _numeric_id("project", project)[:12]
+
+    def _operation(self, project, scope_kind, scope, op_type, target_link, error=None):
+        name = "operation-%d-%s" % (int(time.time() * 1000), next(self._op_counter))
+        now = time.time()
+        op = {"kind": "compute#operation", "id": _numeric_id(project, name), "name": name,
+              "operationType": op_type, "targetLink": target_link, "status": "RUNNING", "progress": 0,
+              "insertTime": _rfc3339(now), "startTime": _rfc3339(now), "user": "sandbox@kubenodes.invalid",
+              "_done_at": now + self.faults.op_delay, "_error": error}
+        if scope_kind == "global":
+            op["selfLink"] = API + "projects/%s/global/operations/%s" % (project, name)
+        else:
+            op[scope_kind[:-1]] = API + "projects/%s/%s/%s" % (project, scope_kind, scope)
+            op["selfLink"] = API + "projects/%s/%s/%s/operations/%s" % (project, scope_kind, scope, name)
+        self.operations[(project, scope_kind, scope, name)] = op
+        return self._op_view(op)
+
+    def _op_view(self, op):
+        view = {k: v for k, v in op.items() if not k.startswith("_")}
+        if time.time() >= op["_done_at"]:
+            view.update(status="DONE", progress=100, endTime=_rfc3339(op["_done_at"]))
+            if op["_error"]:
+                code, status, message = op["_error"]
+                view.update(httpErrorStatusCode=status, httpErrorMessage=_STATUS_OF_CODE.get(status, "ERROR"),
+                            error={"errors": [{"code": code, "message": message}]})
+        return view
+
+    def image_url(self, project, name):
+        return API + "projects/%s/global/images/%s" % (project, name)
+
+    def template_url(self, project, name):
+        return API + "projects/%s/global/instanceTemplates/%s" % (project, name)
+
+    def igm_url(self, key):
+        project, kind, scope, name = key
+        return API + "projects/%s/%s/%s/instanceGroupManagers/%s" % (project, kind, scope, name)
+
+    def resolve_image(self, ref):
+        """The image dict for a sourceImage value (URL, relative, or family form); ApiError if absent."""
+        rel = _relative(ref)
+        match = re.match(r"^projects/([^/]+)/global/images/(family/)?([^/]+)$", rel)
+        if not match:
+            raise ApiError(400, "Invalid value for field 'sourceImage': '%s'. The URL is malformed." % ref)
+        project, family, name = match.groups()
+        if family:
+            image = self._latest_in_family(project, name)
+        else:
+            image = self.images.get((project, name))
+        if image is None:
+            raise ApiError(404, "The resource '%s' was not found" % rel)
+        return image
+
+    def _latest_in_family(self, project, family):
+        candidates = [i for (p, _), i in self.images.items()
+                      if p == project and i.get("family") == family and "deprecated" not in i]
+        return max(candidates, key=lambda i: (i["creationTimestamp"], i["name"])) if candidates else None
+
+    def template_image(self, template):
+        for disk in template["properties"].get("disks", []):
+            if disk.get("boot"):
+                return disk.get("initializeParams", {}).get("sourceImage", "")
+        return ""
+
+    # ---- admin ---------------------------------------------------------------------------------------
+    def admin_create_image(self, name, project=DEFAULT_PROJECT, family=None, status="READY", deprecated=None):
+        with self.lock:
+            if not NAME_RE.match(name):
+                raise ApiError(400, "Invalid value for field 'resource.name': '%s'." % name)
+            image = {"kind": "compute#image", "id": _numeric_id(project, "image", name), "name": name,
+                     "creationTimestamp": _rfc3339(time.time()), "selfLink": self.image_url(project, name),
+                     "status": status, "sourceType": "RAW", "diskSizeGb": "10", "architecture": "X86_64",
+                     "labels": {}}
+            if family:
+                image["family"] = family
+            if deprecated:
+                image["deprecated"] = {"state": deprecated}
+            self.images[(project, name)] = image
+            return "projects/%s/global/images/%s" % (project, name)
+
+    def admin_create_group(self, name, role, size, image, project=DEFAULT_PROJECT, zone=None, region=None):
+        with self.lock:
+            if zone and region:
+                raise ApiError(400, "give zone or region, not both")
+            if not zone and not region:
+                zone = DEFAULT_REGION + "-a"
+            self.resolve_image(image)
+            template_name = "%s-tmpl" % name
+            template = {"name": template_name, "properties": {
+                "machineType": "e2-standard-2", "labels": {"kubenodes-role": role},
+                "disks": [{"boot": True, "autoDelete": True, "type": "PERSISTENT", "mode": "READ_WRITE",
+                           "initializeParams": {"sourceImage": image, "diskSizeGb": "20"}}],
+                "networkInterfaces": [{"network": API + "projects/%s/global/networks/default" % project}],
+                "metadata": {"items": [{"key": "kube-role", "value": role}]}}}
+            self._insert_template(project, template)
+            kind, scope = ("zones", zone) if zone else ("regions", region)
+            key = (project, kind, scope, name)
+            if key in self.igms:
+                raise ApiError(409, "The resource '%s' already exists" % _relative(self.igm_url(key)))
+            now = time.time()
+            igm = {"kind": "compute#instanceGroupManager", "id": _numeric_id(*key), "name": name,
+                   "creationTimestamp": _rfc3339(now), "selfLink": self.igm_url(key), "baseInstanceName": name,
+                   "instanceTemplate": self.template_url(project, template_name),
+                   "versions": [{"instanceTemplate": self.template_url(project, template_name)}],
+                   "instanceGroup": API + "projects/%s/%s/%s/instanceGroups/%s" % (project, kind, scope, name),
+                   "targetSize": 0, "fingerprint": "AAAAAAAAAAA=",
+                   "updatePolicy": {"type": "OPPORTUNISTIC", "minimalAction": "REPLACE",
+                                    "maxSurge": {"fixed": 1}, "maxUnavailable": {"fixed": 1}},
+                   "_managed": {}, "_role": role}
+            if zone:
+                igm["zone"] = API + "projects/%s/zones/%s" % (project, zone)
+            else:
+                igm["region"] = API + "projects/%s/regions/%s" % (project, region)
+                igm["distributionPolicy"] = {"zones": [{"zone": API + "projects/%s/zones/%s-%s" % (project, region, z)}
+                                                       for z in "abc"], "targetShape": "EVEN"}
+            self.igms[key] = igm
+            if size:
+                self._check_quota(project, size)
+                self._add_instances(key, [self._random_name(key) for _ in range(size)])
+            return "projects/%s/%s/%s/instanceGroupManagers/%s" % key
+
+    def _insert_template(self, project, template):
+        name = template.get("name", "")
+        if not NAME_RE.match(name):
+            raise ApiError(400, "Invalid value for field 'resource.name': '%s'. Must be a match of regex "
+                                "'(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'" % name)
+        if (project, name) in self.templates:
+            raise ApiError(409, "The resource 'projects/%s/global/instanceTemplates/%s' already exists"
+                           % (project, name), "alreadyExists")
+        props = template.get("properties")
+        if not isinstance(props, dict):
+            raise ApiError(400, "Required field 'resource.properties' not specified")
+        unknown = set(props) - PROPERTIES_FIELDS
+        if unknown:
+            raise ApiError(400, "Invalid JSON payload received. Unknown name \"%s\" at 'instance_template."
+                                "properties': Cannot find field." % sorted(unknown)[0])
+        boot = [d for d in props.get("disks", []) if d.get("boot")]
+        if len(boot) != 1 or not boot[0].get("initializeParams", {}).get("sourceImage"):
+            raise ApiError(400, "Invalid value for field 'resource.properties.disks': exactly one boot disk "
+                                "with initializeParams.sourceImage is required.")
+        self.resolve_image(boot[0]["initializeParams"]["sourceImage"])
+        stored = {k: v for k, v in template.items() if k in TEMPLATE_FIELDS}
+        stored.update(kind="compute#instanceTemplate", id=_numeric_id(project, "template", name),
+                      creationTimestamp=_rfc3339(time.time()), selfLink=self.template_url(project, name))
+        self.templates[(project, name)] = json.loads(json.dumps(stored))
+        return stored
+
+    def admin_snapshot(self):
+        with self.lock:
+            self.advance()
+            return {"instances": sorted("%s/%s/%s" % k for k in self.instances),
+                    "groups": {"projects/%s/%s/%s/instanceGroupManagers/%s" % key: {
+                        "target_size": igm["targetSize"], "template": _basename(igm["instanceTemplate"]),
+                        "managed": {n: {k: v for k, v in m.items() if not k.startswith("_")}
+                                    for n, m in igm["_managed"].items()}}
+                        for key, igm in self.igms.items()},
+                    "templates": sorted(n for _, n in self.templates),
+                    "images": sorted(n for _, n in self.images),
+                    "faults": self.faults.as_dict()}
+
+    # ---- instance lifecycle --------------------------------------------------------------------------
+    def _random_name(self, key):
+        igm = self.igms[key]
+        for _ in range(100):
+            name = "%s-%s" % (igm["baseInstanceName"],
+                              "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(4)))
+            if name not in igm["_managed"]:
+                return name
+        raise ApiError(500, "could not pick a free instance name")
+
+    def _instance_count(self, project):
+        return sum(len([m for m in igm["_managed"].values() if m["currentAction"] != "DELETING"])
+                   for key, igm in self.igms.items() if key[0] == project)
+
+    def _check_quota(self, project, more):
+        quota = self.faults.quota
+        if quota is not None and self._instance_count(project) + more > quota:
+            raise ApiError(403, "Quota 'INSTANCES' exceeded. Limit: %s.0 in region %s." % (quota, DEFAULT_REGION),
+                           "quotaExceeded")
+
+    def _pick_zone(self, key):
+        project, kind, scope, _ = key
+        if kind == "zones":
+            return scope
+        igm = self.igms[key]
+        zones = [_basename(z["zone"]) for z in igm["distributionPolicy"]["zones"]]
+        load = {z: 0 for z in zones}
+        for m in igm["_managed"].values():
+            load[m["_zone"]] = load.get(m["_zone"], 0) + 1
+        return min(zones, key=lambda z: (load[z], z))
+
+    def _never_boots(self, key, name):
+        group_id = "projects/%s/%s/%s/instanceGroupManagers/%s" % key
+        return any(fnmatch.fnmatchcase(target, pattern) for pattern in self.faults.never_boot
+                   for target in (name, key[3], group_id))
+
+    def _add_instances(self, key, names):
+        igm = self.igms[key]
+        now = time.time()
+        for name in names:
+            zone = self._pick_zone(key)
+            igm["_managed"][name] = {
+                "name": name, "id": _numeric_id(key[0], zone, name), "currentAction": "CREATING",
+                "instance": API + "projects/%s/zones/%s/instances/%s" % (key[0], zone, name),
+                "version": {"instanceTemplate": igm["instanceTemplate"]},
+                "_zone": zone, "_created": now, "_never_boot": self._never_boots(key, name),
+                # The instance resource appears a moment after the request: until then it reads "not found".
+                "_insert_at": now + min(0.1, self.faults.boot_delay / 3),
+                "_running_at": now + self.faults.boot_delay}
+            igm["targetSize"] += 1
+
+    def _materialise(self, key, managed):
+        """Create the instance and its boot disk resources for a managed instance."""
+        project, _, _, group = key
+        igm = self.igms[key]
+        zone, name = managed["_zone"], managed["name"]
+        template = self.templates.get((project, _basename(managed["version"]["instanceTemplate"])))
+        image_ref = self.template_image(template) if template else ""
+        try:
+            image = self.resolve_image(image_ref)
+            image_url, image_id = image["selfLink"], image["id"]
+        except ApiError:
+            image_url, image_id = image_ref, ""
+        disk_url = API + "projects/%s/zones/%s/disks/%s" % (project, zone, name)
+        self.disks[(project, zone, name)] = {
+            "kind": "compute#disk", "id": _numeric_id(project, zone, "disk", name), "name": name,
+            "zone": API + "projects/%s/zones/%s" % (project, zone), "selfLink": disk_url, "status": "READY",
+            "sourceImage": image_url, "sourceImageId": image_id, "sizeGb": "20",
+            "creationTimestamp": _rfc3339(managed["_created"]),
+            "type": API + "projects/%s/zones/%s/diskTypes/pd-balanced" % (project, zone)}
+        kind, scope = key[1], key[2]
+        self.instances[(project, zone, name)] = {
+            "kind": "compute#instance", "id": managed["id"], "name": name,
+            "creationTimestamp": _rfc3339(managed["_created"]), "status": "PROVISIONING",
+            "zone": API + "projects/%s/zones/%s" % (project, zone), "selfLink": managed["instance"],
+            "machineType": API + "projects/%s/zones/%s/machineTypes/e2-standard-2" % (project, zone),
+            "disks": [{"kind": "compute#attachedDisk", "type": "PERSISTENT", "mode": "READ_WRITE", "boot": True,
+                       "autoDelete": True, "deviceName": "persistent-disk-0", "index": 0, "source": disk_url}],
+            "metadata": {"kind": "compute#metadata", "items": [
+                {"key": "created-by", "value": "projects/%s/%s/%s/instanceGroupManagers/%s"
+                                                % (self.project_number(project), kind, scope, group)},
+                {"key": "instance-template", "value": "projects/%s/global/instanceTemplates/%s"
+                                                       % (self.project_number(project),
+                                                          _basename(managed["version"]["instanceTemplate"]))}]},
+            "labels": {}, "networkInterfaces": [{"networkIP": "10.0.0.%d" % random.randint(2, 250)}]}
+        managed["_image"] = _relative(image_url)
+
+    def _delete_managed(self, key, name):
+        igm = self.igms[key]
+        managed = igm["_managed"][name]
+        if managed["currentAction"] == "DELETING":
+            return
+        managed["currentAction"] = "DELETING"
+        managed["_gone_at"] = time.time() + 0.1
+        instance = self.instances.get((key[0], managed["_zone"], name))
+        if instance:
+            instance["status"] = "STOPPING"
+        igm["targetSize"] = max(0, igm["targetSize"] - 1)
+
+    def advance(self):
+        """Move instances along their lifecycle; call the hooks outside the lock."""
+        events = []
+        with self.lock:
+            now = time.time()
+            for key, igm in self.igms.items():
+                for name, managed in list(igm["_managed"].items()):
+                    ikey = (key[0], managed["_zone"], name)
+                    if managed["currentAction"] == "DELETING":
+                        if now >= managed["_gone_at"]:
+                            del igm["_managed"][name]
+                            existed = self.instances.pop(ikey, None) is not None
+                            self.disks.pop(ikey, None)
+                            if existed and managed.get("_announced"):
+                                events.append(("deleted", ("gce://%s/%s/%s" % ikey,)))
+                        continue
+                    if ikey not in self.instances and now >= managed["_insert_at"]:
+                        self._materialise(key, managed)
+                    instance = self.instances.get(ikey)
+                    if instance is None:
+                        continue
+                    if managed["_never_boot"]:
+                        instance["status"] = "STAGING"
+                        continue
+                    if now >= managed["_running_at"] and instance["status"] != "RUNNING":
+                        instance["status"] = "RUNNING"
+                        managed["currentAction"] = "NONE"
+                        if not managed.get("_announced"):
+                            managed["_announced"] = True
+                            group_id = "projects/%s/%s/%s/instanceGroupManagers/%s" % key
+                            events.append(("created", ("gce://%s/%s/%s" % ikey, name, group_id,
+                                                       managed.get("_image", ""), igm["_role"], managed["_zone"])))
+                    elif instance["status"] == "PROVISIONING" and now >= (managed["_insert_at"] + managed["_running_at"]) / 2:
+                        instance["status"] = "STAGING"
+        for kind, args in events:
+            try:
+                getattr(self.hooks, kind)(*args)
+            except Exception as exc:  # the simulator being down must not break the cloud
+                print("gce emulator: hook %s%r failed: %s" % (kind, args, exc), file=sys.stderr)
+
+    # ---- views ---------------------------------------------------------------------------------------
+    def managed_view(self, managed):
+        view = {k: v for k, v in managed.items() if not k.startswith("_")}
+        instance = self.instances.get((_relative(managed["instance"]).split("/")[1], managed["_zone"], managed["name"]))
+        if instance:
+            view["instanceStatus"] = instance["status"]
+        if managed.get("_errors"):
+            view["lastAttempt"] = {"errors": {"errors": managed["_errors"]}}
+        return view
+
+    def igm_view(self, key):
+        igm = self.igms[key]
+        view = {k: v for k, v in igm.items() if not k.startswith("_")}
+        actions = {a: 0 for a in ("abandoning", "creating", "creatingWithoutRetries", "deleting", "none",
+                                  "recreating", "refreshing", "restarting", "resuming", "starting", "stopping",
+                                  "suspending", "verifying")}
+        for managed in igm["_managed"].values():
+            action = {"CREATING": "creating", "DELETING": "deleting"}.get(managed["currentAction"], "none")
+            actions[action] += 1
+        view["currentActions"] = actions
+        stable = actions["creating"] == 0 and actions["deleting"] == 0
+        current = igm["instanceTemplate"]
+        reached = all(m["version"]["instanceTemplate"] == current for m in igm["_managed"].values())
+        view["status"] = {"isStable": stable, "versionTarget": {"isReached": reached},
+                          "allInstancesConfig": {"effective": True}, "stateful": {"hasStatefulConfig": False}}
+        return view
+
+
+class GceEmulator:
+    """The HTTP server around a GceState. start() binds a free port on 127.0.0.1; stop() shuts it down."""
+
+    def __init__(self, hooks=None, host="127.0.0.1", state_dir=None):
+        self.state = GceState(hooks)
+        self.host = host
+        self.state_dir = state_dir
+        self._server = None
+        self._threads = []
+        self._stop = threading.Event()
+
+    @property
+    def endpoint(self):
+        return "http://%s:%d" % (self.host, self._server.server_address[1])
+
+    def start(self):
+        handler = type("Handler", (_Handler,), {"state": self.state})
+        self._server = ThreadingHTTPServer((self.host, 0), handler)
+        self._server.daemon_threads = True
+        serve = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        tick = threading.Thread(target=self._tick, daemon=True)
+        self._threads = [serve, tick]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def _tick(self):
+        while not self._stop.wait(0.05):
+            self.state.advance()
+
+    def stop(self):
+        self._stop.set()
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def info(self):
+        return {"cloud": "gcp", "endpoint": self.endpoint, "ca_cert": None, "pid": os.getpid(),
+                "project": DEFAULT_PROJECT}
+
+    def admin(self):
+        return Admin(self.info())
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+# ---- routing ---------------------------------------------------------------------------------------------
+ROUTES = []
+
+
+def route(method, template, query=(), body=None):
+    """Register a handler for METHOD /compute/v1/<template>. `query`: the method-specific query parameters;
+    `body`: the allowed top-level body fields (None: the method takes no body)."""
+    pattern = "^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template) + "$"
+
+    def register(func):
+        ROUTES.append((method, template, re.compile(pattern), set(query), body, func))
+        return func
+    return register
+
+
+def _page(items, query, key, kind):
+    try:
+        size = min(int(query.get("maxResults", 500)), 500)
+        start = int(query.get("pageToken") or 0)
+    except ValueError:
+        raise ApiError(400, "Invalid value for pageToken or maxResults")
+    result = {"kind": kind, key: items[start:start + size]}
+    if start + size < len(items):
+        result["nextPageToken"] = str(start + size)
+    return result
+
+
+def _filter(items, expression):
+    """The subset of the list filter syntax the collection uses: `name eq "<regex>"` (full match) and
+    `name = "<literal>"`. Anything else is refused rather than ignored."""
+    if not expression:
+        return items
+    match = re.match(r'^\s*\(?\s*name\s+(eq|ne|=|!=)\s+"?([^"]*)"?\s*\)?\s*$', expression)
+    if not match:
+        raise ApiError(400, "Invalid list filter expression '%s'." % expression)
+    op, value = match.groups()
+    if op in ("eq", "ne"):
+        test = lambda n: re.fullmatch(value, n) is not None  # noqa: E731
+    else:
+        test = lambda n: n == value  # noqa: E731
+    return [i for i in items if test(i["name"]) == (op in ("eq", "="))]
+
+
+def _need_project(state, project):
+    if not NAME_RE.match(project) and not project.isdigit():
+        raise ApiError(400, "Invalid value for field 'project': '%s'." % project)
+
+
+def _need_zone(zone):
+    if not ZONE_RE.match(zone):
+        raise ApiError(400, "Invalid value for field 'zone': '%s'. Unknown zone." % zone, "invalid")
+
+
+def _need_region(region):
+    if not REGION_RE.match(region):
+        raise ApiError(400, "Invalid value for field 'region': '%s'. Unknown region." % region, "invalid")
+
+
+def _scope_check(kind, scope):
+    (_need_zone if kind == "zones" else _need_region)(scope)
+
+
+def _igm_key(state, p, kind, scope, m):
+    _scope_check(kind, scope)
+    key = (p, kind, scope, m)
+    if key not in state.igms:
+        raise ApiError(404, "The resource 'projects/%s/%s/%s/instanceGroupManagers/%s' was not found" % key)
+    return key
+
+
+@route("GET", "projects/{p}/global/images/{name}")
+def get_image(state, q, body, p, name):
+    image = state.images.get((p, name))
+    if image is None:
+        raise ApiError(404, "The resource 'projects/%s/global/images/%s' was not found" % (p, name))
+    return image
+
+
+@route("GET", "projects/{p}/global/images/family/{family}")
+def get_image_from_family(state, q, body, p, family):
+    image = state._latest_in_family(p, family)
+    if image is None:
+        raise ApiError(404, "The resource 'projects/%s/global/images/family/%s' was not found" % (p, family))
+    return image
+
+
+@route("GET", "projects/{p}/global/images", LIST_QUERY)
+def list_images(state, q, body, p):
+    items = _filter([i for (pp, _), i in sorted(state.images.items()) if pp == p], q.get("filter"))
+    return _page(items, q, "items", "compute#imageList")
+
+
+@route("GET", "projects/{p}/global/instanceTemplates/{name}")
+def get_template(state, q, body, p, name):
+    template = state.templates.get((p, name))
+    if template is None:
+        raise ApiError(404, "The resource 'projects/%s/global/instanceTemplates/%s' was not found" % (p, name))
+    return template
+
+
+@route("GET", "projects/{p}/global/instanceTemplates", LIST_QUERY)
+def list_templates(state, q, body, p):
+    items = _filter([t for (pp, _), t in sorted(state.templates.items()) if pp == p], q.get("filter"))
+    return _page(items, q, "items", "compute#instanceTemplateList")
+
+
+@route("POST", "projects/{p}/global/instanceTemplates", {"requestId"}, TEMPLATE_FIELDS)
+def insert_template(state, q, body, p):
+    stored = state._insert_template(p, body)
+    return state._operation(p, "global", None, "compute.instanceTemplates.insert", stored["selfLink"])
+
+
+@route("DELETE", "projects/{p}/global/instanceTemplates/{name}", {"requestId"})
+def delete_template(state, q, body, p, name):
+    if (p, name) not in state.templates:
+        raise ApiError(404, "The resource 'projects/%s/global/instanceTemplates/%s' was not found" % (p, name))
+    url = state.template_url(p, name)
+    if any(url == igm["instanceTemplate"] for igm in state.igms.values()):
+        raise ApiError(400, "The instance_template resource '%s' is already being used by an instance group "
+                            "manager" % _relative(url), "resourceInUseByAnotherResource")
+    del state.templates[(p, name)]
+    return state._operation(p, "global", None, "compute.instanceTemplates.delete", url)
+
+
+@route("GET", "projects/{p}/zones/{zone}/instances/{name}")
+def get_instance(state, q, body, p, zone, name):
+    _need_zone(zone)
+    instance = state.instances.get((p, zone, name))
+    if instance is None:
+        raise ApiError(404, "The resource 'projects/%s/zones/%s/instances/%s' was not found" % (p, zone, name))
+    return instance
+
+
+@route("GET", "projects/{p}/zones/{zone}/instances", LIST_QUERY)
+def list_instances(state, q, body, p, zone):
+    _need_zone(zone)
+    items = _filter([i for (pp, z, _), i in sorted(state.instances.items()) if pp == p and z == zone],
+                    q.get("filter"))
+    return _page(items, q, "items", "compute#instanceList")
+
+
+@route("GET", "projects/{p}/zones/{zone}/disks/{name}")
+def get_disk(state, q, body, p, zone, name):
+    _need_zone(zone)
+    disk = state.disks.get((p, zone, name))
+    if disk is None:
+        raise ApiError(404, "The resource 'projects/%s/zones/%s/disks/%s' was not found" % (p, zone, name))
+    return disk
+
+
+def _get_operation(state, p, kind, scope, name):
+    op = state.operations.get((p, kind, scope, name))
+    if op is None:
+        where = "global" if kind == "global" else "%s/%s" % (kind, scope)
+        raise ApiError(404, "The resource 'projects/%s/%s/operations/%s' was not found" % (p, where, name))
+    return op
+
+
+def _wait_operation(state, p, kind, scope, name):
+    # Like the real API: return when DONE or after a while (here at most 2 s), whichever comes first.
+    op = _get_operation(state, p, kind, scope, name)
+    state.lock.release()
+    try:
+        time.sleep(max(0.0, min(2.0, op["_done_at"] - time.time())))
+    finally:
+        state.lock.acquire()
+    return state._op_view(op)
+
+
+@route("GET", "projects/{p}/zones/{zone}/operations/{name}")
+def get_zone_operation(state, q, body, p, zone, name):
+    _need_zone(zone)
+    return state._op_view(_get_operation(state, p, "zones", zone, name))
+
+
+@route("POST", "projects/{p}/zones/{zone}/operations/{name}/wait", (), set())
+def wait_zone_operation(state, q, body, p, zone, name):
+    _need_zone(zone)
+    return _wait_operation(state, p, "zones", zone, name)
+
+
+@route("GET", "projects/{p}/regions/{region}/operations/{name}")
+def get_region_operation(state, q, body, p, region, name):
+    _need_region(region)
+    return state._op_view(_get_operation(state, p, "regions", region, name))
+
+
+@route("POST", "projects/{p}/regions/{region}/operations/{name}/wait", (), set())
+def wait_region_operation(state, q, body, p, region, name):
+    _need_region(region)
+    return _wait_operation(state, p, "regions", region, name)
+
+
+@route("GET", "projects/{p}/global/operations/{name}")
+def get_global_operation(state, q, body, p, name):
+    return state._op_view(_get_operation(state, p, "global", None, name))
+
+
+@route("POST", "projects/{p}/global/operations/{name}/wait", (), set())
+def wait_global_operation(state, q, body, p, name):
+    return _wait_operation(state, p, "global", None, name)
+
+
+@route("GET", "projects/{p}/aggregated/instanceGroupManagers", LIST_QUERY | {"includeAllScopes", "serviceProjectNumber"})
+def aggregated_igms(state, q, body, p):
+    scoped = {}
+    for key in sorted(state.igms):
+        if key[0] != p:
+            continue
+        scope = "%s/%s" % (key[1], key[2])
+        if _filter([state.igms[key]], q.get("filter")):
+            scoped.setdefault(scope, {"instanceGroupManagers": []})["instanceGroupManagers"].append(state.igm_view(key))
+    return {"kind": "compute#instanceGroupManagerAggregatedList", "id": "projects/%s/aggregated/instanceGroupManagers" % p,
+            "items": scoped, "selfLink": API + "projects/%s/aggregated/instanceGroupManagers" % p}
+
+
+def _igm_routes(kind, var):
+    base = "projects/{p}/%s/{%s}/instanceGroupManagers" % (kind, var)
+
+    @route("GET", base, LIST_QUERY)
+    def list_igms(state, q, body, p, **scope):
+        scope = scope[var]
+        _scope_check(kind, scope)
+        items = _filter([state.igm_view(k) for k in sorted(state.igms) if k[:3] == (p, kind, scope)], q.get("filter"))
+        return _page(items, q, "items", "compute#%sInstanceGroupManagerList" % ("region" if kind == "regions" else ""))
+
+    @route("GET", base + "/{m}")
+    def get_igm(state, q, body, p, m, **scope):
+        return state.igm_view(_igm_key(state, p, kind, scope[var], m))
+
+    @route("POST", base + "/{m}/listManagedInstances", LIST_QUERY, set())
+    def list_managed(state, q, body, p, m, **scope):
+        key = _igm_key(state, p, kind, scope[var], m)
+        items = _filter([state.managed_view(mi) for _, mi in sorted(state.igms[key]["_managed"].items())],
+                        q.get("filter"))
+        return _page(items, q, "managedInstances", "compute#instanceGroupManagersListManagedInstancesResponse")
+
+    @route("POST", base + "/{m}/createInstances", {"requestId"}, {"instances"})
+    def create_instances(state, q, body, p, m, **scope):
+        key = _igm_key(state, p, kind, scope[var], m)
+        configs = body.get("instances")
+        if not isinstance(configs, list) or not configs:
+            raise ApiError(400, "Invalid value for field 'request.instances': ''. At least one instance is required.")
+        names = []
+        for config in configs:
+            unknown = set(config) - {"name", "preservedState", "status", "fingerprint"}
+            if unknown:
+                raise ApiError(400, "Invalid JSON payload received. Unknown name \"%s\" at 'instances[0]': Cannot "
+                                    "find field." % sorted(unknown)[0])
+            name = config.get("name", "")
+            if not NAME_RE.match(name):
+                raise ApiError(400, "Invalid value for field 'request.instances[0].name': '%s'." % name)
+            names.append(name)
+        target = state.igm_url(key)
+        taken = [n for n in names if n in state.igms[key]["_managed"]
+                 or any(k[0] == p and k[2] == n for k in state.instances)]
+        if taken:
+            return state._operation(p, kind, scope[var], "compute.instanceGroupManagers.createInstances", target,
+                                    ("RESOURCE_ALREADY_EXISTS", 409, "The resource '%s' already exists" % taken[0]))
+        try:
+            state._check_quota(p, len(names))
+        except ApiError as exc:
+            return state._operation(p, kind, scope[var], "compute.instanceGroupManagers.createInstances", target,
+                                    ("QUOTA_EXCEEDED", 403, exc.message))
+        state._add_instances(key, names)
+        return state._operation(p, kind, scope[var], "compute.instanceGroupManagers.createInstances", target)
+
+    @route("POST", base + "/{m}/deleteInstances", {"requestId"}, {"instances", "skipInstancesOnValidationError"})
+    def delete_instances(state, q, body, p, m, **scope):
+        key = _igm_key(state, p, kind, scope[var], m)
+        refs = body.get("instances")
+        if not isinstance(refs, list) or not refs:
+            raise ApiError(400, "Invalid value for field 'request.instances': ''. At least one instance is required.")
+        skip = bool(body.get("skipInstancesOnValidationError", False))
+        managed = state.igms[key]["_managed"]
+        chosen = []
+        for ref in refs:
+            match = re.match(r"^(?:projects/[^/]+/)?zones/([^/]+)/instances/([^/]+)$", _relative(ref))
+            name = match.group(2) if match else None
+            if not match or name not in managed or managed[name]["_zone"] != match.group(1):
+                if skip:
+                    continue
+                raise ApiError(400, "Invalid value for field 'request.instances[0]': '%s'. The specified instance "
+                                    "is not a member of the group." % ref)
+            chosen.append(name)
+        for name in chosen:
+            state._delete_managed(key, name)
+        return state._operation(p, kind, scope[var], "compute.instanceGroupManagers.deleteInstances",
+                                state.igm_url(key))
+
+    @route("POST", base + "/{m}/setInstanceTemplate", {"requestId"}, {"instanceTemplate"})
+    def set_template(state, q, body, p, m, **scope):
+        key = _igm_key(state, p, kind, scope[var], m)
+        ref = body.get("instanceTemplate") or ""
+        match = re.match(r"^projects/([^/]+)/global/instanceTemplates/([^/]+)$", _relative(ref))
+        if not match or match.groups() not in state.templates:
+            raise ApiError(400 if not match else 404, "Invalid value for field 'resource.instanceTemplate': '%s'. "
+                           "The referenced instance template does not exist." % ref)
+        url = state.template_url(*match.groups())
+        state.igms[key]["instanceTemplate"] = url
+        state.igms[key]["versions"] = [{"instanceTemplate": url}]
+        return state._operation(p, kind, scope[var], "compute.instanceGroupManagers.setInstanceTemplate",
+                                state.igm_url(key))
+
+    @route("POST", base + "/{m}/resize", {"size", "requestId"}, set())
+    def resize(state, q, body, p, m, **scope):
+        key = _igm_key(state, p, kind, scope[var], m)
+        try:
+            size = int(q["size"])
+            if size < 0:
+                raise ValueError
+        except (KeyError, ValueError):
+            raise ApiError(400, "Invalid value for field 'size': '%s'. Must be greater than or equal to 0."
+                           % q.get("size", ""))
+        igm = state.igms[key]
+        live = [n for n, mi in igm["_managed"].items() if mi["currentAction"] != "DELETING"]
+        target = state.igm_url(key)
+        op_type = "compute.instanceGroupManagers.resize"
+        if size > len(live):
+            try:
+                state._check_quota(p, size - len(live))
+            except ApiError as exc:
+                return state._operation(p, kind, scope[var], op_type, target, ("QUOTA_EXCEEDED", 403, exc.message))
+            state._add_instances(key, [state._random_name(key) for _ in range(size - len(live))])
+        else:
+            newest = sorted(live, key=lambda n: -igm["_managed"][n]["_created"])
+            for name in newest[:len(live) - size]:
+                state._delete_managed(key, name)
+        igm["targetSize"] = size
+        return state._operation(p, kind, scope[var], op_type, target)
+
+
+_igm_routes("zones", "zone")
+_igm_routes("regions", "region")
+
+
+# ---- HTTP --------------------------------------------------------------------------------------------------
+class _Handler(BaseHTTPRequestHandler):
+    state = None  # set on the subclass built per server
+    protocol_version = "HTTP/1.1"
+    server_version = "GCE-emulator"
+
+    def log_message(self, fmt, *args):  # keep stderr for real problems
+        pass
+
+    def _send(self, code, payload):
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw.strip():
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ApiError(400, "Invalid JSON payload received. Unexpected token.", "parseError")
+
+    def _handle(self, method):
+        parsed = urllib.parse.urlsplit(self.path)
+        try:
+            body = self._body()
+            if parsed.path.startswith("/_admin/"):
+                return self._send(200, self._admin(method, parsed.path[len("/_admin/"):], body))
+            self._api(method, parsed, body)
+        except ApiError as exc:
+            self._send(exc.code, exc.body())
+        except Exception as exc:  # a bug in the emulator: say so in the API's format
+            self._send(500, ApiError(500, "emulator error: %r" % exc).body())
+
+    def _api(self, method, parsed, body):
+        state = self.state
+        query = dict(urllib.parse.parse_qsl(parsed.query, keep_blank_values=True))
+        prefix = "/compute/v1/"
+        rel = parsed.path[len(prefix):] if parsed.path.startswith(prefix) else None
+        matched = [(r, r[2].match(rel)) for r in ROUTES if rel is not None and r[2].match(rel)]
+        entry = {"method": method, "path": parsed.path, "template": None,
+                 "query": sorted(query), "body": sorted(body) if isinstance(body, dict) else None}
+        with state.lock:
+            state.request_log.append(entry)
+        if not matched:
+            raise ApiError(404, "The requested URL %s was not found on this server." % parsed.path, "notFound")
+        for (r_method, template, _, allowed_query, allowed_body, func), match in matched:
+            if r_method == method:
+                break
+        else:
+            raise ApiError(405, "Method %s is not allowed on %s." % (method, parsed.path))
+        entry["template"] = template
+        unknown = set(query) - allowed_query - SYSTEM_QUERY
+        if unknown:
+            raise ApiError(400, "Invalid JSON payload received. Unknown name \"%s\": Cannot bind query parameter."
+                           % sorted(unknown)[0])
+        if body is not None and allowed_body is None:
+            raise ApiError(400, "Invalid JSON payload received. This method takes no request body.")
+        if isinstance(body, dict) and allowed_body is not None:
+            extra = set(body) - allowed_body
+            if extra:
+                raise ApiError(400, "Invalid JSON payload received. Unknown name \"%s\": Cannot find field."
+                               % sorted(extra)[0])
+        faults = state.faults
+        if faults.latency:
+            time.sleep(faults.latency)
+        with state.lock:
+            error = faults.pick_error(parsed.path)
+        if error and not faults.fail_after:
+            raise error
+        state.advance()
+        with state.lock:
+            params = match.groupdict()
+            _need_project(state, params["p"])
+            request_id = query.get("requestId")
+            if request_id and request_id in state.request_ids:
+                # The real API answers a repeated requestId with the first request's operation.
+                return self._send(200, state._op_view(state.operations[state.request_ids[request_id]]))
+            result = func(state, query, body or {}, **params)
+            if request_id and isinstance(result, dict) and result.get("kind") == "compute#operation":
+                state.request_ids[request_id] = next(k for k, op in state.operations.items()
+                                                     if op["name"] == result["name"])
+        if error:
+            raise error   # fail_after: the change was made, but the caller sees an error (a lost answer)
+        self._send(200, result)
+
+    def _admin(self, method, what, body):
+        state = self.state
+        body = body or {}
+        if (method, what) == ("POST", "images"):
+            return {"image": state.admin_create_image(**body)}
+        if (method, what) == ("POST", "groups"):
+            return {"group_id": state.admin_create_group(**body)}
+        if (method, what) == ("POST", "faults"):
+            with state.lock:
+                if body.pop("reset", False):
+                    state.faults.reset()
+                state.faults.update(**body)
+                return state.faults.as_dict()
+        if (method, what) == ("GET", "state"):
+            return state.admin_snapshot()
+        if (method, what) == ("GET", "requests"):
+            with state.lock:
+                return {"requests": list(state.request_log)}
+        if (method, what) == ("DELETE", "requests"):
+            with state.lock:
+                state.request_log.clear()
+                return {}
+        raise ApiError(404, "unknown admin call %s %s" % (method, what))
+
+    def do_GET(self):
+        self._handle("GET")
+
+    def do_POST(self):
+        self._handle("POST")
+
+    def do_DELETE(self):
+        self._handle("DELETE")
+
+    def do_PUT(self):
+        self._handle("PUT")
+
+    def do_PATCH(self):
+        self._handle("PATCH")
+
+
+class Admin:
+    """Drives an emulator (in-process or another process) through its /_admin/ endpoints."""
+
+    def __init__(self, info, timeout=30):
+        self.info = info
+        self.endpoint = info["endpoint"].rstrip("/")
+        self.project = info.get("project", DEFAULT_PROJECT)
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def _call(self, method, what, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.endpoint + "/_admin/" + what, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with self._opener.open(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            raise RuntimeError("gce emulator admin %s %s: %s" % (method, what, exc.read().decode(errors="replace")))
+
+    def create_image(self, name, family=None, status="READY", deprecated=None):
+        return self._call("POST", "images", dict(name=name, project=self.project, family=family, status=status,
+                                                 deprecated=deprecated))["image"]
+
+    def create_group(self, name, role, size, image, zone=None, region=None):
+        return self._call("POST", "groups", dict(name=name, role=role, size=size, image=image, project=self.project,
+                                                 zone=zone, region=region))["group_id"]
+
+    def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, **more):
+        """Replace every fault knob (unnamed ones go back to their defaults). Extra knobs: fail_next,
+        boot_delay, op_delay, paths."""
+        return self._call("POST", "faults", dict(reset=True, error_rate=error_rate, codes=list(codes), latency=latency,
+                                                 never_boot=list(never_boot), quota=quota, **more))
+
+    def state(self):
+        return self._call("GET", "state")
+
+    def requests(self):
+        return self._call("GET", "requests")["requests"]
+
+    def clear_requests(self):
+        return self._call("DELETE", "requests")
+
+    def provider_options(self):
+        return {"provider": "gcp", "gcp": {"project": self.project, "endpoint": self.endpoint,
+                                            "auth_kind": "anonymous"}}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--nodesim-url")
+    args = parser.parse_args(argv)
+    os.makedirs(args.state_dir, exist_ok=True)
+    emulator = GceEmulator(hooks=instance_hooks.from_url(args.nodesim_url), state_dir=args.state_dir).start()
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    signal.signal(signal.SIGINT, lambda *_: stopped.set())
+    info = emulator.info()
+    with open(os.path.join(args.state_dir, "gce-emulator.json"), "w") as fh:
+        json.dump(info, fh)
+    print(json.dumps(info), flush=True)
+    while not stopped.wait(1.0):
+        pass
+    emulator.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
