@@ -18,7 +18,8 @@ def ansible_env(extra=None):
     env = dict(os.environ)
     env.update(
         ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
-        ANSIBLE_STDOUT_CALLBACK="json",
+        ANSIBLE_STDOUT_CALLBACK="kubenodes_json",  # tests/callback_plugins: core 2.19 has no JSON callback
+        ANSIBLE_CALLBACK_PLUGINS=str(REPO / "tests" / "callback_plugins"),
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
         ANSIBLE_CALLBACK_RESULT_FORMAT="json",
         ANSIBLE_NOCOLOR="1",
