@@ -111,7 +111,7 @@ class Faults:
     def __init__(self):
         self.set()
 
-    def set(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None):
+    def set(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0):
         if not 0.0 <= float(error_rate) <= 1.0:
             raise ValueError("error_rate must be between 0 and 1")
         unknown = [c for c in codes if int(c) not in _FAULTS["ec2"]]
@@ -125,11 +125,21 @@ class Faults:
         else:
             self.never_boot, self.never_boot_next = set(never_boot or ()), 0
         self.quota = None if quota is None else int(quota)
+        self.fail_next = int(fail_next)   # the next N requests fail, whatever error_rate says
+
+    def draw(self):
+        """The fault code for one request, or None."""
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            return self.codes[0] if len(self.codes) == 1 else random.choice(self.codes)
+        if self.error_rate and random.random() < self.error_rate:
+            return random.choice(self.codes)
+        return None
 
     def to_dict(self):
         return dict(error_rate=self.error_rate, codes=list(self.codes), latency=self.latency,
                     never_boot=sorted(self.never_boot) if not self.never_boot_next else self.never_boot_next,
-                    quota=self.quota)
+                    quota=self.quota, fail_next=self.fail_next)
 
 
 class EmulatorApp:
@@ -221,8 +231,9 @@ class EmulatorApp:
                 self.requests.append(shape)
             if self.faults.latency:
                 time.sleep(self.faults.latency)
-            if self.faults.error_rate and random.random() < self.faults.error_rate:
-                code = random.choice(self.faults.codes)
+            with self.lock:
+                code = self.faults.draw()
+            if code is not None:
                 status, error_code, message = _FAULTS[service][code]
                 shape["fault"] = error_code
                 return self._respond(start_response, status, error_xml(service, error_code, message))
@@ -397,8 +408,12 @@ class AwsEmulator:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
         from werkzeug.serving import make_server
 
+        class QuietHandler(MotoRequestHandler):
+            def log_request(self, *args, **kwargs):  # one line per request drowns the log
+                pass
+
         self.app = EmulatorApp(DomainDispatcherApplication(create_backend_app), self.region, self.hooks)
-        self.server = make_server(self.host, self.port, self.app, threaded=True, request_handler=MotoRequestHandler)
+        self.server = make_server(self.host, self.port, self.app, threaded=True, request_handler=QuietHandler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="aws-emulator")
         self.thread.start()
         self.watcher = Watcher(self.app)
@@ -481,10 +496,14 @@ class Admin:
         )
         return name
 
-    def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None):
+    def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0):
+        """Replace every fault knob. never_boot: group names and instance IDs, or an int (the next N
+        launches); quota: how many ASG instances may exist in the region; fail_next: the next N requests
+        fail with `codes` (deterministic, for tests)."""
         never_boot = never_boot if isinstance(never_boot, int) else list(never_boot)
         return self._http("POST", "/_kubenodes/faults", dict(error_rate=error_rate, codes=list(codes),
-                                                             latency=latency, never_boot=never_boot, quota=quota))
+                                                             latency=latency, never_boot=never_boot, quota=quota,
+                                                             fail_next=fail_next))
 
     def requests(self):
         return self._http("GET", "/_kubenodes/requests")
@@ -521,6 +540,8 @@ def main(argv=None):
         json.dump(info, handle)
     sys.stdout.write(json.dumps(info) + "\n")
     sys.stdout.flush()
+    # The launcher reads one line and closes the pipe; moto's own prints must not hit a closed pipe.
+    sys.stdout = sys.stderr
     while not stop.wait(1.0):
         pass
     emulator.stop()
