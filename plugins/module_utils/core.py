@@ -378,9 +378,20 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     def patch(name, annotations=None, expect=None):
         entry = node_patches.setdefault(name, {"annotations": {}, "expect": {}})
         entry["annotations"].update(annotations or {})
-        entry["expect"].update(expect or {})
+        for key, value in (expect or {}).items():
+            entry["expect"].setdefault(key, value)   # expectations are about the observed node: first wins
 
     stamp = format_time(now)
+
+    # Stale halves that mean nothing on this side (a current node cannot be a donor, nor an old one an heir).
+    for s in valid:
+        ann = s.info.annotations
+        if s.category in (HEIR, UP_TO_DATE) and ann.get(keys.heir):
+            patch(s.name, {keys.heir: None}, expect={keys.heir: ann[keys.heir]})
+            repairs.append(dict(name=s.name, action="clear", heir=ann[keys.heir]))
+        elif s.category in (OUTDATED, DONOR) and ann.get(keys.donor):
+            patch(s.name, {keys.donor: None}, expect={keys.donor: ann[keys.donor]})
+            repairs.append(dict(name=s.name, action="clear", donor=ann[keys.donor]))
 
     # 3. Check existing pairs (A.9, improved): finish half-written pairs, promote heirs whose donor is gone,
     #    and only break pairs that cannot be completed.
@@ -396,7 +407,7 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
         elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
             continue
         elif d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir):
-            d.category, d.partner = DONOR, h.name
+            d.category, d.partner, d.paired_now = DONOR, h.name, True
             d.phase = PHASE_PAIRED
             patch(d.name, {keys.heir: h.name, keys.phase: PHASE_PAIRED, keys.phase_since: stamp}, expect={keys.heir: None})
             repairs.append(dict(name=d.name, action="complete", heir=h.name))
@@ -412,6 +423,7 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
                 and not h.info.annotations.get(keys.donor) and h.info.annotations.get(keys.obsolete) != "true"):
             h.category, h.partner = HEIR, d.name
             h.phase = PHASE_HEIR
+            d.paired_now = True
             patch(h.name, dict(h.cache, **{keys.donor: d.name, keys.phase: PHASE_HEIR, keys.phase_since: stamp,
                                              keys.started_at: stamp}), expect={keys.donor: None})
             h.cache = {}
@@ -443,7 +455,7 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
         for s in candidates:
             if free_outdated:
                 d = free_outdated.pop(0)
-                d.partner, d.paired_now = s.name, True
+                d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
                 s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
                 pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id))
                 patch(s.name, dict(s.cache, **{keys.donor: d.name, keys.phase: PHASE_HEIR, keys.phase_since: stamp,
