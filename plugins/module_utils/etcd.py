@@ -533,7 +533,7 @@ class MemberRemoval:
 
         remaining = [m for m in members if m["id"] != target["id"]]
         result["changed"] = self._remove(target, remaining, health)
-        _, members_after = self.client.member_list(endpoints=_endpoints_of(remaining) or None)
+        members_after = self.client.member_list(endpoints=_endpoints_of(remaining) or None)[1]
         if any(m["id"] == target["id"] for m in members_after):
             raise EtcdError("etcd accepted the removal of %s but still lists it" % _member_label(target))
         result["members_after"] = members_after
@@ -554,7 +554,7 @@ class MemberRemoval:
             if self.force or not only_transient_failures(checks) or self._remaining() < self.poll_interval:
                 return members, health, checks
             self.sleep(self.poll_interval)
-            _, members = self.client.member_list()
+            members = self.client.member_list()[1]
 
     def _move_leadership(self, members, target, health):
         transferee = pick_transfer_target(members, target, health)

@@ -22,9 +22,9 @@ description:
     index, and the removal waits until the new leader is in place.
   - etcd refuses membership changes for about five seconds after a member joined (C(unhealthy cluster));
     the module retries within O(timeout).
-  - A member that is already gone gives RV(changed=false), so the module is safe to re-run.
+  - A member that is already gone gives C(changed=false), so the module is safe to re-run.
 author:
-  - kubenodes.image_upgrade maintainers
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
 requirements:
   - requests
 options:
