@@ -99,6 +99,12 @@ options:
           - The resource group whose scale sets are discovered when no scale set is named.
             Falls back to E(AZURE_RESOURCE_GROUP).
         type: str
+      location:
+        description:
+          - The Azure region in which shared gallery, community gallery and Marketplace images are checked when
+            no scale set is at hand (a scale set's own region is used when there is one). Without it, the region
+            of the scale sets in O(azure.resource_group) is used. Falls back to E(AZURE_LOCATION).
+        type: str
       timeout:
         description:
           - Seconds to wait for a long-running operation (a scale-out, an image change) before failing.

@@ -391,6 +391,7 @@ ARG_SPEC = dict(
     endpoint=dict(type="str"),
     ca_bundle=dict(type="path"),
     resource_group=dict(type="str", fallback=(env_fallback, ["AZURE_RESOURCE_GROUP"])),
+    location=dict(type="str", fallback=(env_fallback, ["AZURE_LOCATION"])),
     timeout=dict(type="int", default=600),
     polling_interval=dict(type="float", default=2.0),
     retries=dict(type="int", default=5),
@@ -518,6 +519,7 @@ def from_params(options):
         raise ProviderError("azure: auth_source %s needs the azure-identity package: %s" % (options.get("auth_source"), exc))
     return AzureProvider(credential, settings["subscription_id"], endpoint=endpoint, credential_scope=scope,
                          ca_bundle=options.get("ca_bundle"), resource_group=options.get("resource_group"),
+                         location=options.get("location"),
                          timeout=options.get("timeout") or 600,
                          polling_interval=options.get("polling_interval"),
                          retries=options.get("retries") or 1)
@@ -531,7 +533,7 @@ class AzureProvider(CloudProvider):
     name = "azure"
 
     def __init__(self, credential, subscription_id, endpoint="https://management.azure.com", credential_scope=None,
-                 ca_bundle=None, resource_group=None, timeout=600, polling_interval=2.0, retries=5,
+                 ca_bundle=None, resource_group=None, location=None, timeout=600, polling_interval=2.0, retries=5,
                  retry_base_delay=0.5, sdk_retries=0):
         self.credential = credential
         self.subscription_id = subscription_id
@@ -539,6 +541,7 @@ class AzureProvider(CloudProvider):
         self.credential_scope = credential_scope or endpoint.rstrip("/") + "/.default"
         self.ca_bundle = ca_bundle
         self.resource_group = resource_group
+        self.location = location
         self.timeout = timeout
         self.polling_interval = 2.0 if polling_interval is None else polling_interval
         self.retries = max(1, retries)
@@ -746,13 +749,23 @@ class AzureProvider(CloudProvider):
         self._wait("set the image of %s" % vmss, poller)
         return True
 
+    def _default_location(self):
+        if self.location:
+            return self.location
+        known = [loc for loc in self._locations.values() if loc]
+        if not known and self.resource_group:
+            self.list_groups()
+            known = [loc for loc in self._locations.values() if loc]
+        return known[0] if known else None
+
     def validate_image(self, image, location=None):  # pylint: disable=arguments-differ
         """Check the format, then that the image exists. Location-scoped images (shared and community gallery,
-        Marketplace) need a location: the scale set's, or the one of any scale set read before."""
+        Marketplace) are checked in a location: the scale set's, else the location option, else that of a scale
+        set read before or found in the resource group."""
         kind, fields = parse_image(image)
         canonical = format_image(kind, fields)
-        if location is None and self._locations:
-            location = next(iter(self._locations.values()))
+        if location is None and kind in (COMMUNITY_GALLERY, SHARED_GALLERY, MARKETPLACE):
+            location = self._default_location()
         what = "image %s" % canonical
         if kind == GALLERY_VERSION:
             self._call(what, self.client(fields["sub"]).gallery_image_versions.get, fields["rg"], fields["gallery"],
@@ -760,7 +773,8 @@ class AzureProvider(CloudProvider):
         elif kind == MANAGED_IMAGE:
             self._call(what, self.client(fields["sub"]).images.get, fields["rg"], fields["image"])
         elif location is None:
-            raise ProviderError("azure: cannot check %s without a location; name a scale set first" % canonical)
+            raise ProviderError("azure: cannot check %s without a location; set azure.location (or "
+                                "azure.resource_group, to take it from its scale sets)" % canonical)
         elif kind == COMMUNITY_GALLERY:
             self._call(what, self.client().community_gallery_image_versions.get, location, fields["gallery"],
                        fields["image"], fields["version"])
