@@ -108,6 +108,8 @@ class Faults:
         self.op_delay = 0.05        # seconds an operation stays RUNNING
         self.paths = ()             # when set, faults hit only paths containing one of these strings
         self.fail_after = False     # answer the error after applying the request (a lost answer)
+        self.insert_delay = 0.1     # seconds a new instance reads "not found" (no instance resource yet)
+        self.list_lag = 0.0         # seconds a new managed instance is missing from listManagedInstances
         self._count = itertools.count()
 
     def update(self, **knobs):
@@ -360,7 +362,7 @@ class GceState:
                 "version": {"instanceTemplate": igm["instanceTemplate"]},
                 "_zone": zone, "_created": now, "_never_boot": self._never_boots(key, name),
                 # The instance resource appears a moment after the request: until then it reads "not found".
-                "_insert_at": now + min(0.1, self.faults.boot_delay / 3),
+                "_insert_at": now + min(self.faults.insert_delay, self.faults.boot_delay),
                 "_running_at": now + self.faults.boot_delay}
             igm["targetSize"] += 1
 
@@ -765,8 +767,10 @@ def _igm_routes(kind, var):
     @route("POST", base + "/{m}/listManagedInstances", LIST_QUERY, set())
     def list_managed(state, q, body, p, m, **scope):
         key = _igm_key(state, p, kind, scope[var], m)
-        items = _filter([state.managed_view(mi) for _, mi in sorted(state.igms[key]["_managed"].items())],
-                        q.get("filter"))
+        # list_lag: the API's eventual consistency, a just-created instance is not listed yet.
+        visible_since = time.time() - state.faults.list_lag
+        items = _filter([state.managed_view(mi) for _, mi in sorted(state.igms[key]["_managed"].items())
+                         if mi["_created"] <= visible_since], q.get("filter"))
         return _page(items, q, "managedInstances", "compute#instanceGroupManagersListManagedInstancesResponse")
 
     @route("POST", base + "/{m}/createInstances", {"requestId"}, {"instances"})

@@ -562,9 +562,9 @@ class GceProvider(CloudProvider):
         # must never free budget.
         recent = self._recent.get(ref.id, {})
         for name, inst in list(recent.items()):
-            if name in listed or time.time() - (inst.created_at or 0) > self.CREATE_GRACE:
+            if time.time() - (inst.created_at or 0) > self.CREATE_GRACE:
                 recent.pop(name)
-            else:
+            elif name not in listed:
                 instances.append(Instance(**dict(inst.to_dict(), state=CREATING, extra=dict(inst.extra, listed=False))))
         return instances
 
@@ -646,6 +646,10 @@ class GceProvider(CloudProvider):
         """Delete the instance and shrink its group; False when it is gone or already being deleted.
         `group_id` (optional) saves reading the instance and finds instances the API does not show yet."""
         project, zone, name = parse_provider_id(provider_id)
+        if not group_id:
+            # An instance this object just created may still read "not found": its group is known here.
+            group_id = next((gid for gid, made in self._recent.items() if name in made
+                             and made[name].provider_id == provider_id), None)
         ref = parse_group_id(group_id) if group_id else self._group_of_instance(project, zone, name)
         if ref is None:
             return False
