@@ -162,8 +162,10 @@ def _wait_until(check, proc, what, log_path, timeout):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SandboxError("%s exited with code %s while starting; last lines of %s:\n%s"
-                               % (what, proc.returncode, log_path, log_tail(log_path)))
+            tail = log_tail(log_path)
+            cause = " (a port it wanted is busy: run `up` again)" if "address already in use" in tail else ""
+            raise SandboxError("%s exited with code %s while starting%s; last lines of %s:\n%s"
+                               % (what, proc.returncode, cause, log_path, tail))
         if check():
             return
         time.sleep(0.2)
@@ -267,7 +269,7 @@ class ControlPlane:
                    "--initial-cluster-state", "new", "--listen-metrics-urls", "",
                    "--quota-backend-bytes", str(4 * 1024 ** 3),
                    "--log-level", "warn", "--logger", "zap"]
-            procs["etcd"] = self._spawn(state, "etcd", cmd)
+            procs["etcd"] = self._spawn(state, "etcd", cmd, ports=(etcd_client, etcd_peer))
             _wait_until(lambda: self._http_ok(etcd_url + "/health"), procs["etcd"], "etcd (storage)",
                         self.log_dir / "etcd.log", timeout)
 
@@ -284,7 +286,7 @@ class ControlPlane:
                    "--service-account-signing-key-file=" + creds["sa_key"],
                    "--authorization-mode=Node,RBAC", "--service-cluster-ip-range=" + SERVICE_CIDR,
                    "--profiling=false", "--v=1"]
-            procs["kube-apiserver"] = self._spawn(state, "kube-apiserver", cmd)
+            procs["kube-apiserver"] = self._spawn(state, "kube-apiserver", cmd, ports=(apiserver_port,))
             _wait_until(lambda: _https_get(state["apiserver"] + "/readyz", creds)[0] == 200,
                         procs["kube-apiserver"], "kube-apiserver", self.log_dir / "kube-apiserver.log", timeout)
             write_kubeconfig(self.kubeconfig, state["apiserver"], creds)
@@ -317,7 +319,13 @@ class ControlPlane:
         save_state(self.state_dir, state)
         return state
 
-    def _spawn(self, state, name, cmd):
+    def _spawn(self, state, name, cmd, ports=()):
+        for port in ports:
+            # Refuse a busy port outright: an etcd that cannot bind would leave the apiserver talking
+            # to whatever else listens there.
+            if not netutil.port_is_free(port):
+                raise SandboxError("port %d on 127.0.0.1 is busy (wanted for %s); run `up` again to pick "
+                                   "other ports" % (port, name))
         proc = spawn(name, cmd, self.log_dir)
         state["pids"][name] = proc.pid
         state["cmd_hints"][name] = cmd[0]
