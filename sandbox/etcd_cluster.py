@@ -241,6 +241,20 @@ class EtcdCluster:
                 raise EtcdError("no leader elected within %.0fs in cluster %s" % (timeout, self.token))
             time.sleep(0.1)
 
+    def move_leader(self, to_name, timeout=10.0):
+        """Make `to_name` the leader (transfer-leadership must be sent to the current leader)."""
+        leader = self.leader_name(timeout=timeout)
+        if leader == to_name:
+            return
+        target_id = self.status(to_name)["header"]["member_id"]
+        self.post(self.members[leader].client_url, "/v3/maintenance/transfer-leadership",
+                  {"targetID": target_id}, timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while self.leader_name(timeout=timeout) != to_name:
+            if time.monotonic() > deadline:
+                raise EtcdError("leadership did not move to %s within %.0fs" % (to_name, timeout))
+            time.sleep(0.1)
+
     def put(self, key, value, timeout=5.0):
         import base64
 
