@@ -230,15 +230,36 @@ def api_error_message(exc):
     return "%s: %s" % (text, message) if message else text
 
 
+def raw_request(api_client, method, path, query=None, body=None, content_type="application/json"):
+    """One API call with plain-dict JSON in and out (no model objects: fast, and what the pure core
+    takes). Raises ApiException for a non-2xx answer. The response is read in full so the connection
+    goes back to the pool. Works with the kubernetes client before and after its 2025 generator change."""
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = content_type
+    query_params = list((query or {}).items()) or None
+    if hasattr(api_client, "param_serialize"):
+        request = api_client.param_serialize(method=method, resource_path=path, query_params=query_params,
+                                             header_params=headers, body=body, auth_settings=["BearerToken"])
+        response = api_client.call_api(*request)
+        data = response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+    else:  # kubernetes < 33: call_api(path, method, ...) raises on non-2xx itself
+        response = api_client.call_api(path, method, query_params=query_params, header_params=headers, body=body,
+                                       auth_settings=["BearerToken"], _preload_content=False,
+                                       _return_http_data_only=True)
+        data = response.data
+    return json.loads(data) if data else None
+
+
 def raw_get(api_client, path, query=None):
-    """GET a path and return the decoded JSON as plain dicts (no model objects: fast, and what the
-    pure core takes). The response is read in full so the connection goes back to the pool."""
-    response = api_client.call_api(
-        path, "GET", query_params=list((query or {}).items()), header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
-    )
-    data = response.data
-    return json.loads(data)
+    return raw_request(api_client, "GET", path, query)
+
+
+def merge_patch(api_client, path, body):
+    """A JSON merge patch (None deletes a key); put metadata.resourceVersion in `body` for optimistic locking."""
+    return raw_request(api_client, "PATCH", path, body=body, content_type="application/merge-patch+json")
 
 
 def list_all(api_client, path, query=None, page_size=500):
