@@ -19,9 +19,10 @@ description:
     refused with HTTP 429 (a PDB allows no disruption now) is retried with backoff until the deadline.
   - By default one pass is made (cordon, evict, report what is left) so that a task C(until) loop
     shows progress; with O(wait=true) the module waits up to O(wait_timeout) itself.
-  - The result is structured - lists of evicted, pending, blocked and skipped pods, each blocked pod
-    with the PDB that blocks it and its C(disruptionsAllowed), and a stable O(state) independent
-    C(reason) code for C(until) expressions.
+  - The result is structured - lists of evicted, pending, blocked and skipped pods (RV(skipped_pods):
+    C(skipped) is reserved by Ansible for skipped tasks), each blocked pod
+    with the PDB that blocks it and its C(disruptionsAllowed), and a stable
+    RV(reason) code for C(until) expressions.
 author:
   - kubenodes.image_upgrade contributors
 options:
@@ -271,8 +272,10 @@ blocked:
     message:
       description: The API server's message, or why the options refuse the pod.
       type: str
-skipped:
-  description: Pods left on the node on purpose, with the reason.
+skipped_pods:
+  description:
+    - Pods left on the node on purpose, with the reason.
+    - Named C(skipped_pods) because Ansible reserves C(skipped) for tasks that did not run.
   returned: always
   type: list
   elements: dict
@@ -352,7 +355,7 @@ class DrainModule:
         self.started = time.time()
         self.node_name = self.params["name"]
         self.result = dict(changed=False, node=self.node_name, reason=None, evicted=[], pending=[], blocked=[],
-                           skipped=[], forced=[])
+                           skipped_pods=[], forced=[])
 
     # -- helpers --------------------------------------------------------------------------------------
 
@@ -487,7 +490,7 @@ class DrainModule:
         if report.evicted or report.forced:
             self.result["changed"] = True
         self.result.update(evicted=report.evicted, pending=report.pending, blocked=report.blocked,
-                           skipped=report.skipped, forced=report.forced, unschedulable=True,
+                           skipped_pods=report.skipped, forced=report.forced, unschedulable=True,
                            drained=report.drained, reason=report.reason)
         if report.timed_out and self.params["on_timeout"] == core.ON_TIMEOUT_FAIL:
             self.fail("drain of node %s timed out (deadline %s, wait_timeout %ds); the node stays cordoned; "
@@ -512,7 +515,7 @@ class DrainModule:
                    for d in decisions if d.action == core.SKIP]
         changed = not cordoned or recorded_start is None or bool(accepted)
         self.finish(changed=changed, unschedulable=True, evicted=evicted, pending=pending, blocked=blocked,
-                    skipped=skipped, drained=not (to_evict or pending),
+                    skipped_pods=skipped, drained=not (to_evict or pending),
                     reason=core.pass_reason([], blocked, pending + evicted))
 
     def run(self):
