@@ -144,6 +144,7 @@ class GceState:
         self.hooks = hooks or instance_hooks.NoHooks()
         self.faults = Faults()
         self.images = {}        # (project, name) -> image
+        self.image_order = {}   # (project, name) -> creation sequence number
         self.templates = {}     # (project, name) -> template
         self.instances = {}     # (project, zone, name) -> instance
         self.disks = {}         # (project, zone, name) -> disk
@@ -209,9 +210,10 @@ class GceState:
         return image
 
     def _latest_in_family(self, project, family):
-        candidates = [i for (p, _), i in self.images.items()
-                      if p == project and i.get("family") == family and "deprecated" not in i]
-        return max(candidates, key=lambda i: (i["creationTimestamp"], i["name"])) if candidates else None
+        # The newest non-deprecated image of the family; creation order breaks ties within a millisecond.
+        candidates = [(self.image_order[key], i) for key, i in self.images.items()
+                      if key[0] == project and i.get("family") == family and "deprecated" not in i]
+        return max(candidates, key=lambda c: c[0])[1] if candidates else None
 
     def template_image(self, template):
         for disk in template["properties"].get("disks", []):
@@ -233,6 +235,7 @@ class GceState:
             if deprecated:
                 image["deprecated"] = {"state": deprecated}
             self.images[(project, name)] = image
+            self.image_order[(project, name)] = next(self._op_counter)
             return "projects/%s/global/images/%s" % (project, name)
 
     def admin_create_group(self, name, role, size, image, project=DEFAULT_PROJECT, zone=None, region=None):

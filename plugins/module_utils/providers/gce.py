@@ -467,11 +467,12 @@ class GceProvider(CloudProvider):
                           project=ref.project, instance_group_manager=ref.name, **self._scope(ref))
 
     def _list_managed(self, ref, name=None):
+        """The group's managed instances (one paged call), or only the one called `name`. Filtering is done
+        here: the API's filter support on listManagedInstances is not something to rely on."""
         request = dict(project=ref.project, instance_group_manager=ref.name, **self._scope(ref))
-        if name:
-            request["filter"] = 'name eq "%s"' % re.escape(name)
-        return self._list("listing the instances of %s" % ref.id, self._igm_client(ref).list_managed_instances,
-                          request=request)
+        managed = self._list("listing the instances of %s" % ref.id, self._igm_client(ref).list_managed_instances,
+                             request=request)
+        return [mi for mi in managed if mi.name == name] if name else managed
 
     def _get_template(self, url):
         project, name = parse_template(url)
@@ -580,7 +581,9 @@ class GceProvider(CloudProvider):
         for zone in sorted(zones):
             request = dict(project=ref.project, zone=zone)
             if base:
-                request["filter"] = 'name eq "%s-.*"' % re.escape(base)
+                # compute's list filter: `eq` takes an RE2 regex that must match the whole name; names
+                # only hold [-a-z0-9], so the base needs no escaping.
+                request["filter"] = 'name eq "%s-.*"' % base
             for inst in self._list("listing instances of %s in zone %s" % (ref.id, zone),
                                    self._client("InstancesClient").list, request=request):
                 times[inst.name] = parse_rfc3339(inst.creation_timestamp)
