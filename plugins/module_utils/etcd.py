@@ -524,11 +524,14 @@ class MemberRemoval:
 
         result["changed"] = True
         result["members_after"] = [m for m in members if m["id"] != target["id"]]
+        probe = health.get(target["id"])
+        must_move_leader = bool(probe and probe["reachable"] and probe["is_leader"] and not self.force)
         if check_mode:
+            if must_move_leader:
+                result["leader_transfer"] = _planned_transfer(members, target, health)
             return result
 
-        probe = health.get(target["id"])
-        if probe and probe["reachable"] and probe["is_leader"] and not self.force:
+        if must_move_leader:
             result["leader_transfer"] = self._move_leadership(members, target, health)
 
         remaining = [m for m in members if m["id"] != target["id"]]
@@ -577,7 +580,7 @@ class MemberRemoval:
             if probe["reachable"] and probe["leader_id"] not in (None, "0", target["id"]):
                 new_leader = next((m for m in members if m["id"] == probe["leader_id"]), transferee)
                 return {"from_id": target["id"], "from_name": target["name"],
-                        "to_id": new_leader["id"], "to_name": new_leader["name"]}
+                        "to_id": new_leader["id"], "to_name": new_leader["name"], "planned": False}
             if self._remaining() < self.poll_interval:
                 raise EtcdError("leadership did not move away from %s within the timeout" % _member_label(target),
                                 kind=TIMEOUT)
@@ -614,14 +617,24 @@ class MemberRemoval:
         members agree on a leader; report their health either way."""
         while True:
             health = self.client.probe_all(members, self._request_timeout())
-            leaders = {p["leader_id"] for p in health.values() if p["reachable"]}
-            if len(leaders) == 1 and leaders != {"0"} and all(p["healthy"] for p in health.values()):
+            reachable = [p for p in health.values() if p["reachable"]]
+            leaders = {p["leader_id"] for p in reachable}
+            # Members that were already down (force) stay down: wait only for those that answer.
+            if len(leaders) == 1 and leaders != {"0"} and all(p["healthy"] for p in reachable):
                 return _ordered(members, health)
             if self._remaining() < self.poll_interval:
-                self.warn("after the removal the remaining etcd members did not all report healthy with one "
-                          "leader before the timeout")
+                self.warn("after the removal the remaining etcd members did not agree on a leader and report "
+                          "healthy before the timeout")
                 return _ordered(members, health)
             self.sleep(self.poll_interval)
+
+
+def _planned_transfer(members, target, health):
+    """Check mode: where leadership would move (None when no voter could take over)."""
+    transferee = pick_transfer_target(members, target, health)
+    return {"from_id": target["id"], "from_name": target["name"],
+            "to_id": transferee["id"] if transferee else None,
+            "to_name": transferee["name"] if transferee else None, "planned": True}
 
 
 def _endpoints_of(members):

@@ -249,10 +249,13 @@ checks:
       description: What was found.
       type: str
 leader_transfer:
-  description: When the member was the leader, where leadership moved before the removal.
+  description:
+    - When the member was the leader, where leadership moved before the removal; V(null) otherwise.
+    - In check mode, where it would move, with C(planned=true).
   returned: always
   type: dict
-  sample: {"from_id": "2844841451141254365", "from_name": "cp-1", "to_id": "9674281616116187927", "to_name": "cp-2"}
+  sample: {"from_id": "2844841451141254365", "from_name": "cp-1", "to_id": "9674281616116187927", "to_name": "cp-2",
+           "planned": false}
 forced:
   description: Whether O(force) was set.
   returned: always

@@ -23,7 +23,7 @@ LAST_OCTETS = [1, 11, 12, 13, 14]
 
 def distinct_ip_members(count, prefix="cp"):
     """[(name, ip, client port, peer port)] on one random 127.x.y.0/24, one port pair free on every IP."""
-    for _ in range(50):
+    for attempt in range(50):
         base = "127.%d.%d." % (random.randint(2, 254), random.randint(0, 255))
         ips = [base + str(octet) for octet in LAST_OCTETS[:count]]
         client, peer = netutil.free_port(ips[0]), netutil.free_port(ips[0])
@@ -118,11 +118,18 @@ def test_remove_the_leader_of_five_moves_leadership_first(etcd_cluster):
     leader = cluster.leader_name()
     cluster.put("/before", "1")
 
+    planned = run_module(MODULE, module_args(cluster, member_name=leader, expected_member_count=5), check=True)
+    assert not planned["failed"], planned.get("msg")
+    assert planned["changed"] is True and planned["leader_transfer"]["planned"] is True
+    assert planned["leader_transfer"]["from_name"] == leader and planned["leader_transfer"]["to_name"] != leader
+    assert cluster.leader_name() == leader and len(cluster.member_list()) == 5  # nothing moved or removed
+
     result = run_module(MODULE, module_args(cluster, member_name=leader, expected_member_count=5))
     assert not result["failed"], result.get("msg")
     assert result["changed"] is True
     transfer = result["leader_transfer"]
     assert transfer["from_name"] == leader and transfer["to_name"] not in ("", leader)
+    assert transfer["planned"] is False
     assert check_names(result)["quorum_after_removal"]["message"] == "4 of 4 remaining voters healthy, 3 needed"
     assert [h["name"] for h in result["health"] if h["is_leader"]] == [leader]
     assert len(result["members_after"]) == 4 and leader not in [m["name"] for m in result["members_after"]]
@@ -225,7 +232,7 @@ def test_tls_failures_are_named(etcd_cluster, tmp_path):
 def test_unreachable_endpoints_fail_fast(tmp_path):
     ca = pki.CA(tmp_path / "pki", "ca")
     cert, key = ca.issue("client", "client", kind=pki.CLIENT)
-    endpoints = ["https://127.0.0.1:%d" % netutil.free_port() for _ in range(2)]
+    endpoints = ["https://127.0.0.1:%d" % netutil.free_port() for port_index in range(2)]
     started = time.monotonic()
     result = run_module(MODULE, dict(endpoints=endpoints, ca_cert=str(ca.cert_path), client_cert=str(cert),
                                      client_key=str(key), node_ip="127.0.0.1", timeout=20, request_timeout=2))
