@@ -9,7 +9,6 @@ Imports without the kubernetes package or any cloud SDK (modules call kube.requi
 
 from __future__ import annotations
 
-import json
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
@@ -46,12 +45,7 @@ def get_node(api_client, name):
 
 
 def _merge_patch(api_client, name, body):
-    response = api_client.call_api(
-        "/api/v1/nodes/" + name, "PATCH", body=body,
-        header_params={"Content-Type": "application/merge-patch+json", "Accept": "application/json"},
-        auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
-    )
-    return json.loads(response.data)
+    return kube.merge_patch(api_client, "/api/v1/nodes/" + name, body)
 
 
 def pending_changes(node, entry):
@@ -165,6 +159,10 @@ def plan_from_cluster(params, now=None):
         options.validate()
     except core.PlanInputError as exc:
         raise PlannerFailure(str(exc))
+    try:
+        api_client = kube.build_api_client(params)
+    except kube.KubeAuthError as exc:
+        raise PlannerFailure("cannot reach Kubernetes: %s" % exc)
     provider = None
     if params.get("provider"):
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
@@ -186,10 +184,6 @@ def plan_from_cluster(params, now=None):
             raise PlannerFailure("cannot check image %r with the %s provider: %s" % (options.image, params["provider"], exc))
         if canonical:
             options.image = canonical
-    try:
-        api_client = kube.build_api_client(params)
-    except kube.KubeAuthError as exc:
-        raise PlannerFailure("cannot reach Kubernetes: %s" % exc)
     try:
         node_list = kube.list_nodes(api_client)
     except kube.ApiException as exc:
