@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import List
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
@@ -237,7 +237,7 @@ def validate_label_selector(selector):
 
 def join_selectors(selectors):
     """Validate each selector string and join them (every requirement must hold)."""
-    selectors = [s for s in (selectors or [])]
+    selectors = list(selectors or [])
     for selector in selectors:
         validate_label_selector(selector)
     return ",".join(s.strip() for s in selectors) or None
@@ -287,7 +287,7 @@ def disruptions_allowed(pdb):
 
 def pdbs_for_pod(pod, pdbs):
     """The PDBs of the pod's namespace whose selector selects it, by name."""
-    namespace, _ = pod_key(pod)
+    namespace = pod_key(pod)[0]
     labels = (pod.get("metadata") or {}).get("labels") or {}
     found = [pdb for pdb in pdbs or []
              if pdb_key(pdb)[0] == namespace and selector_matches((pdb.get("spec") or {}).get("selector"), labels)]
@@ -425,15 +425,3 @@ def describe_remaining(blocked, pending):
 
 def describe_refused(refused):
     return ["%s/%s %s" % (d.namespace, d.name, d.message) for d in refused]
-
-
-def summarize(decisions):
-    """Count decisions by action (for messages)."""
-    counts: Dict[str, int] = {}
-    for decision in decisions:
-        counts[decision.action] = counts.get(decision.action, 0) + 1
-    return counts
-
-
-def elapsed_since(started: Optional[float], now: float) -> float:
-    return 0.0 if started is None else max(0.0, now - started)

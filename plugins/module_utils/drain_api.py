@@ -47,10 +47,10 @@ def request(api_client, method, path, query=None, body=None, content_type="appli
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type
-    method, url, headers, serialized, _ = api_client.param_serialize(
+    method, url, headers, serialized = api_client.param_serialize(
         method, path, query_params=list((query or {}).items()), header_params=headers, body=body,
         auth_settings=["BearerToken"],
-    )
+    )[:4]
     response = api_client.call_api(method, url, header_params=headers, body=serialized, _request_timeout=timeout)
     raw = response.read()
     try:
@@ -88,7 +88,7 @@ def list_pods_on_node(api_client, node_name, label_selector=None):
     if label_selector:
         query["labelSelector"] = label_selector
     items = []
-    for _ in range(10000):  # bounded: 5 million pods is more than any node holds
+    for _page in range(10000):  # bounded: 5 million pods is more than any node holds
         page = request(api_client, "GET", "/api/v1/pods", query)
         items.extend(page.get("items") or [])
         token = (page.get("metadata") or {}).get("continue")
@@ -224,13 +224,12 @@ class DrainReport:
     blocked: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
     forced: list = field(default_factory=list)
-    refused: list = field(default_factory=list)  # PodDecision values
     rounds: int = 0
     timed_out: bool = False
 
     @property
     def drained(self):
-        return not (self.pending or self.blocked or self.refused)
+        return not (self.pending or self.blocked)
 
 
 class PodsRefused(Exception):
@@ -298,7 +297,7 @@ def drain_node(api_client, node_name, settings, now=time.time, sleep=time.sleep,
     stalled_rounds = 0
     last_remaining = None
     survey_result = first_survey
-    for _ in range(1000000):  # bounded; the deadline ends it long before
+    for _round in range(1000000):  # bounded; the deadline ends it long before
         pods, decisions = survey_result or survey(api_client, node_name, settings)
         survey_result = None
         report.skipped = _skipped(decisions)
@@ -347,7 +346,7 @@ def _on_timeout(api_client, node_name, settings, report, pods):
             failed.append(core.blocker(pods.get(key) or {"metadata": {"namespace": key[0], "name": key[1]}},
                                        [], outcome.message, outcome.causes, outcome.status))
     # Gracefully deleted pods may still be terminating: list again and report them as pending.
-    _, decisions = survey(api_client, node_name, settings)
+    decisions = survey(api_client, node_name, settings)[1]
     report.skipped = _skipped(decisions)
     failed_keys = {(b["namespace"], b["pod"]) for b in failed}
     report.blocked = failed

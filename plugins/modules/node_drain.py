@@ -19,12 +19,11 @@ description:
     refused with HTTP 429 (a PDB allows no disruption now) is retried with backoff until the deadline.
   - By default one pass is made (cordon, evict, report what is left) so that a task C(until) loop
     shows progress; with O(wait=true) the module waits up to O(wait_timeout) itself.
-  - The result is structured - lists of evicted, pending, blocked and skipped pods (RV(skipped_pods):
-    C(skipped) is reserved by Ansible for skipped tasks), each blocked pod
-    with the PDB that blocks it and its C(disruptionsAllowed), and a stable
-    RV(reason) code for C(until) expressions.
+  - The result is structured - lists of evicted, pending, blocked and skipped pods (RV(skipped_pods),
+    because Ansible reserves C(skipped) for tasks that did not run), each blocked pod with the PDB that
+    blocks it and its C(disruptionsAllowed), and a stable RV(reason) code for C(until) expressions.
 author:
-  - kubenodes.image_upgrade contributors
+  - kubenodes.image_upgrade contributors (!UNKNOWN)
 options:
   name:
     description:
