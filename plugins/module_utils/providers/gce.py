@@ -20,6 +20,7 @@ and dropped connections are retried with jittered backoff; other 4xx answers are
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -35,20 +36,43 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.
     CloudProvider, Group, Instance, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
 )
 
-try:
-    import google.auth
-    import google.auth.compute_engine
-    import google.auth.exceptions
-    import google.oauth2.credentials
-    import google.oauth2.service_account
-    from google.api_core import exceptions as gexc
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import compute_v1
-    HAS_GCE_SDK = True
-    GCE_IMPORT_ERROR = None
-except ImportError as _exc:  # the module reports it through missing_required_lib
-    HAS_GCE_SDK = False
-    GCE_IMPORT_ERROR = _exc
+# google-cloud-compute takes seconds to import; it is loaded only when a GCP provider is built, so modules
+# working on other clouds do not pay for it.
+compute_v1 = gexc = AnonymousCredentials = google = None
+GCE_IMPORT_ERROR = None
+
+
+def _load_sdk():
+    """Import google-cloud-compute and google-auth on first use; ProviderError naming the package if absent."""
+    global compute_v1, gexc, AnonymousCredentials, google, GCE_IMPORT_ERROR  # pylint: disable=global-statement
+    if compute_v1 is not None:
+        return
+    if not HAS_GCE_SDK:
+        raise ProviderError("the GCP provider needs the Python package %s (import failed: %s)"
+                            % (SDK_PACKAGE, GCE_IMPORT_ERROR or "not installed"))
+    try:
+        import google.auth
+        import google.auth.compute_engine
+        import google.auth.exceptions
+        import google.oauth2.credentials
+        import google.oauth2.service_account
+        from google.api_core import exceptions as api_exceptions
+        from google.auth.credentials import AnonymousCredentials as anonymous
+        from google.cloud import compute_v1 as sdk
+    except ImportError as exc:
+        GCE_IMPORT_ERROR = exc
+        raise ProviderError("the GCP provider needs the Python package %s (import failed: %s)" % (SDK_PACKAGE, exc))
+    gexc, AnonymousCredentials, compute_v1 = api_exceptions, anonymous, sdk
+
+
+def _sdk_installed():
+    try:
+        return importlib.util.find_spec("google.cloud.compute_v1") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+HAS_GCE_SDK = _sdk_installed()
 
 try:
     import requests
@@ -362,6 +386,7 @@ class GceProvider(CloudProvider):
 
     def __init__(self, options, credentials=None, retry_attempts=5, retry_base_delay=0.5, request_timeout=60.0,
                  sleep=time.sleep):
+        _load_sdk()
         self.options = dict(options)
         creds, default_project = credentials, None
         if creds is None:
@@ -752,9 +777,7 @@ class GceProvider(CloudProvider):
 
 def from_params(options):
     """A GceProvider from the `gcp` option dict; clear errors for a missing SDK or bad credentials."""
-    if not HAS_GCE_SDK:
-        raise ProviderError("the GCP provider needs the Python package %s (import failed: %s)"
-                            % (SDK_PACKAGE, GCE_IMPORT_ERROR))
+    _load_sdk()
     if not HAS_REQUESTS:
         raise ProviderError("the GCP provider needs the Python package requests")
     return GceProvider(options or {})

@@ -313,6 +313,7 @@ def test_fragment_documents_the_spec_exactly():
 
 def test_from_params_without_sdk_names_the_package(monkeypatch):
     monkeypatch.setattr(gce, "HAS_GCE_SDK", False)
+    monkeypatch.setattr(gce, "compute_v1", None)
     monkeypatch.setattr(gce, "GCE_IMPORT_ERROR", ImportError("No module named 'google.cloud.compute_v1'"))
     with pytest.raises(base.ProviderError, match="google-cloud-compute"):
         gce.from_params({"auth_kind": "anonymous"})
