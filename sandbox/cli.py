@@ -80,7 +80,7 @@ def _classify(state):
     return alive, dead
 
 
-def up(state_dir=None, clouds="available", say=print, nodesim_workers=8):
+def up(state_dir=None, clouds="available", say=print, nodesim_workers=16):
     """Start a sandbox in `state_dir`; return its state dict. `clouds`: "available" (every emulator
     module present), a list of cloud names, or [] for none."""
     state_dir = pathlib.Path(state_dir or controlplane.default_state_dir()).resolve()

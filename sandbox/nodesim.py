@@ -165,16 +165,17 @@ class Kube:
         return session
 
     def request(self, method, path, body=None, content_type="application/json", params=None, timeout=30,
-                ok=(200, 201)):
+                ok=(200, 201), parse=True):
+        """The decoded JSON answer (None with parse=False: decoding big answers nobody reads costs CPU)."""
         headers = {"Content-Type": content_type} if body is not None else {}
         resp = self.session().request(method, self.server + path, data=json.dumps(body) if body is not None else None,
                                       headers=headers, params=params, timeout=timeout)
         if resp.status_code not in ok:
             raise KubeError(resp.status_code, "%s %s: %d %s" % (method, path, resp.status_code, resp.text[:300]))
-        return resp.json() if resp.content else None
+        return resp.json() if parse and resp.content else None
 
-    def merge_patch(self, path, body, ok=(200,)):
-        return self.request("PATCH", path, body, content_type="application/merge-patch+json", ok=ok)
+    def merge_patch(self, path, body, ok=(200,), parse=False):
+        return self.request("PATCH", path, body, content_type="application/merge-patch+json", ok=ok, parse=parse)
 
 
 class KubeError(RuntimeError):
@@ -632,7 +633,7 @@ class Simulator:
         try:
             self.kube.request("DELETE", "/api/v1/namespaces/%s/pods/%s" % (namespace, name),
                               {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
-                               "preconditions": {"uid": uid}}, ok=(200, 202))
+                               "preconditions": {"uid": uid}}, ok=(200, 202), parse=False)
         except KubeError as exc:
             if exc.status not in (404, 409):
                 raise
@@ -753,7 +754,7 @@ def serve(simulator, host="127.0.0.1"):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--state-dir", required=True, help="the sandbox state directory (reads its state.json)")
-    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=16, help="threads that write to the API server")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(threadName)s %(message)s")
