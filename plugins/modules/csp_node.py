@@ -14,10 +14,10 @@ description:
     group), removes instances from it, or reports its instances and their states.
   - Each created instance is returned with the Kubernetes node name it will register as and its providerID,
     so the caller can wait for the node to join.
-  - A create refused for quota or capacity does not fail the task; the result says so in O(state=present)'s
+  - A create refused for quota or capacity does not fail the task; the result says so in
     RV(quota_exceeded) and RV(quota_message), so a role can lower its surge.
 author:
-  - kubenodes.image_upgrade contributors
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
 options:
   state:
     description:
@@ -78,7 +78,7 @@ attributes:
   check_mode:
     support: full
     description:
-      - Nothing is created or deleted; RV(changed) tells whether it would be. Created instances are not
+      - Nothing is created or deleted; C(changed) tells whether it would be. Created instances are not
         known yet, so RV(instances) is empty for O(state=present).
   diff_mode:
     support: none
@@ -219,6 +219,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
 
+
 def _instance_dicts(instances):
     return [i.to_dict() for i in instances]
 
@@ -267,7 +268,7 @@ def ensure_present(module, provider):
         result["changed"] = True
         return result
     created = []
-    for _ in range(count):
+    for _attempt in range(count):
         try:
             created.append(provider.create_instance(group))
         except base.QuotaError as exc:

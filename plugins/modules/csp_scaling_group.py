@@ -19,7 +19,7 @@ description:
     is changed, so bad input changes nothing.
   - With O(state=info), reports the groups (all discoverable ones when O(group) is empty) and their images.
 author:
-  - kubenodes.image_upgrade contributors
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
 options:
   state:
     description:
@@ -48,7 +48,7 @@ attributes:
   check_mode:
     support: full
     description:
-      - The image is validated and the groups are read; nothing is changed, and RV(changed) and the diff
+      - The image is validated and the groups are read; nothing is changed, and C(changed) and the diff
         say what would be.
   diff_mode:
     support: full

@@ -25,7 +25,6 @@ from ansible.module_utils.basic import env_fallback
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CREATING,
     DELETING,
-    FAILED,
     RUNNING,
     STOPPED,
     UNKNOWN,
