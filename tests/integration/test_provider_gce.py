@@ -84,13 +84,9 @@ def _wait_for(predicate, timeout=15.0, interval=0.1):
     raise AssertionError("condition not met within %ss" % timeout)
 
 
-def _api_requests(admin, since=0):
-    return [r for r in admin.requests()[since:]]
-
-
 # ---- discovery and listing ----------------------------------------------------------------------------------------
 def test_list_groups_finds_zonal_and_regional_groups_with_role_and_image(admin, provider, images):
-    old, _ = images
+    old = images[0]
     zonal = admin.create_group(_unique("workers"), "worker", 1, old)
     regional = admin.create_group(_unique("cp"), "control-plane", 3, old, region="us-central1")
     groups = {g.id: g for g in provider.list_groups()}
@@ -103,7 +99,7 @@ def test_list_groups_finds_zonal_and_regional_groups_with_role_and_image(admin, 
 
 
 def test_list_instances_of_a_regional_group(admin, provider, images):
-    old, _ = images
+    old = images[0]
     group = admin.create_group(_unique("rg"), "worker", 3, old, region="us-central1")
     _wait_for(lambda: len([i for i in provider.list_instances(group) if i.state == base.RUNNING]) == 3)
     instances = provider.list_instances(group)
@@ -117,7 +113,7 @@ def test_list_instances_of_a_regional_group(admin, provider, images):
 
 
 def test_listing_costs_a_constant_number_of_calls_per_group(admin, provider, images):
-    old, _ = images
+    old = images[0]
     small = admin.create_group(_unique("small"), "worker", 1, old)
     large = admin.create_group(_unique("large"), "worker", 12, old)
     _wait_for(lambda: len(provider.list_instances(large)) == 12)
@@ -132,7 +128,7 @@ def test_listing_costs_a_constant_number_of_calls_per_group(admin, provider, ima
 
 # ---- create / delete ------------------------------------------------------------------------------------------------
 def test_create_instance_zonal_boots_and_tells_the_node_simulator(emulator, admin, provider, images):
-    old, _ = images
+    old = images[0]
     name = _unique("wk")
     group = admin.create_group(name, "worker", 0, old)
     inst = provider.create_instance(group)
@@ -147,7 +143,7 @@ def test_create_instance_zonal_boots_and_tells_the_node_simulator(emulator, admi
 
 
 def test_create_instance_regional_reads_back_the_zone(admin, provider, images):
-    old, _ = images
+    old = images[0]
     group = admin.create_group(_unique("rcp"), "control-plane", 0, old, region="us-central1")
     inst = provider.create_instance(group)
     zone = inst.extra["zone"]
@@ -158,7 +154,7 @@ def test_create_instance_regional_reads_back_the_zone(admin, provider, images):
 
 
 def test_operations_are_awaited_through_the_configured_endpoint(admin, provider, images):
-    old, _ = images
+    old = images[0]
     admin.set_faults(op_delay=0.5, boot_delay=0.3)
     group = admin.create_group(_unique("lro"), "worker", 0, old, region="us-central1")
     before = len(admin.requests())
@@ -169,7 +165,7 @@ def test_operations_are_awaited_through_the_configured_endpoint(admin, provider,
 
 
 def test_just_created_instance_counts_as_creating_before_the_api_lists_it(admin, provider, images):
-    old, _ = images
+    old = images[0]
     admin.set_faults(list_lag=30, boot_delay=0.3)
     group = admin.create_group(_unique("lag"), "worker", 0, old)
     inst = provider.create_instance(group)
@@ -184,7 +180,7 @@ def test_just_created_instance_counts_as_creating_before_the_api_lists_it(admin,
 
 
 def test_delete_instance_is_idempotent_and_tells_the_node_simulator(emulator, admin, provider, images):
-    old, _ = images
+    old = images[0]
     group = admin.create_group(_unique("del"), "worker", 2, old)
     victims = _wait_for(lambda: [i for i in provider.list_instances(group) if i.state == base.RUNNING] or None)
     victim = victims[0]
@@ -201,10 +197,10 @@ def test_delete_instance_is_idempotent_and_tells_the_node_simulator(emulator, ad
 
 
 def test_an_instance_that_reads_not_found_is_still_deleted(admin, provider, images):
-    old, _ = images
+    old = images[0]
     admin.set_faults(boot_delay=60, insert_delay=60)
     group = admin.create_group(_unique("hint"), "worker", 0, old)
-    made = [provider.create_instance(group) for _ in range(2)]
+    made = [provider.create_instance(group) for dummy in range(2)]
     with pytest.raises(base.NotFoundError):    # no instance resource yet
         provider._call("reading", provider._client("InstancesClient").get, project=PROJECT, zone="us-central1-a",
                        instance=made[0].name)
@@ -282,7 +278,7 @@ def test_set_group_image_with_a_family_pins_its_current_image(admin, provider, i
     ("not-an-image", base.InvalidReferenceError),
 ])
 def test_bad_images_change_nothing(admin, provider, images, image, error):
-    old, _ = images
+    old = images[0]
     group = admin.create_group(_unique("bad"), "worker", 0, old)
     before = admin.state()
     with pytest.raises(error):
@@ -306,7 +302,7 @@ def test_validate_image_refuses_unusable_images(admin, provider):
 # ---- faults ---------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("code", [429, 500, 503])
 def test_throttling_and_server_errors_are_retried_with_backoff(admin, images, code):
-    old, _ = images
+    old = images[0]
     group = admin.create_group(_unique("retry"), "worker", 0, old)
     sleeps = []
     provider = gce.GceProvider(admin.provider_options()["gcp"], retry_base_delay=0.05, sleep=sleeps.append)
@@ -319,7 +315,7 @@ def test_throttling_and_server_errors_are_retried_with_backoff(admin, images, co
 
 
 def test_a_4xx_that_will_not_change_is_not_retried(admin, provider, images):
-    old, _ = images
+    old = images[0]
     group = admin.create_group(_unique("noretry"), "worker", 0, old)
     admin.set_faults(fail_next=1, codes=[400], paths=["instanceGroupManagers"])
     before = len(admin.requests())
@@ -330,7 +326,7 @@ def test_a_4xx_that_will_not_change_is_not_retried(admin, provider, images):
 
 
 def test_persistent_errors_give_up_after_the_retry_budget(admin, images):
-    old, _ = images
+    old = images[0]
     group = admin.create_group(_unique("budget"), "worker", 0, old)
     provider = gce.GceProvider(admin.provider_options()["gcp"], retry_attempts=3, retry_base_delay=0.01)
     admin.set_faults(error_rate=1.0, codes=[503])
@@ -342,18 +338,18 @@ def test_persistent_errors_give_up_after_the_retry_budget(admin, images):
 
 
 def test_random_faults_are_absorbed(admin, images):
-    old, _ = images
+    old = images[0]
     group = admin.create_group(_unique("flaky"), "worker", 0, old)
     provider = gce.GceProvider(admin.provider_options()["gcp"], retry_attempts=8, retry_base_delay=0.01)
     admin.set_faults(error_rate=0.3, codes=[429, 500, 503])
-    created = [provider.create_instance(group) for _ in range(3)]
+    created = [provider.create_instance(group) for dummy in range(3)]
     admin.set_faults()
     names = {i.name for i in provider.list_instances(group)}
     assert names == {i.name for i in created}   # each exactly once despite retried POSTs
 
 
 def test_a_lost_answer_to_a_create_does_not_create_twice(admin, provider, images):
-    old, _ = images
+    old = images[0]
     group = admin.create_group(_unique("lost"), "worker", 0, old)
     admin.set_faults(fail_next=1, codes=[503], fail_after=True, paths=["createInstances"])
     inst = provider.create_instance(group)
@@ -365,7 +361,7 @@ def test_a_lost_answer_to_a_create_does_not_create_twice(admin, provider, images
 
 
 def test_latency_is_tolerated_and_bounded_by_the_request_timeout(admin, images):
-    old, _ = images
+    old = images[0]
     group = admin.create_group(_unique("slow"), "worker", 0, old)
     admin.set_faults(latency=0.3)
     patient = gce.GceProvider(admin.provider_options()["gcp"], retry_base_delay=0.01, request_timeout=5)
@@ -382,7 +378,7 @@ def test_latency_is_tolerated_and_bounded_by_the_request_timeout(admin, images):
 
 
 def test_never_booting_instances_stay_creating_and_never_join(emulator, admin, provider, images):
-    old, _ = images
+    old = images[0]
     name = _unique("stuck")
     group = admin.create_group(name, "worker", 0, old)
     admin.set_faults(never_boot=[name], boot_delay=0.2)
@@ -395,7 +391,7 @@ def test_never_booting_instances_stay_creating_and_never_join(emulator, admin, p
 
 
 def test_quota_refusal_is_a_quota_error_and_creates_nothing(admin, provider, images):
-    old, _ = images
+    old = images[0]
     group = admin.create_group(_unique("quota"), "worker", 1, old)
     total = sum(1 for g in admin.state()["groups"].values() for m in g["managed"].values()
                 if m["currentAction"] != "DELETING")
@@ -408,7 +404,7 @@ def test_quota_refusal_is_a_quota_error_and_creates_nothing(admin, provider, ima
 
 
 def test_an_operation_past_its_deadline_fails_clearly(admin, images):
-    old, _ = images
+    old = images[0]
     group = admin.create_group(_unique("deadline"), "worker", 0, old)
     options = dict(admin.provider_options()["gcp"], operation_timeout=1)
     provider = gce.GceProvider(options, retry_base_delay=0.01)

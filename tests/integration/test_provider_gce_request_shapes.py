@@ -80,7 +80,7 @@ def recorded():
 
 def test_the_sdk_sends_exactly_the_recorded_shapes(recorded):
     if os.environ.get("KUBENODES_RECORD_SHAPES") == "1":
-        import google.cloud.compute_v1 as compute_v1
+        from google.cloud import compute_v1
         FIXTURE.parent.mkdir(parents=True, exist_ok=True)
         FIXTURE.write_text(json.dumps({"recorded_with": "google-cloud-compute %s" % compute_v1.__version__,
                                        "shapes": recorded}, indent=1) + "\n")
@@ -123,7 +123,7 @@ def test_recorded_shapes_agree_with_the_real_api(scope):
 
 def test_the_emulator_routes_accept_every_recorded_shape():
     shapes = json.loads(FIXTURE.read_text())["shapes"]
-    routes = {(method, template): (query, body) for method, template, _, query, body, _ in emulator_module.ROUTES}
+    routes = {(method, template): (query, body) for method, template, dummy, query, body, dummy2 in emulator_module.ROUTES}
     for shape in shapes:
         assert (shape["method"], shape["path"]) in routes, shape
         query, body = routes[(shape["method"], shape["path"])]

@@ -229,7 +229,7 @@ def random_instance_name(base, rand=None):
     """`<base>-<4 chars of a-z0-9>`, like a MIG names its instances; base is cut so the name fits 63."""
     alphabet = string.ascii_lowercase + string.digits
     choice = rand.choice if rand else secrets.choice
-    return "%s-%s" % (base[:58].rstrip("-"), "".join(choice(alphabet) for _ in range(4)))
+    return "%s-%s" % (base[:58].rstrip("-"), "".join(choice(alphabet) for dummy in range(4)))
 
 
 def instance_state(current_action, instance_status, has_errors=False):
@@ -310,7 +310,7 @@ def error_from_operation(errors, http_status, http_message, doing):
     `errors` is a list of (code, message)."""
     if not errors and not http_status:
         return None
-    codes = [code for code, _ in errors]
+    codes = [code for code, dummy in errors]
     text = "; ".join("%s: %s" % (code, msg) for code, msg in errors) or "HTTP %s %s" % (http_status, http_message)
     message = "%s failed: %s" % (doing, text)
     if set(codes) & QUOTA_CODES:
@@ -548,7 +548,7 @@ class GceProvider(CloudProvider):
                            self._client("InstanceGroupManagersClient").aggregated_list,
                            request=dict(project=self.project))
         groups = []
-        for _, scoped in pages:
+        for dummy, scoped in pages:
             for igm in scoped.instance_group_managers:
                 ref = parse_group_id(igm.self_link)
                 groups.append(self._group(ref, igm, templates))
@@ -577,7 +577,7 @@ class GceProvider(CloudProvider):
                      "template": strip_url(mi.version.instance_template)}
             if errors:
                 extra["errors"] = ["%s: %s" % e for e in errors]
-                extra["quota_exceeded"] = any(code in QUOTA_CODES for code, _ in errors)
+                extra["quota_exceeded"] = any(code in QUOTA_CODES for code, dummy in errors)
             listed.add(name)
             instances.append(Instance(
                 provider_id=provider_id_of(ref.project, zone, name) if zone else "",
@@ -623,7 +623,7 @@ class GceProvider(CloudProvider):
         client = self._igm_client(ref)
         resource_kw = ("region_instance_group_managers_create_instances_request_resource" if ref.regional
                        else "instance_group_managers_create_instances_request_resource")
-        for _ in range(3):
+        for dummy in range(3):
             name = random_instance_name(igm.base_instance_name)
             doing = "creating instance %s in %s" % (name, ref.id)
             try:
@@ -723,7 +723,7 @@ class GceProvider(CloudProvider):
         A clone left by an interrupted run (same name, same image) is reused, not duplicated."""
         name = template.name
         client = self._client("InstanceTemplatesClient")
-        for _ in range(20):
+        for dummy in range(20):
             name = next_template_name(name)
             url = API_PREFIX + "projects/%s/global/instanceTemplates/%s" % (project, name)
             try:

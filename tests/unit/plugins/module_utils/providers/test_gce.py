@@ -140,7 +140,7 @@ def test_next_template_name(name, expected):
 
 def test_random_instance_name_is_base_dash_four_and_fits():
     rng = random.Random(7)
-    names = {gce.random_instance_name("pool-workers", rng) for _ in range(200)}
+    names = {gce.random_instance_name("pool-workers", rng) for dummy in range(200)}
     assert all(re.match(r"^pool-workers-[a-z0-9]{4}$", n) for n in names)
     assert len(names) > 190
     long_name = gce.random_instance_name("b" * 70)
@@ -218,7 +218,7 @@ gexc = pytest.importorskip("google.api_core.exceptions")
 def test_error_from_api_exception(status, reason, cls, retryable):
     exc = gexc.from_http_status(status, "the API's text", errors=[{"reason": reason}] if reason else [])
     err = gce.error_from_api_exception(exc, "reading group g")
-    assert type(err) is cls
+    assert err.__class__ is cls
     assert err.retryable is retryable
     assert err.status == status
     assert "reading group g" in str(err) and "the API's text" in str(err)
@@ -244,7 +244,7 @@ def test_error_from_operation(errors, status, cls, code):
     if cls is None:
         assert err is None
         return
-    assert type(err) is cls and err.code == code and not err.retryable
+    assert err.__class__ is cls and err.code == code and not err.retryable
     assert str(err).startswith("creating instance x failed: ")
     for item_code, message in errors:
         assert item_code in str(err) and message in str(err)
