@@ -330,6 +330,10 @@ class Timer:
         except Exception:  # noqa: BLE001 - one failed action must not stop the simulator
             LOG.exception("action %s%r failed", getattr(func, "__name__", func), args)
 
+    def pending(self):
+        with self._cond:
+            return len(self._heap)
+
     def stop(self):
         with self._cond:
             self._stopped = True
@@ -353,9 +357,23 @@ class Simulator:
         self.timer = Timer(workers)
         self._stop = threading.Event()
         self._watcher = threading.Thread(target=self._watch_pods, name="nodesim-pods", daemon=True)
+        self.stats = {"pod_events": 0, "pods_started": 0, "pods_finished": 0, "write_seconds": 0.0}
 
     def start(self):
         self._watcher.start()
+        threading.Thread(target=self._report, name="nodesim-stats", daemon=True).start()
+
+    def _report(self, every=10.0):
+        # One line every 10 s while work happens: where a slow seed spends its time.
+        last = None
+        while not self._stop.wait(every):
+            with self._lock:
+                current = dict(self.stats, busy=len(self._pod_busy), nodes=len(self.nodes))
+            if current != last:
+                writes = current["pods_started"] + current["pods_finished"]
+                LOG.info("stats: %s, queued %d, mean write %.0f ms", current, self.timer.pending(),
+                         1000 * current["write_seconds"] / writes if writes else 0)
+                last = current
 
     # ----- instances ------------------------------------------------------------------------------
 
@@ -584,6 +602,7 @@ class Simulator:
                 if event.get("type") == "ERROR":
                     return None  # e.g. 410 Gone: relist
                 resource_version = obj.get("metadata", {}).get("resourceVersion", resource_version)
+                self.stats["pod_events"] += 1
                 if event.get("type") in ("ADDED", "MODIFIED"):
                     self._on_pod(obj)
                 elif event.get("type") == "DELETED":
@@ -621,7 +640,11 @@ class Simulator:
             pod_ip = "10.244.%d.%d" % ((n // 250) % 256, n % 250 + 1)
             body = running_pod_status(pod, host_ip, pod_ip)
             body["metadata"] = {"uid": uid}  # precondition: never touch a new pod that reuses the name
+            started = time.monotonic()
             self.kube.merge_patch("/api/v1/namespaces/%s/pods/%s/status" % (namespace, name), body, ok=(200,))
+            with self._lock:
+                self.stats["pods_started"] += 1
+                self.stats["write_seconds"] += time.monotonic() - started
         except KubeError as exc:
             if exc.status not in (404, 409, 422):
                 raise
@@ -634,6 +657,8 @@ class Simulator:
             self.kube.request("DELETE", "/api/v1/namespaces/%s/pods/%s" % (namespace, name),
                               {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
                                "preconditions": {"uid": uid}}, ok=(200, 202), parse=False)
+            with self._lock:
+                self.stats["pods_finished"] += 1
         except KubeError as exc:
             if exc.status not in (404, 409):
                 raise

@@ -129,7 +129,7 @@ def new_nodes(sandbox):
 
     def make(count, role="worker", group="g", image="image-a", zone="zone-a", wait=True, timeout=60):
         names = []
-        for _ in range(count):
+        for dummy in range(count):
             name = "%s-%s" % ("cp" if role == "control-plane" else "w", uuid.uuid4().hex[:8])
             provider_id = "sim://%s/%s" % (group, name)
             sandbox.nodesim.create_instance(provider_id, name, group_id=group, image=image, role=role, zone=zone)

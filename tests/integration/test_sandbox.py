@@ -149,7 +149,12 @@ def test_deleted_instance_goes_not_ready_and_stops_its_etcd_member(sandbox, new_
     new_nodes(1, role="control-plane", group="grp-cp-del", timeout=120)
     sandbox.nodesim.delete_instance(provider_id)
     core = sandbox.core_v1()
-    node = _wait(lambda: (lambda n: n if not _ready(n) else None)(core.read_node(victim)), 30, "NotReady")
+
+    def not_ready():
+        node = core.read_node(victim)
+        return None if _ready(node) else node
+
+    node = _wait(not_ready, 30, "the node to turn NotReady")
     ready = [c for c in node.status.conditions if c.type == "Ready"][0]
     assert ready.status == "Unknown"
     assert {(t.key, t.effect) for t in node.spec.taints} >= {("node.kubernetes.io/unreachable", "NoSchedule"),

@@ -21,7 +21,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 def run_cli(state_dir, *args, env=None, timeout=120):
     return subprocess.run([sys.executable, "-m", "sandbox", "--state-dir", str(state_dir)] + list(args),
-                          cwd=str(REPO), capture_output=True, text=True, timeout=timeout,
+                          cwd=str(REPO), capture_output=True, text=True, timeout=timeout, check=False,
                           env=dict(os.environ, **(env or {})))
 
 
@@ -52,7 +52,8 @@ def test_up_status_down_leaves_nothing_behind(tmp_path):
         assert json.loads(status.stdout)["running"] is True
         # The kubeconfig works for kubectl, the client users reach for first.
         kubectl = subprocess.run([str(binaries.path_of("kubectl")), "--kubeconfig", state["kubeconfig"],
-                                  "get", "namespaces", "-o", "name"], capture_output=True, text=True, timeout=30)
+                                  "get", "namespaces", "-o", "name"], capture_output=True, text=True, timeout=30,
+                                 check=False)
         assert kubectl.returncode == 0, kubectl.stderr
         assert "namespace/kube-system" in kubectl.stdout
         # A second `up` on a running sandbox refuses instead of starting a second one.
@@ -103,8 +104,8 @@ def test_stale_state_file_is_reported_and_replaced(tmp_path):
     state_dir.mkdir()
     gone = subprocess.Popen(["true"])
     gone.wait()
-    (state_dir / "state.json").write_text(json.dumps({"pids": {"kube-apiserver": gone.pid},
-                                                       "cmd_hints": {"kube-apiserver": "kube-apiserver"}}))
+    stale = {"pids": {"kube-apiserver": gone.pid}, "cmd_hints": {"kube-apiserver": "kube-apiserver"}}
+    (state_dir / "state.json").write_text(json.dumps(stale))
     up = run_cli(state_dir, "up", "--clouds", "none")
     try:
         assert up.returncode == 0, up.stderr

@@ -86,16 +86,16 @@ def test_split_evenly():
 
 def test_workloads_cover_what_a_drain_meets():
     objs = seed.workload_objects(deployments=2, replicas=3, bare_pods=2, statefulset_replicas=3, cache_replicas=2)
-    kinds = [o["kind"] for _, o in objs]
+    kinds = [o["kind"] for dummy, o in objs]
     assert kinds.count("Deployment") == 4  # web-0, web-1, cache, cluster-autoscaler
     assert "DaemonSet" in kinds and "StatefulSet" in kinds and kinds.count("Pod") == 2
-    pdbs = [o for _, o in objs if o["kind"] == "PodDisruptionBudget"]
+    pdbs = [o for dummy, o in objs if o["kind"] == "PodDisruptionBudget"]
     # integer minAvailable: maxUnavailable or percentages over bare pods would block every eviction
     assert all(isinstance(p["spec"]["minAvailable"], int) for p in pdbs)
     assert {p["metadata"]["name"]: p["spec"]["minAvailable"] for p in pdbs} == {"web-0": 2, "web-1": 2, "db": 2}
     autoscaler = [(path, o) for path, o in objs if o["metadata"]["name"] == "cluster-autoscaler"]
     assert autoscaler[0][0] == "/apis/apps/v1/namespaces/kube-system/deployments"
-    cache = [o for _, o in objs if o["metadata"]["name"] == "cache"][0]
+    cache = [o for dummy, o in objs if o["metadata"]["name"] == "cache"][0]
     assert cache["spec"]["template"]["spec"]["volumes"] == [{"name": "scratch", "emptyDir": {}}]
     # 2*3 web + 2 cache + 3 db + 2 bare + 1 autoscaler + one agent per node
     assert seed.expected_pods(objs, nodes=5) == 6 + 2 + 3 + 2 + 1 + 5
@@ -123,7 +123,7 @@ def test_node_network_claims_unique_blocks_and_takes_over_stale_locks(tmp_path):
     block = net.claim_block()
     lock = tmp_path / block.split("/")[0]
     assert lock.read_text() == str(os.getpid())
-    ips = [net.allocate() for _ in range(300)]  # more than one /24: a second block is claimed
+    ips = [net.allocate() for dummy in range(300)]  # more than one /24: a second block is claimed
     assert len(set(ips)) == 300
     assert all(ipaddress.ip_address(ip) in ipaddress.ip_network("127.0.0.0/8") for ip in ips)
     assert len(net.blocks) == 2
