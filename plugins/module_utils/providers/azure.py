@@ -607,7 +607,7 @@ class AzureProvider(CloudProvider):
         return normalize_provider_id(provider_id)
 
     def group_id_of(self, provider_id):
-        sub, rg, vmss, _ = parse_provider_id(provider_id)
+        sub, rg, vmss, _instance_id = parse_provider_id(provider_id)
         return _format_group_id(sub, rg, vmss)
 
     def list_groups(self, group_ids=None):
