@@ -17,8 +17,9 @@ VMs it created run. Errors use ARM's body {"error": {"code", "message"}}. A scal
 after `boot_delay` and then call hooks.created(); deleted VMs call hooks.deleted().
 
 Fault injection (Admin.set_faults): error_rate with codes (429/500/503), fail_next (the next N resource
-requests fail), latency, never_boot (scale sets whose new VMs stay "creating"), quota (most VMs in total;
-a scale-out beyond it gets 409 OperationNotAllowed "... exceeding approved ... quota").
+requests fail), latency, never_boot (scale sets whose new VMs stay "creating"), allocation_failure (their new
+VMs end "failed" with ProvisioningState/failed/AllocationFailed, and the operation fails), quota (most VMs in
+total; a scale-out beyond it gets 409 OperationNotAllowed "... exceeding approved ... quota").
 
 Admin API (not ARM) under /_emulator/: images, groups, faults, requests (the request log), state.
 """
@@ -202,6 +203,7 @@ class Faults:
         self.codes = (429, 500, 503)
         self.latency = 0.0
         self.never_boot = set()
+        self.allocation_failure = set()
         self.quota = None
         self.fail_next = 0
         self.rng = random.Random(7)
@@ -277,6 +279,9 @@ class AzureEmulator:
             for vmss in self.scale_sets.values():
                 for iid, vm in list(vmss["vms"].items()):
                     if vm["state"] == "creating" and vm["boot_at"] is not None and vm["boot_at"] <= now:
+                        if vm.get("allocation_fails"):
+                            vm["state"] = "failed"  # never runs, so no node joins
+                            continue
                         vm["state"] = "running"
                         created.append((self._provider_id(vmss, iid), vm["computer_name"].lower(),
                                         self._group_id(vmss), image_string(vm["image"]), vmss["role"], None))
@@ -285,7 +290,7 @@ class AzureEmulator:
                         deleted.append(self._provider_id(vmss, iid))
             for op in self.operations.values():
                 if op["status"] == "InProgress" and self._operation_done(op, now):
-                    op["status"] = "Succeeded"
+                    op["status"] = "Failed" if self._operation_failed(op) else "Succeeded"
                     op["endTime"] = _now_iso(now)
             for vmss in self.scale_sets.values():
                 busy = any(op["status"] == "InProgress" and op["vmss"] == vmss["key"] for op in self.operations.values())
@@ -308,6 +313,11 @@ class AzureEmulator:
             if op["kind"] == "delete" and vm is not None:
                 return False
         return True
+
+    def _operation_failed(self, op):
+        vmss = self.scale_sets.get(op["vmss"])
+        return op["kind"] == "create" and vmss is not None and any(
+            vmss["vms"].get(iid, {}).get("state") == "failed" for iid in op["instances"])
 
     def _hook(self, name, *args):
         try:
@@ -350,6 +360,9 @@ class AzureEmulator:
                            "Required: %d." % (LOCATION, self.faults.quota * 2, used * 2, extra * 2,
                                               (used + extra) * 2))
 
+    def _marked(self, marks, vmss):
+        return bool(marks) and ("*" in marks or vmss["name"].lower() in marks or self._vmss_id(vmss).lower() in marks)
+
     def _never_boots(self, vmss):
         marks = self.faults.never_boot
         return bool(marks) and ("*" in marks or vmss["name"].lower() in marks or self._vmss_id(vmss).lower() in marks)
@@ -371,6 +384,7 @@ class AzureEmulator:
                     + _base36(int(iid)),
                     "image": dict(vmss["profile"]["storageProfile"]["imageReference"]),
                     "model": vmss["model_version"],
+                    "allocation_fails": self._marked(self.faults.allocation_failure, vmss),
                 }
                 touched.append(iid)
         else:
@@ -472,7 +486,8 @@ class AzureEmulator:
 
     def vm_json(self, vmss, iid, expand=False):
         vm = vmss["vms"][iid]
-        provisioning = {"creating": "Creating", "running": "Succeeded", "deleting": "Deleting"}[vm["state"]]
+        provisioning = {"creating": "Creating", "running": "Succeeded", "deleting": "Deleting",
+                        "failed": "Failed"}[vm["state"]]
         reference = dict(vm["image"])
         if reference.get("publisher"):
             reference["exactVersion"] = reference.get("version")
@@ -495,6 +510,12 @@ class AzureEmulator:
 
     @staticmethod
     def instance_view(vm):
+        if vm["state"] == "failed":
+            return {"platformUpdateDomain": 0, "platformFaultDomain": 0, "computerName": vm["computer_name"],
+                    "statuses": [{"code": "ProvisioningState/failed/AllocationFailed", "level": "Error",
+                                  "displayStatus": "Provisioning failed", "time": _now_iso(vm["created"]),
+                                  "message": "Allocation failed. We do not have sufficient capacity for the "
+                                             "requested VM size in this region."}]}
         if vm["state"] == "creating":
             statuses = [("ProvisioningState/creating", "Creating"), ("PowerState/starting", "VM starting")]
         elif vm["state"] == "deleting":
@@ -542,12 +563,13 @@ class AzureEmulator:
             return self._group_id(vmss)
 
     def admin_set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None,
-                         fail_next=0, seed=None):
+                         fail_next=0, seed=None, allocation_failure=()):
         with self.lock:
             self.faults.error_rate = float(error_rate)
             self.faults.codes = tuple(int(c) for c in codes)
             self.faults.latency = float(latency)
             self.faults.never_boot = {str(v).lower() for v in (never_boot or ())}
+            self.faults.allocation_failure = {str(v).lower() for v in (allocation_failure or ())}
             self.faults.quota = None if quota is None else int(quota)
             self.faults.fail_next = int(fail_next)
             if seed is not None:
@@ -711,6 +733,9 @@ class AzureEmulator:
                 return 202, None, {"Location": self.endpoint + req.raw_path, "Retry-After": str(self.retry_after)}
             return 200, None, {}
         body = {"name": op_id, "status": op["status"], "startTime": op["startTime"]}
+        if op["status"] == "Failed":
+            body["error"] = {"code": "AllocationFailed", "message": "Allocation failed. We do not have sufficient "
+                             "capacity for the requested VM size in this region."}
         if op.get("endTime"):
             body["endTime"] = op["endTime"]
         headers = {"Retry-After": str(self.retry_after)} if op["status"] == "InProgress" else {}
@@ -942,10 +967,12 @@ class Admin:
         return self._call("POST", "groups", {"name": name, "role": role, "size": size, "image": image})["group_id"]
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
-                   seed=None):
+                   seed=None, allocation_failure=()):
+        """never_boot / allocation_failure: scale set IDs or names ("*" for all) whose new VMs stay creating /
+        end failed with AllocationFailed. fail_next: the next N resource requests fail with one of `codes`."""
         self._call("POST", "faults", {"error_rate": error_rate, "codes": list(codes), "latency": latency,
                                       "never_boot": list(never_boot), "quota": quota, "fail_next": fail_next,
-                                      "seed": seed})
+                                      "seed": seed, "allocation_failure": list(allocation_failure)})
 
     def requests(self):
         return self._call("GET", "requests")["requests"]

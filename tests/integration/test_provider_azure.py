@@ -13,7 +13,7 @@ import requests
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import azure as az
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CREATING, DELETING, RUNNING, InvalidReferenceError, NotFoundError, ProviderError, QuotaError,
+    CREATING, DELETING, FAILED, RUNNING, InvalidReferenceError, NotFoundError, ProviderError, QuotaError,
 )
 from sandbox import clouds
 from sandbox.clouds import azure as emu
@@ -277,6 +277,22 @@ def test_never_booting_instance_stays_creating(admin, provider):
     assert states == {inst.provider_id: CREATING}
     listed = {i.provider_id: i.state for i in provider.list_instances(group_id)}
     assert listed[inst.provider_id] == CREATING
+
+
+def test_allocation_failure_shows_as_a_failed_instance_with_its_reason(admin, provider, emulator):
+    group_id, _ = running_group(admin, provider, size=1)
+    admin.set_faults(allocation_failure=[group_id.rsplit("/", 1)[1]])
+    inst = provider.create_instance(group_id)
+    assert inst.state == CREATING
+    states = provider.wait_running([inst.provider_id], timeout=10)
+    assert states == {inst.provider_id: FAILED}
+    failed = [i for i in provider.list_instances(group_id) if i.provider_id == inst.provider_id][0]
+    assert failed.state == FAILED
+    assert failed.extra["error_code"] == "AllocationFailed" and failed.extra["capacity_refusal"] is True
+    assert "sufficient capacity" in failed.extra["error_message"]
+    assert inst.provider_id not in [h["provider_id"] for h in emulator.recorded_hooks.created_calls]
+    # a failed VM can be deleted like any other
+    assert provider.delete_instance(inst.provider_id) is True
 
 
 def test_quota_refusal_is_a_quota_error_and_creates_nothing(admin, provider, emulator):

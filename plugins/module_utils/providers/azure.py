@@ -285,20 +285,37 @@ def _parse_time(value):
         return None
 
 
+def failure_details(vm):
+    """For a VM whose provisioning failed: {error_code, error_message, capacity_refusal}; {} otherwise.
+    Azure puts the reason into the instance view, e.g. ProvisioningState/failed/AllocationFailed."""
+    view = (vm.get("properties") or {}).get("instanceView") or {}
+    for status in view.get("statuses") or []:
+        code = str((status or {}).get("code") or "")
+        if code.lower().startswith("provisioningstate/failed"):
+            reason = code.split("/", 2)[2] if code.count("/") >= 2 else ""
+            return {"error_code": reason, "error_message": status.get("message") or status.get("displayStatus") or "",
+                    "capacity_refusal": reason.lower() in QUOTA_ERROR_CODES}
+    return {}
+
+
 def instance_from_vm(vm, group_id):
     """An Instance from a scale-set VM (wire dict)."""
     props = vm.get("properties") or {}
     computer_name = ((props.get("osProfile") or {}).get("computerName") or "").lower()
     image = image_from_reference((props.get("storageProfile") or {}).get("imageReference"))
+    state = vm_state(vm)
+    extra = {"instance_id": str(vm.get("instanceId", "")), "latest_model_applied": props.get("latestModelApplied")}
+    if state == FAILED:
+        extra.update(failure_details(vm))
     return Instance(
         provider_id=provider_id_from_vm_id(vm["id"]),
         node_name=computer_name,
         group_id=group_id,
         image=image,
-        state=vm_state(vm),
+        state=state,
         created_at=_parse_time(props.get("timeCreated")),
         name=vm.get("name") or "",
-        extra={"instance_id": str(vm.get("instanceId", "")), "latest_model_applied": props.get("latestModelApplied")},
+        extra=extra,
     )
 
 
@@ -645,17 +662,20 @@ class AzureProvider(CloudProvider):
             if capacity_before is None:
                 raise ProviderError("azure: scale set %s reports no sku.capacity; cannot scale it out" % vmss)
             vms_before = self._list_vms(sub, rg, vmss)
-            poller, capacity_after = self._scale_out(sub, rg, vmss, data)
-            new_vm = self._await_new_vm(sub, rg, vmss, poller, vms_before, capacity_before, capacity_after)
+            capacity_after = self._scale_out(sub, rg, vmss, data)
+            new_vm = self._await_new_vm(sub, rg, vmss, vms_before, capacity_before, capacity_after)
         instance = instance_from_vm(new_vm, canonical)
-        if instance.state in (UNKNOWN, RUNNING) and not poller.done():
-            # The scale-out is still running: the VM is being created even if it already reads "succeeded".
-            instance.state = CREATING
+        if instance.state == UNKNOWN:
+            instance.state = CREATING  # just made: whatever it reads, it is being created
         return instance
 
     def _scale_out(self, sub, rg, vmss, data):
         """Raise the capacity by one with a conditional PATCH (If-Match on the ETag), so a concurrent change is
-        never overwritten: on 412 re-read and try again. Returns (poller, new capacity)."""
+        never overwritten: on 412 re-read and try again. Returns the new capacity.
+
+        The operation is not awaited (polling=False, so no poller thread outlives the call): it ends when the VM
+        has booted, which is the caller's wait. A refusal (quota, SKU) comes with this first answer; a later
+        allocation failure shows as a FAILED instance whose extra says why."""
         deadline = time.monotonic() + self.timeout
         ops = self.client(sub).virtual_machine_scale_sets
         while True:
@@ -664,21 +684,19 @@ class AzureProvider(CloudProvider):
             if data.get("etag"):
                 kwargs = dict(etag=data["etag"], match_condition=MatchConditions.IfNotModified)
             try:
-                poller = self._call("scale out %s to %d" % (vmss, capacity + 1), ops.begin_update, rg, vmss,
-                                    {"sku": {"capacity": capacity + 1}}, **kwargs)
-                return poller, capacity + 1
+                self._call("scale out %s to %d" % (vmss, capacity + 1), ops.begin_update, rg, vmss,
+                           {"sku": {"capacity": capacity + 1}}, polling=False, **kwargs)
+                return capacity + 1
             except ProviderError as exc:
                 if not isinstance(exc.__cause__, ResourceModifiedError) or time.monotonic() > deadline:
                     raise
             data = self._get_vmss(sub, rg, vmss)
 
-    def _await_new_vm(self, sub, rg, vmss, poller, vms_before, capacity_before, capacity_after):
+    def _await_new_vm(self, sub, rg, vmss, vms_before, capacity_before, capacity_after):
         """List until the new VM shows up (it may take a moment after the scale-out was accepted)."""
         deadline = time.monotonic() + self.timeout
         delay = 0.2
         while True:
-            if poller.done():
-                self._wait("scale out %s" % vmss, poller)  # raises when the operation failed
             vm = pick_new_vm(vms_before, self._list_vms(sub, rg, vmss), capacity_before, capacity_after)
             if vm is not None:
                 return vm

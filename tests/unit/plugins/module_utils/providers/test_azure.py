@@ -202,6 +202,19 @@ def test_instance_from_vm():
     assert inst.extra == {"instance_id": "10", "latest_model_applied": False}
 
 
+def test_failed_instance_says_why():
+    vm = _vm(3, "Failed", None)
+    vm["properties"]["instanceView"] = {"statuses": [
+        {"code": "ProvisioningState/failed/AllocationFailed", "message": "no capacity"}]}
+    inst = az.instance_from_vm(vm, az.canonical_group_id(VMSS_ID))
+    assert inst.state == FAILED
+    assert inst.extra["error_code"] == "AllocationFailed" and inst.extra["capacity_refusal"] is True
+    assert inst.extra["error_message"] == "no capacity"
+    vm["properties"]["instanceView"]["statuses"][0]["code"] = "ProvisioningState/failed/OSProvisioningTimedOut"
+    assert az.instance_from_vm(vm, "g").extra["capacity_refusal"] is False
+    assert az.failure_details(_vm(1, statuses=["PowerState/running"])) == {}
+
+
 def test_group_from_vmss_reads_role_capacity_and_image():
     vmss = {"id": VMSS_ID, "name": "AKS-NP-VMSS", "tags": {"kubenodes-role": "control-plane"},
             "sku": {"capacity": 3},
