@@ -110,6 +110,7 @@ class Faults:
         self.fail_after = False     # answer the error after applying the request (a lost answer)
         self.insert_delay = 0.1     # seconds a new instance reads "not found" (no instance resource yet)
         self.list_lag = 0.0         # seconds a new managed instance is missing from listManagedInstances
+        self.page_size = 0          # when set, list pages hold at most this many items
         self._count = itertools.count()
 
     def update(self, **knobs):
@@ -552,9 +553,10 @@ def route(method, template, query=(), body=None):
     return register
 
 
-def _page(items, query, key, kind):
+def _page(state, items, query, key, kind):
     try:
-        size = min(int(query.get("maxResults", 500)), 500)
+        # The API caps pages at 500; the page_size knob makes paging visible with few instances.
+        size = min(int(query.get("maxResults", 500)), 500, state.faults.page_size or 500)
         start = int(query.get("pageToken") or 0)
     except ValueError:
         raise ApiError(400, "Invalid value for pageToken or maxResults")
@@ -626,7 +628,7 @@ def get_image_from_family(state, q, body, p, family):
 @route("GET", "projects/{p}/global/images", LIST_QUERY)
 def list_images(state, q, body, p):
     items = _filter([i for (pp, _), i in sorted(state.images.items()) if pp == p], q.get("filter"))
-    return _page(items, q, "items", "compute#imageList")
+    return _page(state, items, q, "items", "compute#imageList")
 
 
 @route("GET", "projects/{p}/global/instanceTemplates/{name}")
@@ -640,7 +642,7 @@ def get_template(state, q, body, p, name):
 @route("GET", "projects/{p}/global/instanceTemplates", LIST_QUERY)
 def list_templates(state, q, body, p):
     items = _filter([t for (pp, _), t in sorted(state.templates.items()) if pp == p], q.get("filter"))
-    return _page(items, q, "items", "compute#instanceTemplateList")
+    return _page(state, items, q, "items", "compute#instanceTemplateList")
 
 
 @route("POST", "projects/{p}/global/instanceTemplates", {"requestId"}, TEMPLATE_FIELDS)
@@ -675,7 +677,7 @@ def list_instances(state, q, body, p, zone):
     _need_zone(zone)
     items = _filter([i for (pp, z, _), i in sorted(state.instances.items()) if pp == p and z == zone],
                     q.get("filter"))
-    return _page(items, q, "items", "compute#instanceList")
+    return _page(state, items, q, "items", "compute#instanceList")
 
 
 @route("GET", "projects/{p}/zones/{zone}/disks/{name}")
@@ -761,7 +763,7 @@ def _igm_routes(kind, var):
         scope = scope[var]
         _scope_check(kind, scope)
         items = _filter([state.igm_view(k) for k in sorted(state.igms) if k[:3] == (p, kind, scope)], q.get("filter"))
-        return _page(items, q, "items", "compute#%sInstanceGroupManagerList" % ("region" if kind == "regions" else ""))
+        return _page(state, items, q, "items", "compute#%sInstanceGroupManagerList" % ("region" if kind == "regions" else ""))
 
     @route("GET", base + "/{m}")
     def get_igm(state, q, body, p, m, **scope):
@@ -774,7 +776,7 @@ def _igm_routes(kind, var):
         visible_since = time.time() - state.faults.list_lag
         items = _filter([state.managed_view(mi) for _, mi in sorted(state.igms[key]["_managed"].items())
                          if mi["_created"] <= visible_since], q.get("filter"))
-        return _page(items, q, "managedInstances", "compute#instanceGroupManagersListManagedInstancesResponse")
+        return _page(state, items, q, "managedInstances", "compute#instanceGroupManagersListManagedInstancesResponse")
 
     @route("POST", base + "/{m}/createInstances", {"requestId"}, {"instances"})
     def create_instances(state, q, body, p, m, **scope):

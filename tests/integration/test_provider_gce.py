@@ -126,6 +126,18 @@ def test_listing_costs_a_constant_number_of_calls_per_group(admin, provider, ima
     assert counts == [4, 4]
 
 
+def test_listing_follows_every_page(admin, provider, images):
+    old = images[0]
+    group = admin.create_group(_unique("paged"), "worker", 7, old)
+    _wait_for(lambda: len(provider.list_instances(group)) == 7)
+    admin.set_faults(page_size=3)
+    before = len(admin.requests())
+    instances = provider.list_instances(group)
+    assert len({i.name for i in instances}) == 7 and all(i.created_at for i in instances)
+    templates = [r["template"].rsplit("/", 1)[1] for r in admin.requests()[before:]]
+    assert templates.count("listManagedInstances") == 3 and templates.count("instances") == 3
+
+
 # ---- create / delete ------------------------------------------------------------------------------------------------
 def test_create_instance_zonal_boots_and_tells_the_node_simulator(emulator, admin, provider, images):
     old = images[0]
