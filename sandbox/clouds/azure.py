@@ -219,6 +219,7 @@ class AzureEmulator:
         self.delete_delay = delete_delay
         self.page_size = page_size
         self.retry_after = retry_after
+        self.throttle_retry_after = 0   # Retry-After of injected 429 answers
         self.lock = threading.RLock()
         self.scale_sets = {}
         self.managed_images = set()
@@ -901,7 +902,8 @@ class _Handler(BaseHTTPRequestHandler):
             code = faults.rng.choice(faults.codes) if fail else None
         if code == 429:
             raise ArmError(429, "TooManyRequests", "The request is being throttled as the limit has been reached "
-                           "for operation type - Read_30Min.", headers={"Retry-After": "0"})
+                           "for operation type - Read_30Min.",
+                           headers={"Retry-After": str(self.emulator.throttle_retry_after)})
         if code is not None and code >= 500:
             raise ArmError(code, {500: "InternalServerError", 503: "ServiceUnavailable"}.get(code, "ServerError"),
                            "The server encountered an internal error (injected fault).")

@@ -337,14 +337,40 @@ def test_concurrent_creates_never_collapse_into_one(admin):
 
 # ------------------------------------------------------------------------------------------ transport
 
-def test_untrusted_server_is_a_clear_retryable_error(admin, tmp_path):
+def test_untrusted_server_is_a_clear_error_not_retried(admin, tmp_path):
     other_ca = tmp_path / "other"
     from sandbox import pki
     bundle = str(pki.CA(other_ca).cert_path)
-    provider = make_provider(admin, ca_bundle=bundle, retries=1)
+    provider = make_provider(admin, ca_bundle=bundle, retries=5)
+    provider.retry_base_delay = 2.0   # a retry would show in the time taken
+    started = time.monotonic()
     with pytest.raises(ProviderError) as err:
         provider.list_groups()
-    assert err.value.retryable is True and "CERTIFICATE_VERIFY_FAILED" in str(err.value)
+    assert err.value.retryable is False
+    assert "CERTIFICATE_VERIFY_FAILED" in str(err.value) and "azure.ca_bundle" in str(err.value)
+    assert time.monotonic() - started < 2.0
+
+
+def test_refused_connection_is_retried(admin):
+    from sandbox import netutil
+    provider = make_provider(admin, endpoint="https://127.0.0.1:%d" % netutil.free_port(), retries=2)
+    with pytest.raises(ProviderError) as err:
+        provider.list_groups()
+    assert err.value.retryable is True and "cannot reach Azure Resource Manager" in str(err.value)
+
+
+def test_throttling_honours_retry_after(emulator, admin, provider):
+    group_id, _ = running_group(admin, provider, size=1)
+    emulator.throttle_retry_after = 1
+    try:
+        admin.clear_requests()
+        admin.set_faults(codes=[429], fail_next=1)
+        started = time.monotonic()
+        assert provider.group_image(group_id)
+        assert time.monotonic() - started >= 1.0
+        assert [r["status"] for r in admin.requests()][:2] == [429, 200]
+    finally:
+        emulator.throttle_retry_after = 0
 
 
 def test_ca_bundle_wins_over_requests_ca_bundle(admin, monkeypatch):

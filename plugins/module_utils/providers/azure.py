@@ -377,7 +377,10 @@ def error_details(exc):
 def classify_error(exc, what):
     """A ProviderError (or subclass) for an azure-core exception, with the retry decision made here."""
     if HAS_AZURE_SDK and isinstance(exc, (ServiceRequestError, ServiceResponseError)):
-        return ProviderError("%s: cannot reach Azure Resource Manager: %s" % (what, exc), retryable=True)
+        # An untrusted certificate will not become trusted by retrying; a refused or reset connection may recover.
+        tls = "CERTIFICATE_VERIFY_FAILED" in str(exc) or "SSLError" in str(exc)
+        return ProviderError("%s: cannot reach Azure Resource Manager%s: %s"
+                             % (what, " (TLS: check azure.ca_bundle)" if tls else "", exc), retryable=not tls)
     status, code, message = error_details(exc)
     text = "%s: %s%s%s" % (what, "HTTP %s " % status if status else "", "%s: " % code if code else "", message)
     lowered = code.lower()
@@ -388,6 +391,16 @@ def classify_error(exc, what):
     if status in RETRYABLE_STATUS or lowered in ("retryableerror", "toomanyrequests"):
         return ProviderError(text, status=status, code=code, retryable=True)
     return ProviderError(text, status=status, code=code)
+
+
+def retry_after_seconds(exc):
+    """The Retry-After of an error answer in seconds (0 when absent or not a number)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    try:
+        return max(0.0, float(headers.get("Retry-After") or 0))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -584,12 +597,20 @@ class AzureProvider(CloudProvider):
         return self._clients[sub]
 
     def _call(self, what, func, *args, **kwargs):
-        """One ARM call, errors mapped, throttling and 5xx retried with jittered backoff."""
+        """One ARM call, errors mapped, throttling and 5xx retried with jittered backoff. A throttled answer's
+        Retry-After is honoured (up to a minute) before the backoff's own delay."""
+        attempts = [0]
+
         def once():
+            attempts[0] += 1
             try:
                 return func(*args, **kwargs)
             except (HttpResponseError, ServiceRequestError, ServiceResponseError) as exc:
-                raise classify_error(exc, what) from exc
+                error = classify_error(exc, what)
+                wait = retry_after_seconds(exc)
+                if error.retryable and wait and attempts[0] < self.retries:
+                    time.sleep(min(wait, 60.0))
+                raise error from exc
         return with_retries(once, attempts=self.retries, base_delay=self.retry_base_delay)
 
     def _wait(self, what, poller):
@@ -621,7 +642,11 @@ class AzureProvider(CloudProvider):
     # -- the interface -----------------------------------------------------------------------------
 
     def normalize_provider_id(self, provider_id):
-        return normalize_provider_id(provider_id)
+        try:
+            return normalize_provider_id(provider_id)
+        except InvalidReferenceError:
+            # Not a scale-set VM (another cloud, a standalone VM): compare it the generic way, never crash a plan.
+            return CloudProvider.normalize_provider_id(self, provider_id or "")
 
     def group_id_of(self, provider_id):
         sub, rg, vmss, _instance_id = parse_provider_id(provider_id)

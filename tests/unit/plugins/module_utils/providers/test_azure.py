@@ -54,6 +54,19 @@ def test_parse_provider_id_bad_names_the_format(provider_id):
     assert "virtualMachines/<instance-id>" in str(err.value)
 
 
+def test_normalize_provider_id_never_crashes_on_foreign_ids():
+    provider = az.AzureProvider(None, SUB)
+    assert provider.normalize_provider_id(" SIM://Node-1 ") == "sim://node-1"
+    assert provider.normalize_provider_id("") == ""
+
+
+@pytest.mark.parametrize("headers,expected", [({"Retry-After": "3"}, 3.0), ({"Retry-After": "0.5"}, 0.5),
+                                              ({"Retry-After": "soon"}, 0.0), ({}, 0.0), (None, 0.0)])
+def test_retry_after_seconds(headers, expected):
+    response = type("Response", (), {"headers": headers})()
+    assert az.retry_after_seconds(type("Err", (), {"response": response})()) == expected
+
+
 def test_normalize_provider_id_equates_casings():
     upper = "azure://" + VMSS_ID + "/virtualMachines/4"
     lower = "azure://" + VMSS_ID.lower() + "/virtualmachines/4"
