@@ -239,7 +239,8 @@ class GceState:
             self.image_order[(project, name)] = next(self._op_counter)
             return "projects/%s/global/images/%s" % (project, name)
 
-    def admin_create_group(self, name, role, size, image, project=DEFAULT_PROJECT, zone=None, region=None):
+    def admin_create_group(self, name, role, size, image, project=DEFAULT_PROJECT, zone=None, region=None,
+                           update_policy="OPPORTUNISTIC", versions=1):
         with self.lock:
             if zone and region:
                 raise ApiError(400, "give zone or region, not both")
@@ -265,7 +266,7 @@ class GceState:
                    "versions": [{"instanceTemplate": self.template_url(project, template_name)}],
                    "instanceGroup": API + "projects/%s/%s/%s/instanceGroups/%s" % (project, kind, scope, name),
                    "targetSize": 0, "fingerprint": "AAAAAAAAAAA=",
-                   "updatePolicy": {"type": "OPPORTUNISTIC", "minimalAction": "REPLACE",
+                   "updatePolicy": {"type": update_policy, "minimalAction": "REPLACE",
                                     "maxSurge": {"fixed": 1}, "maxUnavailable": {"fixed": 1}},
                    "_managed": {}, "_role": role}
             if zone:
@@ -274,6 +275,8 @@ class GceState:
                 igm["region"] = API + "projects/%s/regions/%s" % (project, region)
                 igm["distributionPolicy"] = {"zones": [{"zone": API + "projects/%s/zones/%s-%s" % (project, region, z)}
                                                        for z in "abc"], "targetShape": "EVEN"}
+            if versions > 1:   # a canary update in progress: several versions, no top-level template
+                igm["versions"] = [dict(igm["versions"][0], name="v%d" % i) for i in range(versions)]
             self.igms[key] = igm
             if size:
                 self._check_quota(project, size)
@@ -1032,9 +1035,11 @@ class Admin:
         return self._call("POST", "images", dict(name=name, project=self.project, family=family, status=status,
                                                  deprecated=deprecated))["image"]
 
-    def create_group(self, name, role, size, image, zone=None, region=None):
+    def create_group(self, name, role, size, image, zone=None, region=None, **more):
+        """A group (zonal unless `region` is given); `more`: update_policy ("OPPORTUNISTIC" or "PROACTIVE"),
+        versions (>1 for a group in the middle of a canary update)."""
         return self._call("POST", "groups", dict(name=name, role=role, size=size, image=image, project=self.project,
-                                                 zone=zone, region=region))["group_id"]
+                                                 zone=zone, region=region, **more))["group_id"]
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, **more):
         """Replace every fault knob (unnamed ones go back to their defaults). Extra knobs: fail_next,

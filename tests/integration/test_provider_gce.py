@@ -284,6 +284,29 @@ def test_set_group_image_with_a_family_pins_its_current_image(admin, provider, i
     assert provider.group_image(group) == new
 
 
+def test_a_proactive_update_policy_is_refused_before_anything_changes(admin, provider, images):
+    old, new = images
+    group = admin.create_group(_unique("proactive"), "worker", 0, old, update_policy="PROACTIVE")
+    before = admin.state()
+    with pytest.raises(base.ProviderError, match="PROACTIVE update policy") as err:
+        provider.set_group_image(group, new)
+    assert err.value.code == "PROACTIVE_UPDATE_POLICY"
+    assert admin.state()["templates"] == before["templates"]
+    assert admin.state()["groups"][group]["template"] == before["groups"][group]["template"]
+
+
+def test_discovery_skips_a_group_it_cannot_read_but_an_explicit_one_fails(admin, provider, images):
+    old = images[0]
+    canary = admin.create_group(_unique("canary"), "worker", 0, old, versions=2)
+    plain = admin.create_group(_unique("plain"), "worker", 0, old)
+    found = {g.id for g in provider.list_groups()}
+    assert plain in found and canary not in found
+    assert [reason for gid, reason in provider.skipped_groups if gid == canary] == [
+        "instance group manager %s runs 2 versions (a canary update); finish or cancel it first" % canary]
+    with pytest.raises(base.ProviderError, match="canary"):
+        provider.list_groups([canary])
+
+
 @pytest.mark.parametrize("image, error", [
     ("projects/%s/global/images/does-not-exist" % PROJECT, base.NotFoundError),
     ("projects/%s/global/images/family/no-such-family" % PROJECT, base.NotFoundError),

@@ -82,6 +82,7 @@ except ImportError:
 
 SDK_PACKAGE = "google-cloud-compute"
 API_PREFIX = "https://www.googleapis.com/compute/v1/"
+WAIT_CALL_TIMEOUT = 130.0
 DEFAULT_SCOPES = ["https://www.googleapis.com/auth/compute"]
 AUTH_KINDS = ["accesstoken", "anonymous", "application", "machineaccount", "serviceaccount"]
 
@@ -403,6 +404,7 @@ class GceProvider(CloudProvider):
         self._client_options = {"api_endpoint": self.options["endpoint"]} if self.options.get("endpoint") else None
         self._clients = {}
         self._recent = {}   # group ID -> {name: Instance} created by this object
+        self.skipped_groups = []   # (group, reason) that the last discovery by list_groups() passed over
 
     # ---- plumbing ------------------------------------------------------------------------------------
     def _client(self, kind):
@@ -423,10 +425,13 @@ class GceProvider(CloudProvider):
         session = getattr(getattr(client, "_transport", None), "_session", None)
         if session is None:
             raise ProviderError("cannot apply gcp.ca_bundle: this google-cloud-compute has no REST session")
+        import urllib.parse
         import urllib.request
         session.verify = bundle
         session.trust_env = False
-        session.proxies.update(urllib.request.getproxies())
+        host = urllib.parse.urlsplit(self.options.get("endpoint") or "https://compute.googleapis.com").hostname
+        if not urllib.request.proxy_bypass(host or ""):
+            session.proxies.update({k: v for k, v in urllib.request.getproxies().items() if k in ("http", "https")})
 
     def _call(self, doing, func, *args, **kwargs):
         """One API call with our retries (the SDK's own are switched off) and a per-request timeout."""
@@ -462,8 +467,9 @@ class GceProvider(CloudProvider):
                 raise ProviderError("%s: operation %s still %s after %ds (gcp.operation_timeout)"
                                     % (doing, op.name, compute_v1.Operation.Status(op.status).name,
                                        self.operation_timeout), retryable=False)
+            # operations.wait answers when the operation is done or after about two minutes.
             op = self._call("%s: waiting for operation %s" % (doing, op.name), client.wait, project=project,
-                            operation=op.name, timeout=min(self.request_timeout, remaining + 5), **where)
+                            operation=op.name, timeout=min(WAIT_CALL_TIMEOUT, remaining) + 5, **where)
         errors = [(e.code, e.message) for e in op.error.errors] if op.error else []
         failure = error_from_operation(errors, op.http_error_status_code, op.http_error_message, doing)
         if failure:
@@ -547,11 +553,21 @@ class GceProvider(CloudProvider):
         pages = self._list("listing instance group managers of project %s" % self.project,
                            self._client("InstanceGroupManagersClient").aggregated_list,
                            request=dict(project=self.project))
-        groups = []
+        # The whole project is listed, so groups that are none of ours may be odd (regional templates,
+        # canary versions): such a group is skipped and noted in skipped_groups, not fatal to the listing.
+        groups, self.skipped_groups = [], []
         for dummy, scoped in pages:
             for igm in scoped.instance_group_managers:
-                ref = parse_group_id(igm.self_link)
-                groups.append(self._group(ref, igm, templates))
+                try:
+                    ref = parse_group_id(igm.self_link)
+                    groups.append(self._group(ref, igm, templates))
+                except ProviderError as exc:
+                    if exc.retryable:
+                        raise
+                    self.skipped_groups.append((strip_url(igm.self_link) or igm.name, str(exc)))
+        if not groups and self.skipped_groups:
+            raise ProviderError("no usable managed instance group in project %s: %s" % (
+                self.project, "; ".join("%s: %s" % skipped for skipped in self.skipped_groups)))
         return sorted(groups, key=lambda g: g.id)
 
     def list_instances(self, group_id):
@@ -708,6 +724,11 @@ class GceProvider(CloudProvider):
         template = self._get_template(template_url)
         if self._template_image(template) == wanted:
             return False
+        if igm.update_policy and igm.update_policy.type_ == "PROACTIVE":
+            # GCE would then replace every instance itself, without draining: not this collection's way.
+            raise ProviderError("instance group manager %s has a PROACTIVE update policy, so GCE would replace "
+                                "all its instances itself without draining them; set updatePolicy.type to "
+                                "OPPORTUNISTIC first" % ref.id, code="PROACTIVE_UPDATE_POLICY")
         tmpl_project, tmpl_name = parse_template(template_url)
         new_url = self._insert_template_clone(tmpl_project, template, wanted)
         doing = "setting instance template %s on %s" % (strip_url(new_url), ref.id)
