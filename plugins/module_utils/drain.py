@@ -363,6 +363,42 @@ def predict_evictions(pods, pdbs):
     return accepted, blocked
 
 
+def is_healthy(pod):
+    """Running and Ready: the pods a PDB counts."""
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+HELD_BACK_MESSAGE = "eviction not sent this round: the pod's disruption budget allows no more disruptions now"
+
+
+def plan_round(pods, pdbs):
+    """Which of `pods` to send an eviction for in this round, and which to hold back.
+
+    Sending all of them every round would cost one refused request per protected pod per round (100
+    requests a round for 110 pods behind a PDB allowing 10). So pods a PDB would refuse now, by its
+    current disruptionsAllowed, are held back, except one probe per such PDB: the API's own answer is
+    then what gets reported, and a status that lags behind the disruption controller costs no round.
+    Pods that are not healthy are always sent (the API may let them go whatever the budget says).
+    Returns (to_send, held_back), both lists of pods sorted by namespace and name."""
+    if pdbs is None:
+        return sorted(pods, key=pod_key), []
+    accepted, predicted_blocked = predict_evictions([p for p in pods if is_healthy(p)], pdbs)
+    by_key = {pod_key(p): p for p in pods}
+    to_send = [p for p in pods if not is_healthy(p)] + accepted
+    held_back, probed = [], set()
+    for entry in predicted_blocked:
+        pod = by_key[(entry["namespace"], entry["pod"])]
+        budget = (entry["namespace"], entry["pdb"])
+        if budget in probed:
+            held_back.append(pod)
+        else:
+            probed.add(budget)
+            to_send.append(pod)
+    return sorted(to_send, key=pod_key), sorted(held_back, key=pod_key)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Timing
 

@@ -255,15 +255,24 @@ def _skipped(decisions):
 
 
 def _eviction_round(api_client, settings, pods, to_evict, report):
-    """Evict (or delete) every pod of to_evict, concurrently within the bound. Returns the blocked
-    entries and the largest Retry-After the server asked for."""
+    """Evict (or delete) the pods of to_evict, concurrently within the bound; with the Eviction API,
+    pods a PDB would refuse now are held back (drain.plan_round). Returns the blocked entries, the
+    largest Retry-After the server asked for, and how many pods went."""
+    candidates = [pods[d.key] for d in to_evict]
+    if settings.use_eviction:
+        pdbs = list_pdbs(api_client, [d.namespace for d in to_evict])
+        to_send, held_back = core.plan_round(candidates, pdbs)
+    else:
+        pdbs, to_send, held_back = [], candidates, []
     remove = evict_pod if settings.use_eviction else delete_pod
-    outcomes = run_bounded(lambda d: remove(api_client, d.namespace, d.name, settings.grace_period),
-                           to_evict, settings.concurrency)
+    outcomes = run_bounded(lambda pod: remove(api_client, core.pod_key(pod)[0], core.pod_key(pod)[1], settings.grace_period),
+                           to_send, settings.concurrency)
     evicted_keys = {(e["namespace"], e["pod"]) for e in report.evicted}
-    refused = [o for o in outcomes if not (o.accepted or o.gone)]
-    pdbs = list_pdbs(api_client, [o.namespace for o in refused]) if refused else []
-    blocked, retry_after = [], None
+    if pdbs and (held_back or any(not (o.accepted or o.gone) for o in outcomes)):
+        # Read the budgets again: what is reported blocked shows the budgets after this round.
+        pdbs = list_pdbs(api_client, [d.namespace for d in to_evict])
+    blocked = [core.blocker(pod, pdbs, core.HELD_BACK_MESSAGE, [], 429) for pod in held_back]
+    retry_after = None
     for outcome in outcomes:
         key = (outcome.namespace, outcome.name)
         if outcome.accepted and key not in evicted_keys:
@@ -273,6 +282,7 @@ def _eviction_round(api_client, settings, pods, to_evict, report):
             blocked.append(core.blocker(pods[key], pdbs, outcome.message, outcome.causes, outcome.status))
             if outcome.retry_after:
                 retry_after = max(retry_after or 0, outcome.retry_after)
+    blocked.sort(key=lambda b: (b["namespace"], b["pod"]))
     return blocked, retry_after, sum(1 for o in outcomes if o.accepted or o.gone)
 
 

@@ -279,3 +279,52 @@ def test_describe_remaining_names_pod_pdb_and_budget():
         [dict(pod="web-1", namespace="shop", status="terminating")])
     assert lines == ["shop/db-0 blocked by PodDisruptionBudget shop/db (disruptionsAllowed=0): Cannot evict",
                      "shop/web-1 terminating"]
+
+
+# -- one eviction round -----------------------------------------------------------------------------
+
+
+def healthy(pod):
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return pod
+
+
+def test_is_healthy_needs_running_and_ready():
+    assert core.is_healthy(healthy(make_pod("a")))
+    assert not core.is_healthy(make_pod("a"))
+    assert not core.is_healthy(healthy(make_pod("a", phase="Pending")))
+
+
+def test_plan_round_sends_budget_plus_one_probe_per_spent_pdb():
+    pdbs = [make_pdb("web", selector={"matchLabels": {"app": "web"}}, allowed=2),
+            make_pdb("db", selector={"matchLabels": {"app": "db"}}, allowed=0)]
+    pods = ([healthy(make_pod("web-%d" % i, labels={"app": "web"})) for i in range(5)]
+            + [healthy(make_pod("db-%d" % i, labels={"app": "db"})) for i in range(3)]
+            + [healthy(make_pod("free"))] + [make_pod("web-sick", labels={"app": "web"})])
+    to_send, held_back = core.plan_round(pods, pdbs)
+    sent = [core.pod_key(p)[1] for p in to_send]
+    assert sent == ["db-0", "free", "web-0", "web-1", "web-2", "web-sick"]
+    assert [core.pod_key(p)[1] for p in held_back] == ["db-1", "db-2", "web-3", "web-4"]
+
+
+def test_plan_round_sends_everything_when_pdbs_are_unreadable():
+    pods = [healthy(make_pod("b")), healthy(make_pod("a"))]
+    to_send, held_back = core.plan_round(pods, None)
+    assert [core.pod_key(p)[1] for p in to_send] == ["a", "b"] and held_back == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c", None]), max_size=40),
+       st.dictionaries(st.sampled_from(["a", "b"]), st.integers(min_value=0, max_value=4)))
+def test_plan_round_partitions_and_bounds_requests(apps, budgets):
+    pdbs = [make_pdb("pdb-" + app, selector={"matchLabels": {"app": app}}, allowed=n) for app, n in budgets.items()]
+    pods = [healthy(make_pod("p%02d" % i, labels={"app": app} if app else {})) for i, app in enumerate(apps)]
+    to_send, held_back = core.plan_round(pods, pdbs)
+    assert sorted(map(core.pod_key, to_send + held_back)) == sorted(map(core.pod_key, pods))
+    for app, allowed in budgets.items():
+        protected = [p for p in pods if p["metadata"]["labels"].get("app") == app]
+        sent = [p for p in to_send if p["metadata"]["labels"].get("app") == app]
+        # the budget, plus one probe when the budget does not cover every pod
+        assert len(sent) == min(len(protected), allowed + 1)
+    unprotected = [p for p in pods if p["metadata"]["labels"].get("app") not in budgets]
+    assert all(p in to_send for p in unprotected)
