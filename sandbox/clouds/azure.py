@@ -25,6 +25,7 @@ Admin API (not ARM) under /_emulator/: images, groups, faults, requests (the req
 """
 
 import argparse
+import collections
 import os
 import datetime
 import json
@@ -228,7 +229,7 @@ class AzureEmulator:
         self.community_versions = set()
         self.marketplace = set()
         self.operations = {}
-        self.requests = []
+        self.requests = collections.deque(maxlen=50000)   # bounded: a long sandbox run must not grow forever
         self.faults = Faults()
         self.server = None
         self.endpoint = None
