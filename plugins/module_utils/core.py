@@ -706,7 +706,7 @@ def _eta(replaced, keys, remaining, min_samples, now):
     if len(samples) < max(1, min_samples):
         return result
     result["mean_replacement_seconds"] = round(sum(e - s for s, e in samples) / len(samples), 1)
-    window = max(e for _, e in samples) - min(s for s, _ in samples)
+    window = max(end for start, end in samples) - min(start for start, end in samples)
     if window <= 0:
         return result
     rate = len(samples) / window

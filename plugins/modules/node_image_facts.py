@@ -326,7 +326,7 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     kube.require_kubernetes(module)
     try:
-        _, _, result, _ = node_state.plan_from_cluster(module.params)
+        result = node_state.plan_from_cluster(module.params)[2]
     except node_state.PlannerFailure as exc:
         module.fail_json(msg=str(exc))
     except Exception as exc:  # pylint: disable=broad-except

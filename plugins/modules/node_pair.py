@@ -238,7 +238,7 @@ def main():
     kube.require_kubernetes(module)
     now = time.time()
     try:
-        api_client, nodes, result, _ = node_state.plan_from_cluster(module.params, now=now)
+        api_client, nodes, result = node_state.plan_from_cluster(module.params, now=now)[:3]
         options = node_state.planner_options(module.params)
         keys = core.AnnotationKeys(options.annotation_prefix)
         recorded = add_phase_patches(result, nodes, module.params["phases"], options, now)
@@ -259,7 +259,7 @@ def main():
             status = "changed" if node_state.expectations_hold(node, entry) else "skipped"
         else:
             try:
-                status, _ = node_state.write_node(api_client, node, entry)
+                status = node_state.write_node(api_client, node, entry)[0]
             except node_state.NodeWriteError as exc:
                 module.fail_json(msg=str(exc), changed=bool(changed_nodes), changed_nodes=changed_nodes)
         if status == "changed":

@@ -91,7 +91,7 @@ class World:
             if take("image", item["group"]):
                 self.groups[item["group"]].image = item["image"]
         for item in plan["create"]:
-            for _ in range(item["count"]):
+            for _number in range(item["count"]):
                 if take("create", item["group"]):
                     self.counter += 1
                     name = "n%d" % self.counter

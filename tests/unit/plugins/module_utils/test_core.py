@@ -335,7 +335,7 @@ def test_instance_matched_by_exact_node_name_is_not_an_orphan():
 
 def run_to_completion(w, options, passes=60):
     history = []
-    for _ in range(passes):
+    for _pass in range(passes):
         result = w.plan(options)
         history.append(result)
         if result["done"]:

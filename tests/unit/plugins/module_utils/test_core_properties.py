@@ -139,7 +139,7 @@ def test_replanning_from_any_interrupted_state_converges(case, seed, interrupted
     w, options = case
     rng = random.Random(seed)
     # Some passes where any step may be cut short (the playbook killed at a random moment).
-    for _ in range(interrupted_passes):
+    for _pass in range(interrupted_passes):
         result = w.plan(options)
         check_invariants(w, result, options)
         w.apply(result, take=lambda kind, item: rng.random() < 0.6)
@@ -147,7 +147,7 @@ def test_replanning_from_any_interrupted_state_converges(case, seed, interrupted
             w.tick()
     # Then uninterrupted passes: it must finish, with every node on the image and nothing left over.
     limit = 12 * (len(w.nodes) + 2)
-    for _ in range(limit):
+    for _pass in range(limit):
         result = w.plan(options)
         check_invariants(w, result, options)
         if result["done"]:
