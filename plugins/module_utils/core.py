@@ -331,7 +331,7 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
             state.category = INVALID
             if gkey in group_errors:
                 state.reason = "cloud lookup failed for scaling group %s: %s" % (group_id, group_errors[gkey])
-            elif scope_keys is not None and group_id and any(_group_key(g.id) == gkey for g in groups):
+            elif scope_keys is not None and gkey not in scope_keys:
                 state.reason = "scaling group %s is not in scaling_groups" % group_id
             else:
                 state.reason = "unknown scaling group %s" % (group_id or "(empty)")
@@ -517,7 +517,7 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     node_provider_ids = {normalize(s.info.provider_id) for s in states if s.info.provider_id}
     node_names = set(by_name)
     joining, delete_instances, leaving = [], [], []
-    joining_count, failed_count = {}, {}
+    joining_count, joining_old, failed_count = {}, {}, {}
     for gkey in sorted(instance_lists):
         group = group_index[gkey]
         for inst in sorted(instance_lists[gkey], key=lambda i: i.provider_id):
@@ -542,9 +542,11 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
                 failed_count[gkey] = failed_count.get(gkey, 0) + 1
             elif inst.state == CREATING and not expired:
                 # Old image but still booting (someone else scaled the group): let it join, then replace it.
+                # It occupies the group but will not become a heir.
                 joining.append(dict(entry, deadline=format_time(inst.created_at + float(options.join_timeout))
                                     if inst.created_at else None))
                 joining_count[gkey] = joining_count.get(gkey, 0) + 1
+                joining_old[gkey] = joining_old.get(gkey, 0) + 1
             else:
                 delete_instances.append(dict(entry, reason="orphan: old image and no Node (interrupted run)"))
 
@@ -597,7 +599,7 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
         limit = 1 if roles[gkey] == ROLE_CONTROL_PLANE else surge_limit(options.max_surge, base)
         in_flight = count[HEIR] + count[OBSOLETE] + joining_count.get(gkey, 0) + failed_count.get(gkey, 0)
         in_flight_total += in_flight
-        demand = max(0, count[OUTDATED] - joining_count.get(gkey, 0))
+        demand = max(0, count[OUTDATED] - (joining_count.get(gkey, 0) - joining_old.get(gkey, 0)))
         budgets[gkey] = dict(limit=limit, in_flight=in_flight, demand=demand)
         group_reports.append(dict(id=group.id, name=group.name, role=roles[gkey], image=group.image,
                                   image_current=same(group.image, target), listed=gkey in instance_lists,

@@ -305,6 +305,26 @@ def test_joining_instances_not_found_or_creating_never_free_budget():
     assert result["plan"]["create"] == [] and result["plan"]["delete_instances"] == []
 
 
+def test_old_image_instance_still_booting_holds_budget_but_is_no_heir():
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    w.instances["G1"].append(Instance(provider_id="x://boot", node_name="boot", group_id="G1", image=OLD,
+                                      state=CREATING, created_at=w.now - 10))
+    result = w.plan(opts(max_surge=2))
+    assert [j["node_name"] for j in result["joining"]] == ["boot"]
+    assert result["plan"]["create"] == [{"group": "G1", "count": 1, "role": "worker"}]
+
+
+def test_nodes_outside_scaling_groups_are_invalid_and_named():
+    w = World([group("G1", image=NEW), group("G2", image=NEW)])
+    w.add_node("a", "G1", OLD)
+    w.add_node("b", "G2", OLD)
+    result = core.plan_upgrade(list(w.nodes.values()), opts(), groups=[w.groups["G1"]], instances=w.instances,
+                               now=w.now, scope=["g1"])
+    assert names(result, core.OUTDATED) == ["a"]
+    assert names(result, core.INVALID) == [{"name": "b", "reason": "scaling group G2 is not in scaling_groups"}]
+
+
 def test_failed_joins_and_orphans_are_deleted():
     w = World([group("G1", image=NEW)])
     w.add_node("old-1", "G1", OLD)
