@@ -270,3 +270,13 @@ def test_quota_refusal_is_a_quota_error_and_frees_nothing(admin, provider, image
     assert provider.list_groups([group])[0].target_size == 1
     admin.set_faults(quota=live + 1)
     assert provider.create_instance(group).group_id == group
+
+
+def test_discovery_narrowed_by_group_tags(admin, images):
+    worker = _group(admin, images, size=0)
+    plane = _group(admin, images, size=0, role="control-plane")
+    options = dict(admin.provider_options()["aws"], group_tags={"kubenodes-role": "control-plane"})
+    found = {g.id for g in aws.from_params(options).list_groups()}
+    assert plane in found and worker not in found
+    # named groups are used whatever their tags
+    assert [g.id for g in aws.from_params(options).list_groups([worker])] == [worker]

@@ -64,6 +64,7 @@ ARG_SPEC = dict(
     endpoint_url=dict(type="str", aliases=["aws_endpoint_url"], fallback=(env_fallback, ["AWS_ENDPOINT_URL"])),
     aws_ca_bundle=dict(type="path", fallback=(env_fallback, ["AWS_CA_BUNDLE"])),
     validate_certs=dict(type="bool", default=True),
+    group_tags=dict(type="dict"),
 )
 
 PROVIDER_ID_FORMAT = "aws:///<availability-zone>/<instance-id>, e.g. aws:///us-east-2a/i-06888991e7138ed4e"
@@ -162,6 +163,12 @@ def instance_state(asg_lifecycle, ec2_state):
     return state
 
 
+def has_tags(asg, wanted):
+    """Whether the ASG carries every tag of `wanted` (a None or empty value matches any value)."""
+    have = {t.get("Key"): t.get("Value") for t in asg.get("Tags") or ()}
+    return all(key in have and (value in (None, "") or have[key] == str(value)) for key, value in wanted.items())
+
+
 def launch_template_of(asg):
     """(template ID or None, template name or None, version string) of an ASG description, or
     ProviderError when the group uses a launch configuration."""
@@ -221,7 +228,7 @@ class AwsProvider(CloudProvider):
     name = "aws"
 
     def __init__(self, session, endpoint_url=None, verify=None, create_timeout=120.0, poll_interval=2.0,
-                 retry_attempts=6, retry_base_delay=0.5, sleep=time.sleep, clock=time.time):
+                 retry_attempts=6, retry_base_delay=0.5, sleep=time.sleep, clock=time.time, group_tags=None):
         config = botocore.config.Config(
             retries={"total_max_attempts": 1},  # with_retries() does it, see the module docstring
             connect_timeout=10, read_timeout=30,
@@ -233,6 +240,7 @@ class AwsProvider(CloudProvider):
         self.ec2 = session.client("ec2", **kwargs)
         self.autoscaling = session.client("autoscaling", **kwargs)
         self.create_timeout = create_timeout
+        self.group_tags = dict(group_tags or {})
         self.poll_interval = poll_interval
         self.retry_attempts = retry_attempts
         self.retry_base_delay = retry_base_delay
@@ -338,7 +346,8 @@ class AwsProvider(CloudProvider):
                 raise NotFoundError("AWS auto scaling groups do not exist in this region: %s" % ", ".join(missing),
                                     status=404)
         else:
-            described = self._describe_groups()
+            # Discovery: the whole region, narrowed to the groups carrying aws.group_tags.
+            described = [g for g in self._describe_groups() if has_tags(g, self.group_tags)]
         return [self._to_group(asg) for asg in described]
 
     def list_instances(self, group_id):
@@ -556,4 +565,5 @@ def from_params(options):
         verify = False
     elif options.get("aws_ca_bundle"):
         verify = options["aws_ca_bundle"]
-    return AwsProvider(session, endpoint_url=options.get("endpoint_url"), verify=verify)
+    return AwsProvider(session, endpoint_url=options.get("endpoint_url"), verify=verify,
+                       group_tags=options.get("group_tags"))

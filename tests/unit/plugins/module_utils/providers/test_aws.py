@@ -203,3 +203,17 @@ def test_normalize_provider_id_ignores_zone_spelling():
         provider.normalize_provider_id("aws:////i-0123abcd")
     assert provider.normalize_provider_id("aws:///us-east-1a/i-0123abcd") != \
         provider.normalize_provider_id("aws:///us-east-1a/i-0123abce")
+
+
+@pytest.mark.parametrize("wanted, matches", [
+    ({}, True),
+    ({"kubernetes.io/cluster/prod": ""}, True),
+    ({"kubernetes.io/cluster/prod": None}, True),
+    ({"kubenodes-role": "worker"}, True),
+    ({"kubenodes-role": "control-plane"}, False),
+    ({"kubernetes.io/cluster/test": ""}, False),
+    ({"kubenodes-role": "worker", "team": "x"}, False),
+])
+def test_group_tags_select_discovered_groups(wanted, matches):
+    asg = {"Tags": [{"Key": "kubernetes.io/cluster/prod", "Value": "owned"}, {"Key": "kubenodes-role", "Value": "worker"}]}
+    assert aws.has_tags(asg, wanted) is matches
