@@ -65,8 +65,8 @@ options:
       group_tags:
         description:
           - When the scaling groups are not named, only auto scaling groups that carry all these tags are
-            used. A tag whose value is empty or null matches any value, for example
-            C({"kubernetes.io/cluster/prod": ""}).
+            used. A tag whose value is empty or null matches any value, for example the tag
+            C(kubernetes.io/cluster/prod) with an empty value.
           - Without it every auto scaling group of the region is used, including ones that are not part of
             the cluster. Set it (or name the groups) when the region holds other groups.
         type: dict
