@@ -18,6 +18,7 @@ or in-process with GceEmulator(...).start().
 """
 
 import argparse
+import base64
 import fnmatch
 import hashlib
 import itertools
@@ -26,12 +27,14 @@ import os
 import random
 import re
 import signal
+import ssl
 import string
 import sys
 import threading
 import time
 import urllib.parse
 import urllib.request
+import uuid
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -111,6 +114,7 @@ class Faults:
         self.insert_delay = 0.1     # seconds a new instance reads "not found" (no instance resource yet)
         self.list_lag = 0.0         # seconds a new managed instance is missing from listManagedInstances
         self.page_size = 0          # when set, list pages hold at most this many items
+        self.require_auth = False   # API calls need a bearer token issued at /token or added by the admin
         self._count = itertools.count()
 
     def update(self, **knobs):
@@ -153,6 +157,9 @@ class GceState:
         self.operations = {}    # (project, "zones"|"regions"|"global", scope, name) -> operation
         self.request_log = []
         self.request_ids = {}   # requestId -> operation key, so a retried mutation is not applied twice
+        self.service_accounts = {}   # client_email -> public key PEM (the key JSON holds the private key)
+        self.tokens = set()          # bearer tokens the API accepts when faults.require_auth is on
+        self.token_grants = []       # the verified claims of every JWT assertion exchanged at /token
         self._op_counter = itertools.count(1)
 
     # ---- helpers -------------------------------------------------------------------------------------
@@ -489,25 +496,84 @@ class GceState:
         return view
 
 
+def _b64url_decode(text):
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _verify_assertion(assertion, accounts):
+    """The claims of a service account's RS256 JWT assertion, after checking its signature, issuer and
+    expiry; ValueError says what is wrong."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding
+    try:
+        header_b64, payload_b64, signature_b64 = assertion.split(".")
+        header = json.loads(_b64url_decode(header_b64))
+        claims = json.loads(_b64url_decode(payload_b64))
+    except ValueError:
+        raise ValueError("the assertion is not a JWT")
+    if header.get("alg") != "RS256":
+        raise ValueError("unsupported JWT algorithm %r" % header.get("alg"))
+    public_pem = accounts.get(claims.get("iss"))
+    if public_pem is None:
+        raise ValueError("unknown service account %r" % claims.get("iss"))
+    try:
+        serialization.load_pem_public_key(public_pem.encode()).verify(
+            _b64url_decode(signature_b64), ("%s.%s" % (header_b64, payload_b64)).encode(), padding.PKCS1v15(),
+            hashes.SHA256())
+    except InvalidSignature:
+        raise ValueError("Invalid JWT Signature.")
+    if not claims.get("exp") or claims["exp"] < time.time():
+        raise ValueError("the JWT has expired")
+    return claims
+
+
+def _new_service_account(state, email, project, base_url):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()).decode()
+    public_pem = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                               serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    with state.lock:
+        state.service_accounts[email] = public_pem
+    return {"type": "service_account", "project_id": project, "private_key_id": uuid.uuid4().hex,
+            "private_key": private_pem, "client_email": email, "client_id": _numeric_id("sa", email),
+            "token_uri": base_url + "/token", "auth_uri": base_url + "/auth"}
+
+
 class GceEmulator:
     """The HTTP server around a GceState. start() binds a free port on 127.0.0.1; stop() shuts it down."""
 
-    def __init__(self, hooks=None, host="127.0.0.1", state_dir=None):
+    def __init__(self, hooks=None, host="127.0.0.1", state_dir=None, tls_dir=None):
         self.state = GceState(hooks)
         self.host = host
         self.state_dir = state_dir
+        self.tls_dir = tls_dir      # serve HTTPS with a sandbox CA kept here (for private-endpoint setups)
+        self.ca_cert = None
         self._server = None
         self._threads = []
         self._stop = threading.Event()
 
     @property
     def endpoint(self):
-        return "http://%s:%d" % (self.host, self._server.server_address[1])
+        return "%s://%s:%d" % ("https" if self.tls_dir else "http", self.host, self._server.server_address[1])
 
     def start(self):
         handler = type("Handler", (_Handler,), {"state": self.state})
         self._server = ThreadingHTTPServer((self.host, 0), handler)
         self._server.daemon_threads = True
+        if self.tls_dir:
+            from sandbox import pki
+            ca = pki.CA(self.tls_dir, name="gce-ca")
+            cert, key = ca.issue("gce-server", "gce emulator", hosts=[self.host, "localhost"])
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(cert), str(key))
+            # The handshake happens in the handler thread, so a stalled client cannot block accept().
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True,
+                                                      do_handshake_on_connect=False)
+            self.ca_cert = str(ca.cert_path)
         serve = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         tick = threading.Thread(target=self._tick, daemon=True)
         self._threads = [serve, tick]
@@ -528,7 +594,7 @@ class GceEmulator:
             thread.join(timeout=5)
 
     def info(self):
-        return {"cloud": "gcp", "endpoint": self.endpoint, "ca_cert": None, "pid": os.getpid(),
+        return {"cloud": "gcp", "endpoint": self.endpoint, "ca_cert": self.ca_cert, "pid": os.getpid(),
                 "project": DEFAULT_PROJECT}
 
     def admin(self):
@@ -910,6 +976,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self, method):
         parsed = urllib.parse.urlsplit(self.path)
         try:
+            if (method, parsed.path) == ("POST", "/token"):
+                return self._token()
             body = self._body()
             if parsed.path.startswith("/_admin/"):
                 return self._send(200, self._admin(method, parsed.path[len("/_admin/"):], body))
@@ -929,6 +997,8 @@ class _Handler(BaseHTTPRequestHandler):
                  "query": sorted(query), "body": sorted(body) if isinstance(body, dict) else None}
         with state.lock:
             state.request_log.append(entry)
+            if state.faults.require_auth:
+                self._authenticate(state)
         if not matched:
             raise ApiError(404, "The requested URL %s was not found on this server." % parsed.path, "notFound")
         for (r_method, template, _, allowed_query, allowed_body, func), match in matched:
@@ -971,6 +1041,41 @@ class _Handler(BaseHTTPRequestHandler):
             raise error   # fail_after: the change was made, but the caller sees an error (a lost answer)
         self._send(200, result)
 
+    def _authenticate(self, state):
+        """Accept a token from /token or the admin, or a self-signed JWT of a known service account (what
+        google-cloud-compute sends for service account keys), like the real API; else 401."""
+        header = self.headers.get("Authorization", "")
+        token = header[len("Bearer "):] if header.startswith("Bearer ") else ""
+        if token and token in state.tokens:
+            return
+        if token.count(".") == 2:
+            try:
+                claims = _verify_assertion(token, state.service_accounts)
+            except ValueError:
+                pass
+            else:
+                state.token_grants.append(dict(claims, kind="self-signed"))
+                return
+        raise ApiError(401, "Request had invalid authentication credentials. Expected OAuth 2 access token, login "
+                            "cookie or other valid authentication credential.", "authError")
+
+    def _token(self):
+        """The OAuth2 token endpoint a service account key's token_uri points at: checks the signed JWT
+        assertion against the key the admin issued, then hands out a bearer token."""
+        length = int(self.headers.get("Content-Length") or 0)
+        form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+        if form.get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer" or not form.get("assertion"):
+            return self._send(400, {"error": "unsupported_grant_type", "error_description": "Invalid grant_type"})
+        try:
+            claims = _verify_assertion(form["assertion"], self.state.service_accounts)
+        except ValueError as exc:
+            return self._send(400, {"error": "invalid_grant", "error_description": str(exc)})
+        token = "sandbox-%s" % uuid.uuid4().hex
+        with self.state.lock:
+            self.state.tokens.add(token)
+            self.state.token_grants.append(dict(claims, kind="exchanged"))
+        return self._send(200, {"access_token": token, "expires_in": 3599, "token_type": "Bearer"})
+
     def _admin(self, method, what, body):
         state = self.state
         body = body or {}
@@ -986,6 +1091,15 @@ class _Handler(BaseHTTPRequestHandler):
                 return state.faults.as_dict()
         if (method, what) == ("GET", "state"):
             return state.admin_snapshot()
+        if (method, what) == ("POST", "service_accounts"):
+            return _new_service_account(state, body["email"], body["project"], self._base_url())
+        if (method, what) == ("POST", "tokens"):
+            with state.lock:
+                state.tokens.add(body["token"])
+            return {}
+        if (method, what) == ("GET", "token_grants"):
+            with state.lock:
+                return {"grants": list(state.token_grants)}
         if (method, what) == ("GET", "requests"):
             with state.lock:
                 return {"requests": list(state.request_log)}
@@ -994,6 +1108,10 @@ class _Handler(BaseHTTPRequestHandler):
                 state.request_log.clear()
                 return {}
         raise ApiError(404, "unknown admin call %s %s" % (method, what))
+
+    def _base_url(self):
+        scheme = "https" if isinstance(self.connection, ssl.SSLSocket) else "http"
+        return "%s://%s:%d" % (scheme, self.server.server_address[0], self.server.server_address[1])
 
     def do_GET(self):
         self._handle("GET")
@@ -1019,7 +1137,10 @@ class Admin:
         self.endpoint = info["endpoint"].rstrip("/")
         self.project = info.get("project", DEFAULT_PROJECT)
         self.timeout = timeout
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        handlers = [urllib.request.ProxyHandler({})]
+        if info.get("ca_cert"):
+            handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=info["ca_cert"])))
+        self._opener = urllib.request.build_opener(*handlers)
 
     def _call(self, method, what, body=None):
         data = json.dumps(body).encode() if body is not None else None
@@ -1047,6 +1168,17 @@ class Admin:
         return self._call("POST", "faults", dict(reset=True, error_rate=error_rate, codes=list(codes), latency=latency,
                                                  never_boot=list(never_boot), quota=quota, **more))
 
+    def create_service_account(self, email):
+        """A service account key (the JSON a user downloads) whose token_uri is this emulator."""
+        return self._call("POST", "service_accounts", dict(email=email, project=self.project))
+
+    def add_access_token(self, token):
+        """Accept `token` as a bearer token (what auth_kind=accesstoken sends)."""
+        return self._call("POST", "tokens", dict(token=token))
+
+    def token_grants(self):
+        return self._call("GET", "token_grants")["grants"]
+
     def state(self):
         return self._call("GET", "state")
 
@@ -1057,17 +1189,21 @@ class Admin:
         return self._call("DELETE", "requests")
 
     def provider_options(self):
-        return {"provider": "gcp", "gcp": {"project": self.project, "endpoint": self.endpoint,
-                                            "auth_kind": "anonymous"}}
+        options = {"project": self.project, "endpoint": self.endpoint, "auth_kind": "anonymous"}
+        if self.info.get("ca_cert"):
+            options["ca_bundle"] = self.info["ca_cert"]
+        return {"provider": "gcp", "gcp": options}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--nodesim-url")
+    parser.add_argument("--tls", action="store_true", help="serve HTTPS with a CA written to the state dir")
     args = parser.parse_args(argv)
     os.makedirs(args.state_dir, exist_ok=True)
-    emulator = GceEmulator(hooks=instance_hooks.from_url(args.nodesim_url), state_dir=args.state_dir).start()
+    emulator = GceEmulator(hooks=instance_hooks.from_url(args.nodesim_url), state_dir=args.state_dir,
+                           tls_dir=os.path.join(args.state_dir, "tls") if args.tls else None).start()
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     signal.signal(signal.SIGINT, lambda *_: stopped.set())

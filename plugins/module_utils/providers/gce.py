@@ -443,10 +443,31 @@ class GceProvider(CloudProvider):
                 return func(*args, **kwargs)
             except gexc.GoogleAPICallError as exc:
                 raise error_from_api_exception(exc, doing)
+            except requests.exceptions.SSLError as exc:
+                # A certificate that does not verify will not verify on the next try either.
+                raise ProviderError("%s: TLS verification of %s failed (gcp.ca_bundle names the CA to trust): %s"
+                                    % (doing, self.options.get("endpoint") or "the Compute Engine API", exc),
+                                    code="TLS_VERIFY_FAILED")
             except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
                 raise ProviderError("%s: %s" % (doing, exc), retryable=True)
+            except google.auth.exceptions.TransportError as exc:
+                raise ProviderError("%s: cannot reach the token endpoint: %s" % (doing, exc), retryable=True)
+            except (google.auth.exceptions.RefreshError, google.auth.exceptions.InvalidOperation) as exc:
+                raise self._auth_error(doing, exc)
         return with_retries(attempt, attempts=self.retry_attempts, base_delay=self.retry_base_delay,
                             sleep=self._sleep)
+
+    def _auth_error(self, doing, exc):
+        """What a failed credential refresh means for each auth_kind (google-auth refreshes after a 401)."""
+        kind = self.options.get("auth_kind") or "application"
+        if kind == "accesstoken":
+            why = "the API refused gcp.access_token (invalid or expired), and an access token cannot be refreshed"
+        elif kind == "anonymous":
+            why = "the API wants credentials and auth_kind=anonymous sends none"
+        else:
+            why = "getting GCP credentials failed (auth_kind=%s): %s" % (kind, exc)
+        return ProviderError("%s: %s" % (doing, why), status=401 if kind in ("accesstoken", "anonymous") else None,
+                             code="AUTH_FAILED", retryable=bool(getattr(exc, "retryable", False)))
 
     def _list(self, doing, func, **kwargs):
         return self._call(doing, lambda **kw: list(func(**kw)), **kwargs)
