@@ -115,6 +115,9 @@ class Faults:
         self.list_lag = 0.0         # seconds a new managed instance is missing from listManagedInstances
         self.page_size = 0          # when set, list pages hold at most this many items
         self.require_auth = False   # API calls need a bearer token issued at /token or added by the admin
+        # How a quota refusal shows: "operation" fails createInstances/resize with QUOTA_EXCEEDED; "instance"
+        # accepts it and leaves the instances CREATING with lastAttempt errors, as a MIG that keeps retrying.
+        self.quota_mode = "operation"
         self._count = itertools.count()
 
     def update(self, **knobs):
@@ -343,6 +346,12 @@ class GceState:
         return sum(len([m for m in igm["_managed"].values() if m["currentAction"] != "DELETING"])
                    for key, igm in self.igms.items() if key[0] == project)
 
+    def _quota_allows_one(self, project):
+        quota = self.faults.quota
+        running = sum(1 for k, igm in self.igms.items() if k[0] == project for m in igm["_managed"].values()
+                      if m["currentAction"] != "DELETING" and not m.get("_blocked"))
+        return quota is None or running < quota
+
     def _check_quota(self, project, more):
         quota = self.faults.quota
         if quota is not None and self._instance_count(project) + more > quota:
@@ -365,10 +374,22 @@ class GceState:
         return any(fnmatch.fnmatchcase(target, pattern) for pattern in self.faults.never_boot
                    for target in (name, key[3], group_id))
 
-    def _add_instances(self, key, names):
+    def _add_instances(self, key, names, blocked_by=None):
         igm = self.igms[key]
         now = time.time()
         for name in names:
+            if blocked_by:
+                # A zonal MIG knows the instance URL already; a regional one has not picked the zone yet.
+                zone = key[2] if key[1] == "zones" else ""
+                igm["_managed"][name] = {
+                    "name": name, "id": _numeric_id(key[0], "pending", name), "currentAction": "CREATING",
+                    "instance": API + "projects/%s/zones/%s/instances/%s" % (key[0], zone, name) if zone else "",
+                    "version": {"instanceTemplate": igm["instanceTemplate"]}, "_zone": zone,
+                    "_created": now, "_never_boot": self._never_boots(key, name), "_blocked": True,
+                    "_errors": [{"code": "QUOTA_EXCEEDED", "message": blocked_by}],
+                    "_insert_at": float("inf"), "_running_at": float("inf")}
+                igm["targetSize"] += 1
+                continue
             zone = self._pick_zone(key)
             igm["_managed"][name] = {
                 "name": name, "id": _numeric_id(key[0], zone, name), "currentAction": "CREATING",
@@ -444,6 +465,16 @@ class GceState:
                             if existed and managed.get("_announced"):
                                 events.append(("deleted", ("gce://%s/%s/%s" % ikey,)))
                         continue
+                    if managed.get("_blocked"):
+                        if not self._quota_allows_one(key[0]):
+                            continue
+                        # Quota freed: the MIG's next attempt succeeds.
+                        zone = self._pick_zone(key)
+                        managed.update(_blocked=False, _errors=[], _zone=zone, _created=now,
+                                       instance=API + "projects/%s/zones/%s/instances/%s" % (key[0], zone, name),
+                                       _insert_at=now + min(self.faults.insert_delay, self.faults.boot_delay),
+                                       _running_at=now + self.faults.boot_delay)
+                        ikey = (key[0], zone, name)
                     if ikey not in self.instances and now >= managed["_insert_at"]:
                         self._materialise(key, managed)
                     instance = self.instances.get(ikey)
@@ -470,8 +501,9 @@ class GceState:
 
     # ---- views ---------------------------------------------------------------------------------------
     def managed_view(self, managed):
-        view = {k: v for k, v in managed.items() if not k.startswith("_")}
-        instance = self.instances.get((_relative(managed["instance"]).split("/")[1], managed["_zone"], managed["name"]))
+        view = {k: v for k, v in managed.items() if not k.startswith("_") and v != ""}
+        project = _relative(managed["instance"]).split("/")[1] if managed["instance"] else None
+        instance = self.instances.get((project, managed["_zone"], managed["name"]))
         if instance:
             view["instanceStatus"] = instance["status"]
         if managed.get("_errors"):
@@ -872,8 +904,11 @@ def _igm_routes(kind, var):
         try:
             state._check_quota(p, len(names))
         except ApiError as exc:
-            return state._operation(p, kind, scope[var], "compute.instanceGroupManagers.createInstances", target,
-                                    ("QUOTA_EXCEEDED", 403, exc.message))
+            if state.faults.quota_mode != "instance":
+                return state._operation(p, kind, scope[var], "compute.instanceGroupManagers.createInstances",
+                                        target, ("QUOTA_EXCEEDED", 403, exc.message))
+            state._add_instances(key, names, blocked_by=exc.message)
+            return state._operation(p, kind, scope[var], "compute.instanceGroupManagers.createInstances", target)
         state._add_instances(key, names)
         return state._operation(p, kind, scope[var], "compute.instanceGroupManagers.createInstances", target)
 

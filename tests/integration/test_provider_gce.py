@@ -438,6 +438,25 @@ def test_quota_refusal_is_a_quota_error_and_creates_nothing(admin, provider, ima
     assert len(provider.list_instances(group)) == 1
 
 
+def test_a_mig_that_keeps_retrying_for_quota_reports_it_per_instance(admin, provider, images):
+    """The real MIG accepts createInstances and retries while the quota is short; the attempt's errors show
+    on the instance, which stays CREATING (it still holds budget) and boots once the quota frees."""
+    old = images[0]
+    group = admin.create_group(_unique("retryq"), "worker", 0, old)
+    total = sum(1 for g in admin.state()["groups"].values() for m in g["managed"].values()
+                if m["currentAction"] != "DELETING")
+    admin.set_faults(quota=total, quota_mode="instance", boot_delay=0.2)
+    inst = provider.create_instance(group)
+    [listed] = provider.list_instances(group)
+    assert listed.provider_id == inst.provider_id and listed.state == base.CREATING
+    assert listed.extra["quota_exceeded"] is True
+    assert listed.extra["errors"] == ["QUOTA_EXCEEDED: Quota 'INSTANCES' exceeded. Limit: %d.0 in region "
+                                      "us-central1." % total]
+    admin.set_faults(boot_delay=0.2)          # quota lifted
+    booted = _wait_for(lambda: [i for i in provider.list_instances(group) if i.state == base.RUNNING])
+    assert [i.provider_id for i in booted] == [inst.provider_id] and "errors" not in booted[0].extra
+
+
 def test_an_operation_past_its_deadline_fails_clearly(admin, images):
     old = images[0]
     group = admin.create_group(_unique("deadline"), "worker", 0, old)
