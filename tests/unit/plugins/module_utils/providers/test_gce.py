@@ -339,3 +339,32 @@ def test_ca_bundle_survives_requests_env_override(monkeypatch, tmp_path):
     settings = session.merge_environment_settings("https://127.0.0.1:9/x", {}, None, None, None)
     assert session.verify == str(bundle) and session.trust_env is False
     assert settings["verify"] == str(bundle)
+
+
+# ---- properties ----------------------------------------------------------------------------------------------------
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+NAMES = st.from_regex(r"\A[a-z]([-a-z0-9]{0,20}[a-z0-9])?\Z")
+PROJECTS = st.from_regex(r"\A[a-z][-a-z0-9]{4,20}[a-z0-9]\Z") | st.from_regex(r"\A[1-9][0-9]{5,12}\Z")
+REGIONS = st.from_regex(r"\A[a-z]{2,12}-[a-z]{2,12}[0-9]{1,2}\Z")
+
+
+@hypothesis.settings(max_examples=200, deadline=None)
+@hypothesis.given(PROJECTS, REGIONS, st.sampled_from("abcf"), NAMES)
+def test_references_round_trip(project, region, letter, name):
+    zone = "%s-%s" % (region, letter)
+    assert gce.parse_provider_id(gce.provider_id_of(project, zone, name)) == (project, zone, name)
+    for kind, scope in (("zones", zone), ("regions", region)):
+        group_id = "projects/%s/%s/%s/instanceGroupManagers/%s" % (project, kind, scope, name)
+        assert gce.parse_group_id(group_id).id == group_id
+        assert gce.parse_group_id(gce.API_PREFIX + group_id).id == group_id
+    image = gce.canonical_image(project, name)
+    assert gce.parse_image(gce.API_PREFIX + image) == (project, name, False)
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(st.from_regex(r"\A[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z"))
+def test_next_template_name_is_always_a_new_valid_name(name):
+    following = gce.next_template_name(name)
+    assert following != name
+    assert re.match(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", following)
