@@ -131,8 +131,12 @@ attributes:
 notes:
   - A pod covered by more than one PDB cannot be evicted (the API refuses it); it is reported as blocked
     with RV(blocked[].cause=multiple_pdbs).
-  - Reading PDBs needs C(list) on C(poddisruptionbudgets); without it the PDB named in the API's refusal
-    is reported and C(disruptions_allowed) is null.
+  - Reading PDBs needs C(list) on C(poddisruptionbudgets); without it every eviction is sent each round
+    and the PDB named in the API's refusal is reported, with C(disruptions_allowed) null.
+  - Pods a PDB would refuse now are not sent an eviction every round; one probe per spent PDB is, so the
+    API's own answer is reported and a budget that frees up is used at once.
+  - "RBAC: C(get) and C(patch) on C(nodes); C(list) on C(pods); C(create) on C(pods/eviction); C(list) on
+    C(poddisruptionbudgets); C(delete) on C(pods) only for O(disable_eviction) or O(on_timeout=force)."
 seealso:
   - name: kubectl drain
     description: The command whose pod selection this module follows.
@@ -147,7 +151,9 @@ EXAMPLES = r"""
     delete_emptydir_data: true
     wait_timeout: 900
   register: drain
-  until: drain.reason == 'drained'
+  # Retry while pods are on their way or a PDB holds them; stop when drained, past the deadline, or on
+  # a cause a retry cannot fix (a refused pod, a bad selector, a missing node).
+  until: drain.reason not in ['evicting', 'pdb_blocked', 'eviction_failed', 'api_error']
   retries: 180
   delay: 5
 

@@ -319,3 +319,45 @@ def test_110_pods_drained_with_bounded_concurrency(sandbox, kube, namespace, new
     assert len(result["evicted"]) == 110
     wait_running_on(kube, namespace, heir, 110, timeout=240)
     assert pods(kube, namespace, "app=many") and pods_on(kube, namespace, donor) == []
+
+
+def test_least_privilege_identity_from_the_role_rbac_file_can_drain(sandbox, kube, namespace, new_nodes):
+    """The ClusterRole shipped with the role is enough: drain as a service account bound to it, with a
+    bearer token (host/api_key/ca_cert options instead of a kubeconfig)."""
+    import pathlib
+    import uuid
+
+    import yaml
+
+    rbac = pathlib.Path(__file__).resolve().parents[2] / "roles" / "rolling_upgrade" / "files" / "rbac.yml"
+    cluster_role = next(d for d in yaml.safe_load_all(rbac.read_text()) if d and d["kind"] == "ClusterRole")
+    role_name = "drain-test-" + uuid.uuid4().hex[:8]  # unique: the sandbox is shared
+    cluster_role["metadata"] = {"name": role_name}
+    kube.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", cluster_role, ok=(201,))
+    try:
+        kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts" % namespace, {"metadata": {"name": "drainer"}}, ok=(201,))
+        kube.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+            "metadata": {"name": role_name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+            "subjects": [{"kind": "ServiceAccount", "name": "drainer", "namespace": namespace}]}, ok=(201,))
+        token = kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts/drainer/token" % namespace,
+                             {"spec": {"expirationSeconds": 3600}}, ok=(201,))["status"]["token"]
+        auth = dict(host=sandbox.apiserver, api_key=token, ca_cert=sandbox.ca)
+
+        group = unique_group()
+        [donor] = new_nodes(1, group=group)
+        create_deployment(kube, namespace, "web", 2, group)
+        create_pdb(kube, namespace, "web", {"app": "web"}, min_available=1)
+        wait_running_on(kube, namespace, donor, 2)
+        wait_pdb_observed(kube, namespace, "web", 1)
+        [heir] = new_nodes(1, group=group)
+
+        result = run_module("node_drain", dict(auth, name=donor, wait=True, wait_timeout=90, wait_sleep=1), timeout=300)
+        assert result["failed"] is False and result["reason"] == "drained", result
+        assert len(result["evicted"]) == 2
+        assert token not in str(result)  # api_key is no_log
+        wait_running_on(kube, namespace, heir, 2)
+        assert run_module("node_drain", dict(auth, name=donor, state="uncordoned"))["changed"] is True
+    finally:
+        kube.request("DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/" + role_name, ok=(200, 202, 404))
+        kube.request("DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterroles/" + role_name, ok=(200, 202, 404))
