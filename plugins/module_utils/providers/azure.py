@@ -700,7 +700,11 @@ class AzureProvider(CloudProvider):
 
         The operation is not awaited (polling=False, so no poller thread outlives the call): it ends when the VM
         has booted, which is the caller's wait. A refusal (quota, SKU) comes with this first answer; a later
-        allocation failure shows as a FAILED instance whose extra says why."""
+        allocation failure shows as a FAILED instance whose extra says why.
+
+        Limit: a 5xx answer to a PATCH that Azure nevertheless applied is retried, meets a changed ETag (412),
+        and is applied once more after the re-read; that makes one surplus VM, which the planner sees as an
+        instance without a pair and removes. Telling it apart from a concurrent create is not possible here."""
         deadline = time.monotonic() + self.timeout
         ops = self.client(sub).virtual_machine_scale_sets
         while True:

@@ -410,3 +410,35 @@ def test_imports_cleanly_without_the_sdk_and_names_the_package():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "azure-mgmt-compute" in out.stdout
+
+
+# --------------------------------------------------------------------------- properties
+
+from hypothesis import given, settings, strategies as st  # noqa: E402  (kept with the property tests)
+
+_names = st.text(alphabet=st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."),
+                 min_size=1, max_size=20).filter(lambda s: s.lower() != "latest")
+_versions = st.tuples(st.integers(0, 999), st.integers(0, 999), st.integers(0, 999)).map(lambda t: "%d.%d.%d" % t)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sub=_names, rg=_names, gallery=_names, image=_names, version=_versions, flip=st.booleans())
+def test_gallery_ids_are_canonical_whatever_the_casing(sub, rg, gallery, image, version, flip):
+    ref = "/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/galleries/%s/images/%s/versions/%s" % (
+        sub, rg, gallery, image, version)
+    other = ref.swapcase() if flip else ref.upper()
+    assert az.canonical_image(ref) == az.canonical_image(other)
+    assert az.canonical_image(az.canonical_image(ref)) == az.canonical_image(ref)
+    assert az.image_from_reference(az.image_reference_body(ref)) == az.canonical_image(ref)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sub=_names, rg=_names, vmss=_names, instance=st.integers(0, 10 ** 6))
+def test_provider_ids_round_trip(sub, rg, vmss, instance):
+    vm_id = "/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s" \
+            "/virtualMachines/%d" % (sub, rg, vmss, instance)
+    provider_id = az.provider_id_from_vm_id(vm_id)
+    assert az.parse_provider_id(provider_id) == (sub, rg.lower(), vmss, str(instance))
+    assert az.normalize_provider_id(provider_id) == az.normalize_provider_id("azure://" + vm_id.swapcase())
+    provider = az.AzureProvider(None, sub)
+    assert provider.group_id_of(provider_id) == az.canonical_group_id(vm_id.rsplit("/virtualMachines/", 1)[0])
