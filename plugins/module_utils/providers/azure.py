@@ -703,8 +703,8 @@ class AzureProvider(CloudProvider):
         allocation failure shows as a FAILED instance whose extra says why.
 
         Limit: a 5xx answer to a PATCH that Azure nevertheless applied is retried, meets a changed ETag (412),
-        and is applied once more after the re-read; that makes one surplus VM, which the planner sees as an
-        instance without a pair and removes. Telling it apart from a concurrent create is not possible here."""
+        and is applied once more after the re-read; that makes one surplus VM, which joins as a new node that
+        the planner pairs with a donor or marks obsolete. It cannot be told apart from a concurrent create here."""
         deadline = time.monotonic() + self.timeout
         ops = self.client(sub).virtual_machine_scale_sets
         while True:
