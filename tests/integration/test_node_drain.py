@@ -361,3 +361,47 @@ def test_least_privilege_identity_from_the_role_rbac_file_can_drain(sandbox, kub
     finally:
         kube.request("DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/" + role_name, ok=(200, 202, 404))
         kube.request("DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterroles/" + role_name, ok=(200, 202, 404))
+
+
+def test_pod_under_two_pdbs_is_named_and_disable_eviction_deletes_it(sandbox, kube, namespace, new_nodes):
+    group = unique_group()
+    [donor] = new_nodes(1, group=group)
+    create_deployment(kube, namespace, "twice", 1, group, labels={"app": "twice", "tier": "front"})
+    create_pdb(kube, namespace, "by-app", {"app": "twice"}, min_available=0)
+    create_pdb(kube, namespace, "by-tier", {"tier": "front"}, min_available=0)
+    wait_running_on(kube, namespace, donor, 1)
+    wait_pdb_observed(kube, namespace, "by-app", 1)
+    wait_pdb_observed(kube, namespace, "by-tier", 1)
+
+    # The Eviction API refuses a pod covered by two PDBs whatever their budgets: say which two.
+    result = drain(sandbox, donor)
+    assert result["failed"] is False and result["reason"] == "pdb_blocked", result
+    [entry] = result["blocked"]
+    assert entry["cause"] == "multiple_pdbs" and entry["pdb"] == "by-app, by-tier"
+    assert "more than one" in entry["message"]
+
+    # disable_eviction: a plain DELETE, which PDBs do not see.
+    deleted = drain(sandbox, donor, disable_eviction=True, wait=True, wait_timeout=60, wait_sleep=1)
+    assert deleted["failed"] is False and deleted["reason"] == "drained", deleted
+    assert names(deleted["evicted"]) == [entry["pod"]]
+
+
+def test_statefulset_pod_recreated_with_the_same_name_elsewhere(sandbox, kube, namespace, new_nodes):
+    group = unique_group()
+    [donor] = new_nodes(1, group=group)
+    labels = {"app": "db"}
+    kube.request("POST", "/apis/apps/v1/namespaces/%s/statefulsets" % namespace, {
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": namespace},
+        "spec": {"serviceName": "db", "replicas": 2, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"containers": [{"name": "db", "image": "registry.invalid/db:1"}],
+                                       "nodeSelector": {"sandbox.kubenodes.io/group": group},
+                                       "terminationGracePeriodSeconds": 1}}}}, ok=(201,))
+    wait_running_on(kube, namespace, donor, 2)
+    [heir] = new_nodes(1, group=group)
+
+    result = drain(sandbox, donor, wait=True, wait_timeout=90, wait_sleep=1)
+    assert result["failed"] is False and result["reason"] == "drained", result
+    assert names(result["evicted"]) == ["db-0", "db-1"]
+    running = wait_running_on(kube, namespace, heir, 2)
+    assert running and sorted(p["metadata"]["name"] for p in pods_on(kube, namespace, heir)) == ["db-0", "db-1"]
