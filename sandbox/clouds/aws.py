@@ -391,6 +391,17 @@ class Watcher(threading.Thread):
             del self.announced[instance_id]
 
 
+def _count_pending_as_active():
+    """moto sizes a group by its InService instances only; a never-booting instance (kept Pending here)
+    would make every later capacity change launch one more. AWS counts pending launches as capacity."""
+    from moto.autoscaling import models as asg_models
+
+    def active_instances(group):
+        return [x for x in group.instance_states if x.lifecycle_state in ("InService", "Pending")]
+
+    asg_models.FakeAutoScalingGroup.active_instances = active_instances
+
+
 class AwsEmulator:
     """The emulator in this process: start(), .endpoint, admin(), stop()."""
 
@@ -412,6 +423,7 @@ class AwsEmulator:
             def log_request(self, *args, **kwargs):  # one line per request drowns the log
                 pass
 
+        _count_pending_as_active()
         self.app = EmulatorApp(DomainDispatcherApplication(create_backend_app), self.region, self.hooks)
         self.server = make_server(self.host, self.port, self.app, threaded=True, request_handler=QuietHandler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="aws-emulator")

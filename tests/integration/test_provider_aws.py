@@ -253,8 +253,14 @@ def test_never_boot_instances_stay_creating_and_never_join(emulator, admin, prov
     assert created.provider_id not in [h["provider_id"] for h in emulator.hooks_record.up]
     assert provider.list_instances(group) and \
         {i.provider_id: i.state for i in provider.list_instances(group)}[created.provider_id] == base.CREATING
-    # it can still be deleted
+    # a never-booting instance still counts as capacity: the next create adds exactly one
+    second = provider.create_instance(group)
+    assert len(provider.list_instances(group)) == 3
+    assert provider.list_groups([group])[0].target_size == 3
+    # it can still be deleted, and that launches no replacement
     assert provider.delete_instance(created.provider_id) is True
+    expected = {pid for pid in listed if pid != created.provider_id} | {second.provider_id}
+    assert {i.provider_id for i in provider.list_instances(group)} == expected
 
 
 def test_quota_refusal_is_a_quota_error_and_frees_nothing(admin, provider, images):
