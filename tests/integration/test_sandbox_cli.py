@@ -166,3 +166,22 @@ def test_seed_through_a_cloud_emulator(fresh_sandbox):
     assert {p.metadata.name: p.spec.min_available for p in pdbs} == {"web-0": 3, "web-1": 3, "web-2": 3, "db": 2}
     bare = core.read_namespaced_pod("debug-0", "workloads")
     assert not bare.metadata.owner_references and bare.status.phase == "Running"
+
+
+def test_down_stops_control_plane_etcd_members_even_after_the_simulator_was_killed(tmp_path):
+    handle = cli.Sandbox.start(tmp_path / "sb", clouds=[], say=lambda *_: None)
+    try:
+        handle.nodesim.create_instance("sim://cp/cp-k", "cp-k", group_id="cp", image="i", role="control-plane")
+        handle.wait_nodes_ready(["cp-k"], timeout=60)
+        member_pid = handle.cp_etcd()["members"]["cp-k"]["pid"]
+        assert _alive(member_pid)
+        os.kill(handle.state["pids"]["nodesim"], signal.SIGKILL)
+    finally:
+        result = run_cli(handle.state_dir, "down")
+    assert result.returncode == 0, result.stderr
+    assert "control-plane etcd member cp-k" in result.stdout
+    deadline = time.monotonic() + 10
+    while _alive(member_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(member_pid)
+    assert not [n for n, pid in handle.state["pids"].items() if _alive(pid)]
