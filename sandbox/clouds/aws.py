@@ -8,7 +8,8 @@ WSGI layer that
   autoscaling 400 Throttling, EC2 503 RequestLimitExceeded; 500 and 503 as InternalFailure /
   ServiceUnavailable; 400 as a ValidationError that will not change), latency, instances that never
   boot (EC2 pending, ASG Pending, no node joins), and a quota on instances (a launch over it fails the
-  way AWS fails it: SetDesiredCapacity succeeds, the scaling activity fails with the vCPU-limit text);
+  way AWS fails it: SetDesiredCapacity succeeds, the scaling activity fails with the vCPU-limit text),
+  and a launch delay (AWS launches asynchronously after a capacity raise; moto at once);
 - watches the auto scaling groups and calls instance_hooks.created/deleted as instances start running
   and go away, so nodes join the sandbox cluster.
 
@@ -111,7 +112,8 @@ class Faults:
     def __init__(self):
         self.set()
 
-    def set(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0):
+    def set(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
+            launch_delay=0.0):
         if not 0.0 <= float(error_rate) <= 1.0:
             raise ValueError("error_rate must be between 0 and 1")
         unknown = [c for c in codes if int(c) not in _FAULTS["ec2"]]
@@ -126,6 +128,7 @@ class Faults:
             self.never_boot, self.never_boot_next = set(never_boot or ()), 0
         self.quota = None if quota is None else int(quota)
         self.fail_next = int(fail_next)   # the next N requests fail, whatever error_rate says
+        self.launch_delay = float(launch_delay)  # seconds between a capacity raise and the launch, as on AWS
 
     def draw(self):
         """The fault code for one request, or None."""
@@ -139,7 +142,7 @@ class Faults:
     def to_dict(self):
         return dict(error_rate=self.error_rate, codes=list(self.codes), latency=self.latency,
                     never_boot=sorted(self.never_boot) if not self.never_boot_next else self.never_boot_next,
-                    quota=self.quota, fail_next=self.fail_next)
+                    quota=self.quota, fail_next=self.fail_next, launch_delay=self.launch_delay)
 
 
 class EmulatorApp:
@@ -156,6 +159,7 @@ class EmulatorApp:
         self.seen_instances = set()
         self.never_booted = set()
         self.changed = threading.Event()
+        self.timers = []                    # deferred launches (launch_delay)
 
     # -- moto's state ---------------------------------------------------------------------------------
 
@@ -244,6 +248,9 @@ class EmulatorApp:
             refused = self._over_quota(params)
             if refused:
                 return self._respond(start_response, 200, refused)
+            deferred = self._defer_launch(params)
+            if deferred:
+                return self._respond(start_response, 200, deferred)
 
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
@@ -306,6 +313,36 @@ class EmulatorApp:
                       "to %s." % (_iso(now), params.get("DesiredCapacity")),
                 StartTime=_iso(now), EndTime=_iso(now), StatusCode="Failed", StatusMessage=message, Progress="100",
             ))
+        return ('<SetDesiredCapacityResponse xmlns="%s"><ResponseMetadata><RequestId>%s</RequestId>'
+                '</ResponseMetadata></SetDesiredCapacityResponse>' % (_NAMESPACES["autoscaling"], uuid.uuid4())).encode()
+
+    def _defer_launch(self, params):
+        """With launch_delay, record the new desired capacity now and launch later (AWS launches
+        asynchronously; moto at once). The SetDesiredCapacity answer, or None to let moto do it."""
+        delay = self.faults.launch_delay
+        if delay <= 0:
+            return None
+        name = params.get("AutoScalingGroupName", "")
+        with self.lock:
+            asg_backend, _ = self._backends()
+            group = asg_backend.autoscaling_groups.get(name)
+            wanted = int(params.get("DesiredCapacity", "0"))
+            if group is None or wanted <= int(group.desired_capacity or 0):
+                return None
+            group.desired_capacity = wanted
+
+        def launch():
+            with self.lock:
+                current = asg_backend.autoscaling_groups.get(name)
+                if current is not None:
+                    current.set_desired_capacity(current.desired_capacity)
+                    self._mark_new_instances()
+            self.changed.set()
+
+        timer = threading.Timer(delay, launch)
+        timer.daemon = True
+        self.timers.append(timer)
+        timer.start()
         return ('<SetDesiredCapacityResponse xmlns="%s"><ResponseMetadata><RequestId>%s</RequestId>'
                 '</ResponseMetadata></SetDesiredCapacityResponse>' % (_NAMESPACES["autoscaling"], uuid.uuid4())).encode()
 
@@ -443,6 +480,8 @@ class AwsEmulator:
         return Admin(self.info())
 
     def stop(self):
+        for timer in (self.app.timers if self.app else []):
+            timer.cancel()
         if self.watcher:
             self.watcher.stopping.set()
             self.app.changed.set()
@@ -508,14 +547,16 @@ class Admin:
         )
         return name
 
-    def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0):
+    def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
+                   launch_delay=0.0):
         """Replace every fault knob. never_boot: group names and instance IDs, or an int (the next N
         launches); quota: how many ASG instances may exist in the region; fail_next: the next N requests
-        fail with `codes` (deterministic, for tests)."""
+        fail with `codes` (deterministic, for tests); launch_delay: seconds from a capacity raise to the
+        launch (moto launches at once, AWS does not)."""
         never_boot = never_boot if isinstance(never_boot, int) else list(never_boot)
         return self._http("POST", "/_kubenodes/faults", dict(error_rate=error_rate, codes=list(codes),
                                                              latency=latency, never_boot=never_boot, quota=quota,
-                                                             fail_next=fail_next))
+                                                             fail_next=fail_next, launch_delay=launch_delay))
 
     def requests(self):
         return self._http("GET", "/_kubenodes/requests")

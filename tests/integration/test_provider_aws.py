@@ -286,3 +286,29 @@ def test_discovery_narrowed_by_group_tags(admin, images):
     assert plane in found and worker not in found
     # named groups are used whatever their tags
     assert [g.id for g in aws.from_params(options).list_groups([worker])] == [worker]
+
+
+def test_create_polls_until_the_asynchronous_launch(admin, provider, images):
+    group = _group(admin, images, size=1)
+    admin.set_faults(launch_delay=0.6)
+    admin.clear_requests()
+    started = time.monotonic()
+    created = provider.create_instance(group)
+    assert time.monotonic() - started >= 0.5
+    assert created.provider_id in [i.provider_id for i in provider.list_instances(group)]
+    actions = _actions(admin)
+    after_raise = actions[actions.index("SetDesiredCapacity") + 1:]
+    assert after_raise.count("DescribeAutoScalingGroups") >= 2     # it polled
+
+
+def test_create_timeout_keeps_the_raised_capacity(admin, provider, images):
+    group = _group(admin, images, size=1)
+    admin.set_faults(launch_delay=2.0)
+    provider.create_timeout = 0.3
+    with pytest.raises(base.ProviderError) as err:
+        provider.create_instance(group)
+    assert err.value.code == "CreateTimeout" and err.value.retryable is True
+    # the launch is still coming: the capacity stays raised, so no budget is freed
+    assert provider.list_groups([group])[0].target_size == 2
+    assert len(provider.list_instances(group)) == 1
+    _until(lambda: len(provider.list_instances(group)) == 2, timeout=10, what="the delayed launch")
