@@ -36,10 +36,10 @@ def peak_rss_mb(pid):
 
 
 def workload_sizes(nodes, pods, deployments=30):
-    """Deployment replicas so the seeded pods come close to `pods` (pure). Fixed parts: one DaemonSet
+    """Deployment replicas so the seeded pods reach at least `pods` (pure). Fixed parts: one DaemonSet
     pod per node, 3 StatefulSet, 2 emptyDir, 2 bare and 1 autoscaler pod."""
     rest = max(pods - nodes - 8, deployments)
-    return {"deployments": deployments, "replicas": max(rest // deployments, 1)}
+    return {"deployments": deployments, "replicas": max(-(-rest // deployments), 1)}
 
 
 def main(argv=None):
