@@ -193,6 +193,7 @@ class NodeInfo:
     unschedulable: bool = False
     internal_ips: List[str] = field(default_factory=list)
     resource_version: str = ""
+    ready_since: Optional[float] = None   # when the Ready condition last turned True (epoch seconds)
 
     @property
     def control_plane(self):
@@ -204,7 +205,8 @@ class NodeInfo:
         meta = node.get("metadata") or {}
         spec = node.get("spec") or {}
         status = node.get("status") or {}
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        ready_condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        ready = ready_condition.get("status") == "True"
         ips = [a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP" and a.get("address")]
         return cls(
             name=meta.get("name", ""),
@@ -216,6 +218,7 @@ class NodeInfo:
             unschedulable=bool(spec.get("unschedulable")),
             internal_ips=ips,
             resource_version=meta.get("resourceVersion", ""),
+            ready_since=parse_time(ready_condition.get("lastTransitionTime")) if ready else None,
         )
 
 
@@ -229,6 +232,7 @@ class Options:
     exclude_labels: tuple = ()
     copy_taints: bool = False
     eta_min_samples: int = 2
+    heir_ready_seconds: float = 0   # how long a heir must have been Ready before its donor is drained
 
     def validate(self):
         if not isinstance(self.image, str) or not self.image.strip() or any(c.isspace() for c in self.image.strip()):
@@ -561,10 +565,13 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
         if cat == DONOR and s.partner:
             h = by_name.get(s.partner)
             # A pair formed by this plan is drained on the next pass, once node_pair has written it.
-            heir_ready = bool(h is not None and h.info.ready and not s.paired_now)
-            gate = dict(heir=s.partner, heir_ready=bool(h is not None and h.info.ready))
+            settled = h is not None and h.info.ready and (
+                h.info.ready_since is None or now - h.info.ready_since >= float(options.heir_ready_seconds or 0))
+            heir_ready = bool(settled and not s.paired_now)
+            gate = dict(heir=s.partner, heir_ready=bool(h is not None and h.info.ready),
+                        heir_ready_since=format_time(h.info.ready_since) if h is not None and h.info.ready_since else None)
         else:
-            heir_ready, gate = True, dict(heir=None, heir_ready=None)
+            heir_ready, gate = True, dict(heir=None, heir_ready=None, heir_ready_since=None)
         phase = s.phase if s.phase in DONOR_PHASES else PHASE_PAIRED
         if phase in (PHASE_PAIRED, PHASE_DRAINING):
             if heir_ready:

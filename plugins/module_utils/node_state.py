@@ -143,6 +143,7 @@ def planner_options(params):
         join_timeout=params.get("join_timeout") or core.DEFAULT_JOIN_TIMEOUT,
         exclude_labels=tuple(params.get("exclude_labels") or ()),
         copy_taints=bool(params.get("copy_taints")),
+        heir_ready_seconds=params.get("heir_ready_seconds") or 0,
     )
 
 

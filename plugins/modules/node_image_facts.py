@@ -76,6 +76,18 @@ options:
       - Also plan to copy the donor's taints (except reserved keys) to its heir.
     type: bool
     default: false
+  heir_ready_seconds:
+    description:
+      - Seconds a heir must have been Ready (since its Ready condition last turned true) before its donor is
+        planned for draining. Until then the donor is listed in RV(plan.waiting_for_heir).
+    type: int
+    default: 0
+  report_pdbs:
+    description:
+      - Also list the PodDisruptionBudgets that allow no disruption now (one more LIST call), in
+        RV(blocking_pdbs). They will block the drain of any node that runs their pods.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
   - kubenodes.image_upgrade.cloud_provider
@@ -296,14 +308,48 @@ done:
   returned: always
   type: bool
   sample: false
+donors:
+  description:
+    - Every donor with where its replacement stands - C(name), C(heir), C(heir_ready), C(group), C(role)
+      (control-plane or worker), C(phase) and C(phase_since) (RFC 3339).
+  returned: always
+  type: list
+  elements: dict
+not_ready:
+  description: Names of the nodes whose Ready condition is not true.
+  returned: always
+  type: list
+  elements: str
+control_plane_endpoints:
+  description:
+    - C(https://<InternalIP>:2379) of every control-plane node, Ready ones first, where a stacked etcd member
+      listens; the endpoints M(kubenodes.image_upgrade.etcd_member_remove) can use.
+  returned: always
+  type: list
+  elements: str
+replacement_order:
+  description:
+    - The nodes still to replace in the order the plan replaces them (control plane first), each with
+      C(name), C(group), C(role) and C(in_flight) (already paired).
+  returned: always
+  type: list
+  elements: dict
+blocking_pdbs:
+  description:
+    - With O(report_pdbs), the PodDisruptionBudgets that allow no disruption now, each with C(namespace),
+      C(name), C(min_available), C(max_unavailable), C(current_healthy), C(desired_healthy) and C(expected_pods).
+      Empty otherwise.
+  returned: always
+  type: list
+  elements: dict
 """
 
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, node_state
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.core import DEFAULT_JOIN_TIMEOUT, DEFAULT_PREFIX
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import facts_views, kube, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.core import DEFAULT_JOIN_TIMEOUT, DEFAULT_PREFIX, AnnotationKeys
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 
 
@@ -317,6 +363,8 @@ def argument_spec():
         scaling_groups=dict(type="list", elements="str", default=[]),
         exclude_labels=dict(type="list", elements="str", default=[]),
         copy_taints=dict(type="bool", default=False),
+        heir_ready_seconds=dict(type="int", default=0),
+        report_pdbs=dict(type="bool", default=False),
     ))
     spec.update(factory.provider_argument_spec(required=True))
     return spec
@@ -326,9 +374,23 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     kube.require_kubernetes(module)
     try:
-        result = node_state.plan_from_cluster(module.params)[2]
+        api_client, nodes, result, _provider = node_state.plan_from_cluster(module.params)
+        keys = AnnotationKeys(result["annotation_prefix"])
+        listed = list(nodes.values())
+        result.update(
+            donors=facts_views.donors(listed, result, keys),
+            not_ready=facts_views.not_ready(listed),
+            control_plane_endpoints=facts_views.control_plane_endpoints(listed),
+            replacement_order=facts_views.replacement_order(listed, result, keys),
+            blocking_pdbs=[],
+        )
+        if module.params["report_pdbs"]:
+            pdbs = kube.list_all(api_client, "/apis/policy/v1/poddisruptionbudgets")
+            result["blocking_pdbs"] = facts_views.blocking_pdbs(pdbs)
     except node_state.PlannerFailure as exc:
         module.fail_json(msg=str(exc))
+    except kube.ApiException as exc:
+        module.fail_json(msg="cannot list PodDisruptionBudgets: %s" % kube.api_error_message(exc))
     except Exception as exc:  # pylint: disable=broad-except
         module.fail_json(msg="node_image_facts failed: %s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc())
     result.pop("node_patches", None)

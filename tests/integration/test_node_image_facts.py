@@ -90,7 +90,12 @@ def test_one_replacement_step_by_step_on_aws(sandbox, cloud_admin):
 
         fourth = facts()
         assert fourth["nodes"]["donor"] == [donor] and fourth["nodes"]["heir"] == [heir]
-        assert fourth["plan"]["drain"] == [{"name": donor, "reason": "donor", "heir": heir, "heir_ready": True}]
+        (drain,) = fourth["plan"]["drain"]
+        assert drain.pop("heir_ready_since").endswith("Z")  # when the heir turned Ready
+        assert drain == {"name": donor, "reason": "donor", "heir": heir, "heir_ready": True}
+        assert fourth["donors"] == [{"name": donor, "heir": heir, "heir_ready": True, "group": fourth["donors"][0]["group"],
+                                     "role": "worker", "phase": "paired", "phase_since": fourth["donors"][0]["phase_since"]}]
+        assert fourth["replacement_order"][0]["name"] == donor and fourth["replacement_order"][0]["in_flight"]
         assert fourth["progress"]["in_flight"] == 1
 
         pair(phases=[{"name": donor, "phase": "drained"}])

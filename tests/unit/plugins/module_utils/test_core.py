@@ -158,7 +158,8 @@ def test_new_node_is_paired_with_an_outdated_node_of_its_group_and_labels_copied
     assert result["node_patches"]["old-1"]["annotations"][P + "heir"] == "new-1"
     # The donor is drained only once the pair is written, even though the heir is Ready.
     assert result["plan"]["drain"] == []
-    assert result["plan"]["waiting_for_heir"] == [{"name": "old-1", "since": None, "heir": "new-1", "heir_ready": True}]
+    assert result["plan"]["waiting_for_heir"] == [{"name": "old-1", "since": None, "heir": "new-1", "heir_ready": True,
+                                                  "heir_ready_since": None}]
     w.apply(result)
     again = w.plan(opts())
     assert again["plan"]["pairs"] == [] and again["plan"]["label_copies"] == []
@@ -403,3 +404,21 @@ def test_reference_operator_prefix_resumes_a_half_done_upgrade():
     assert {d["name"] for d in first["plan"]["drain"]} == {"old-1", "extra"}
     run_to_completion(w, options)
     assert sorted(w.nodes) == ["n1", "new-1"]
+
+
+def test_donor_waits_until_its_heir_has_been_ready_long_enough():
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    _joined(w, "new-1", "G1")
+    w.apply(w.plan(opts()))     # writes the pair
+    ready_at = w.now - 10
+    w.nodes["new-1"]["status"]["conditions"][0]["lastTransitionTime"] = core.format_time(ready_at)
+    held = w.plan(opts(heir_ready_seconds=30))
+    assert held["plan"]["drain"] == []
+    assert held["plan"]["waiting_for_heir"][0]["heir_ready"] is True
+    assert held["plan"]["waiting_for_heir"][0]["heir_ready_since"] == core.format_time(ready_at)
+    w.now += 25
+    released = w.plan(opts(heir_ready_seconds=30))
+    assert [d["name"] for d in released["plan"]["drain"]] == ["old-1"]
+    # Without a gate, Ready is enough.
+    assert [d["name"] for d in w.plan(opts())["plan"]["drain"]] == ["old-1"]
