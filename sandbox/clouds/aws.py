@@ -304,6 +304,8 @@ class EmulatorApp:
             increase = int(params.get("DesiredCapacity", "0")) - int(group.desired_capacity or 0)
             if increase <= 0 or self._live_instance_count() + increase <= quota:
                 return None
+            # As on AWS the desired capacity is raised; the launch activity fails and nothing starts.
+            group.desired_capacity = int(params.get("DesiredCapacity", "0"))
             now = time.time()
             message = QUOTA_MESSAGE % quota
             self.activities.setdefault(name, []).insert(0, dict(

@@ -269,9 +269,12 @@ def test_quota_refusal_is_a_quota_error_and_frees_nothing(admin, provider, image
                admin.autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"])
     admin.set_faults(quota=live)
     before = provider.list_instances(group)
+    admin.clear_requests()
     with pytest.raises(base.QuotaError) as err:
         provider.create_instance(group)
     assert "vCPU limit" in str(err.value) and group in str(err.value)
+    # AWS keeps the raised capacity and retries the launch; the provider lowers it back
+    assert _actions(admin).count("SetDesiredCapacity") == 2
     assert [i.provider_id for i in provider.list_instances(group)] == [i.provider_id for i in before]
     assert provider.list_groups([group])[0].target_size == 1
     admin.set_faults(quota=live + 1)
