@@ -83,7 +83,7 @@ def _actions(admin):
     return [r["action"] for r in admin.requests()]
 
 
-def test_list_groups_and_instances(admin, provider, images):
+def test_list_groups_and_instances(emulator, admin, provider, images):
     workers = _group(admin, images, size=3)
     planes = _group(admin, images, size=1, role="control-plane")
     groups = {g.id: g for g in provider.list_groups([workers, planes])}
@@ -102,6 +102,11 @@ def test_list_groups_and_instances(admin, provider, images):
         assert inst.node_name == instance_id == inst.name
         assert inst.state == base.RUNNING and inst.image == images[0] and inst.group_id == workers
         assert inst.created_at and abs(inst.created_at - time.time()) < 300
+    # the node simulator learns each instance's role from the group's tag
+    plane_instance = provider.list_instances(planes)[0]
+    hooks = emulator.hooks_record
+    _until(lambda: plane_instance.provider_id in [h["provider_id"] for h in hooks.up], what="created hook")
+    assert [h["role"] for h in hooks.up if h["provider_id"] == plane_instance.provider_id] == ["control-plane"]
 
 
 def test_missing_group_is_not_found(provider):
