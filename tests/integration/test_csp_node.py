@@ -7,7 +7,7 @@ import pytest
 from tests.ansible_run import run_module
 from tests.integration.csp_clouds import cloud_fixture, provider_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
 cloud = cloud_fixture()
 
