@@ -216,7 +216,9 @@ def test_an_instance_that_reads_not_found_is_still_deleted(admin, provider, imag
     with pytest.raises(base.NotFoundError):    # no instance resource yet
         provider._call("reading", provider._client("InstancesClient").get, project=PROJECT, zone="us-central1-a",
                        instance=made[0].name)
-    assert [i.state for i in provider.list_instances(group)] == [base.CREATING, base.CREATING]
+    listing = provider.list_instances(group)
+    assert [i.state for i in listing] == [base.CREATING, base.CREATING]
+    assert sorted(i.created_at for i in listing) == sorted(i.created_at for i in made)   # remembered
     # With the group given, and by the object that created it (which remembers the group).
     assert provider.delete_instance(made[0].provider_id, group_id=group) is True
     assert provider.delete_instance(made[1].provider_id) is True

@@ -603,6 +603,7 @@ class GceProvider(CloudProvider):
             except NotFoundError:
                 images[strip_url(url)] = ""   # a deleted template: the image is no longer knowable
         created = self._creation_times(ref, igm, managed)
+        recent = self._recent.get(ref.id, {})
         instances = []
         listed = set()
         for mi in managed:
@@ -620,10 +621,11 @@ class GceProvider(CloudProvider):
                 provider_id=provider_id_of(ref.project, zone, name) if zone else "",
                 node_name=name, group_id=ref.id, image=images.get(strip_url(mi.version.instance_template), ""),
                 state=instance_state(mi.current_action, mi.instance_status, bool(errors)),
-                created_at=created.get(name), name=name, extra=extra))
+                # No instance resource yet ("not found"): the time this object asked for it, if it did.
+                created_at=created.get(name) or (recent[name].created_at if name in recent else None),
+                name=name, extra=extra))
         # The API may not list an instance for a moment after createInstances: it is being created, and
         # must never free budget.
-        recent = self._recent.get(ref.id, {})
         for name, inst in list(recent.items()):
             if time.time() - (inst.created_at or 0) > self.CREATE_GRACE:
                 recent.pop(name)
