@@ -107,6 +107,9 @@ requirements:
   - kubernetes (the Python client)
   - the SDK of the chosen cloud
 notes:
+  - A node already on the image that carries no cached annotations yet, in a scaling group that still has
+    outdated nodes, is taken for a new node and paired with one of them, which it then replaces; such a group
+    ends the upgrade with as many nodes as it had, not one more per such node.
   - Cost per call - one LIST of Nodes, one listing of scaling groups, one listing of instances per scaling
     group and one image lookup, independent of the number of nodes.
 seealso:
@@ -304,7 +307,9 @@ eta:
   type: dict
   sample: {samples: 4, seconds: 1800, finish: "2026-11-30T05:00:00Z", mean_replacement_seconds: 620.5}
 done:
-  description: Every node runs the image and nothing is left to pair, drain, delete or clean up.
+  description:
+    - Every node runs the image, every scaling group uses it, and nothing is left to pair, drain, delete or
+      clean up. Invalid nodes do not count; they are listed in RV(nodes.invalid) and in a warning.
   returned: always
   type: bool
   sample: false
