@@ -14,6 +14,7 @@ and pods, and the peak resident memory (VmHWM) of every component. Stops the san
 import argparse
 import json
 import pathlib
+import shutil
 import sys
 import tempfile
 import time
@@ -78,8 +79,12 @@ def main(argv=None):
                 peaks["cp-etcd " + name] = peak_rss_mb(member["pid"])
         results["peak_rss_mb"] = peaks
     finally:
-        if handle is not None and not args.keep:
-            handle.stop()
+        if not args.keep:
+            if handle is not None:
+                handle.stop()
+            else:
+                cli.down(state_dir, say=lambda *_: None)
+            shutil.rmtree(state_dir, ignore_errors=True)  # etcd data of a 10,000-pod cluster: hundreds of MB
     print(json.dumps(results, indent=2))
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(results, indent=2) + "\n")

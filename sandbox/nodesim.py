@@ -434,13 +434,20 @@ class Simulator:
         except Exception as exc:  # noqa: BLE001 - a failed join is a state to report, as with a real VM
             LOG.exception("join of %s failed", instance["node_name"])
             with self._lock:
-                instance["state"], instance["error"] = "join-failed", str(exc)
+                if instance["state"] == "booting":
+                    instance["state"], instance["error"] = "join-failed", str(exc)
             return
         with self._lock:
-            if instance["state"] != "booting":  # deleted while joining
-                return
-            instance["state"], instance["joined"] = "ready", time.time()
-            self.nodes[instance["node_name"]] = provider_id
+            deleted_meanwhile = instance["state"] != "booting"
+            if not deleted_meanwhile:
+                instance["state"], instance["joined"] = "ready", time.time()
+                self.nodes[instance["node_name"]] = provider_id
+        if deleted_meanwhile:
+            # The delete came while this join ran: undo what the join did after it.
+            if instance["role"] == CONTROL_PLANE:
+                self._stop_etcd_member(instance)
+            self._mark_node_gone(instance)
+            return
         # Pods may have been bound to this name before it joined (e.g. a pod with spec.nodeName).
         pods = self.kube.request("GET", "/api/v1/pods", params={"fieldSelector": "spec.nodeName=" + instance["node_name"]})
         for pod in pods.get("items", []):
@@ -511,24 +518,32 @@ class Simulator:
 
     def _record_etcd_pids(self):
         # If this process is killed, `sandbox down` still finds and stops its etcd members.
-        pids = {n: m.process.pid for n, m in self.etcd.members.items() if m.running()}
+        cluster = self.etcd
+        # a copy: a join may add a member meanwhile
+        pids = {n: m.process.pid for n, m in list(cluster.members.items()) if m.running()}
         path = self.state_dir / "cp-etcd" / "pids.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(pids))
 
     def _stop_etcd_member(self, instance, remove=False):
         name = instance["node_name"]
+        cluster = self.etcd
+        if not remove:
+            # Stopping one process needs no cluster-wide lock: a control-plane join holding it (up to
+            # 30 s while etcd settles) must not delay an emulator's "instance deleted" call.
+            member = cluster.members.get(name) if cluster is not None else None
+            if member is not None:
+                cluster.stop_member(name)
+                self._record_etcd_pids()
+            return
         with self._etcd_lock:
             if self.etcd is None or name not in self.etcd.members:
                 return
-            if remove:
-                # Cleanup mode: take out members whose process is gone first, or etcd would refuse to
-                # remove a healthy member while another one is down.
-                gone = [n for n, m in self.etcd.members.items() if not m.running() and n != name]
-                for member_name in gone + [name]:
-                    self._remove_member(member_name)
-            else:
-                self.etcd.stop_member(name)
+            # Cleanup mode: take out members whose process is gone first, or etcd would refuse to
+            # remove a healthy member while another one is down.
+            gone = [n for n, m in self.etcd.members.items() if not m.running() and n != name]
+            for member_name in gone + [name]:
+                self._remove_member(member_name)
             self._record_etcd_pids()
 
     def _remove_member(self, name):

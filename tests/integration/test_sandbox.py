@@ -194,3 +194,31 @@ def test_never_join_and_join_delay_knobs(sandbox):
         for pid, name in (("sim://grp-never/n-never", "n-never-1"), ("sim://grp-slow/n-slow", "n-slow-1")):
             sim.delete_instance(pid)
             sandbox.kube().request("DELETE", "/api/v1/nodes/" + name, ok=(200, 202, 404))
+
+
+def test_instance_deleted_during_its_join_leaves_no_ready_node_and_no_etcd_process(sandbox, new_nodes):
+    # Two members already, so the cluster keeps quorum with the third one added and then stopped.
+    new_nodes(2, role="control-plane", group="grp-cp-race", timeout=120)
+    sim = sandbox.nodesim
+    provider_id, name = "sim://grp-cp-race/cp-race-1", "cp-race-1"
+    sim.create_instance(provider_id, name, group_id="grp-cp-race", image="i", role="control-plane")
+    try:
+        # Delete once the join is under way: its etcd member is being added (this takes seconds, as
+        # etcd refuses membership changes right after the previous one).
+        _wait(lambda: name in sandbox.cp_etcd()["members"]
+              or {i["node_name"]: i["state"] for i in sim.instances()}[name] != "booting", 60, "the join to start")
+        sim.delete_instance(provider_id)
+
+        def settled():
+            state = {i["node_name"]: i for i in sim.instances()}[name]
+            member = sandbox.cp_etcd()["members"].get(name)
+            nodes = {n.metadata.name: n for n in sandbox.core_v1().list_node().items}
+            return (state["state"] == "deleted" and (member is None or not member["running"])
+                    and (name not in nodes or not _ready(nodes[name])))
+
+        _wait(settled, 60, "no Ready node and no running etcd member for the deleted instance")
+        time.sleep(2)  # and it stays that way: nothing finishes the join later
+        assert settled()
+    finally:
+        sim.delete_instance(provider_id, remove_etcd_member=True)
+        sandbox.kube().request("DELETE", "/api/v1/nodes/" + name, ok=(200, 202, 404))
