@@ -23,7 +23,7 @@ from sandbox.controlplane import SandboxError, load_state, log_tail, pid_alive, 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 CLOUD_MODULES = {"gcp": "sandbox.clouds.gce", "azure": "sandbox.clouds.azure", "aws": "sandbox.clouds.aws"}
 # Stop order: things that call the API server first, the storage etcd last.
-STOP_ORDER = ["emulator:aws", "emulator:azure", "emulator:gcp", "nodesim", "kube-scheduler",
+STOP_ORDER = ["reaper", "emulator:aws", "emulator:azure", "emulator:gcp", "nodesim", "kube-scheduler",
               "kube-controller-manager", "kube-apiserver", "etcd"]
 
 
@@ -80,9 +80,10 @@ def _classify(state):
     return alive, dead
 
 
-def up(state_dir=None, clouds="available", say=print, nodesim_workers=16):
+def up(state_dir=None, clouds="available", say=print, nodesim_workers=16, owner_pid=None):
     """Start a sandbox in `state_dir`; return its state dict. `clouds`: "available" (every emulator
-    module present), a list of cloud names, or [] for none."""
+    module present), a list of cloud names, or [] for none. With `owner_pid`, a small reaper process
+    runs `down` as soon as that process is gone (tests: nothing outlives a killed pytest)."""
     state_dir = pathlib.Path(state_dir or controlplane.default_state_dir()).resolve()
     existing = load_state(state_dir)
     if existing:
@@ -134,6 +135,13 @@ def up(state_dir=None, clouds="available", say=print, nodesim_workers=16):
         save_state(state_dir, state)
         down(state_dir, say=lambda *_: None)
         raise
+    if owner_pid:
+        with open(state_dir / "logs" / "reaper.log", "ab") as log:
+            reaper = subprocess.Popen([sys.executable, "-m", "sandbox", "--state-dir", str(state_dir), "reap",
+                                       "--owner", str(owner_pid)], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                      cwd=str(REPO), start_new_session=True)
+        state["pids"]["reaper"] = reaper.pid
+        state["cmd_hints"]["reaper"] = "reap"
     save_state(state_dir, state)
     say("sandbox up in %.1fs; kubeconfig: %s" % (time.monotonic() - started, state["kubeconfig"]))
     return state
@@ -166,7 +174,7 @@ def down(state_dir=None, say=print):
     results = {}
     pids = state.get("pids", {})
     for name in STOP_ORDER + sorted(set(pids) - set(STOP_ORDER)):
-        if name in pids:
+        if name in pids and pids[name] != os.getpid():  # the reaper runs down itself
             results[name] = stop_pid(pids[name], state.get("cmd_hints", {}).get(name, name))
             say("%s (pid %d): %s" % (name, pids[name], results[name]))
     _stop_leftover_etcd_members(state_dir, say)
@@ -189,6 +197,17 @@ def _release_network(state):
                 lock.unlink()
         except (OSError, ValueError, KeyError):
             pass
+
+
+def reap(state_dir, owner_pid, poll=1.0):
+    """Wait until `owner_pid` is gone, then stop the sandbox (unless someone already did)."""
+    while pid_alive(owner_pid):
+        state = load_state(state_dir)
+        if not state or not state.get("pids"):
+            return  # stopped the ordinary way
+        time.sleep(poll)
+    print("owner %d is gone: stopping the sandbox in %s" % (owner_pid, state_dir), flush=True)
+    down(state_dir)
 
 
 def status(state_dir=None):
@@ -230,6 +249,8 @@ def main(argv=None):
                       help="comma-separated clouds to emulate (gcp,azure,aws), 'none', or 'available' (default)")
     sub.add_parser("down", help="stop every recorded process (idempotent)")
     sub.add_parser("status", help="show what runs")
+    p_reap = sub.add_parser("reap", help=argparse.SUPPRESS)
+    p_reap.add_argument("--owner", type=int, required=True)
     p_seed = sub.add_parser("seed", help="create nodes in scaling groups, and workloads")
     p_seed.add_argument("--control-planes", type=int, default=3)
     p_seed.add_argument("--workers", type=int, default=6)
@@ -254,6 +275,8 @@ def main(argv=None):
             up(args.state_dir, clouds=clouds)
         elif args.command == "down":
             down(args.state_dir)
+        elif args.command == "reap":
+            reap(pathlib.Path(args.state_dir or controlplane.default_state_dir()).resolve(), args.owner)
         elif args.command == "status":
             result = status(args.state_dir)
             print(json.dumps(result, indent=2))
@@ -287,8 +310,8 @@ class Sandbox:
         self._api_client = None
 
     @classmethod
-    def start(cls, state_dir, clouds="available", say=print):
-        up(state_dir, clouds=clouds, say=say)
+    def start(cls, state_dir, clouds="available", say=print, owner_pid=None):
+        up(state_dir, clouds=clouds, say=say, owner_pid=owner_pid)
         return cls(state_dir)
 
     def stop(self, say=lambda *_: None):

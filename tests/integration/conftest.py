@@ -62,7 +62,8 @@ from sandbox import cli
 def _start(prefix, clouds):
     state_dir = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
     try:
-        handle = cli.Sandbox.start(state_dir, clouds=clouds, say=lambda *_: None)
+        # owner: if this pytest process dies without teardown (killed), the sandbox stops by itself
+        handle = cli.Sandbox.start(state_dir, clouds=clouds, say=lambda *_: None, owner_pid=os.getpid())
     except BaseException:
         cli.down(state_dir, say=lambda *_: None)
         raise

@@ -185,3 +185,20 @@ def test_down_stops_control_plane_etcd_members_even_after_the_simulator_was_kill
         time.sleep(0.1)
     assert not _alive(member_pid)
     assert not [n for n, pid in handle.state["pids"].items() if _alive(pid)]
+
+
+def test_sandbox_of_a_killed_owner_stops_by_itself(tmp_path):
+    state_dir = tmp_path / "sb"
+    # An owner that starts a sandbox and dies without any clean-up, like a pytest killed by CI.
+    script = ("import os, sys; from sandbox import cli; "
+              "cli.up(sys.argv[1], clouds=[], say=lambda *_: None, owner_pid=os.getpid()); os._exit(0)")
+    owner = subprocess.run([sys.executable, "-c", script, str(state_dir)], cwd=str(REPO), capture_output=True,
+                           text=True, timeout=120, check=False)
+    assert owner.returncode == 0, owner.stderr
+    pids = json.loads((state_dir / "state.json").read_text())["pids"]
+    assert "reaper" in pids and "kube-apiserver" in pids
+    deadline = time.monotonic() + 60
+    while [p for p in pids.values() if _alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [name for name, pid in pids.items() if _alive(pid)]
+    assert "owner" in (state_dir / "logs" / "reaper.log").read_text()
