@@ -43,6 +43,8 @@ def role_vars(state_dir, cloud, image_ref, report_dir=None, **overrides):
         "rolling_upgrade_join_timeout": 300,
         "rolling_upgrade_drain_timeout": 300,
         "rolling_upgrade_timeout": 1800,
+        # The seeded workloads include bare pods on purpose; the demo replaces their nodes anyway.
+        "rolling_upgrade_drain_force": True,
         "rolling_upgrade_report_dir": str(report_dir or pathlib.Path(state_dir) / "report"),
     }
     values.update(overrides)
