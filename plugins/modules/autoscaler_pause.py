@@ -17,7 +17,7 @@ description:
     and changes nothing.
   - Every write carries the resourceVersion it read; a conflict is read again and retried.
 author:
-  - kubenodes.image_upgrade maintainers
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
 options:
   name:
     description:

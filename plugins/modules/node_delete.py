@@ -16,7 +16,7 @@ description:
   - The delete carries a precondition on the resourceVersion read, so a node that changed in between is not
     deleted on stale grounds. A node already gone is not an error.
 author:
-  - kubenodes.image_upgrade maintainers
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
 options:
   name:
     description:

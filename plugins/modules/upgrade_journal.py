@@ -16,7 +16,7 @@ description:
     total seen), so a retried pass never double-counts.
   - With O(state=report), writes the report as JSON, Markdown and an SVG timeline with one bar per replaced node.
 author:
-  - kubenodes.image_upgrade maintainers
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
 options:
   name:
     description:

@@ -17,7 +17,7 @@ description:
     at once).
   - Every write carries the resourceVersion it read, so two runs racing for a free Lease cannot both win.
 author:
-  - kubenodes.image_upgrade maintainers
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
 options:
   name:
     description:
