@@ -159,8 +159,8 @@ def render_markdown(summary):
         "- started: %s; finished: %s; wall time: %s; passes: %d" % (
             summary.get("started") or "-", summary.get("finished") or "not finished",
             _duration(summary.get("wall_seconds")), summary.get("passes") or 0),
-        "- nodes replaced: %d of %d; pods evicted: %d" % (summary["nodes_replaced"], summary["nodes_total"],
-                                                           summary["pods_evicted"]),
+        "- nodes replaced: %d of %d; pods evicted: %d" % (
+            summary["nodes_replaced"], summary["nodes_total"], summary["pods_evicted"]),
         "",
         "| node | heir | group | role | total | phases | pods evicted | waits | retries |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -183,7 +183,7 @@ def render_svg(journal, now=None, width=960, bar_height=18, gap=6):
     end = parse_time(journal.get("finished")) or now
     names = sorted(journal.get("nodes") or {})
     bars = [(name, segments(journal["nodes"][name], end)) for name in names]
-    times = [t for _, segs in bars for _, a, b in segs for t in (a, b)]
+    times = [t for _name, segs in bars for _phase, a, b in segs for t in (a, b)]
     label_width, top, legend_height = 220, 40, 30
     height = top + len(bars) * (bar_height + gap) + legend_height + 20
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">'
@@ -211,7 +211,7 @@ def render_svg(journal, now=None, width=960, bar_height=18, gap=6):
     out.append('<text x="%d" y="%d">0</text>' % (label_width, axis_y + 10))
     out.append('<text x="%d" y="%d" text-anchor="end">%s</text>' % (width - 20, axis_y + 10, _duration(span)))
     legend_x = 10
-    used = [p for p in colours if any(p == s[0] for _, segs in bars for s in segs)]
+    used = [p for p in colours if any(p == s[0] for _name, segs in bars for s in segs)]
     for phase in used:
         out.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (legend_x, axis_y + 20, colours[phase]))
         out.append('<text x="%d" y="%d">%s</text>' % (legend_x + 16, axis_y + 30, html.escape(phase)))

@@ -53,7 +53,7 @@ def _ancestor_playbook_pid():
     """The PID of the ansible-playbook (or ansible) process this module runs under, found by walking up
     the process tree; the module's own parent when there is none (a test, an ad-hoc call)."""
     pid = os.getppid()
-    for _ in range(16):
+    for _depth in range(16):
         try:
             with open("/proc/%d/cmdline" % pid, "rb") as handle:
                 argv = handle.read().split(b"\0")

@@ -30,7 +30,7 @@ class RecordingHooks:
 
     def created(self, provider_id, node_name, group_id, image, role, zone=None):
         self.created_calls.append(dict(provider_id=provider_id, node_name=node_name, group_id=group_id, image=image,
-                                 role=role))
+                                       role=role))
 
     def deleted(self, provider_id):
         self.deleted_calls.append(provider_id)
@@ -134,7 +134,7 @@ def test_create_instance_names_the_future_node_and_boots(admin, provider, emulat
 
 
 def test_delete_is_idempotent_and_shrinks_the_group(admin, provider, emulator):
-    group_id, _ = running_group(admin, provider, size=3)
+    group_id, _vms = running_group(admin, provider, size=3)
     victim = provider.list_instances(group_id)[1]
     assert provider.delete_instance(victim.provider_id) is True
     assert provider.list_groups([group_id])[0].target_size == 2
@@ -167,7 +167,7 @@ def test_set_group_image_is_idempotent_and_only_new_instances_change(admin, prov
 
 @pytest.mark.parametrize("kind", ["gallery", "managed", "community", "shared", "marketplace"])
 def test_every_image_kind_validates_and_is_settable(admin, provider, kind):
-    group_id, _ = running_group(admin, provider, size=0)
+    group_id, _vms = running_group(admin, provider, size=0)
     image = admin.create_image(unique("k"), kind=kind)
     assert provider.validate_image(image) == az.canonical_image(image)
     assert provider.set_group_image(group_id, image) is True
@@ -222,7 +222,7 @@ def test_unknown_group_and_instance(admin, provider):
 
 @pytest.mark.parametrize("code", [429, 500, 503])
 def test_throttling_and_server_errors_are_retried(admin, provider, code):
-    group_id, _ = running_group(admin, provider, size=1)
+    group_id, _vms = running_group(admin, provider, size=1)
     admin.clear_requests()
     admin.set_faults(codes=[code], fail_next=3)
     assert len(provider.list_instances(group_id)) == 1
@@ -231,7 +231,7 @@ def test_throttling_and_server_errors_are_retried(admin, provider, code):
 
 
 def test_a_4xx_that_will_not_change_is_not_retried(admin, provider):
-    group_id, _ = running_group(admin, provider, size=1)
+    group_id, _vms = running_group(admin, provider, size=1)
     admin.clear_requests()
     admin.set_faults(codes=[400], fail_next=3)
     with pytest.raises(ProviderError) as err:
@@ -242,7 +242,7 @@ def test_a_4xx_that_will_not_change_is_not_retried(admin, provider):
 
 def test_retries_are_bounded(admin):
     provider = make_provider(admin, retries=3)
-    group_id, _ = running_group(admin, provider, size=1)
+    group_id, _vms = running_group(admin, provider, size=1)
     admin.clear_requests()
     admin.set_faults(codes=[503], fail_next=10)
     started = time.monotonic()
@@ -254,15 +254,15 @@ def test_retries_are_bounded(admin):
 
 
 def test_random_error_rate_is_absorbed(admin, provider):
-    group_id, _ = running_group(admin, provider, size=2)
+    group_id, _vms = running_group(admin, provider, size=2)
     admin.set_faults(error_rate=0.3, seed=1)
-    for _ in range(10):
+    for _attempt in range(10):
         assert len(provider.list_instances(group_id)) == 2
     assert any(r["status"] in (429, 500, 503) for r in admin.requests())
 
 
 def test_latency(admin, provider):
-    group_id, _ = running_group(admin, provider, size=1)
+    group_id, _vms = running_group(admin, provider, size=1)
     admin.set_faults(latency=0.3)
     started = time.monotonic()
     assert provider.group_image(group_id)
@@ -270,7 +270,7 @@ def test_latency(admin, provider):
 
 
 def test_never_booting_instance_stays_creating(admin, provider):
-    group_id, _ = running_group(admin, provider, size=1)
+    group_id, _vms = running_group(admin, provider, size=1)
     admin.set_faults(never_boot=[group_id])
     inst = provider.create_instance(group_id)
     states = provider.wait_running([inst.provider_id], timeout=1.0)
@@ -280,7 +280,7 @@ def test_never_booting_instance_stays_creating(admin, provider):
 
 
 def test_allocation_failure_shows_as_a_failed_instance_with_its_reason(admin, provider, emulator):
-    group_id, _ = running_group(admin, provider, size=1)
+    group_id, _vms = running_group(admin, provider, size=1)
     admin.set_faults(allocation_failure=[group_id.rsplit("/", 1)[1]])
     inst = provider.create_instance(group_id)
     assert inst.state == CREATING
@@ -296,7 +296,7 @@ def test_allocation_failure_shows_as_a_failed_instance_with_its_reason(admin, pr
 
 
 def test_quota_refusal_is_a_quota_error_and_creates_nothing(admin, provider, emulator):
-    group_id, _ = running_group(admin, provider, size=1)
+    group_id, _vms = running_group(admin, provider, size=1)
     with emulator.lock:
         in_use = emulator._vm_count()   # pylint: disable=protected-access
     admin.set_faults(quota=in_use)
@@ -311,8 +311,8 @@ def test_quota_refusal_is_a_quota_error_and_creates_nothing(admin, provider, emu
 
 def test_concurrent_creates_never_collapse_into_one(admin):
     # Separate provider objects (as separate processes would be): only the ETag protects the capacity.
-    providers = [make_provider(admin) for _ in range(3)]
-    group_id, _ = running_group(admin, providers[0], size=1)
+    providers = [make_provider(admin) for _attempt in range(3)]
+    group_id, _vms = running_group(admin, providers[0], size=1)
     admin.set_faults(latency=0.15)   # widen the read-modify-write window so the creates overlap
     admin.clear_requests()
     results, errors = [], []
@@ -360,7 +360,7 @@ def test_refused_connection_is_retried(admin):
 
 
 def test_throttling_honours_retry_after(emulator, admin, provider):
-    group_id, _ = running_group(admin, provider, size=1)
+    group_id, _vms = running_group(admin, provider, size=1)
     emulator.throttle_retry_after = 1
     try:
         admin.clear_requests()
@@ -410,7 +410,7 @@ def test_emulator_rejects_like_arm(emulator, admin, method, path, kwargs, status
 
 
 def test_stale_etag_is_refused(emulator, admin, provider):
-    group_id, _ = running_group(admin, provider, size=1)
+    group_id, _vms = running_group(admin, provider, size=1)
     path = group_id + "?api-version=2026-04-01"
     etag = _raw(emulator, "GET", path).json()["etag"]
     ok = _raw(emulator, "PATCH", path, json={"tags": {"a": "b"}},

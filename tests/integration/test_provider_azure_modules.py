@@ -100,7 +100,7 @@ def test_csp_node_absent_by_name_and_provider_id_is_idempotent(admin, emulator):
     vms = group_state(admin, group_id)["vms"]
     by_name = vms[0]["properties"]["osProfile"]["computerName"].lower()
     by_id = "azure://" + vms[1]["id"].replace("/resourceGroups/%s/" % emu.RESOURCE_GROUP,
-                                             "/resourceGroups/%s/" % emu.RESOURCE_GROUP.lower())
+                                              "/resourceGroups/%s/" % emu.RESOURCE_GROUP.lower())
 
     checked = run_module("csp_node", args(admin, state="absent", group=group_id, node_name=[by_name],
                                           provider_id=[by_id]), check=True)

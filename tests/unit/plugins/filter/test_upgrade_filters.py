@@ -22,7 +22,7 @@ def test_progress_line_names_counts_pairs_waits_and_eta():
     assert "w-1 draining 40s (heir w-9 Ready)" in line
     assert "w-2 paired 5m00s (heir w-8 not Ready)" in line
     assert "1 joining" in line and "workers: surge budget used" in line
-    assert "ETA 5m30s" in line and "done" not in line.split("; ")[-1]
+    assert "ETA 5m30s" in line and "done" not in line.rsplit("; ", maxsplit=1)[-1]
 
 
 def test_progress_line_of_a_finished_upgrade():

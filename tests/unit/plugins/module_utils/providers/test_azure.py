@@ -285,7 +285,7 @@ class _ArmError:
 ])
 def test_classify_error(status, code, message, cls, retryable):
     err = az.classify_error(_ArmError(status, code, message), "scale out x")
-    assert type(err) is cls
+    assert type(err) is cls  # pylint: disable=unidiomatic-typecheck  # the exact class, not a subclass
     assert err.retryable is retryable
     assert err.code == code and err.status == status
     assert str(err).startswith("scale out x: ") and message in str(err)
@@ -407,7 +407,7 @@ def test_imports_cleanly_without_the_sdk_and_names_the_package():
         except az.ProviderError as exc:
             print(exc)
     """) % (sys.path,)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     assert "azure-mgmt-compute" in out.stdout
 
