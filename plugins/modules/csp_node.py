@@ -33,7 +33,8 @@ options:
       - The scaling group ID, in the provider's format (AWS the auto scaling group name; GCP and Azure as their
         fragments describe).
       - Required with O(state=present) and with O(node_name). With O(state=absent) it limits the search for
-        the instances to this group.
+        the instances to this group; without it they are looked for in the groups their providerIDs name
+        (Azure), or in every scaling group the provider discovers (GCP, AWS).
     type: str
   count:
     description:
@@ -224,14 +225,33 @@ def _instance_dicts(instances):
     return [i.to_dict() for i in instances]
 
 
-def _listing(provider, group):
-    """Instances of `group`, or of every scaling group when group is None."""
-    if group:
-        return provider.list_instances(group)
+def _listing(provider, group_ids, missing_ok=False):
+    """Instances of the groups in `group_ids`, or of every scaling group when it is None. With missing_ok,
+    a group that no longer exists has no instances."""
+    if group_ids is None:
+        group_ids = [grp.id for grp in provider.list_groups()]
     found = []
-    for grp in provider.list_groups():
-        found.extend(provider.list_instances(grp.id))
+    for group_id in group_ids:
+        try:
+            found.extend(provider.list_instances(group_id))
+        except base.NotFoundError:
+            if not missing_ok:
+                raise
     return found
+
+
+def _search_scope(provider, group, provider_ids):
+    """The groups to list to find `provider_ids`: the named group, else the groups the providerIDs name
+    (Azure's do), else None for every group (GCP and AWS providerIDs do not name their group)."""
+    if group:
+        return [group]
+    group_ids = set()
+    for provider_id in provider_ids:
+        group_id = provider.group_id_of(provider_id)
+        if group_id is None:
+            return None
+        group_ids.add(group_id)
+    return sorted(group_ids)
 
 
 def _check_provider_ids(cloud, provider_ids):
@@ -243,11 +263,11 @@ def _check_provider_ids(cloud, provider_ids):
         parse(provider_id)
 
 
-def _wait(module, provider, group, done, what):
-    """Poll the group's listing until done(listing) is true; fail when wait_timeout passes."""
+def _wait(module, provider, group_ids, done, what):
+    """Poll the groups' listing until done(listing) is true; fail when wait_timeout passes."""
     deadline = time.monotonic() + module.params["wait_timeout"]
     while True:
-        listing = _listing(provider, group)
+        listing = _listing(provider, group_ids, missing_ok=True)
         outcome = done(listing)
         if outcome is True:
             return listing
@@ -292,7 +312,7 @@ def ensure_present(module, provider):
             pending = sorted(pid for pid in wanted if pid not in states or states[pid].state != base.RUNNING)
             return True if not pending else "not running yet: %s" % ", ".join(pending)
 
-        listing = _wait(module, provider, group, all_running, "new instances of %s to run" % group)
+        listing = _wait(module, provider, [group], all_running, "new instances of %s to run" % group)
         by_id = {provider.normalize_provider_id(i.provider_id): i for i in listing}
         created = [by_id.get(provider.normalize_provider_id(i.provider_id), i) for i in created]
     result["instances"] = _instance_dicts(created)
@@ -309,7 +329,9 @@ def ensure_absent(module, provider, cloud):
     if node_names and not group:
         module.fail_json(msg="node_name needs group: node names are looked up among the group's instances")
     _check_provider_ids(cloud, provider_ids)
-    listing = _listing(provider, group)
+    scope = _search_scope(provider, group, provider_ids)
+    # A named group must exist; groups taken from providerIDs may be gone, and their instances with them.
+    listing = _listing(provider, scope, missing_ok=not group)
     by_provider_id = {provider.normalize_provider_id(i.provider_id): i for i in listing}
     by_node_name = {i.node_name: i for i in listing}
     targets, already_absent = {}, []
@@ -342,13 +364,12 @@ def ensure_absent(module, provider, cloud):
                              changed=bool(deleted), retryable=exc.retryable, error_code=exc.code)
     if module.params["wait"] and found and not module.check_mode:
         wanted = {provider.normalize_provider_id(i.provider_id) for i in found}
-        search_group = group or None
 
         def all_gone(current):
             left = sorted(wanted & {provider.normalize_provider_id(i.provider_id) for i in current})
             return True if not left else "still listed: %s" % ", ".join(left)
 
-        _wait(module, provider, search_group, all_gone, "deleted instances to disappear")
+        _wait(module, provider, scope, all_gone, "deleted instances to disappear")
     return dict(changed=bool(deleted), deleted=deleted, already_absent=already_absent, instances=_instance_dicts(found),
                 node_names=[i.node_name for i in found], provider_ids=[i.provider_id for i in found])
 
