@@ -153,3 +153,32 @@ def test_write_retries_on_conflict_with_a_stale_resource_version(sandbox, new_no
                                                           "expect": {"example.com/owner": None}}, sleep=lambda _: None)
     assert status == "skipped"
     assert _ann(sandbox, name)["example.com/owner"] == "someone-else"
+
+
+def test_continues_a_half_done_upgrade_of_the_reference_operator(sandbox, new_nodes):
+    """The Constellation node operator's annotations: a pair it made stays a pair, its obsolete node stays
+    obsolete, and the phases this collection adds are recorded next to them."""
+    p = "constellation.edgeless.systems/"
+    group = "grp-ref-" + uuid.uuid4().hex[:6]
+    donor, heir, extra, waiting = new_nodes(4, group=group)
+    for name, image in ((donor, OLD), (heir, NEW), (extra, NEW), (waiting, OLD)):
+        _annotate(sandbox, name, {p + "scaling-group-id": group, p + "node-image": image})
+    _annotate(sandbox, donor, {p + "heir": heir})
+    _annotate(sandbox, heir, {p + "donor": donor})
+    _annotate(sandbox, extra, {p + "obsolete": "true"})
+    try:
+        result = pair(sandbox, "constellation.edgeless.systems", scaling_groups=[group],
+                      phases=[{"name": donor, "phase": "drained"}, {"name": extra, "phase": "draining"}])
+        assert not result["failed"], result
+        assert result["repairs"] == [] and result["pairs"] == [] and result["obsolete"] == []
+        assert sorted(result["changed_nodes"]) == sorted([donor, extra])
+        assert result["nodes"]["donor"] == [donor] and result["nodes"]["heir"] == [heir]
+        assert result["nodes"]["obsolete"] == [extra] and result["nodes"]["outdated"] == [waiting]
+        assert _ann(sandbox, donor)[p + "phase"] == "drained" and _ann(sandbox, donor)[p + "heir"] == heir
+        assert _ann(sandbox, extra)[p + "phase"] == "draining"
+    finally:
+        # Other tests must not find reference-operator state in the shared sandbox.
+        for name in (donor, heir, extra, waiting):
+            sandbox.kube().merge_patch("/api/v1/nodes/" + name, {"metadata": {"annotations": {
+                p + k: None for k in ("scaling-group-id", "node-image", "heir", "donor", "obsolete", "phase",
+                                      "phase-since")}}})
