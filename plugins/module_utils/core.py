@@ -321,6 +321,14 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
             state.cache[keys.group] = group_id
         else:
             group_id = None
+        # A node this collection marked obsolete is removed even when its scaling group cannot be told any
+        # more (its instance is gone already, or it was never cached): only its Node object is left.
+        ours_to_remove = ann.get(keys.obsolete) == "true" and cloud_consulted and not group_errors
+        if group_id is None and ours_to_remove:
+            state.image = ann.get(keys.image) or ""
+            state.phase = (ann.get(keys.phase) or "").strip()
+            state.phase_since = parse_time(ann.get(keys.phase_since))
+            continue
         if group_id is None:
             if not cloud_consulted:
                 state.category, state.reason = INVALID, "no %s annotation and no cloud provider to look it up" % keys.group
@@ -331,6 +339,12 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
                 state.category, state.reason = INVALID, "its instance is in none of the listed scaling groups"
             continue
         gkey = _group_key(group_id)
+        if (cloud_consulted and gkey not in group_index and ours_to_remove
+                and (scope_keys is None or gkey in scope_keys)):
+            state.group_id, state.image = group_id, ann.get(keys.image) or ""
+            state.phase = (ann.get(keys.phase) or "").strip()
+            state.phase_since = parse_time(ann.get(keys.phase_since))
+            continue
         if cloud_consulted and gkey not in group_index:
             state.category = INVALID
             if gkey in group_errors:
@@ -351,6 +365,8 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
         elif inst is not None and inst.image:
             state.image = inst.image
             state.cache[keys.image] = inst.image
+        elif ours_to_remove:
+            state.image = ""
         else:
             state.category = INVALID
             state.reason = ("the cloud does not report its image yet" if inst is not None else

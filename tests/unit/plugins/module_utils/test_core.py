@@ -422,3 +422,15 @@ def test_donor_waits_until_its_heir_has_been_ready_long_enough():
     assert [d["name"] for d in released["plan"]["drain"]] == ["old-1"]
     # Without a gate, Ready is enough.
     assert [d["name"] for d in w.plan(opts())["plan"]["drain"]] == ["old-1"]
+
+
+def test_obsolete_node_whose_instance_is_gone_is_still_removed():
+    w = World([group("G1", image=NEW)])
+    w.add_node("left", "G1", NEW, cached=False, annotations={P + "obsolete": "true", P + "phase": "deleting"})
+    w.instances["G1"] = []      # the instance was deleted; the run died before the Node object was
+    result = w.plan(opts())
+    assert names(result, core.OBSOLETE) == ["left"] and names(result, core.INVALID) == []
+    assert [d["name"] for d in result["plan"]["delete_nodes"]] == ["left"]
+    # Without the obsolete mark such a node is not ours to remove: it is reported invalid.
+    w.nodes["left"]["metadata"]["annotations"].pop(P + "obsolete")
+    assert [i["name"] for i in names(w.plan(opts()), core.INVALID)] == ["left"]
