@@ -203,3 +203,28 @@ def plan_from_cluster(params, now=None):
                                now=time.time() if now is None else now, normalize=normalize,
                                scope=params.get("scaling_groups") or None)
     return api_client, {n["metadata"]["name"]: n for n in node_list}, result, provider
+
+
+_KUBECONFIG_SECRET_KEYS = ("token", "password", "client-key-data", "client-certificate-data", "id-token",
+                           "refresh-token", "access-token", "secret")
+
+
+def kubeconfig_secrets(kubeconfig):
+    """Secret values inside a kubeconfig given as a dictionary, for module.no_log_values (a path is not
+    read here: its content never reaches the module's result)."""
+    found = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, str) and str(key).lower() in _KUBECONFIG_SECRET_KEYS and item:
+                    found.add(item)
+                else:
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    if isinstance(kubeconfig, dict):
+        walk(kubeconfig)
+    return found

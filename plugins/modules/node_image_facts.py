@@ -378,6 +378,7 @@ def argument_spec():
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     kube.require_kubernetes(module)
+    module.no_log_values.update(node_state.kubeconfig_secrets(module.params.get("kubeconfig")))
     try:
         api_client, nodes, result, _provider = node_state.plan_from_cluster(module.params)
         keys = AnnotationKeys(result["annotation_prefix"])

@@ -236,6 +236,7 @@ def write_order(name, entry, keys):
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     kube.require_kubernetes(module)
+    module.no_log_values.update(node_state.kubeconfig_secrets(module.params.get("kubeconfig")))
     now = time.time()
     try:
         api_client, nodes, result = node_state.plan_from_cluster(module.params, now=now)[:3]

@@ -51,3 +51,11 @@ def test_bad_options_fail_before_any_io():
         node_state.plan_from_cluster({"image": "img", "max_surge": "many"})
     with pytest.raises(node_state.PlannerFailure, match="image"):
         node_state.plan_from_cluster({"image": ""})
+
+
+def test_kubeconfig_dict_secrets_are_found():
+    kubeconfig = {"users": [{"name": "u", "user": {"token": "s3cr3t", "client-key-data": "a2V5",
+                                                   "exec": {"env": [{"name": "X", "value": "plain"}]}}}],
+                  "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}]}
+    assert node_state.kubeconfig_secrets(kubeconfig) == {"s3cr3t", "a2V5"}
+    assert node_state.kubeconfig_secrets("/path/to/kubeconfig") == set()
