@@ -405,3 +405,23 @@ def test_statefulset_pod_recreated_with_the_same_name_elsewhere(sandbox, kube, n
     assert names(result["evicted"]) == ["db-0", "db-1"]
     running = wait_running_on(kube, namespace, heir, 2)
     assert running and sorted(p["metadata"]["name"] for p in pods_on(kube, namespace, heir)) == ["db-0", "db-1"]
+
+
+def test_non_blocking_pass_past_the_deadline_forces_when_asked(sandbox, kube, namespace, new_nodes):
+    group = unique_group()
+    [donor] = new_nodes(1, group=group)
+    create_deployment(kube, namespace, "db", 1, group, grace=30)
+    create_pdb(kube, namespace, "db", {"app": "db"}, min_available=1)
+    wait_running_on(kube, namespace, donor, 1)
+    wait_pdb_observed(kube, namespace, "db", 0)
+    [pod] = [p["metadata"]["name"] for p in pods_on(kube, namespace, donor)]
+
+    first = drain(sandbox, donor, wait_timeout=2, on_timeout="force")
+    assert first["failed"] is False and first["reason"] == "pdb_blocked" and first["forced"] == [], first
+    time.sleep(2.5)
+    forced = drain(sandbox, donor, wait_timeout=2, on_timeout="force")
+    assert forced["failed"] is False and forced["reason"] == "forced", forced
+    assert names(forced["forced"]) == [pod]
+    # Deleted with the pod's own grace period: still terminating when the pass returns, or already gone.
+    assert [p["pod"] for p in forced["pending"]] in ([], [pod])
+    wait_until("the forced pod to go", lambda: pods_on(kube, namespace, donor) == [], timeout=30)
