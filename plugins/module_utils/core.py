@@ -593,7 +593,12 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
             if heir_ready:
                 drain.append(dict(name=s.name, reason=cat, **gate))
             else:
-                waiting.append(dict(name=s.name, since=format_time(s.phase_since) if s.phase_since else None, **gate))
+                # A heir that is not Ready within join_timeout of the pairing will likely never be: say so
+                # (the reference waited forever without a word).
+                overdue = bool(s.phase_since is not None and not gate["heir_ready"]
+                               and now - s.phase_since > float(options.join_timeout))
+                waiting.append(dict(name=s.name, since=format_time(s.phase_since) if s.phase_since else None,
+                                    overdue=overdue, **gate))
         elif phase == PHASE_DRAINED and s.info.control_plane:
             ip = s.info.internal_ips[0] if s.info.internal_ips else None
             etcd_remove.append(dict(name=s.name, node_ip=ip))

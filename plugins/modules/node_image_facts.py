@@ -258,7 +258,9 @@ plan:
       type: list
       elements: dict
     waiting_for_heir:
-      description: Donors whose heir is not Ready yet, or whose pair is written in this pass.
+      description:
+        - Donors whose heir is not Ready yet, or whose pair is written in this pass. C(overdue) is true when the
+          heir has not been Ready for longer than O(join_timeout) since the pairing.
       type: list
       elements: dict
     etcd_remove:

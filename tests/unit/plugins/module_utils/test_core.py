@@ -158,7 +158,7 @@ def test_new_node_is_paired_with_an_outdated_node_of_its_group_and_labels_copied
     assert result["node_patches"]["old-1"]["annotations"][P + "heir"] == "new-1"
     # The donor is drained only once the pair is written, even though the heir is Ready.
     assert result["plan"]["drain"] == []
-    assert result["plan"]["waiting_for_heir"] == [{"name": "old-1", "since": None, "heir": "new-1", "heir_ready": True,
+    assert result["plan"]["waiting_for_heir"] == [{"name": "old-1", "since": None, "overdue": False, "heir": "new-1", "heir_ready": True,
                                                   "heir_ready_since": None}]
     w.apply(result)
     again = w.plan(opts())
@@ -174,6 +174,11 @@ def test_no_drain_before_heir_is_ready():
     result = w.plan(opts())
     assert result["plan"]["drain"] == []
     assert result["plan"]["waiting_for_heir"][0]["heir"] == "new-1"
+    w.apply(result)
+    assert w.plan(opts())["plan"]["waiting_for_heir"][0]["overdue"] is False
+    w.now += 31 * 60       # paired half an hour ago and still not Ready
+    late = w.plan(opts())
+    assert late["plan"]["waiting_for_heir"][0]["overdue"] is True and late["plan"]["drain"] == []
 
 
 def test_half_written_pair_is_completed_not_broken():
