@@ -182,3 +182,25 @@ def test_continues_a_half_done_upgrade_of_the_reference_operator(sandbox, new_no
             sandbox.kube().merge_patch("/api/v1/nodes/" + name, {"metadata": {"annotations": {
                 p + k: None for k in ("scaling-group-id", "node-image", "heir", "donor", "obsolete", "phase",
                                       "phase-since")}}})
+
+
+def test_copy_taints_adds_the_donors_own_taints_once(sandbox, new_nodes):
+    prefix = _prefix()
+    p = prefix + "/"
+    group = "grp-" + prefix[:9]
+    donor, heir = new_nodes(2, group=group)
+    _annotate(sandbox, donor, {p + "scaling-group-id": group, p + "node-image": OLD, p + "heir": heir,
+                               p + "phase": "paired"})
+    _annotate(sandbox, heir, {p + "scaling-group-id": group, p + "node-image": NEW, p + "donor": donor,
+                              p + "phase": "heir"})
+    sandbox.kube().merge_patch("/api/v1/nodes/" + donor, {"spec": {"taints": [
+        {"key": "dedicated", "value": "db", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/out-of-service", "effect": "NoExecute"}]}})
+    without = pair(sandbox, prefix)
+    assert not without["failed"] and without["changed"] is False, without      # taints only when asked
+    copied = pair(sandbox, prefix, copy_taints=True, diff=True)
+    assert not copied["failed"] and copied["changed_nodes"] == [heir], copied
+    assert copied["diff"]["after"][heir]["taints"] == [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]
+    taints = _node(sandbox, heir)["spec"].get("taints")
+    assert taints == [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]   # the reserved one stays behind
+    assert pair(sandbox, prefix, copy_taints=True)["changed"] is False
