@@ -8,7 +8,7 @@ COLL_LINK := $(COLL_ROOT)/ansible_collections/kubenodes/image_upgrade
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: setup demo test sanity units integration lint build lock clean
+.PHONY: setup demo test sanity units integration lint molecule build lock clean
 
 setup: $(VENV_STAMP) $(COLL_LINK)
 	@$(PY) -m sandbox.binaries
@@ -41,6 +41,10 @@ integration: setup
 
 lint: setup
 	@.venv/bin/ansible-lint --profile production
+
+# The role against the sandbox (extensions/molecule/default): create, converge, verify, destroy.
+molecule: setup
+	@.venv/bin/molecule test
 
 build: setup
 	@mkdir -p .build/dist && .venv/bin/ansible-galaxy collection build --force --output-path .build/dist .
