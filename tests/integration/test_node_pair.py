@@ -204,3 +204,17 @@ def test_copy_taints_adds_the_donors_own_taints_once(sandbox, new_nodes):
     taints = _node(sandbox, heir)["spec"].get("taints")
     assert taints == [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]   # the reserved one stays behind
     assert pair(sandbox, prefix, copy_taints=True)["changed"] is False
+
+
+def test_a_user_who_may_not_list_nodes_gets_a_clear_403_and_nothing_is_written(sandbox, namespace):
+    from kubernetes import client
+
+    core = sandbox.core_v1()
+    core.create_namespaced_service_account(namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="nobody")))
+    token = core.create_namespaced_service_account_token(
+        "nobody", namespace, client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(
+            audiences=["https://kubernetes.default.svc.cluster.local"], expiration_seconds=600))).status.token
+    result = run_module("node_pair", dict(host=sandbox.apiserver, ca_cert=sandbox.ca, api_key=token, image="img"))
+    assert result["failed"] and result.get("changed") is False, result
+    assert "cannot list nodes: 403" in result["msg"] and "forbidden" in result["msg"], result
+    assert token not in str(result)        # api_key is no_log
