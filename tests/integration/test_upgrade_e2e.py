@@ -9,6 +9,7 @@ See upgrade_helpers.py for what the invariant watcher observes and why it can re
 """
 
 import importlib.util
+import random
 import time
 import uuid
 
@@ -112,7 +113,7 @@ def _world(handle, cloud):
     autoscaler = kube.request("GET", "/apis/apps/v1/namespaces/kube-system/deployments/cluster-autoscaler")
     return {
         "nodes": {n["metadata"]["name"]: (n["metadata"].get("annotations"), n["metadata"]["labels"],
-                                           bool(n["spec"].get("unschedulable"))) for n in uh.nodes(handle)},
+                                          bool(n["spec"].get("unschedulable"))) for n in uh.nodes(handle)},
         "instances": sorted((i["provider_id"], i["state"]) for i in handle.nodesim.instances()),
         "groups": {g: v["template"] for g, v in handle.cloud(cloud).state()["groups"].items()} if cloud == "gcp" else None,
         "autoscaler": (autoscaler["metadata"]["resourceVersion"], autoscaler["spec"]["replicas"]),
@@ -169,7 +170,7 @@ def test_check_mode_prints_the_plan_and_bad_images_change_nothing(cluster):
 @pytest.mark.timeout(900)
 def test_killed_at_random_points_and_resumed(cluster, tmp_path):
     handle, values, start = cluster("gcp")
-    rng = uh.random.Random(8)
+    rng = random.Random(8)
     watcher = uh.Watcher(handle)
     watcher.start()
     kills = []
@@ -207,8 +208,9 @@ def test_killed_at_random_points_and_resumed(cluster, tmp_path):
 @pytest.mark.timeout(900)
 def test_heir_that_never_joins_is_deleted_at_the_deadline_and_replaced(cluster, tmp_path):
     handle, values, start = cluster("gcp", rolling_upgrade_join_timeout=30)
+    upgraded = uh.limit_to_groups(values, start, ["workers-0"])  # one replacement keeps CI time down
     sim = handle.nodesim
-    [group_id] = {i["group_id"] for i in sim.instances() if i["group_id"].endswith("/workers-0")}
+    [group_id] = values["rolling_upgrade_scaling_groups"]
     sim.knobs(never_join=[group_id])
     watcher = uh.Watcher(handle)
     watcher.start()
@@ -239,7 +241,7 @@ def test_heir_that_never_joins_is_deleted_at_the_deadline_and_replaced(cluster, 
     assert rc == 0, output[-6000:]
     assert stuck["node_name"] not in [n["metadata"]["name"] for n in uh.nodes(handle)]
     watcher.check(start, max_surge=1)
-    uh.assert_upgraded(handle, values, start)
+    uh.assert_upgraded(handle, values, start, groups=upgraded)
 
 
 # ---------------------------------------------------------------- a PDB that blocks forever
@@ -248,15 +250,16 @@ def test_heir_that_never_joins_is_deleted_at_the_deadline_and_replaced(cluster, 
 @pytest.mark.timeout(900)
 def test_pdb_that_blocks_forever_stops_the_run_naming_pod_and_pdb_then_resumes(cluster, tmp_path):
     handle, values, start = cluster("aws", rolling_upgrade_drain_timeout=20, rolling_upgrade_drain_on_timeout="fail")
+    upgraded = uh.limit_to_groups(values, start, ["workers-0"])  # one replacement keeps CI time down
+    [group_label] = upgraded
+    [worker] = start["groups"][group_label]
     kube = handle.kube()
     namespace = "guarded"
     kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}}, ok=(201,))
-    worker = sorted(n for g, names in start["groups"].items() if "control-plane" not in g for n in names)[0]
-    group_label = next(n["metadata"]["labels"][uh.GROUP_LABEL] for n in uh.nodes(handle) if n["metadata"]["name"] == worker)
     labels = {"app": "guarded"}
     deadline = time.monotonic() + 30
     while True:  # pods are refused until the serviceaccount controller made `default`
-        if kube.request("GET", "/api/v1/namespaces/%s/serviceaccounts/default" % namespace, ok=(200, 404)).get("kind"):
+        if kube.request("GET", "/api/v1/namespaces/%s/serviceaccounts/default" % namespace, ok=(200, 404)).get("kind") == "ServiceAccount":
             break
         assert time.monotonic() < deadline, "no default service account in %s" % namespace
         time.sleep(0.2)
@@ -281,7 +284,7 @@ def test_pdb_that_blocks_forever_stops_the_run_naming_pod_and_pdb_then_resumes(c
     kube.request("DELETE", "/apis/policy/v1/namespaces/%s/poddisruptionbudgets/never-disrupt" % namespace, ok=(200,))
     rc, output = uh.run_upgrade(values, tmp_path / "resumed.log", timeout=RUN_TIMEOUT)
     assert rc == 0, output[-6000:]
-    uh.assert_upgraded(handle, values, start)
+    uh.assert_upgraded(handle, values, start, groups=upgraded)
     _wait_pod_running(kube, namespace, "app=guarded", None)
 
 
@@ -307,6 +310,7 @@ def _wait_pod_running(kube, namespace, selector, node, timeout=60):
 @pytest.mark.timeout(900)
 def test_second_concurrent_run_stops_naming_the_holder_and_the_first_finishes(cluster, tmp_path):
     handle, values, start = cluster("gcp")
+    upgraded = uh.limit_to_groups(values, start, ["workers-1"])  # one replacement keeps CI time down
     first = uh.PlaybookRun(values, tmp_path / "first.log")
     try:
         first.wait_for(lambda out: uh.PROGRESS.search(out), RUN_TIMEOUT, "the first run's first pass")
@@ -326,4 +330,20 @@ def test_second_concurrent_run_stops_naming_the_holder_and_the_first_finishes(cl
     assert time.monotonic() - began >= 10
     assert uh.PROGRESS.search(second_output) is None, "the second run started passes"
     assert rc_first == 0, first.output()[-6000:]
-    uh.assert_upgraded(handle, values, start)
+    uh.assert_upgraded(handle, values, start, groups=upgraded)
+
+
+# ---------------------------------------------------------------- known role bug, kept visible
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.xfail(strict=True, reason=(
+    "role bug: with rolling_upgrade_scaling_groups set, node_image_facts reports every node of the other groups "
+    "as invalid ('its instance is in none of the listed scaling groups') and the preflight task 'every node "
+    "belongs to a known scaling group' fails on them, so a limited upgrade cannot run with the preflight on"))
+def test_scaling_groups_limit_passes_preflight(cluster, tmp_path):
+    handle, values, start = cluster("gcp")
+    upgraded = uh.limit_to_groups(values, start, ["workers-1"], preflight=True)
+    rc, output = uh.run_upgrade(values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
+    assert rc == 0, output[-3000:]
+    uh.assert_upgraded(handle, values, start, groups=upgraded)

@@ -17,7 +17,6 @@ What the watcher can observe reliably, and therefore what it checks:
 import json
 import os
 import pathlib
-import random
 import re
 import signal
 import subprocess
@@ -33,7 +32,6 @@ from tests.ansible_run import REPO, ansible_env
 PLAYBOOK = REPO / "playbooks" / "upgrade_nodes.yml"
 RBAC_FILE = REPO / "roles" / "rolling_upgrade" / "files" / "rbac.yml"
 GROUP_LABEL = nodesim.GROUP_LABEL
-IMAGE_LABEL = nodesim.IMAGE_LABEL
 CONTROL_PLANE_LABEL = nodesim.ROLE_LABEL
 USER_LABEL = ("team", "blue")
 WORKLOADS = "workloads"
@@ -86,13 +84,30 @@ def snapshot(handle):
     for node in nodes(handle):
         per_group.setdefault(node["metadata"]["labels"][GROUP_LABEL], []).append(node["metadata"]["name"])
     autoscaler = kube.request("GET", "/apis/apps/v1/namespaces/kube-system/deployments/cluster-autoscaler")
+    group_ids = {label_value(i["group_id"]): i["group_id"] for i in live_instances(handle)}
     return {
         "groups": {group: sorted(names) for group, names in per_group.items()},
+        "group_ids": group_ids,
         "node_names": sorted(n for names in per_group.values() for n in names),
         "instances": {i["provider_id"] for i in live_instances(handle)},
         "autoscaler_replicas": autoscaler["spec"]["replicas"],
         "workloads": workload_replicas(handle),
     }
+
+
+def limit_to_groups(values, start, suffixes, preflight=False):
+    """Upgrade only the scaling groups whose ID ends with one of `suffixes` (rolling_upgrade_scaling_groups);
+    returns their node labels, for assert_upgraded.
+
+    preflight=False: the role's preflight refuses any node outside rolling_upgrade_scaling_groups (the facts
+    module reports such nodes as invalid, and the preflight asserts there are none), so a limited run needs
+    it off; test_scaling_groups_limit_passes_preflight keeps that bug visible."""
+    chosen = {label: gid for label, gid in start["group_ids"].items() if gid.endswith(tuple(suffixes))}
+    assert len(chosen) == len(suffixes), (suffixes, start["group_ids"])
+    values["rolling_upgrade_scaling_groups"] = sorted(chosen.values())
+    if not preflight:
+        values["rolling_upgrade_preflight"] = False
+    return set(chosen)
 
 
 def workload_replicas(handle):
@@ -277,7 +292,7 @@ def wait_workloads_running(handle, start, timeout=120):
         for pod in pods:
             if not nodesim.pod_is_running_ready(pod) or pod["spec"].get("nodeName") not in ready_nodes:
                 problems.append("pod %s %s on %s" % (pod["metadata"]["name"], pod["status"].get("phase"),
-                                                      pod["spec"].get("nodeName")))
+                                                     pod["spec"].get("nodeName")))
         counts = {}
         for pod in pods:
             for ref in pod["metadata"].get("ownerReferences") or []:
@@ -294,21 +309,33 @@ def wait_workloads_running(handle, start, timeout=120):
         time.sleep(1)
 
 
-def assert_upgraded(handle, values, start, report=True):
-    """The end state of a finished upgrade, checked from the apiserver, the simulator and etcd."""
+def assert_upgraded(handle, values, start, report=True, groups=None):
+    """The end state of a finished upgrade, checked from the apiserver, the simulator and etcd. `groups`:
+    the node labels of the groups upgraded (default all); the other groups must be untouched."""
     image = values["rolling_upgrade_image"]
+    groups = set(start["groups"]) if groups is None else set(groups)
+    untouched = sorted(n for g, names in start["groups"].items() if g not in groups for n in names)
+    replaced = sorted(n for g, names in start["groups"].items() if g in groups for n in names)
     all_nodes = nodes(handle)
     names = sorted(n["metadata"]["name"] for n in all_nodes)
-    assert not set(names) & set(start["node_names"]), "old nodes are still there: %s" % names
+    assert not set(names) & set(replaced), "old nodes are still there: %s" % names
+    assert set(untouched) <= set(names), "nodes outside the upgraded groups were removed: %s" % names
     per_group = {}
     for node in all_nodes:
         labels = node["metadata"]["labels"]
         assert is_ready(node), "%s is not Ready" % node["metadata"]["name"]
-        assert labels.get(IMAGE_LABEL) == label_value(image), (node["metadata"]["name"], labels.get(IMAGE_LABEL))
+        per_group.setdefault(labels[GROUP_LABEL], []).append(node["metadata"]["name"])
+        if node["metadata"]["name"] in untouched:
+            assert node["status"]["nodeInfo"]["osImage"].lower() != image.lower(), (
+                "%s is outside the upgrade" % node["metadata"]["name"])
+            continue
+        # Node side: what the (simulated) kubelet reports. Not the sandbox's image label: node_pair copies
+        # that label from donor to heir like any non-reserved label, so a heir shows its donor's value.
+        assert node["status"]["nodeInfo"]["osImage"].lower() == image.lower(), (
+            node["metadata"]["name"], node["status"]["nodeInfo"]["osImage"])
         assert labels.get(USER_LABEL[0]) == USER_LABEL[1], "label %s=%s not copied to %s" % (
             USER_LABEL + (node["metadata"]["name"],))
         assert not node["spec"].get("unschedulable"), "%s left cordoned" % node["metadata"]["name"]
-        per_group.setdefault(labels[GROUP_LABEL], []).append(node["metadata"]["name"])
     assert {g: len(v) for g, v in per_group.items()} == {g: len(v) for g, v in start["groups"].items()}
 
     # Provider side: the instances that exist are exactly the new nodes, all from image B; nothing orphaned.
@@ -316,9 +343,11 @@ def assert_upgraded(handle, values, start, report=True):
     assert sorted(i["node_name"] for i in instances) == names, (
         "instances %s != nodes %s" % (sorted(i["node_name"] for i in instances), names))
     for instance in instances:
-        assert instance["image"].lower() == image.lower(), (instance["node_name"], instance["image"], image)
+        if instance["node_name"] not in untouched:
+            assert instance["image"].lower() == image.lower(), (instance["node_name"], instance["image"], image)
         assert instance["state"] == "ready", instance
-    assert not set(i["provider_id"] for i in instances) & start["instances"]
+    assert {i["provider_id"] for i in instances} & start["instances"] == {
+        i["provider_id"] for i in instances if i["node_name"] in untouched}
 
     control_planes = sorted(n["metadata"]["name"] for n in all_nodes if CONTROL_PLANE_LABEL in n["metadata"]["labels"])
     assert etcd_member_names(handle) == control_planes
@@ -328,7 +357,9 @@ def assert_upgraded(handle, values, start, report=True):
 
     pods = wait_workloads_running(handle, start)
     # Bare pods have no controller: force-drained, they are gone and not recreated.
-    assert not [p for p in pods if not p["metadata"].get("ownerReferences")]
+    bare = [p["metadata"]["name"] for p in pods if not p["metadata"].get("ownerReferences")
+            and p["spec"].get("nodeName") not in untouched]
+    assert not bare, "bare pods outlived their drained nodes: %s" % bare
 
     if report:
         report_dir = pathlib.Path(values["rolling_upgrade_report_dir"])
@@ -336,11 +367,6 @@ def assert_upgraded(handle, values, start, report=True):
             assert (report_dir / ("image-upgrade-report." + suffix)).is_file(), "no %s report" % suffix
         text = (report_dir / "image-upgrade-report.json").read_text()
         markdown = (report_dir / "image-upgrade-report.md").read_text()
-        for old in start["node_names"]:
+        for old in replaced:
             assert old in text and old in markdown, "the report does not name %s" % old
     return all_nodes
-
-
-def random_points(seed, count, low, high):
-    rng = random.Random(seed)
-    return sorted(rng.uniform(low, high) for _ in range(count))
