@@ -19,6 +19,7 @@ from typing import List, Optional
 from urllib.parse import quote
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as core
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import ApiException
 
 # (connect, read) seconds for one API call; nothing may hang.
@@ -50,34 +51,13 @@ def _decode(raw):
 
 
 def request(api_client, method, path, query=None, body=None, content_type="application/json", timeout=REQUEST_TIMEOUT):
-    """One API call with a (connect, read) timeout; returns the decoded JSON body or raises ApiCallError.
-    The response is always read in full so its connection goes back to the pool."""
-    headers = {"Accept": "application/json"}
-    if body is not None:
-        headers["Content-Type"] = content_type
-    if not hasattr(api_client, "param_serialize"):
-        return _request_legacy_client(api_client, method, path, query, body, headers, timeout)
-    verb, url, headers, serialized = api_client.param_serialize(
-        method, path, query_params=list((query or {}).items()), header_params=headers, body=body,
-        auth_settings=["BearerToken"],
-    )[:4]
-    response = api_client.call_api(verb, url, header_params=headers, body=serialized, _request_timeout=timeout)
-    data = _decode(response.read())
-    if not 200 <= response.status <= 299:
-        raise ApiCallError(method, path, response.status, response.reason, data)
-    return data
-
-
-def _request_legacy_client(api_client, method, path, query, body, headers, timeout):
-    """The same call through the kubernetes client before its generator change (call_api(path, method,
-    ...), raising ApiException on non-2xx)."""
+    """One API call with a (connect, read) timeout (kube.raw_request); returns the decoded JSON body or
+    raises ApiCallError."""
     try:
-        response = api_client.call_api(path, method, query_params=list((query or {}).items()), header_params=headers,
-                                       body=body, auth_settings=["BearerToken"], _preload_content=False,
-                                       _return_http_data_only=True, _request_timeout=timeout)
+        return kube.raw_request(api_client, method, path, query=query, body=body, content_type=content_type,
+                                timeout=timeout) or {}
     except ApiException as exc:
         raise ApiCallError(method, path, exc.status, exc.reason, _decode(exc.body))
-    return _decode(response.data)
 
 
 def _path(*parts):

@@ -230,10 +230,11 @@ def api_error_message(exc):
     return "%s: %s" % (text, message) if message else text
 
 
-def raw_request(api_client, method, path, query=None, body=None, content_type="application/json"):
+def raw_request(api_client, method, path, query=None, body=None, content_type="application/json", timeout=60):
     """One API call with plain-dict JSON in and out (no model objects: fast, and what the pure core
     takes). Raises ApiException for a non-2xx answer. The response is read in full so the connection
-    goes back to the pool. Works with the kubernetes client before and after its 2025 generator change."""
+    goes back to the pool. `timeout` (seconds) bounds connecting and reading, so a hung server cannot hang
+    a module. Works with the kubernetes client before and after its 2025 generator change."""
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type
@@ -241,14 +242,14 @@ def raw_request(api_client, method, path, query=None, body=None, content_type="a
     if hasattr(api_client, "param_serialize"):
         request = api_client.param_serialize(method=method, resource_path=path, query_params=query_params,
                                              header_params=headers, body=body, auth_settings=["BearerToken"])
-        response = api_client.call_api(*request)
+        response = api_client.call_api(*request, _request_timeout=timeout)
         data = response.read()
         if not 200 <= response.status <= 299:
             raise ApiException.from_response(http_resp=response, body=None, data=None)
     else:  # kubernetes < 33: call_api(path, method, ...) raises on non-2xx itself
         response = api_client.call_api(path, method, query_params=query_params, header_params=headers, body=body,
                                        auth_settings=["BearerToken"], _preload_content=False,
-                                       _return_http_data_only=True)
+                                       _return_http_data_only=True, _request_timeout=timeout)
         data = response.data
     return json.loads(data) if data else None
 
