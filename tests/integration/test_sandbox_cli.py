@@ -67,6 +67,7 @@ def test_up_status_down_leaves_nothing_behind(tmp_path):
     while any(_alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [name for name, pid in pids.items() if _alive(pid)]
+    assert not _processes_mentioning(str(state_dir))
     # idempotent
     second = run_cli(state_dir, "down")
     assert second.returncode == 0
@@ -202,3 +203,35 @@ def test_sandbox_of_a_killed_owner_stops_by_itself(tmp_path):
         time.sleep(0.2)
     assert not [name for name, pid in pids.items() if _alive(pid)]
     assert "owner" in (state_dir / "logs" / "reaper.log").read_text()
+    assert not _processes_mentioning(str(state_dir))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_demo_without_the_job_shows_a_ready_cluster_and_stops(tmp_path):
+    state_dir = tmp_path / "demo"
+    result = subprocess.run([sys.executable, "-m", "sandbox.demo", "--no-upgrade", "--cloud", "none",
+                             "--state-dir", str(state_dir)], cwd=str(REPO), capture_output=True, text=True,
+                            timeout=280, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    table = [line.split() for line in result.stdout.splitlines() if line.startswith(("control-plane-", "worker-"))]
+    assert len(table) == 9
+    assert all(row[1] == "Ready" for row in table)
+    assert sum(1 for row in table if row[2] == "control-plane") == 3
+    assert "demo finished" in result.stdout
+    pids = json.loads((state_dir / "state.json").read_text())["pids"]
+    assert pids == {}  # down ran and recorded it
+    assert not _processes_mentioning(str(state_dir))
+
+
+def _processes_mentioning(text):
+    found = []
+    for proc in pathlib.Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline and _alive(int(proc.name)):
+                found.append(cmdline)
+    return found
