@@ -282,38 +282,80 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     scope:        optional list of group IDs; nodes of other groups are reported invalid and left alone.
     Returns a dict of plain data (see the RETURN documentation of node_image_facts).
     """
-    keys = options.validate()
-    target = options.image.strip()
-    infos = [n if isinstance(n, NodeInfo) else NodeInfo.from_k8s(n) for n in nodes]
-    infos.sort(key=lambda n: n.name)
-    instances = instances or {}
-    group_errors = {_group_key(k): v for k, v in (group_errors or {}).items()}
-    cloud_consulted = groups is not None
-    scope_keys = {_group_key(g) for g in scope} if scope else None
+    planner = _Planner(nodes, options, groups, instances, group_errors, now, normalize, scope)
+    planner.locate_nodes()
+    planner.classify()
+    planner.clear_stale_halves()
+    planner.check_pairs()
+    planner.pair_new_nodes()
+    planner.cache_annotations()
+    planner.settle_groups()
+    planner.copy_labels()
+    planner.instances_without_nodes()
+    planner.leaving_steps()
+    planner.creations()
+    return planner.result()
 
-    group_index = {}
-    for group in groups or []:
-        if scope_keys is None or _group_key(group.id) in scope_keys:
-            group_index[_group_key(group.id)] = group
-    instance_lists = {}
-    for gid, items in instances.items():
-        if _group_key(gid) in group_index:
-            instance_lists[_group_key(gid)] = list(items or [])
-    by_provider_id = {}
-    for gkey, items in instance_lists.items():
-        for inst in items:
-            by_provider_id[normalize(inst.provider_id)] = inst
+
+class _Planner:
+    """The steps of plan_upgrade over shared working state (still pure: nothing here does I/O)."""
+
+    def __init__(self, nodes, options, groups, instances, group_errors, now, normalize, scope):
+        self.keys = options.validate()
+        self.options = options
+        self.target = options.image.strip()
+        self.now = now
+        self.normalize = normalize
+        self.stamp = format_time(now)
+        infos = [n if isinstance(n, NodeInfo) else NodeInfo.from_k8s(n) for n in nodes]
+        infos.sort(key=lambda n: n.name)
+        self.infos = infos
+        self.group_errors = {_group_key(k): v for k, v in (group_errors or {}).items()}
+        self.cloud_consulted = groups is not None
+        self.all_groups = list(groups or [])
+        self.scope_keys = {_group_key(g) for g in scope} if scope else None
+        self.group_index = {}
+        for group in groups or []:
+            if self.scope_keys is None or _group_key(group.id) in self.scope_keys:
+                self.group_index[_group_key(group.id)] = group
+        self.instance_lists = {}
+        for gid, items in (instances or {}).items():
+            if _group_key(gid) in self.group_index:
+                self.instance_lists[_group_key(gid)] = list(items or [])
+        self.by_provider_id = {}
+        for items in self.instance_lists.values():
+            for inst in items:
+                self.by_provider_id[normalize(inst.provider_id)] = inst
+        self.states, self.by_name, self.valid, self.by_group, self.final = [], {}, [], {}, {}
+        self.node_patches = {}   # name -> {"annotations": {...}, "labels": {...}, "taints": [...], "expect": {...}}
+        self.repairs, self.pairs, self.obsolete_marks, self.annotate, self.label_copies = [], [], [], [], []
+        self.joining, self.delete_instances, self.leaving = [], [], []
+        self.joining_count, self.joining_old, self.failed_count = {}, {}, {}
+        self.drain, self.waiting, self.etcd_remove, self.delete_nodes, self.uncordon = [], [], [], [], []
+        self.group_reports, self.create, self.blocked = [], [], []
+        self.in_flight_total, self.cp_busy = 0, False
+
+    def patch(self, name, annotations=None, expect=None):
+        entry = self.node_patches.setdefault(name, {"annotations": {}, "expect": {}})
+        entry["annotations"].update(annotations or {})
+        for key, value in (expect or {}).items():
+            entry["expect"].setdefault(key, value)   # expectations are about the observed node: first wins
 
     # 1. Where each node belongs and which image it runs (cached annotations win, as in the reference).
-    states = []
-    for info in infos:
-        state = _Node(info=info)
-        states.append(state)
-        ann = info.annotations
+    def locate_nodes(self):
+        for info in self.infos:
+            state = _Node(info=info)
+            self.states.append(state)
+            self._locate(state)
+        self.by_name = {s.name: s for s in self.states}
+        self.valid = [s for s in self.states if s.category != INVALID]
+
+    def _locate(self, state):
+        keys, info, ann = self.keys, state.info, state.info.annotations
         if not info.provider_id:
             state.category, state.reason = INVALID, "no providerID"
-            continue
-        inst = by_provider_id.get(normalize(info.provider_id))
+            return
+        inst = self.by_provider_id.get(self.normalize(info.provider_id))
         if keys.group in ann:
             group_id = ann[keys.group]
         elif inst is not None:
@@ -323,43 +365,39 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
             group_id = None
         # A node this collection marked obsolete is removed even when its scaling group cannot be told any
         # more (its instance is gone already, or it was never cached): only its Node object is left.
-        ours_to_remove = ann.get(keys.obsolete) == "true" and cloud_consulted and not group_errors
+        ours_to_remove = ann.get(keys.obsolete) == "true" and self.cloud_consulted and not self.group_errors
         if group_id is None and ours_to_remove:
             state.image = ann.get(keys.image) or ""
-            state.phase = (ann.get(keys.phase) or "").strip()
-            state.phase_since = parse_time(ann.get(keys.phase_since))
-            continue
+            self._read_phase(state)
+            return
         if group_id is None:
-            if not cloud_consulted:
+            if not self.cloud_consulted:
                 state.category, state.reason = INVALID, "no %s annotation and no cloud provider to look it up" % keys.group
-            elif group_errors:
+            elif self.group_errors:
                 state.category = INVALID
-                state.reason = "cloud lookup failed: " + "; ".join("%s: %s" % kv for kv in sorted(group_errors.items()))
+                state.reason = "cloud lookup failed: " + "; ".join("%s: %s" % kv for kv in sorted(self.group_errors.items()))
             else:
                 state.category, state.reason = INVALID, "its instance is in none of the listed scaling groups"
-            continue
+            return
         gkey = _group_key(group_id)
-        if (cloud_consulted and gkey not in group_index and ours_to_remove
-                and (scope_keys is None or gkey in scope_keys)):
+        in_scope = self.scope_keys is None or gkey in self.scope_keys
+        if self.cloud_consulted and gkey not in self.group_index and ours_to_remove and in_scope:
             state.group_id, state.image = group_id, ann.get(keys.image) or ""
-            state.phase = (ann.get(keys.phase) or "").strip()
-            state.phase_since = parse_time(ann.get(keys.phase_since))
-            continue
-        if cloud_consulted and gkey not in group_index:
+            self._read_phase(state)
+            return
+        if self.cloud_consulted and gkey not in self.group_index:
             state.category = INVALID
-            if gkey in group_errors:
-                state.reason = "cloud lookup failed for scaling group %s: %s" % (group_id, group_errors[gkey])
-            elif scope_keys is not None and gkey not in scope_keys:
+            if gkey in self.group_errors:
+                state.reason = "cloud lookup failed for scaling group %s: %s" % (group_id, self.group_errors[gkey])
+            elif not in_scope:
                 state.reason = "scaling group %s is not in scaling_groups" % group_id
             else:
                 state.reason = "unknown scaling group %s" % (group_id or "(empty)")
-            continue
-        if not cloud_consulted and scope_keys is not None and gkey not in scope_keys:
+            return
+        if not self.cloud_consulted and not in_scope:
             state.category, state.reason = INVALID, "scaling group %s is not in scaling_groups" % group_id
-            continue
-        if cloud_consulted:
-            group_id = group_index[gkey].id
-        state.group_id = group_id
+            return
+        state.group_id = self.group_index[gkey].id if self.cloud_consulted else group_id
         if keys.image in ann:
             state.image = ann[keys.image]
         elif inst is not None and inst.image:
@@ -371,356 +409,352 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
             state.category = INVALID
             state.reason = ("the cloud does not report its image yet" if inst is not None else
                             "no %s annotation and its instance was not found" % keys.image)
-            continue
-        state.phase = (ann.get(keys.phase) or "").strip()
-        state.phase_since = parse_time(ann.get(keys.phase_since))
+            return
+        self._read_phase(state)
 
-    by_name = {s.name: s for s in states}
-    valid = [s for s in states if s.category != INVALID]
+    def _read_phase(self, state):
+        ann = state.info.annotations
+        state.phase = (ann.get(self.keys.phase) or "").strip()
+        state.phase_since = parse_time(ann.get(self.keys.phase_since))
 
     # 2. First grouping, as in the reference (A.4), before pairs are checked.
-    for s in valid:
-        ann = s.info.annotations
-        if ann.get(keys.obsolete) == "true":
-            s.category = OBSOLETE
-        elif not same(s.image, target):
-            s.category = DONOR if ann.get(keys.heir) else OUTDATED
-            s.partner = ann.get(keys.heir) or None
-        elif ann.get(keys.donor):
-            s.category = HEIR
-            s.partner = ann.get(keys.donor)
-        else:
-            s.category = UP_TO_DATE  # decided below: new or up to date
-
-    node_patches = {}   # name -> {"annotations": {...}, "labels": {...}, "taints": [...], "expect": {...}}
-    repairs = []
-
-    def patch(name, annotations=None, expect=None):
-        entry = node_patches.setdefault(name, {"annotations": {}, "expect": {}})
-        entry["annotations"].update(annotations or {})
-        for key, value in (expect or {}).items():
-            entry["expect"].setdefault(key, value)   # expectations are about the observed node: first wins
-
-    stamp = format_time(now)
+    def classify(self):
+        keys = self.keys
+        for s in self.valid:
+            ann = s.info.annotations
+            if ann.get(keys.obsolete) == "true":
+                s.category = OBSOLETE
+            elif not same(s.image, self.target):
+                s.category = DONOR if ann.get(keys.heir) else OUTDATED
+                s.partner = ann.get(keys.heir) or None
+            elif ann.get(keys.donor):
+                s.category = HEIR
+                s.partner = ann.get(keys.donor)
+            else:
+                s.category = UP_TO_DATE  # decided below: new or up to date
 
     # Stale halves that mean nothing on this side (a current node cannot be a donor, nor an old one an heir).
-    for s in valid:
-        ann = s.info.annotations
-        if s.category in (HEIR, UP_TO_DATE) and ann.get(keys.heir):
-            patch(s.name, {keys.heir: None}, expect={keys.heir: ann[keys.heir]})
-            repairs.append(dict(name=s.name, action="clear", heir=ann[keys.heir]))
-        elif s.category in (OUTDATED, DONOR) and ann.get(keys.donor):
-            patch(s.name, {keys.donor: None}, expect={keys.donor: ann[keys.donor]})
-            repairs.append(dict(name=s.name, action="clear", donor=ann[keys.donor]))
+    def clear_stale_halves(self):
+        keys = self.keys
+        for s in self.valid:
+            ann = s.info.annotations
+            if s.category in (HEIR, UP_TO_DATE) and ann.get(keys.heir):
+                self.patch(s.name, {keys.heir: None}, expect={keys.heir: ann[keys.heir]})
+                self.repairs.append(dict(name=s.name, action="clear", heir=ann[keys.heir]))
+            elif s.category in (OUTDATED, DONOR) and ann.get(keys.donor):
+                self.patch(s.name, {keys.donor: None}, expect={keys.donor: ann[keys.donor]})
+                self.repairs.append(dict(name=s.name, action="clear", donor=ann[keys.donor]))
 
     # 3. Check existing pairs (A.9, improved): finish half-written pairs, promote heirs whose donor is gone,
     #    and only break pairs that cannot be completed.
-    for h in [s for s in valid if s.category == HEIR]:
-        d = by_name.get(h.partner)
-        if d is None:
-            h.category = UP_TO_DATE
-            h.phase = PHASE_REPLACED
-            patch(h.name, {keys.donor: None, keys.phase: PHASE_REPLACED, keys.phase_since: stamp,
-                           keys.started_at: h.info.annotations.get(keys.started_at) or h.info.annotations.get(keys.phase_since)},
-                  expect={keys.donor: h.partner})
-            repairs.append(dict(name=h.name, action="promote", donor=h.partner))
-        elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
-            continue
-        elif d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir):
-            d.category, d.partner, d.paired_now = DONOR, h.name, True
-            d.phase = PHASE_PAIRED
-            patch(d.name, {keys.heir: h.name, keys.phase: PHASE_PAIRED, keys.phase_since: stamp}, expect={keys.heir: None})
-            repairs.append(dict(name=d.name, action="complete", heir=h.name))
-        else:
-            h.category, h.partner = UP_TO_DATE, None
-            patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
-            repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor)))
-    for d in [s for s in valid if s.category == DONOR]:
-        h = by_name.get(d.partner)
-        if h is not None and h.category == HEIR and h.partner == d.name:
-            continue
-        if (h is not None and h.category == UP_TO_DATE and same(h.group_id, d.group_id) and h.phase != PHASE_REPLACED
-                and not h.info.annotations.get(keys.donor) and h.info.annotations.get(keys.obsolete) != "true"):
-            h.category, h.partner = HEIR, d.name
-            h.phase = PHASE_HEIR
-            d.paired_now = True
-            patch(h.name, dict(h.cache, **{keys.donor: d.name, keys.phase: PHASE_HEIR, keys.phase_since: stamp,
-                                             keys.started_at: stamp}), expect={keys.donor: None})
-            h.cache = {}
-            repairs.append(dict(name=h.name, action="complete", donor=d.name))
-        elif d.phase in _POINT_OF_NO_RETURN:
-            d.partner = None  # its heir is gone, but it cannot serve again: finish removing it
-        else:
-            d.category, d.partner = OUTDATED, None
-            # The phase stays: a drained node that is outdated again must be uncordoned (see `uncordon`).
-            patch(d.name, {keys.heir: None}, expect={keys.heir: d.info.annotations.get(keys.heir)})
-            repairs.append(dict(name=d.name, action="unpair", heir=d.info.annotations.get(keys.heir)))
+    def check_pairs(self):
+        keys, stamp = self.keys, self.stamp
+        for h in [s for s in self.valid if s.category == HEIR]:
+            d = self.by_name.get(h.partner)
+            if d is None:
+                h.category = UP_TO_DATE
+                h.phase = PHASE_REPLACED
+                started = h.info.annotations.get(keys.started_at) or h.info.annotations.get(keys.phase_since)
+                self.patch(h.name, {keys.donor: None, keys.phase: PHASE_REPLACED, keys.phase_since: stamp,
+                                    keys.started_at: started}, expect={keys.donor: h.partner})
+                self.repairs.append(dict(name=h.name, action="promote", donor=h.partner))
+            elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
+                continue
+            elif d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir):
+                d.category, d.partner, d.paired_now = DONOR, h.name, True
+                d.phase = PHASE_PAIRED
+                self.patch(d.name, {keys.heir: h.name, keys.phase: PHASE_PAIRED, keys.phase_since: stamp},
+                           expect={keys.heir: None})
+                self.repairs.append(dict(name=d.name, action="complete", heir=h.name))
+            else:
+                h.category, h.partner = UP_TO_DATE, None
+                self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
+                self.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor)))
+        for d in [s for s in self.valid if s.category == DONOR]:
+            h = self.by_name.get(d.partner)
+            if h is not None and h.category == HEIR and h.partner == d.name:
+                continue
+            if (h is not None and h.category == UP_TO_DATE and same(h.group_id, d.group_id) and h.phase != PHASE_REPLACED
+                    and not h.info.annotations.get(keys.donor) and h.info.annotations.get(keys.obsolete) != "true"):
+                h.category, h.partner = HEIR, d.name
+                h.phase = PHASE_HEIR
+                d.paired_now = True
+                self.patch(h.name, dict(h.cache, **{keys.donor: d.name, keys.phase: PHASE_HEIR, keys.phase_since: stamp,
+                                                      keys.started_at: stamp}), expect={keys.donor: None})
+                h.cache = {}
+                self.repairs.append(dict(name=h.name, action="complete", donor=d.name))
+            elif d.phase in _POINT_OF_NO_RETURN:
+                d.partner = None  # its heir is gone, but it cannot serve again: finish removing it
+            else:
+                d.category, d.partner = OUTDATED, None
+                # The phase stays: a drained node that is outdated again must be uncordoned (see `uncordon`).
+                self.patch(d.name, {keys.heir: None}, expect={keys.heir: d.info.annotations.get(keys.heir)})
+                self.repairs.append(dict(name=d.name, action="unpair", heir=d.info.annotations.get(keys.heir)))
 
     # 4. New nodes: current image, unpaired, never settled. Pair them with outdated nodes of their group.
-    by_group = {}
-    for s in valid:
-        by_group.setdefault(_group_key(s.group_id), []).append(s)
-    pairs = []
-    obsolete_marks = []
-    for gkey in sorted(by_group):
-        members = by_group[gkey]
-        free_outdated = [s for s in members if s.category == OUTDATED]
-        candidates = []
-        for s in members:
-            if s.category != UP_TO_DATE or s.phase == PHASE_REPLACED:
-                continue
-            never_seen = keys.image not in s.info.annotations
-            if s.phase == PHASE_HEIR or never_seen:
-                candidates.append(s)
-        for s in candidates:
-            if free_outdated:
-                d = free_outdated.pop(0)
-                d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
-                s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
-                pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id))
-                patch(s.name, dict(s.cache, **{keys.donor: d.name, keys.phase: PHASE_HEIR, keys.phase_since: stamp,
-                                                 keys.started_at: stamp}), expect={keys.donor: None})
-                s.cache = {}
-                patch(d.name, {keys.heir: s.name, keys.phase: PHASE_PAIRED, keys.phase_since: stamp}, expect={keys.heir: None})
-            elif s.phase == PHASE_HEIR:
-                # It was created as a heir and no donor needs it any more: surplus, remove it.
-                s.category = NEW
-                obsolete_marks.append(s.name)
-                patch(s.name, dict(s.cache, **{keys.obsolete: "true", keys.phase: None, keys.phase_since: stamp}))
-                s.cache = {}
-            # A never-seen node that nothing needs is simply up to date; we cannot prove we created it,
-            # so it is never deleted.
+    def pair_new_nodes(self):
+        keys, stamp = self.keys, self.stamp
+        for s in self.valid:
+            self.by_group.setdefault(_group_key(s.group_id), []).append(s)
+        for gkey in sorted(self.by_group):
+            members = self.by_group[gkey]
+            free_outdated = [s for s in members if s.category == OUTDATED]
+            candidates = [s for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED
+                          and (s.phase == PHASE_HEIR or keys.image not in s.info.annotations)]
+            for s in candidates:
+                if free_outdated:
+                    d = free_outdated.pop(0)
+                    d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
+                    s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
+                    self.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id))
+                    self.patch(s.name, dict(s.cache, **{keys.donor: d.name, keys.phase: PHASE_HEIR,
+                                                          keys.phase_since: stamp, keys.started_at: stamp}),
+                               expect={keys.donor: None})
+                    s.cache = {}
+                    self.patch(d.name, {keys.heir: s.name, keys.phase: PHASE_PAIRED, keys.phase_since: stamp},
+                               expect={keys.heir: None})
+                elif s.phase == PHASE_HEIR:
+                    # It was created as a heir and no donor needs it any more: surplus, remove it.
+                    s.category = NEW
+                    self.obsolete_marks.append(s.name)
+                    self.patch(s.name, dict(s.cache, **{keys.obsolete: "true", keys.phase: None, keys.phase_since: stamp}))
+                    s.cache = {}
+                # A never-seen node that nothing needs is simply up to date; we cannot prove we created it,
+                # so it is never deleted.
 
     # 5. Remaining cache writes (nodes not touched above).
-    annotate = []
-    for s in states:
-        if s.cache:
-            patch(s.name, s.cache)
-            annotate.append(dict(name=s.name, annotations={keys.short(k): v for k, v in sorted(s.cache.items())}))
+    def cache_annotations(self):
+        for s in self.states:
+            if s.cache:
+                self.patch(s.name, s.cache)
+                self.annotate.append(dict(name=s.name, annotations={self.keys.short(k): v for k, v in sorted(s.cache.items())}))
 
-    # Final groups: what the nodes will be once the Kubernetes-side actions above are applied.
-    final = {}
-    for s in states:
-        if s.category == NEW:
-            final[s.name] = OBSOLETE if s.name in obsolete_marks else HEIR
-        elif s.paired_now:
-            final[s.name] = DONOR
-        else:
-            final[s.name] = s.category
-    grouped = {g: [] for g in NODE_GROUPS}
-    for s in states:
-        # Reported groups are the observed state; a node paired in this pass is "new" until node_pair ran.
-        if s.category == INVALID:
-            grouped[INVALID].append(dict(name=s.name, reason=s.reason))
-        else:
-            grouped[s.category].append(s.name)
+    def settle_groups(self):
+        """What every node will be once the Kubernetes-side actions above are applied."""
+        marked = set(self.obsolete_marks)
+        for s in self.states:
+            if s.category == NEW:
+                self.final[s.name] = OBSOLETE if s.name in marked else HEIR
+            elif s.paired_now:
+                self.final[s.name] = DONOR
+            else:
+                self.final[s.name] = s.category
 
     # Label (and taint) copies for every pair, including the ones formed in this pass.
-    label_copies = []
-    for s in states:
-        if final[s.name] != HEIR:
-            continue
-        d = by_name.get(s.partner)
-        if d is None:
-            continue
-        labels = labels_to_copy(d.info.labels, s.info.labels, options.exclude_labels)
-        taints = taints_to_copy(d.info.taints, s.info.taints, options.exclude_labels) if options.copy_taints else []
-        if labels or taints:
-            label_copies.append(dict(heir=s.name, donor=d.name, labels=labels, taints=taints))
-            entry = node_patches.setdefault(s.name, {"annotations": {}, "expect": {}})
-            if labels:
-                entry["labels"] = labels
-            if taints:
-                entry["taints"] = list(s.info.taints) + taints
+    def copy_labels(self):
+        options = self.options
+        for s in self.states:
+            if self.final[s.name] != HEIR:
+                continue
+            d = self.by_name.get(s.partner)
+            if d is None:
+                continue
+            labels = labels_to_copy(d.info.labels, s.info.labels, options.exclude_labels)
+            taints = taints_to_copy(d.info.taints, s.info.taints, options.exclude_labels) if options.copy_taints else []
+            if labels or taints:
+                self.label_copies.append(dict(heir=s.name, donor=d.name, labels=labels, taints=taints))
+                entry = self.node_patches.setdefault(s.name, {"annotations": {}, "expect": {}})
+                if labels:
+                    entry["labels"] = labels
+                if taints:
+                    entry["taints"] = list(s.info.taints) + taints
 
     # 6. Instances without a Node: joining, failed joins, orphans.
-    node_provider_ids = {normalize(s.info.provider_id) for s in states if s.info.provider_id}
-    node_names = set(by_name)
-    joining, delete_instances, leaving = [], [], []
-    joining_count, joining_old, failed_count = {}, {}, {}
-    for gkey in sorted(instance_lists):
-        group = group_index[gkey]
-        for inst in sorted(instance_lists[gkey], key=lambda i: i.provider_id):
-            if normalize(inst.provider_id) in node_provider_ids or (inst.node_name and inst.node_name in node_names):
-                continue
-            entry = dict(provider_id=inst.provider_id, node_name=inst.node_name, group=group.id, state=inst.state,
-                         image=inst.image, created_at=format_time(inst.created_at) if inst.created_at else None)
-            if inst.state == DELETING:
-                leaving.append(entry)
-                continue
-            expired = inst.created_at is not None and now - inst.created_at > float(options.join_timeout)
-            current = not inst.image or same(inst.image, target)
-            if inst.state == FAILED:
-                delete_instances.append(dict(entry, reason="the cloud failed to create it"))
-                failed_count[gkey] = failed_count.get(gkey, 0) + 1
-            elif current and not expired:
-                joining.append(dict(entry, deadline=format_time(inst.created_at + float(options.join_timeout))
-                                    if inst.created_at else None))
-                joining_count[gkey] = joining_count.get(gkey, 0) + 1
-            elif current:
-                delete_instances.append(dict(entry, reason="no Node joined within %ds" % int(float(options.join_timeout))))
-                failed_count[gkey] = failed_count.get(gkey, 0) + 1
-            elif inst.state == CREATING and not expired:
-                # Old image but still booting (someone else scaled the group): let it join, then replace it.
-                # It occupies the group but will not become a heir.
-                joining.append(dict(entry, deadline=format_time(inst.created_at + float(options.join_timeout))
-                                    if inst.created_at else None))
-                joining_count[gkey] = joining_count.get(gkey, 0) + 1
-                joining_old[gkey] = joining_old.get(gkey, 0) + 1
-            else:
-                delete_instances.append(dict(entry, reason="orphan: old image and no Node (interrupted run)"))
+    def instances_without_nodes(self):
+        normalize, timeout = self.normalize, float(self.options.join_timeout)
+        node_provider_ids = {normalize(s.info.provider_id) for s in self.states if s.info.provider_id}
+        for gkey in sorted(self.instance_lists):
+            group = self.group_index[gkey]
+            for inst in sorted(self.instance_lists[gkey], key=lambda i: i.provider_id):
+                if normalize(inst.provider_id) in node_provider_ids or (inst.node_name and inst.node_name in self.by_name):
+                    continue
+                entry = dict(provider_id=inst.provider_id, node_name=inst.node_name, group=group.id, state=inst.state,
+                             image=inst.image, created_at=format_time(inst.created_at) if inst.created_at else None)
+                if inst.state == DELETING:
+                    self.leaving.append(entry)
+                    continue
+                expired = inst.created_at is not None and self.now - inst.created_at > timeout
+                current = not inst.image or same(inst.image, self.target)
+                deadline = format_time(inst.created_at + timeout) if inst.created_at else None
+                if inst.state == FAILED:
+                    self.delete_instances.append(dict(entry, reason="the cloud failed to create it"))
+                    self.failed_count[gkey] = self.failed_count.get(gkey, 0) + 1
+                elif current and not expired:
+                    self.joining.append(dict(entry, deadline=deadline))
+                    self.joining_count[gkey] = self.joining_count.get(gkey, 0) + 1
+                elif current:
+                    self.delete_instances.append(dict(entry, reason="no Node joined within %ds" % int(timeout)))
+                    self.failed_count[gkey] = self.failed_count.get(gkey, 0) + 1
+                elif inst.state == CREATING and not expired:
+                    # Old image but still booting (someone else scaled the group): let it join, then replace it.
+                    # It occupies the group but will not become a heir.
+                    self.joining.append(dict(entry, deadline=deadline))
+                    self.joining_count[gkey] = self.joining_count.get(gkey, 0) + 1
+                    self.joining_old[gkey] = self.joining_old.get(gkey, 0) + 1
+                else:
+                    self.delete_instances.append(dict(entry, reason="orphan: old image and no Node (interrupted run)"))
 
     # 7. Leaving nodes: donors whose heir is Ready, and obsolete nodes, go drain -> etcd -> delete.
-    drain, waiting, etcd_remove, delete_nodes, uncordon = [], [], [], [], []
-    for s in states:
-        cat = final[s.name]
-        if cat == OUTDATED and s.info.unschedulable and s.info.annotations.get(keys.phase) in (PHASE_DRAINING, PHASE_DRAINED):
-            uncordon.append(s.name)  # our drain of it was undone by a broken pair: give the capacity back
-        if cat not in (DONOR, OBSOLETE) or s.name in obsolete_marks:
-            continue   # (a node marked obsolete by this plan is drained once the mark is written)
-        if cat == DONOR and s.partner:
-            h = by_name.get(s.partner)
-            # A pair formed by this plan is drained on the next pass, once node_pair has written it.
-            settled = h is not None and h.info.ready and (
-                h.info.ready_since is None or now - h.info.ready_since >= float(options.heir_ready_seconds or 0))
-            heir_ready = bool(settled and not s.paired_now)
-            gate = dict(heir=s.partner, heir_ready=bool(h is not None and h.info.ready),
-                        heir_ready_since=format_time(h.info.ready_since) if h is not None and h.info.ready_since else None)
-        else:
-            heir_ready, gate = True, dict(heir=None, heir_ready=None, heir_ready_since=None)
-        phase = s.phase if s.phase in DONOR_PHASES else PHASE_PAIRED
-        if phase in (PHASE_PAIRED, PHASE_DRAINING):
-            if heir_ready:
-                drain.append(dict(name=s.name, reason=cat, **gate))
+    def leaving_steps(self):
+        keys, options, now = self.keys, self.options, self.now
+        marked = set(self.obsolete_marks)
+        for s in self.states:
+            cat = self.final[s.name]
+            if cat == OUTDATED and s.info.unschedulable and s.info.annotations.get(keys.phase) in (PHASE_DRAINING, PHASE_DRAINED):
+                self.uncordon.append(s.name)  # our drain of it was undone by a broken pair: give the capacity back
+            if cat not in (DONOR, OBSOLETE) or s.name in marked:
+                continue   # (a node marked obsolete by this plan is drained once the mark is written)
+            if cat == DONOR and s.partner:
+                h = self.by_name.get(s.partner)
+                # A pair formed by this plan is drained on the next pass, once node_pair has written it.
+                settled = h is not None and h.info.ready and (
+                    h.info.ready_since is None or now - h.info.ready_since >= float(options.heir_ready_seconds or 0))
+                heir_ready = bool(settled and not s.paired_now)
+                gate = dict(heir=s.partner, heir_ready=bool(h is not None and h.info.ready),
+                            heir_ready_since=format_time(h.info.ready_since) if h is not None and h.info.ready_since else None)
             else:
-                # A heir that is not Ready within join_timeout of the pairing will likely never be: say so
-                # (the reference waited forever without a word).
-                overdue = bool(s.phase_since is not None and not gate["heir_ready"]
-                               and now - s.phase_since > float(options.join_timeout))
-                waiting.append(dict(name=s.name, since=format_time(s.phase_since) if s.phase_since else None,
-                                    overdue=overdue, **gate))
-        elif phase == PHASE_DRAINED and s.info.control_plane:
-            ip = s.info.internal_ips[0] if s.info.internal_ips else None
-            etcd_remove.append(dict(name=s.name, node_ip=ip))
-        else:
-            delete_nodes.append(dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
-                                     control_plane=s.info.control_plane))
+                heir_ready, gate = True, dict(heir=None, heir_ready=None, heir_ready_since=None)
+            phase = s.phase if s.phase in DONOR_PHASES else PHASE_PAIRED
+            if phase in (PHASE_PAIRED, PHASE_DRAINING):
+                if heir_ready:
+                    self.drain.append(dict(name=s.name, reason=cat, **gate))
+                else:
+                    # A heir that is not Ready within join_timeout of the pairing will likely never be: say so
+                    # (the reference waited forever without a word).
+                    overdue = bool(s.phase_since is not None and not gate["heir_ready"]
+                                   and now - s.phase_since > float(options.join_timeout))
+                    self.waiting.append(dict(name=s.name, since=format_time(s.phase_since) if s.phase_since else None,
+                                             overdue=overdue, **gate))
+            elif phase == PHASE_DRAINED and s.info.control_plane:
+                ip = s.info.internal_ips[0] if s.info.internal_ips else None
+                self.etcd_remove.append(dict(name=s.name, node_ip=ip))
+            else:
+                self.delete_nodes.append(dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
+                                              control_plane=s.info.control_plane))
 
     # 8. Budgets and creations, control plane first and one at a time.
-    cp_busy = any(final[s.name] in (OUTDATED, DONOR) and s.info.control_plane for s in states)
-    roles = {}
-    for gkey, group in group_index.items():
-        role = group.role
-        if role not in (ROLE_CONTROL_PLANE, ROLE_WORKER):
-            role = ROLE_CONTROL_PLANE if any(s.info.control_plane for s in by_group.get(gkey, [])) else ROLE_WORKER
-        roles[gkey] = role
-    group_reports = []
-    in_flight_total = 0
-    budgets = {}
-    for gkey in sorted(group_index, key=lambda k: (roles[k] != ROLE_CONTROL_PLANE, k)):
-        group = group_index[gkey]
-        members = by_group.get(gkey, [])
-        count = {g: 0 for g in NODE_GROUPS}
-        for s in members:
-            count[final[s.name]] += 1
-        base = count[OUTDATED] + count[DONOR] + count[UP_TO_DATE]
-        limit = 1 if roles[gkey] == ROLE_CONTROL_PLANE else surge_limit(options.max_surge, base)
-        in_flight = count[HEIR] + count[OBSOLETE] + joining_count.get(gkey, 0) + failed_count.get(gkey, 0)
-        in_flight_total += in_flight
-        demand = max(0, count[OUTDATED] - (joining_count.get(gkey, 0) - joining_old.get(gkey, 0)))
-        budgets[gkey] = dict(limit=limit, in_flight=in_flight, demand=demand)
-        group_reports.append(dict(id=group.id, name=group.name, role=roles[gkey], image=group.image,
-                                  image_current=same(group.image, target), listed=gkey in instance_lists,
-                                  nodes=len(members), **{k: count[k] for k in NODE_GROUPS if k != INVALID},
-                                  joining=joining_count.get(gkey, 0), surge_limit=limit, in_flight=in_flight))
-    cluster_room = None
-    if options.max_surge_total is not None:
-        cluster_room = max(0, int(options.max_surge_total) - in_flight_total)
-    cp_in_flight = sum(b["in_flight"] for k, b in budgets.items() if roles[k] == ROLE_CONTROL_PLANE)
-    create, blocked = [], []
-    for report in group_reports:
-        gkey = _group_key(report["id"])
-        budget = budgets[gkey]
-        want = budget["demand"]
-        room = max(0, budget["limit"] - budget["in_flight"])
-        reason = None
-        if want == 0:
-            count = 0
-        elif not report["listed"]:
-            count, reason = 0, "its instances could not be listed"
-        elif not report["image_current"]:
-            count, reason = 0, "the scaling group does not use the image yet"
-        elif report["role"] == ROLE_WORKER and cp_busy:
-            count, reason = 0, "waiting for the control plane to be replaced first"
-        elif report["role"] == ROLE_CONTROL_PLANE:
-            count = 1 if cp_in_flight == 0 and room > 0 else 0
-            reason = None if count else "a control-plane replacement is in flight"
-        else:
-            count = min(want, room)
-            reason = None if count else "surge budget used (%d of %d in flight)" % (budget["in_flight"], budget["limit"])
-        if count and cluster_room is not None:
-            count = min(count, cluster_room)
-            if not count:
-                reason = "cluster-wide surge budget used"
-        if count and report["role"] == ROLE_CONTROL_PLANE:
-            cp_in_flight += count
-        if cluster_room is not None:
-            cluster_room -= count
-        report["to_create"] = count
-        if count:
-            create.append(dict(group=report["id"], count=count, role=report["role"]))
-        elif reason:
-            blocked.append(dict(group=report["id"], reason=reason, outdated=want))
+    def creations(self):
+        options, final = self.options, self.final
+        self.cp_busy = any(final[s.name] in (OUTDATED, DONOR) and s.info.control_plane for s in self.states)
+        roles = {}
+        for gkey, group in self.group_index.items():
+            role = group.role
+            if role not in (ROLE_CONTROL_PLANE, ROLE_WORKER):
+                members = self.by_group.get(gkey, [])
+                role = ROLE_CONTROL_PLANE if any(s.info.control_plane for s in members) else ROLE_WORKER
+            roles[gkey] = role
+        budgets = {}
+        for gkey in sorted(self.group_index, key=lambda k: (roles[k] != ROLE_CONTROL_PLANE, k)):
+            group = self.group_index[gkey]
+            members = self.by_group.get(gkey, [])
+            count = {g: 0 for g in NODE_GROUPS}
+            for s in members:
+                count[final[s.name]] += 1
+            base = count[OUTDATED] + count[DONOR] + count[UP_TO_DATE]
+            limit = 1 if roles[gkey] == ROLE_CONTROL_PLANE else surge_limit(options.max_surge, base)
+            joining = self.joining_count.get(gkey, 0)
+            in_flight = count[HEIR] + count[OBSOLETE] + joining + self.failed_count.get(gkey, 0)
+            self.in_flight_total += in_flight
+            demand = max(0, count[OUTDATED] - (joining - self.joining_old.get(gkey, 0)))
+            budgets[gkey] = dict(limit=limit, in_flight=in_flight, demand=demand)
+            self.group_reports.append(dict(id=group.id, name=group.name, role=roles[gkey], image=group.image,
+                                           image_current=same(group.image, self.target),
+                                           listed=gkey in self.instance_lists, nodes=len(members),
+                                           **{k: count[k] for k in NODE_GROUPS if k != INVALID},
+                                           joining=joining, surge_limit=limit, in_flight=in_flight))
+        cluster_room = None
+        if options.max_surge_total is not None:
+            cluster_room = max(0, int(options.max_surge_total) - self.in_flight_total)
+        cp_in_flight = sum(b["in_flight"] for k, b in budgets.items() if roles[k] == ROLE_CONTROL_PLANE)
+        for report in self.group_reports:
+            budget = budgets[_group_key(report["id"])]
+            want = budget["demand"]
+            room = max(0, budget["limit"] - budget["in_flight"])
+            reason = None
+            if want == 0:
+                count = 0
+            elif not report["listed"]:
+                count, reason = 0, "its instances could not be listed"
+            elif not report["image_current"]:
+                count, reason = 0, "the scaling group does not use the image yet"
+            elif report["role"] == ROLE_WORKER and self.cp_busy:
+                count, reason = 0, "waiting for the control plane to be replaced first"
+            elif report["role"] == ROLE_CONTROL_PLANE:
+                count = 1 if cp_in_flight == 0 and room > 0 else 0
+                reason = None if count else "a control-plane replacement is in flight"
+            else:
+                count = min(want, room)
+                reason = None if count else "surge budget used (%d of %d in flight)" % (budget["in_flight"], budget["limit"])
+            if count and cluster_room is not None:
+                count = min(count, cluster_room)
+                if not count:
+                    reason = "cluster-wide surge budget used"
+            if count and report["role"] == ROLE_CONTROL_PLANE:
+                cp_in_flight += count
+            if cluster_room is not None:
+                cluster_room -= count
+            report["to_create"] = count
+            if count:
+                self.create.append(dict(group=report["id"], count=count, role=report["role"]))
+            elif reason:
+                self.blocked.append(dict(group=report["id"], reason=reason, outdated=want))
 
-    set_group_image = [dict(group=r["id"], image=target) for r in group_reports if not r["image_current"]]
-
-    # 9. Progress and ETA.
-    replaced = [s for s in states if s.category == UP_TO_DATE and s.phase == PHASE_REPLACED and same(s.image, target)
-                and not any(r["name"] == s.name and r["action"] == "promote" for r in repairs)]
-    promoted_now = [r for r in repairs if r["action"] == "promote"]
-    done_count = len(replaced) + len(promoted_now)
-    remaining = sum(1 for s in states if final[s.name] in (OUTDATED, DONOR))
-    in_progress = sum(1 for s in states if final[s.name] == DONOR)
-    total = done_count + remaining
-    percent = 100.0 if total == 0 else round(100.0 * done_count / total, 1)
-    eta = _eta(replaced, keys, remaining, options.eta_min_samples, now)
-
-    done = (remaining == 0 and not any(final[s.name] in (HEIR, OBSOLETE, NEW) for s in states)
-            and not joining and not delete_instances and not repairs and not obsolete_marks and not pairs
-            and not set_group_image)
-
-    plan = dict(
-        annotate=annotate,
-        repairs=repairs,
-        pairs=pairs,
-        obsolete=obsolete_marks,
-        label_copies=label_copies,
-        set_group_image=set_group_image,
-        create=create,
-        create_blocked=blocked,
-        drain=drain,
-        waiting_for_heir=waiting,
-        etcd_remove=etcd_remove,
-        delete_nodes=delete_nodes,
-        delete_instances=delete_instances,
-        uncordon=uncordon,
-    )
-    return dict(
-        target_image=target,
-        annotation_prefix=keys.prefix,
-        nodes=grouped,
-        joining=joining,
-        leaving_instances=leaving,
-        scaling_groups=group_reports,
-        budget=dict(max_surge=options.max_surge, max_surge_total=options.max_surge_total,
-                    in_flight=in_flight_total, to_create=sum(c["count"] for c in create),
-                    control_plane_first=cp_busy),
-        plan=plan,
-        progress=dict(total=total, done=done_count, in_flight=in_progress, remaining=remaining, percent=percent),
-        eta=eta,
-        done=done,
-        node_patches=node_patches,
-    )
+    # 9. Progress, ETA and the result.
+    def result(self):
+        keys, final, target = self.keys, self.final, self.target
+        grouped = {g: [] for g in NODE_GROUPS}
+        for s in self.states:
+            # A node paired in this pass is reported "new" until node_pair has written the pair.
+            if s.category == INVALID:
+                grouped[INVALID].append(dict(name=s.name, reason=s.reason))
+            else:
+                grouped[s.category].append(s.name)
+        set_group_image = [dict(group=r["id"], image=target) for r in self.group_reports if not r["image_current"]]
+        promoted_now = [r for r in self.repairs if r["action"] == "promote"]
+        promoted_names = {r["name"] for r in promoted_now}
+        replaced = [s for s in self.states if s.category == UP_TO_DATE and s.phase == PHASE_REPLACED
+                    and same(s.image, target) and s.name not in promoted_names]
+        done_count = len(replaced) + len(promoted_now)
+        remaining = sum(1 for s in self.states if final[s.name] in (OUTDATED, DONOR))
+        in_progress = sum(1 for s in self.states if final[s.name] == DONOR)
+        total = done_count + remaining
+        percent = 100.0 if total == 0 else round(100.0 * done_count / total, 1)
+        eta = _eta(replaced, keys, remaining, self.options.eta_min_samples, self.now)
+        done = (remaining == 0 and not any(final[s.name] in (HEIR, OBSOLETE, NEW) for s in self.states)
+                and not self.joining and not self.delete_instances and not self.repairs and not self.obsolete_marks
+                and not self.pairs and not set_group_image)
+        plan = dict(
+            annotate=self.annotate,
+            repairs=self.repairs,
+            pairs=self.pairs,
+            obsolete=self.obsolete_marks,
+            label_copies=self.label_copies,
+            set_group_image=set_group_image,
+            create=self.create,
+            create_blocked=self.blocked,
+            drain=self.drain,
+            waiting_for_heir=self.waiting,
+            etcd_remove=self.etcd_remove,
+            delete_nodes=self.delete_nodes,
+            delete_instances=self.delete_instances,
+            uncordon=self.uncordon,
+        )
+        return dict(
+            target_image=target,
+            annotation_prefix=keys.prefix,
+            nodes=grouped,
+            joining=self.joining,
+            leaving_instances=self.leaving,
+            scaling_groups=self.group_reports,
+            budget=dict(max_surge=self.options.max_surge, max_surge_total=self.options.max_surge_total,
+                        in_flight=self.in_flight_total, to_create=sum(c["count"] for c in self.create),
+                        control_plane_first=self.cp_busy),
+            plan=plan,
+            progress=dict(total=total, done=done_count, in_flight=in_progress, remaining=remaining, percent=percent),
+            eta=eta,
+            done=done,
+            node_patches=self.node_patches,
+        )
 
 
 def _eta(replaced, keys, remaining, min_samples, now):
