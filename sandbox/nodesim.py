@@ -283,6 +283,27 @@ def running_pod_status(pod, host_ip, pod_ip):
     return {"status": status}
 
 
+def pod_not_ready_status(pod):
+    """The status patch that marks a pod of a lost node not Ready, or None if there is nothing to mark."""
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return None
+    conditions = status.get("conditions") or []
+    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        return None
+    stamp = now_rfc3339()
+    changed = []
+    for cond in conditions:
+        cond = dict(cond)
+        if cond.get("type") in ("Ready", "ContainersReady") and cond.get("status") == "True":
+            cond.update(status="False", reason="NodeNotReady" if cond["type"] == "Ready" else cond.get("reason"),
+                        lastTransitionTime=stamp)
+            if cond["reason"] is None:
+                del cond["reason"]
+        changed.append(cond)
+    return {"metadata": {"uid": pod["metadata"]["uid"]}, "status": {"conditions": changed}}
+
+
 def termination_delay(pod, cap):
     grace = (pod.get("metadata") or {}).get("deletionGracePeriodSeconds")
     if grace is None:
@@ -497,6 +518,19 @@ class Simulator:
         except KubeError as exc:
             if exc.status != 404:  # the Node was already deleted: nothing to mark
                 raise
+        # As the node-lifecycle controller does for a NotReady node: its pods stop counting as Ready
+        # (so PodDisruptionBudgets see them as unhealthy), but they stay bound and Running.
+        pods = self.kube.request("GET", "/api/v1/pods", params={"fieldSelector": "spec.nodeName=" + name})
+        for pod in pods.get("items", []):
+            patch = pod_not_ready_status(pod)
+            if patch is None:
+                continue
+            try:
+                self.kube.merge_patch("/api/v1/namespaces/%s/pods/%s/status" % (
+                    pod["metadata"]["namespace"], pod["metadata"]["name"]), patch)
+            except KubeError as exc:
+                if exc.status not in (404, 409, 422):
+                    raise
 
     # ----- control-plane etcd ---------------------------------------------------------------------
 

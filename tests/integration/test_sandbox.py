@@ -139,16 +139,21 @@ def test_control_plane_nodes_run_one_etcd_member_each(sandbox, new_nodes):
         session.post(endpoint + "/v3/cluster/member/list", json={}, verify=info["ca"], timeout=10)
 
 
-def test_deleted_instance_goes_not_ready_and_stops_its_etcd_member(sandbox, new_nodes):
+def test_deleted_instance_goes_not_ready_and_stops_its_etcd_member(sandbox, new_nodes, namespace):
     cps = new_nodes(2, role="control-plane", group="grp-cp-del", timeout=120)
     victim = cps[1]
+    core = sandbox.core_v1()
+    # a pod bound straight to the victim (static-pod style), Running and Ready before the instance goes
+    core.create_namespaced_pod(namespace, client.V1Pod(
+        metadata=client.V1ObjectMeta(name="on-victim"),
+        spec=client.V1PodSpec(node_name=victim, containers=[client.V1Container(name="c", image="pause")])))
+    _wait(lambda: core.read_namespaced_pod("on-victim", namespace).status.phase == "Running", 30, "the pod to run")
     pid = sandbox.cp_etcd()["members"][victim]["pid"]
     provider_id = "sim://grp-cp-del/%s" % victim
     # The member stays in the cluster (removing it is etcd_member_remove's job); add a third so the
     # cluster keeps quorum after the stop and teardown can remove the stopped one.
     new_nodes(1, role="control-plane", group="grp-cp-del", timeout=120)
     sandbox.nodesim.delete_instance(provider_id)
-    core = sandbox.core_v1()
 
     def not_ready():
         node = core.read_node(victim)
@@ -162,6 +167,14 @@ def test_deleted_instance_goes_not_ready_and_stops_its_etcd_member(sandbox, new_
     info = sandbox.cp_etcd()
     assert info["members"][victim]["running"] is False
     _wait(lambda: not _pid_exists(pid), 10, "the etcd process to exit")
+    # its pods stop counting as Ready, as the node-lifecycle controller would mark them, but stay bound
+
+    def pod_not_ready():
+        pod = core.read_namespaced_pod("on-victim", namespace)
+        return pod if any(c.type == "Ready" and c.status == "False" for c in pod.status.conditions) else None
+
+    pod = _wait(pod_not_ready, 30, "the pod to turn not Ready")
+    assert pod.status.phase == "Running" and pod.spec.node_name == victim
 
 
 def _pid_exists(pid):

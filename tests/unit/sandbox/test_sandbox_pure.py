@@ -159,3 +159,16 @@ def test_knob_validation_changes_nothing_on_bad_input(tmp_path):
             sim.create_instance("", "n")
     finally:
         sim.stop()
+
+
+def test_pods_of_a_lost_node_turn_not_ready_but_stay_running():
+    ready = nodesim.running_pod_status({"spec": {"containers": [{"name": "a"}]}}, "127.0.0.2", "10.244.0.2")
+    pod = {"metadata": {"uid": "u1"}, "status": ready["status"]}
+    patch = nodesim.pod_not_ready_status(pod)
+    conds = {c["type"]: c for c in patch["status"]["conditions"]}
+    assert conds["Ready"]["status"] == "False" and conds["Ready"]["reason"] == "NodeNotReady"
+    assert conds["ContainersReady"]["status"] == "False"
+    assert conds["PodScheduled"]["status"] == "True"
+    assert "phase" not in patch["status"] and patch["metadata"] == {"uid": "u1"}
+    assert nodesim.pod_not_ready_status({"metadata": {"uid": "u"}, "status": {"phase": "Succeeded"}}) is None
+    assert nodesim.pod_not_ready_status({"metadata": {"uid": "u"}, "status": {"phase": "Pending"}}) is None
