@@ -78,12 +78,10 @@ paused_replicas:
   type: int
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import (
-    KubeAuthError, api_error_message, auth_argument_spec, build_api_client, is_status, require_kubernetes)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import auth_argument_spec, is_status, require_kubernetes
 
 try:
     from kubernetes import client as k8s
@@ -157,17 +155,8 @@ def main():
     ))
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     require_kubernetes(module)
-    where = "Deployment %s/%s" % (module.params["namespace"], module.params["name"])
-    try:
-        apps = k8s.AppsV1Api(build_api_client(module.params))
-        module.exit_json(**run(module, apps))
-    except KubeAuthError as exc:
-        module.fail_json(msg="Kubernetes authentication: %s" % exc)
-    except k8s.ApiException as exc:
-        module.fail_json(msg="%s: %s" % (where, api_error_message(exc)))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg="%s: cannot talk to the Kubernetes API server: %s" % (where, exc),
-                         exception=traceback.format_exc())
+    kube.exit_with_client(module, lambda m, client: run(m, k8s.AppsV1Api(client)),
+                          "Deployment %s/%s" % (module.params["namespace"], module.params["name"]))
 
 
 if __name__ == "__main__":

@@ -61,11 +61,9 @@ absent:
   elements: str
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, kube, node_state
 
 
 def delete_node(api_client, name, resource_version):
@@ -75,21 +73,12 @@ def delete_node(api_client, name, resource_version):
     kube.raw_request(api_client, "DELETE", "/api/v1/nodes/" + name, body=body)
 
 
-def get_node(api_client, name):
-    try:
-        return kube.raw_get(api_client, "/api/v1/nodes/" + name)
-    except kube.ApiException as exc:
-        if kube.is_status(exc, 404):
-            return None
-        raise
-
-
 def run(module, api_client):
     keys = core.AnnotationKeys(module.params["annotation_prefix"])
     nodes, result = {}, dict(changed=False, deleted=[], absent=[])
     # Check every node first: one refused node means nothing is deleted.
     for name in module.params["name"]:
-        node = get_node(api_client, name)
+        node = node_state.get_node(api_client, name)
         if node is None:
             result["absent"].append(name)
             continue
@@ -125,15 +114,7 @@ def main():
         core.AnnotationKeys(module.params["annotation_prefix"])
     except core.PlanInputError as exc:
         module.fail_json(msg=str(exc))
-    try:
-        module.exit_json(**run(module, kube.build_api_client(module.params)))
-    except kube.KubeAuthError as exc:
-        module.fail_json(msg="Kubernetes authentication: %s" % exc)
-    except kube.ApiException as exc:
-        module.fail_json(msg="deleting nodes %s: %s" % (", ".join(module.params["name"]), kube.api_error_message(exc)))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg="deleting nodes: cannot talk to the Kubernetes API server: %s" % exc,
-                         exception=traceback.format_exc())
+    kube.exit_with_client(module, run, "deleting nodes %s" % ", ".join(module.params["name"]))
 
 
 if __name__ == "__main__":

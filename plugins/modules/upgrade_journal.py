@@ -104,13 +104,12 @@ import copy
 import datetime
 import json
 import os
-import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import (
-    KubeAuthError, api_error_message, auth_argument_spec, build_api_client, is_status, require_kubernetes)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import auth_argument_spec, is_status, require_kubernetes
 
 try:
     from kubernetes import client as k8s
@@ -228,20 +227,15 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            required_if=[("state", "report", ["report_dir"])])
     require_kubernetes(module)
-    where = "journal ConfigMap %s/%s" % (module.params["namespace"], module.params["name"])
-    try:
-        core = k8s.CoreV1Api(build_api_client(module.params))
-        action = {"present": record, "report": write_report, "absent": delete}[module.params["state"]]
-        module.exit_json(**action(module, core))
-    except KubeAuthError as exc:
-        module.fail_json(msg="Kubernetes authentication: %s" % exc)
-    except k8s.ApiException as exc:
-        module.fail_json(msg="%s: %s" % (where, api_error_message(exc)))
-    except OSError as exc:
-        module.fail_json(msg="cannot write the report to %s: %s" % (module.params["report_dir"], exc))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg="%s: cannot talk to the Kubernetes API server: %s" % (where, exc),
-                         exception=traceback.format_exc())
+    action = {"present": record, "report": write_report, "absent": delete}[module.params["state"]]
+
+    def act(mod, client):
+        try:
+            return action(mod, k8s.CoreV1Api(client))
+        except OSError as exc:
+            mod.fail_json(msg="cannot write the report to %s: %s" % (mod.params["report_dir"], exc))
+
+    kube.exit_with_client(module, act, "journal ConfigMap %s/%s" % (module.params["namespace"], module.params["name"]))
 
 
 if __name__ == "__main__":

@@ -106,13 +106,11 @@ expires_at:
 """
 
 import datetime
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import run_lock
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import (
-    KubeAuthError, api_error_message, auth_argument_spec, build_api_client, is_status, require_kubernetes)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import auth_argument_spec, is_status, require_kubernetes
 
 try:
     from kubernetes import client as k8s
@@ -212,17 +210,8 @@ def main():
     require_kubernetes(module)
     if module.params["lease_duration"] < 10:
         module.fail_json(msg="lease_duration must be at least 10 seconds, got %d" % module.params["lease_duration"])
-    try:
-        api = k8s.CoordinationV1Api(build_api_client(module.params))
-        module.exit_json(**run(module, api))
-    except KubeAuthError as exc:
-        module.fail_json(msg="Kubernetes authentication: %s" % exc)
-    except k8s.ApiException as exc:
-        module.fail_json(msg="Lease %s/%s: %s" % (module.params["namespace"], module.params["name"], api_error_message(exc)))
-    except Exception as exc:  # pylint: disable=broad-except
-        # Connection refused, TLS failures, timeouts: say which call failed and why.
-        module.fail_json(msg="Lease %s/%s: cannot talk to the Kubernetes API server: %s"
-                         % (module.params["namespace"], module.params["name"], exc), exception=traceback.format_exc())
+    kube.exit_with_client(module, lambda m, client: run(m, k8s.CoordinationV1Api(client)),
+                          "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
 
 
 if __name__ == "__main__":
