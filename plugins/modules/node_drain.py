@@ -93,6 +93,13 @@ options:
       - When it has passed, O(on_timeout) decides.
     type: int
     default: 600
+  not_before:
+    description:
+      - With O(wait=false), an RFC 3339 UTC time (C(2026-11-30T10:00:00Z)) before which the drain clock does
+        not start, even when the node's C(drain-started) annotation is older. A new run of an upgrade passes its
+        own start time, so a drain that an earlier, stopped run began gets a full O(wait_timeout) again once the
+        cause (for example a PodDisruptionBudget) is fixed, instead of failing at once on the old deadline.
+    type: str
   wait_sleep:
     description:
       - Longest pause in seconds between two eviction rounds. Rounds start 0.5 s apart and back off
@@ -348,6 +355,7 @@ ARGUMENT_SPEC = dict(
     wait=dict(type="bool", default=False),
     wait_timeout=dict(type="int", default=600),
     wait_sleep=dict(type="float", default=5),
+    not_before=dict(type="str"),
     on_timeout=dict(type="str", choices=["fail", "force", "continue"], default="fail"),
     annotation_prefix=dict(type="str", default="image-upgrade.kubenodes.io"),
 )
@@ -385,6 +393,10 @@ class DrainModule:
             self.fail("wait_timeout must be at least 1 second, got %d" % p["wait_timeout"], "invalid_argument")
         if p["wait_sleep"] <= 0:
             self.fail("wait_sleep must be more than 0, got %s" % p["wait_sleep"], "invalid_argument")
+        self.not_before = api.parse_timestamp(p["not_before"]) if p["not_before"] else None
+        if p["not_before"] and self.not_before is None:
+            self.fail("not_before must be an RFC 3339 UTC time such as 2026-11-30T10:00:00Z, got %r" % p["not_before"],
+                      "invalid_argument")
         prefix = p["annotation_prefix"]
         if not core.is_dns_subdomain(prefix):
             self.fail("annotation_prefix must be a DNS subdomain such as example.com, got %r" % prefix, "invalid_argument")
@@ -458,7 +470,8 @@ class DrainModule:
         annotations = (node.get("metadata") or {}).get("annotations") or {}
         recorded_start = api.parse_timestamp(annotations.get(self.annotation)) if cordoned else None
         drain_start = recorded_start or self.started
-        deadline = (self.started if self.params["wait"] else drain_start) + self.params["wait_timeout"]
+        clock_start = max(drain_start, self.not_before or drain_start)
+        deadline = (self.started if self.params["wait"] else clock_start) + self.params["wait_timeout"]
         settings = self.settings(deadline)
         self.result.update(drain_started=api.format_timestamp(drain_start), deadline=api.format_timestamp(deadline))
 

@@ -425,3 +425,26 @@ def test_non_blocking_pass_past_the_deadline_forces_when_asked(sandbox, kube, na
     # Deleted with the pod's own grace period: still terminating when the pass returns, or already gone.
     assert [p["pod"] for p in forced["pending"]] in ([], [pod])
     wait_until("the forced pod to go", lambda: pods_on(kube, namespace, donor) == [], timeout=30)
+
+
+def test_not_before_gives_a_new_run_a_full_timeout_on_an_old_drain(sandbox, kube, namespace, new_nodes):
+    group = unique_group()
+    [donor] = new_nodes(1, group=group)
+    create_deployment(kube, namespace, "db", 1, group)
+    create_pdb(kube, namespace, "db", {"app": "db"}, min_available=1)
+    wait_running_on(kube, namespace, donor, 1)
+    wait_pdb_observed(kube, namespace, "db", 0)
+
+    first = drain(sandbox, donor, wait_timeout=2, on_timeout="fail")
+    assert first["failed"] is False and first["reason"] == "pdb_blocked", first
+    time.sleep(2.5)
+    # The old drain's deadline has passed: without not_before the pass fails at once...
+    stale = drain(sandbox, donor, wait_timeout=2, on_timeout="fail")
+    assert stale["failed"] and "timed out" in stale["msg"], stale
+    # ...a new run that started now gets the full timeout again, and the drain keeps its first start time.
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    renewed = drain(sandbox, donor, wait_timeout=60, on_timeout="fail", not_before=now)
+    assert renewed["failed"] is False and renewed["reason"] == "pdb_blocked", renewed
+    assert renewed["drain_started"] == first["drain_started"] and renewed["deadline"] > now
+    bad = drain(sandbox, donor, not_before="yesterday")
+    assert bad["failed"] and "RFC 3339" in bad["msg"]
