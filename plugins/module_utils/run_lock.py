@@ -51,8 +51,11 @@ def _process_start_ticks(pid):
 
 def _ancestor_playbook_pid():
     """The PID of the ansible-playbook (or ansible) process this module runs under, found by walking up
-    the process tree; the module's own parent when there is none (a test, an ad-hoc call)."""
+    the process tree; the module's own parent when there is none (a test, an ad-hoc call). The topmost
+    one: ansible-playbook forks a worker per task with the same command line, and a worker's PID dies
+    with its task, which would make a live run's Lease look abandoned."""
     pid = os.getppid()
+    found = None
     for _depth in range(16):
         try:
             with open("/proc/%d/cmdline" % pid, "rb") as handle:
@@ -62,11 +65,13 @@ def _ancestor_playbook_pid():
         except (OSError, IndexError, ValueError):
             break
         if any(os.path.basename(arg).startswith(b"ansible-playbook") for arg in argv[:3]):
-            return pid
+            found = pid
+        elif found is not None:
+            break
         if parent <= 1:
             break
         pid = parent
-    return os.getppid()
+    return found if found is not None else os.getppid()
 
 
 def default_holder():

@@ -54,3 +54,33 @@ def test_dead_local_run_detection():
 def test_default_holder_names_this_host_and_a_live_process():
     holder = run_lock.default_holder()
     assert not run_lock.holder_is_dead_local_run(holder)
+
+
+def test_holder_pid_is_the_topmost_playbook_process_not_a_per_task_worker(tmp_path):
+    """ansible-playbook forks a worker per task with the same command line; the Lease must name the
+    playbook process itself, or the worker's exit makes a live run look dead to a second run."""
+    import os
+    import subprocess
+    import sys
+
+    link = tmp_path / "ansible-playbook"
+    os.symlink(sys.executable, link)
+    module = run_lock.__file__
+    inner = ("import importlib.util as u; s = u.spec_from_file_location('rl', %r); m = u.module_from_spec(s); "
+             "s.loader.exec_module(m); print(m._ancestor_playbook_pid())" % module)
+    # The "playbook" forks a "worker" (same command line), which runs the "module" (another program).
+    outer = ("import os, subprocess, sys\n"
+             "pid = os.fork()\n"
+             "if pid == 0:\n"
+             "    out = subprocess.run([%r, '-c', %r], capture_output=True, text=True, timeout=60).stdout\n"
+             "    print('worker', os.getpid(), 'found', out.strip(), flush=True)\n"
+             "    os._exit(0)\n"
+             "os.waitpid(pid, 0)\n"
+             "print('playbook', os.getpid(), flush=True)\n" % (sys.executable, inner))
+    proc = subprocess.run([str(link), "-c", outer], capture_output=True, text=True, timeout=120, check=True)
+    words = proc.stdout.split()
+    playbook_pid = words[words.index("playbook") + 1]
+    worker_pid = words[words.index("worker") + 1]
+    found = words[words.index("found") + 1]
+    assert worker_pid != playbook_pid
+    assert found == playbook_pid, proc.stdout
