@@ -260,6 +260,7 @@ class _Node:
     phase: str = ""
     phase_since: Optional[float] = None
     paired_now: bool = False            # a donor paired by this plan (observed as outdated until applied)
+    out_of_scope: bool = False          # invalid only because scaling_groups leaves its group out
 
     @property
     def name(self):
@@ -378,6 +379,7 @@ class _Planner:
                 state.reason = "cloud lookup failed: " + "; ".join("%s: %s" % kv for kv in sorted(self.group_errors.items()))
             else:
                 state.category, state.reason = INVALID, "its instance is in none of the listed scaling groups"
+                state.out_of_scope = self.scope_keys is not None
             return
         gkey = _group_key(group_id)
         in_scope = self.scope_keys is None or gkey in self.scope_keys
@@ -391,11 +393,13 @@ class _Planner:
                 state.reason = "cloud lookup failed for scaling group %s: %s" % (group_id, self.group_errors[gkey])
             elif not in_scope:
                 state.reason = "scaling group %s is not in scaling_groups" % group_id
+                state.out_of_scope = True
             else:
                 state.reason = "unknown scaling group %s" % (group_id or "(empty)")
             return
         if not self.cloud_consulted and not in_scope:
             state.category, state.reason = INVALID, "scaling group %s is not in scaling_groups" % group_id
+            state.out_of_scope = True
             return
         state.group_id = self.group_index[gkey].id if self.cloud_consulted else group_id
         if keys.image in ann:
@@ -706,7 +710,7 @@ class _Planner:
         for s in self.states:
             # A node paired in this pass is reported "new" until node_pair has written the pair.
             if s.category == INVALID:
-                grouped[INVALID].append(dict(name=s.name, reason=s.reason))
+                grouped[INVALID].append(dict(name=s.name, reason=s.reason, out_of_scope=s.out_of_scope))
             else:
                 grouped[s.category].append(s.name)
         set_group_image = [dict(group=r["id"], image=target) for r in self.group_reports if not r["image_current"]]

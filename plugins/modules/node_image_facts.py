@@ -185,7 +185,9 @@ nodes:
       type: list
       elements: str
     invalid:
-      description: Nodes the upgrade cannot handle, each with C(name) and C(reason).
+      description:
+        - Nodes the upgrade cannot handle, each with C(name), C(reason) and C(out_of_scope) (true when the node is
+          left alone only because O(scaling_groups) leaves its group out).
       type: list
       elements: dict
   sample: {outdated: [w-1], up_to_date: [], donor: [w-0], heir: [w-5], new: [], obsolete: [], invalid: []}

@@ -99,6 +99,8 @@ def test_invalid_reasons():
     assert reasons["no-pid"] == "no providerID"
     assert reasons["unknown-group"].startswith("unknown scaling group")
     assert "cloud lookup failed" in reasons["not-listed"]
+    # Without a scaling_groups scope nothing is invalid merely for being out of scope: all block a preflight.
+    assert not any(i["out_of_scope"] for i in names(result, core.INVALID))
     # Cached annotations are enough to classify a node of a group whose instances could not be listed.
     assert "failed" in names(result, core.OUTDATED)
     assert result["plan"]["create"] == [] and result["done"] is False
@@ -328,7 +330,8 @@ def test_nodes_outside_scaling_groups_are_invalid_and_named():
     result = core.plan_upgrade(list(w.nodes.values()), opts(), groups=[w.groups["G1"]], instances=w.instances,
                                now=w.now, scope=["g1"])
     assert names(result, core.OUTDATED) == ["a"]
-    assert names(result, core.INVALID) == [{"name": "b", "reason": "scaling group G2 is not in scaling_groups"}]
+    assert names(result, core.INVALID) == [{"name": "b", "reason": "scaling group G2 is not in scaling_groups",
+                                             "out_of_scope": True}]
 
 
 def test_failed_joins_and_orphans_are_deleted():
