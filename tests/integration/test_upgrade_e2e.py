@@ -9,6 +9,7 @@ See upgrade_helpers.py for what the invariant watcher observes and why it can re
 """
 
 import importlib.util
+import json
 import random
 import time
 import uuid
@@ -309,7 +310,15 @@ def _wait_pod_running(kube, namespace, selector, node, timeout=60):
 # ---------------------------------------------------------------- two concurrent runs
 
 
+class LockMessageUnclear(AssertionError):
+    """The second run's failure message does not name the run that holds the Lease."""
+
+
 @pytest.mark.timeout(900)
+@pytest.mark.xfail(strict=True, raises=LockMessageUnclear, reason=(
+    "role bug: when rolling_upgrade_lock_wait runs out, the 'Take the run lock' task fails with Ansible's "
+    "'Task failed: Action failed: Unknown error.' (upgrade_lock returns no msg with fail_when_held=false); the "
+    "holder is only in the held_by field, not in the message"))
 def test_second_concurrent_run_stops_naming_the_holder_and_the_first_finishes(cluster, tmp_path):
     handle, values, start = cluster("gcp")
     upgraded = uh.limit_to_groups(values, start, ["workers-1"])  # one replacement keeps CI time down
@@ -324,6 +333,7 @@ def test_second_concurrent_run_stops_naming_the_holder_and_the_first_finishes(cl
                  rolling_upgrade_report_dir=str(tmp_path / "second-report")),
             tmp_path / "second.log", timeout=300)
         assert first.proc.poll() is None, "the first run ended while the second waited"
+        assert lease_holder(handle) == holder, "the second run took the first run's Lease"
         rc_first = first.wait(RUN_TIMEOUT)
     finally:
         first.kill()
@@ -333,6 +343,12 @@ def test_second_concurrent_run_stops_naming_the_holder_and_the_first_finishes(cl
     assert uh.PROGRESS.search(second_output) is None, "the second run started passes"
     assert rc_first == 0, first.output()[-6000:]
     uh.assert_upgraded(handle, values, start, groups=upgraded)
+    # The holder must be in the failure's message, not only in a result field.
+    fatal = [line for line in second_output.splitlines() if line.startswith("fatal: [localhost]: FAILED! => ")]
+    assert fatal, second_output[-4000:]
+    message = json.loads(fatal[-1].split("=> ", 1)[1]).get("msg", "")
+    if holder not in message:
+        raise LockMessageUnclear("the second run stopped with %r" % message)
 
 
 # ---------------------------------------------------------------- known role bug, kept visible
