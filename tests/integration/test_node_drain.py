@@ -367,9 +367,11 @@ def test_pod_under_two_pdbs_is_named_and_disable_eviction_deletes_it(sandbox, ku
     group = unique_group()
     [donor] = new_nodes(1, group=group)
     create_deployment(kube, namespace, "twice", 1, group, labels={"app": "twice", "tier": "front"})
+    # PDBs after the pod runs: on a pod update the disruption controller re-syncs only one of the PDBs that
+    # cover it, so a PDB created before the pod turned Ready may show 0 allowed until its periodic resync.
+    wait_running_on(kube, namespace, donor, 1)
     create_pdb(kube, namespace, "by-app", {"app": "twice"}, min_available=0)
     create_pdb(kube, namespace, "by-tier", {"tier": "front"}, min_available=0)
-    wait_running_on(kube, namespace, donor, 1)
     wait_pdb_observed(kube, namespace, "by-app", 1)
     wait_pdb_observed(kube, namespace, "by-tier", 1)
 
