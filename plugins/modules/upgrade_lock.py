@@ -95,6 +95,10 @@ holder:
   description: This run's identity (pass it back with O(holder) to renew or release from another task).
   returned: always
   type: str
+msg:
+  description: Who holds the Lease and until when, when another run holds it.
+  returned: when another live run holds the Lease
+  type: str
 held_by:
   description: Who holds the Lease after the call; empty when nobody does.
   returned: always
@@ -171,9 +175,12 @@ def run(module, api):
             if action == run_lock.WAIT:
                 result.update(action=action, held_by=spec["holderIdentity"],
                               expires_at=run_lock.format_time(expires) if expires else "")
+                # Also in the result when not failing: a playbook that waits with `until` shows it when the
+                # wait runs out.
+                result["msg"] = ("another upgrade run holds Lease %s/%s: %s (until %s unless renewed)"
+                                 % (namespace, name, spec["holderIdentity"], result["expires_at"] or "unknown"))
                 if params["fail_when_held"]:
-                    module.fail_json(msg="another upgrade run holds Lease %s/%s: %s (until %s unless renewed)"
-                                     % (namespace, name, spec["holderIdentity"], result["expires_at"] or "unknown"), **result)
+                    module.fail_json(**result)
                 return result
             new_expiry = now + datetime.timedelta(seconds=params["lease_duration"])
             result.update(changed=True, acquired=True, action=action, held_by=holder,

@@ -28,6 +28,7 @@ def test_lock_is_exclusive_renewable_and_released(sandbox, namespace):
     assert blocked["failed"] and "run-a" in blocked["msg"], blocked
     waiting = lock(sandbox, namespace, holder="run-b", fail_when_held=False)
     assert not waiting["failed"] and not waiting["acquired"] and waiting["held_by"] == "run-a"
+    assert "run-a" in waiting["msg"]
 
     foreign_release = lock(sandbox, namespace, holder="run-b", state="absent")
     assert not foreign_release["changed"]
