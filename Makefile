@@ -37,7 +37,7 @@ units: setup
 	@$(PY) -m pytest tests/unit
 
 integration: setup
-	@$(PY) -m pytest tests/integration
+	@$(PY) -m pytest -n 2 --dist loadfile tests/integration
 
 lint: setup
 	@.venv/bin/ansible-lint --profile production
