@@ -95,18 +95,13 @@ def snapshot(handle):
     }
 
 
-def limit_to_groups(values, start, suffixes, preflight=False):
-    """Upgrade only the scaling groups whose ID ends with one of `suffixes` (rolling_upgrade_scaling_groups);
-    returns their node labels, for assert_upgraded.
-
-    preflight=False: the role's preflight refuses any node outside rolling_upgrade_scaling_groups (the facts
-    module reports such nodes as invalid, and the preflight asserts there are none), so a limited run needs
-    it off; test_scaling_groups_limit_passes_preflight keeps that bug visible."""
+def limit_to_groups(values, start, suffixes):
+    """Upgrade only the scaling groups whose ID ends with one of `suffixes` (rolling_upgrade_scaling_groups,
+    with the preflight on: it must leave the other groups' nodes alone); returns their node labels, for
+    assert_upgraded."""
     chosen = {label: gid for label, gid in start["group_ids"].items() if gid.endswith(tuple(suffixes))}
     assert len(chosen) == len(suffixes), (suffixes, start["group_ids"])
     values["rolling_upgrade_scaling_groups"] = sorted(chosen.values())
-    if not preflight:
-        values["rolling_upgrade_preflight"] = False
     return set(chosen)
 
 
