@@ -483,8 +483,9 @@ class _Planner:
                 h.category, h.partner = HEIR, d.name
                 h.phase = PHASE_HEIR
                 d.paired_now = True
-                self.patch(h.name, dict(h.cache, **{keys.donor: d.name, keys.phase: PHASE_HEIR, keys.phase_since: stamp,
-                                                      keys.started_at: stamp}), expect={keys.donor: None})
+                heir_annotations = {keys.donor: d.name, keys.phase: PHASE_HEIR, keys.phase_since: stamp,
+                                    keys.started_at: stamp}
+                self.patch(h.name, dict(h.cache, **heir_annotations), expect={keys.donor: None})
                 h.cache = {}
                 self.repairs.append(dict(name=h.name, action="complete", donor=d.name))
             elif d.phase in _POINT_OF_NO_RETURN:
@@ -511,9 +512,9 @@ class _Planner:
                     d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
                     s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
                     self.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id))
-                    self.patch(s.name, dict(s.cache, **{keys.donor: d.name, keys.phase: PHASE_HEIR,
-                                                          keys.phase_since: stamp, keys.started_at: stamp}),
-                               expect={keys.donor: None})
+                    heir_annotations = {keys.donor: d.name, keys.phase: PHASE_HEIR, keys.phase_since: stamp,
+                                        keys.started_at: stamp}
+                    self.patch(s.name, dict(s.cache, **heir_annotations), expect={keys.donor: None})
                     s.cache = {}
                     self.patch(d.name, {keys.heir: s.name, keys.phase: PHASE_PAIRED, keys.phase_since: stamp},
                                expect={keys.heir: None})

@@ -553,7 +553,7 @@ class DrainModule:
                 self.drain()
         except api.ApiCallError as exc:
             self.fail("node %s (%s): %s %s failed: %s %s: %s" % (self.node_name, state, exc.method, exc.path,
-                                                                  exc.status, exc.reason, exc.message),
+                                                                 exc.status, exc.reason, exc.message),
                       core.REASON_API_ERROR, exception=traceback.format_exc())
         except Exception as exc:  # connection refused, TLS errors, timeouts: say so instead of a traceback
             self.fail("node %s (%s): %s: %s" % (self.node_name, state, type(exc).__name__, exc),

@@ -330,7 +330,7 @@ def test_least_privilege_identity_from_the_role_rbac_file_can_drain(sandbox, kub
     import yaml
 
     rbac = pathlib.Path(__file__).resolve().parents[2] / "roles" / "rolling_upgrade" / "files" / "rbac.yml"
-    cluster_role = next(d for d in yaml.safe_load_all(rbac.read_text()) if d and d["kind"] == "ClusterRole")
+    cluster_role = next(d for d in yaml.safe_load(rbac.read_text())["items"] if d["kind"] == "ClusterRole")
     role_name = "drain-test-" + uuid.uuid4().hex[:8]  # unique: the sandbox is shared
     cluster_role["metadata"] = {"name": role_name}
     kube.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", cluster_role, ok=(201,))

@@ -35,7 +35,7 @@ def test_one_replacement_step_by_step_on_aws(sandbox, cloud_admin):
     group = admin.create_group("w-" + tag, "worker", 2, old)
     kube = sandbox.kube()
     try:
-        originals = _wait(lambda: [i for i, _ in admin.group_instances(group)] if len(admin.group_instances(group)) == 2
+        originals = _wait(lambda: [i for i, _state in admin.group_instances(group)] if len(admin.group_instances(group)) == 2
                           else None, 60, "two instances")
         sandbox.wait_nodes_ready(originals, timeout=180)
         for name in originals:
@@ -116,7 +116,7 @@ def test_one_replacement_step_by_step_on_aws(sandbox, cloud_admin):
         assert last["done"] is False
     finally:
         admin.autoscaling.update_auto_scaling_group(AutoScalingGroupName=group, MinSize=0, DesiredCapacity=0)
-        for instance_id, _ in admin.group_instances(group):
+        for instance_id, _state in admin.group_instances(group):
             kube.request("DELETE", "/api/v1/nodes/" + instance_id, ok=(200, 202, 404))
 
 

@@ -149,8 +149,8 @@ def test_write_retries_on_conflict_with_a_stale_resource_version(sandbox, new_no
     # An expectation that no longer holds after the re-read skips the write.
     stale = _node(sandbox, name)
     _annotate(sandbox, name, {"example.com/owner": "someone-else"})
-    status, _ = node_state.write_node(api_client, stale, {"annotations": {"example.com/owner": "me"},
-                                                          "expect": {"example.com/owner": None}}, sleep=lambda _: None)
+    entry = {"annotations": {"example.com/owner": "me"}, "expect": {"example.com/owner": None}}
+    status, _after = node_state.write_node(api_client, stale, entry, sleep=lambda _seconds: None)
     assert status == "skipped"
     assert _ann(sandbox, name)["example.com/owner"] == "someone-else"
 

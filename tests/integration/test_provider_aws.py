@@ -232,7 +232,7 @@ def test_random_error_rate_is_absorbed(admin, provider, images):
     group = _group(admin, images, size=1)
     provider.retry_attempts = 10
     admin.set_faults(error_rate=0.3, codes=(429, 500, 503))
-    for _ in range(8):
+    for _attempt in range(8):
         assert provider.group_image(group) == images[0]
     log = admin.requests()
     assert any(r["fault"] for r in log), "no fault was injected at 30%% over %d requests" % len(log)

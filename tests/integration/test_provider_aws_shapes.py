@@ -68,7 +68,7 @@ def test_provider_sends_only_recorded_shapes(emulator):
     provider.poll_interval = 0.05
     _exercise(provider, admin)
     seen = {_key(r): r for r in admin.requests()}
-    shapes = sorted(({k: v for k, v in r.items() if k != "fault"} for r in seen.values()), key=lambda s: _key(s))
+    shapes = sorted(({k: v for k, v in r.items() if k != "fault"} for r in seen.values()), key=_key)
     if os.environ.get("KUBENODES_RECORD_SHAPES") == "1":
         FIXTURE.parent.mkdir(parents=True, exist_ok=True)
         FIXTURE.write_text(json.dumps(shapes, indent=1) + "\n")

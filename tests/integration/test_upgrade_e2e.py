@@ -51,9 +51,7 @@ def least_privilege_auth(handle):
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
     kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts" % namespace, {"metadata": {"name": account}}, ok=(201,))
     rbac = "/apis/rbac.authorization.k8s.io/v1"
-    for doc in yaml.safe_load_all(uh.RBAC_FILE.read_text()):
-        if not doc:
-            continue
+    for doc in yaml.safe_load(uh.RBAC_FILE.read_text())["items"]:
         ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": doc["kind"], "name": doc["metadata"]["name"]}
         if doc["kind"] == "ClusterRole":
             kube.request("POST", rbac + "/clusterroles", doc, ok=(201,))

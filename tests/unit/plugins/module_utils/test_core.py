@@ -330,8 +330,8 @@ def test_nodes_outside_scaling_groups_are_invalid_and_named():
     result = core.plan_upgrade(list(w.nodes.values()), opts(), groups=[w.groups["G1"]], instances=w.instances,
                                now=w.now, scope=["g1"])
     assert names(result, core.OUTDATED) == ["a"]
-    assert names(result, core.INVALID) == [{"name": "b", "reason": "scaling group G2 is not in scaling_groups",
-                                             "out_of_scope": True}]
+    expected = {"name": "b", "reason": "scaling group G2 is not in scaling_groups", "out_of_scope": True}
+    assert names(result, core.INVALID) == [expected]
 
 
 def test_failed_joins_and_orphans_are_deleted():

@@ -135,7 +135,7 @@ def test_launch_template_of_plain_and_mixed_and_launch_configuration():
 ])
 def test_error_classification(code, status, cls, retryable):
     err = aws.classify_client_error("DescribeImages", code, "text", status)
-    assert type(err) is cls
+    assert type(err) is cls  # pylint: disable=unidiomatic-typecheck  # the exact class, not a subclass
     assert err.retryable is retryable
     assert "DescribeImages" in str(err)
 
