@@ -10,7 +10,7 @@ import importlib
 import json
 import pathlib
 
-from sandbox import cli, seed
+from sandbox import cli, nodesim, seed
 
 IMAGE_A = "image-a"
 IMAGE_B = "image-b"
@@ -45,6 +45,8 @@ def role_vars(state_dir, cloud, image_ref, report_dir=None, **overrides):
         "rolling_upgrade_timeout": 1800,
         # The seeded workloads include bare pods on purpose; the demo replaces their nodes anyway.
         "rolling_upgrade_drain_force": True,
+        # Labels the simulated kubelet sets per node (like a cloud's bootstrap labels): not the donor's to give.
+        "rolling_upgrade_copy_labels_exclude": [nodesim.IMAGE_LABEL, nodesim.GROUP_LABEL],
         "rolling_upgrade_report_dir": str(report_dir or pathlib.Path(state_dir) / "report"),
     }
     values.update(overrides)
