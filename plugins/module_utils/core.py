@@ -582,7 +582,12 @@ class _Planner:
                 current = not inst.image or same(inst.image, self.target)
                 deadline = format_time(inst.created_at + timeout) if inst.created_at else None
                 if inst.state == FAILED:
-                    self.delete_instances.append(dict(entry, reason="the cloud failed to create it"))
+                    # A quota or capacity refusal can come late, on the instance (GCE): say so, so the
+                    # role holds the surge instead of creating the same refused instance again.
+                    errors = (inst.extra or {}).get("errors") or []
+                    reason = "the cloud failed to create it" + (": " + "; ".join(errors) if errors else "")
+                    self.delete_instances.append(dict(entry, reason=reason,
+                                                      quota_exceeded=bool((inst.extra or {}).get("quota_exceeded"))))
                     self.failed_count[gkey] = self.failed_count.get(gkey, 0) + 1
                 elif current and not expired:
                     self.joining.append(dict(entry, deadline=deadline))

@@ -442,3 +442,18 @@ def test_obsolete_node_whose_instance_is_gone_is_still_removed():
     # Without the obsolete mark such a node is not ours to remove: it is reported invalid.
     w.nodes["left"]["metadata"]["annotations"].pop(P + "obsolete")
     assert [i["name"] for i in names(w.plan(opts()), core.INVALID)] == ["left"]
+
+
+def test_an_instance_refused_late_for_quota_is_deleted_and_says_so():
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    w.instances["G1"].append(Instance(
+        provider_id="x://refused", node_name="refused", group_id="G1", image=NEW, state=FAILED, created_at=w.now,
+        extra={"errors": ["QUOTA_EXCEEDED: Quota 'CPUS' exceeded"], "quota_exceeded": True}))
+    w.instances["G1"].append(Instance(provider_id="x://broken", node_name="broken", group_id="G1", image=NEW,
+                                      state=FAILED, created_at=w.now))
+    deletions = {d["node_name"]: d for d in w.plan(opts())["plan"]["delete_instances"]}
+    assert deletions["refused"]["quota_exceeded"] is True
+    assert deletions["refused"]["reason"] == "the cloud failed to create it: QUOTA_EXCEEDED: Quota 'CPUS' exceeded"
+    assert deletions["broken"]["quota_exceeded"] is False
+    assert deletions["broken"]["reason"] == "the cloud failed to create it"
