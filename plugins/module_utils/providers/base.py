@@ -9,6 +9,7 @@ one new file in this package that subclasses CloudProvider.
 
 from __future__ import annotations
 
+import abc
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -80,38 +81,39 @@ class InvalidReferenceError(ProviderError):
     """A providerID, group ID or image reference is malformed. The message names the expected format."""
 
 
-class CloudProvider:
+class CloudProvider(abc.ABC):
     """What the collection asks of a cloud. Every method costs a constant number of API calls per group,
     never one per node."""
 
     name = "abstract"
 
+    @abc.abstractmethod
     def list_groups(self, group_ids=None) -> List[Group]:
         """The scaling groups in scope (all discoverable ones, or exactly `group_ids`)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def list_instances(self, group_id) -> List[Instance]:
         """Every instance of the group, with state, image and creation time."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def create_instance(self, group_id) -> Instance:
         """Add one instance to the group; return it with its future node name and providerID."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def delete_instance(self, provider_id) -> bool:
         """Delete the instance and shrink its group. Idempotent: False when it was already gone."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def group_image(self, group_id) -> str:
-        raise NotImplementedError
+        """The image that new instances of the group get now."""
 
+    @abc.abstractmethod
     def set_group_image(self, group_id, image) -> bool:
         """Make new instances of the group use `image`. False when it already did."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def validate_image(self, image) -> str:
         """Raise InvalidReferenceError (malformed) or NotFoundError (absent); return the canonical form."""
-        raise NotImplementedError
 
     def normalize_provider_id(self, provider_id) -> str:
         """A form of the providerID that compares equal across spellings (case, slashes)."""
