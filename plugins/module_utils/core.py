@@ -625,9 +625,13 @@ class _Planner:
             else:
                 heir_ready, gate = True, dict(heir=None, heir_ready=None, heir_ready_since=None)
             phase = s.phase if s.phase in DONOR_PHASES else PHASE_PAIRED
+            ip = s.info.internal_ips[0] if s.info.internal_ips else None
+            # What follows a drain rides along, so a drain that finishes at once goes on in the same pass.
+            leaving = dict(control_plane=s.info.control_plane, node_ip=ip, provider_id=s.info.provider_id,
+                           group=s.group_id)
             if phase in (PHASE_PAIRED, PHASE_DRAINING):
                 if heir_ready:
-                    self.drain.append(dict(name=s.name, reason=cat, **gate))
+                    self.drain.append(dict(name=s.name, reason=cat, **gate, **leaving))
                 else:
                     # A heir that is not Ready within join_timeout of the pairing will likely never be: say so
                     # (the reference waited forever without a word).
@@ -636,8 +640,7 @@ class _Planner:
                     self.waiting.append(dict(name=s.name, since=format_time(s.phase_since) if s.phase_since else None,
                                              overdue=overdue, **gate))
             elif phase == PHASE_DRAINED and s.info.control_plane:
-                ip = s.info.internal_ips[0] if s.info.internal_ips else None
-                self.etcd_remove.append(dict(name=s.name, node_ip=ip))
+                self.etcd_remove.append(dict(name=s.name, node_ip=ip, provider_id=s.info.provider_id, group=s.group_id))
             else:
                 self.delete_nodes.append(dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
                                               control_plane=s.info.control_plane))

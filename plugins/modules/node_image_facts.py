@@ -256,7 +256,10 @@ plan:
       type: list
       elements: dict
     drain:
-      description: Nodes to drain now (C(name), C(reason) donor or obsolete, C(heir), C(heir_ready)), for node_drain.
+      description:
+        - Nodes to drain now (C(name), C(reason) donor or obsolete, C(heir), C(heir_ready)), for node_drain.
+        - Each also carries what follows the drain (C(control_plane), C(node_ip), C(provider_id), C(group)), so a
+          drain that finishes at once can go on to etcd_member_remove and the deletion in the same pass.
       type: list
       elements: dict
     waiting_for_heir:
@@ -267,7 +270,7 @@ plan:
       elements: dict
     etcd_remove:
       description: Drained control-plane nodes whose etcd member goes next (C(name), C(node_ip)), for
-        etcd_member_remove.
+        etcd_member_remove, with C(provider_id) and C(group) for the deletion that follows.
       type: list
       elements: dict
     delete_nodes:

@@ -251,12 +251,27 @@ def test_control_plane_donor_goes_drain_etcd_delete():
     w.add_node("cp-old", "CP", OLD, control_plane=True, annotations={P + "heir": "cp-new", P + "phase": "drained"})
     w.add_node("cp-new", "CP", NEW, control_plane=True, annotations={P + "donor": "cp-old", P + "phase": "heir"})
     result = w.plan(opts())
-    assert result["plan"]["etcd_remove"] == [{"name": "cp-old", "node_ip": w.nodes["cp-old"]["status"]["addresses"][0]["address"]}]
+    assert result["plan"]["etcd_remove"] == [{"name": "cp-old", "node_ip": w.nodes["cp-old"]["status"]["addresses"][0]["address"],
+                                              "provider_id": w.nodes["cp-old"]["spec"]["providerID"], "group": "CP"}]
     assert result["plan"]["delete_nodes"] == []
     w.record_phase("cp-old", core.PHASE_ETCD_REMOVED)
     result = w.plan(opts())
     assert [d["name"] for d in result["plan"]["delete_nodes"]] == ["cp-old"]
 
+
+@pytest.mark.parametrize("control_plane", [False, True])
+def test_drain_entries_carry_what_follows_the_drain(control_plane):
+    """A drain that finishes at once goes on in the same pass: the role needs the etcd address (control
+    plane) and the instance (both) without waiting for the next plan."""
+    w = World([group("G", role="control-plane" if control_plane else "worker", image=NEW)])
+    w.add_node("old", "G", OLD, control_plane=control_plane, annotations={P + "heir": "new", P + "phase": "paired"})
+    w.add_node("new", "G", NEW, control_plane=control_plane, annotations={P + "donor": "old", P + "phase": "heir"})
+    [entry] = w.plan(opts(heir_ready_seconds=0))["plan"]["drain"]
+    assert entry["name"] == "old" and entry["heir"] == "new"
+    assert entry["control_plane"] is control_plane
+    assert entry["provider_id"] == w.nodes["old"]["spec"]["providerID"]
+    assert entry["group"] == "G"
+    assert entry["node_ip"] == w.nodes["old"]["status"]["addresses"][0]["address"]
 
 # ---------------------------------------------------------------------------------------------- budget
 
