@@ -41,6 +41,11 @@ zone="zone-a", wait=True)`` creating instances through the simulator with unique
 ``fresh_sandbox`` (function): factory ``fresh_sandbox(clouds=[])`` starting a separate, isolated
 sandbox for tests that need a whole cluster (end-to-end upgrades); each is stopped at teardown.
 
+``upgrade_cluster`` (function): factory ``upgrade_cluster(cloud, least_privilege=True, control_planes=1,
+workers=2, groups=2, **role variable overrides)`` for the end-to-end upgrade tests: a fresh sandbox
+seeded on image A with image B created; returns (handle, role variables, start snapshot). With
+``least_privilege`` the role authenticates as a ServiceAccount bound only to the role's rbac.yml.
+
 Set KUBENODES_KEEP_SANDBOX=1 to keep the state directories (every component's log under logs/).
 
 Nodes in the shared sandbox outlive a test unless it removes them (``new_nodes`` does): tests must not
@@ -169,3 +174,21 @@ def fresh_sandbox():
 def pytest_configure(config):
     config.addinivalue_line("markers", "integration: needs the local sandbox (real control plane)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds even on an idle machine")
+
+
+@pytest.fixture
+def upgrade_cluster(fresh_sandbox):
+    """Factory ``upgrade_cluster(cloud, least_privilege=True, control_planes=1, workers=2, groups=2,
+    **role variable overrides)`` for the end-to-end upgrade tests: a fresh sandbox with `cloud`, seeded on
+    image A with image B created (upgrade_helpers.prepare). With `least_privilege` the role authenticates
+    as a ServiceAccount bound only to roles/rolling_upgrade/files/rbac.yml. Returns (handle, role
+    variables, snapshot of the start)."""
+    import upgrade_helpers  # pylint: disable=import-outside-toplevel - lives next to this file
+
+    def make(cloud, least_privilege=True, **overrides):
+        handle = fresh_sandbox(clouds=[cloud])
+        values, start = upgrade_helpers.prepare(handle, cloud, **overrides)
+        if least_privilege:
+            values["rolling_upgrade_kube"] = upgrade_helpers.least_privilege_auth(handle)
+        return handle, values, start
+    return make

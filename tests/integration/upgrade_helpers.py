@@ -25,6 +25,7 @@ import threading
 import time
 
 import requests
+import yaml
 
 from sandbox import nodesim, scenario
 from tests.ansible_run import REPO, ansible_env
@@ -132,6 +133,7 @@ class PlaybookRun:
     (the default callback prints a task as it starts, so progress is visible while it runs)."""
 
     def __init__(self, values, log_path, check=False, extra_args=()):
+        self.values = values
         self.log_path = pathlib.Path(log_path)
         self.vars_path = self.log_path.with_suffix(".vars.json")
         self.vars_path.write_text(json.dumps(values))
@@ -154,12 +156,20 @@ class PlaybookRun:
 
     def wait(self, timeout):
         try:
-            return self.proc.wait(timeout=timeout)
+            rc = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             raise AssertionError("ansible-playbook still ran after %ss; output tail:\n%s" % (timeout, self.output()[-4000:]))
         finally:
             self._log.flush()
+        self.assert_no_secret_in_output()
+        return rc
+
+    def assert_no_secret_in_output(self):
+        """The bearer token the run authenticates with never appears in its output (no_log)."""
+        token = (self.values.get("rolling_upgrade_kube") or {}).get("api_key")
+        if token:
+            assert token not in self.output(), "the bearer token leaked into the output of %s" % self.log_path
 
     def wait_for(self, predicate, timeout, what):
         """Wait until predicate(output) holds while the run is alive; False when the run ended first."""
@@ -213,6 +223,7 @@ class Watcher(threading.Thread):
         self.stopped = threading.Event()
         self.min_ready = {}
         self.max_instances = {}
+        self.instance_counts = []  # per poll, {group: instances that exist}
         self.samples = 0
         self.errors = []
         self._label_of = {}
@@ -240,6 +251,7 @@ class Watcher(threading.Thread):
             self.min_ready[group] = min(self.min_ready.get(group, ready.get(group, 0)), ready.get(group, 0))
         for group, count in existing.items():
             self.max_instances[group] = max(self.max_instances.get(group, 0), count)
+        self.instance_counts.append(existing)
         self.samples += 1
 
     def stop(self):
@@ -254,6 +266,12 @@ class Watcher(threading.Thread):
             assert self.max_instances.get(group, 0) <= len(names) + max_surge, (
                 "group %s had %s instances at once (size %d, max_surge %d)"
                 % (group, self.max_instances.get(group), len(names), max_surge))
+
+    def surge_at_once(self, start, groups):
+        """The largest surge every one of `groups` had in the same poll: min over the groups of
+        (instances that exist - starting size), maximised over polls."""
+        return max((min(counts.get(g, 0) - len(start["groups"][g]) for g in groups) for counts in self.instance_counts),
+                   default=0)
 
 
 # ---------------------------------------------------------------- end state
@@ -365,3 +383,104 @@ def assert_upgraded(handle, values, start, report=True, groups=None):
         for old in replaced:
             assert old in text and old in markdown, "the report does not name %s" % old
     return all_nodes
+
+
+# ---------------------------------------------------------------- identities, snapshots, failures
+
+
+def least_privilege_auth(handle):
+    """A ServiceAccount bound only to roles/rolling_upgrade/files/rbac.yml (ClusterRole, and the Role in
+    kube-system), and its token from the TokenRequest API, as kube auth options for the role."""
+    kube = handle.kube()
+    account, namespace = "image-upgrader", "default"
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+    kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts" % namespace, {"metadata": {"name": account}}, ok=(201,))
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    for doc in yaml.safe_load(RBAC_FILE.read_text())["items"]:
+        ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": doc["kind"], "name": doc["metadata"]["name"]}
+        if doc["kind"] == "ClusterRole":
+            kube.request("POST", rbac + "/clusterroles", doc, ok=(201,))
+            kube.request("POST", rbac + "/clusterrolebindings",
+                         {"metadata": {"name": "image-upgrader"}, "roleRef": ref, "subjects": subject}, ok=(201,))
+        elif doc["kind"] == "Role":
+            ns = doc["metadata"]["namespace"]
+            kube.request("POST", rbac + "/namespaces/%s/roles" % ns, doc, ok=(201,))
+            kube.request("POST", rbac + "/namespaces/%s/rolebindings" % ns,
+                         {"metadata": {"name": "image-upgrader"}, "roleRef": ref, "subjects": subject}, ok=(201,))
+        else:
+            raise AssertionError("unexpected kind %s in %s" % (doc["kind"], RBAC_FILE))
+    token = kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts/%s/token" % (namespace, account),
+                         {"spec": {"expirationSeconds": 3600}}, ok=(201,))["status"]["token"]
+    return {"host": handle.apiserver, "api_key": token, "ca_cert": handle.ca}
+
+
+def lease_holder(handle):
+    lease = handle.kube().request("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kubenodes-image-upgrade",
+                                  ok=(200, 404))
+    return ((lease or {}).get("spec") or {}).get("holderIdentity") if lease and lease.get("kind") == "Lease" else None
+
+
+def group_images(values):
+    """{group id: image its new instances get}, read through the collection's own provider for the cloud
+    (an SDK call to the emulator, as an operator's `describe` would be)."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.factory import build_provider
+
+    cloud = values["rolling_upgrade_provider"]
+    provider = build_provider({"provider": cloud, cloud: values["rolling_upgrade_" + cloud]})
+    return {group.id: group.image for group in provider.list_groups()}
+
+
+def world(handle, values):
+    """Everything a run could change: node annotations, labels and cordons, instances, the groups' images,
+    the autoscaler, the Lease."""
+    kube = handle.kube()
+    autoscaler = kube.request("GET", "/apis/apps/v1/namespaces/kube-system/deployments/cluster-autoscaler")
+    return {
+        "nodes": {n["metadata"]["name"]: (n["metadata"].get("annotations"), n["metadata"]["labels"],
+                                          bool(n["spec"].get("unschedulable"))) for n in nodes(handle)},
+        "instances": sorted((i["provider_id"], i["state"]) for i in handle.nodesim.instances()),
+        "group_images": group_images(values),
+        "autoscaler": (autoscaler["metadata"]["resourceVersion"], autoscaler["spec"]["replicas"]),
+        "lease": lease_holder(handle),
+    }
+
+
+def missing_image(values):
+    """A well-formed reference to an image that does not exist in the run's cloud, and the part of it an
+    error must quote."""
+    image = values["rolling_upgrade_image"]
+    if values["rolling_upgrade_provider"] == "aws":
+        return "ami-0000000000000dead", "ami-0000000000000dead"
+    return image.rsplit("/", 1)[0] + "/does-not-exist", "does-not-exist"
+
+
+def failed_messages(output):
+    """'task: message' of every failed task in a kubenodes_json callback document."""
+    messages = []
+    for play in output["plays"]:
+        for task in play["tasks"]:
+            for result in task["hosts"].values():
+                if result.get("failed"):
+                    messages.append("%s: %s" % (task["task"]["name"], result.get("msg")))
+    return messages
+
+
+def fatal_message(output):
+    """The message of the last `fatal:` line of a default-callback log."""
+    fatal = [line for line in output.splitlines() if line.startswith("fatal: [localhost]: FAILED! => ")]
+    assert fatal, output[-4000:]
+    return json.loads(fatal[-1].split("=> ", 1)[1]).get("msg", "")
+
+
+def wait_pod_running(kube, namespace, selector, node, timeout=60):
+    """Name of the one Running pod of `selector` (on `node` when given)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = [p for p in kube.request("GET", "/api/v1/namespaces/%s/pods" % namespace,
+                                        params={"labelSelector": selector}).get("items", [])
+                if not p["metadata"].get("deletionTimestamp") and nodesim.pod_is_running_ready(p)]
+        if len(pods) == 1 and (node is None or pods[0]["spec"].get("nodeName") == node):
+            return pods[0]["metadata"]["name"]
+        assert time.monotonic() < deadline, "no Running %s pod on %s: %s" % (selector, node, [
+            (p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods])
+        time.sleep(0.5)
