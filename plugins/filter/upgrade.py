@@ -57,10 +57,13 @@ def progress_line(facts, pass_number=0, now=None):
     return "; ".join(parts)
 
 
-def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=None):
+def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=None, run=None):
     """What this pass saw, as an upgrade_journal record: per donor its group, heir, role and the time it
     entered its current phase (the journal keeps the earliest time per phase, so phases accumulate);
-    evicted pods from node_drain results; `deleted` names nodes whose replacement finished now."""
+    evicted pods from node_drain results; `deleted` names nodes whose replacement finished now. A drain
+    that did not finish in this pass is a retry (the next pass drains again), counted by the attempt ID
+    `run#pass` (`run`: when the run started), so a resumed run adds to the count. Instances the plan
+    deletes without a Node (never joined, failed, orphaned) are recorded with the reason."""
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
     nodes = {}
     for donor in facts.get("donors") or []:
@@ -80,12 +83,16 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
         entry["phases"].setdefault("draining", started)
         if result.get("drained"):
             entry["phases"]["drained"] = stamp
+        else:
+            entry["retries"] = {"drain": ["%s#%s" % (run or "", int(pass_number or 0))]}
         if result.get("reason") == "pdb_blocked":
             # Seconds this drain has waited so far; the journal keeps the largest value it sees.
             entry["waits"] = {"pdb_seconds": int((_parse(stamp) - _parse(started)).total_seconds())}
     for name in deleted or []:
         nodes.setdefault(name, {"phases": {}})["phases"]["deleted"] = stamp
-    return {"passes": int(pass_number or 0), "nodes": nodes}
+    removed = {i["provider_id"]: {"group": i.get("group"), "reason": i.get("reason")}
+               for i in (facts.get("plan") or {}).get("delete_instances") or [] if i.get("provider_id")}
+    return {"passes": int(pass_number or 0), "nodes": nodes, "instances_removed": removed}
 
 
 def phase_entries(names, phase):

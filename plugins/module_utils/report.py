@@ -47,10 +47,12 @@ def new_journal(image, started):
 
 def merge(journal, record):
     """Fold one observation into the journal and return it. `record` may hold:
-    image, started, finished, passes (max kept), and nodes: {donor: {group, heir, role, phases: {phase: time},
-    evicted: [namespace/pod], waits: {reason: count}, retries: {step: count}, error}}.
-    Phase times keep the earliest seen; evicted pods are a set; counters keep the largest value seen
-    (each pass reports totals so far, never increments)."""
+    image, started, finished, passes (max kept); nodes: {donor: {group, heir, role, phases: {phase: time},
+    evicted: [namespace/pod], waits: {reason: count}, retries: {step: count or [attempt id]}, error}};
+    instances_removed: {provider_id: {group, reason}} (instances deleted without ever being a node).
+    Phase times keep the earliest seen; evicted pods are a set; a counter given as a number keeps the
+    largest value seen (each pass reports totals so far, never increments), one given as a list of attempt
+    IDs is a set whose size is the count (so passes of several runs add up, and a repeated pass does not)."""
     for key in ("image", "started"):
         if record.get(key) and not journal.get(key):
             journal[key] = record[key]
@@ -76,8 +78,22 @@ def merge(journal, record):
         for counter in ("waits", "retries"):
             totals = entry.setdefault(counter, {})
             for key, value in (seen.get(counter) or {}).items():
-                totals[key] = max(int(totals.get(key) or 0), int(value or 0))
+                totals[key] = _merge_counter(totals.get(key), value)
+    removed = journal.setdefault("instances_removed", {})
+    for provider_id, seen in (record.get("instances_removed") or {}).items():
+        removed.setdefault(provider_id, {}).update({k: v for k, v in (seen or {}).items() if v})
     return journal
+
+
+def _merge_counter(known, seen):
+    if isinstance(known, list) or isinstance(seen, list):
+        return sorted(set(known or []) | set(seen or []))
+    return max(int(known or 0), int(seen or 0))
+
+
+def count(value):
+    """A counter's value: a number, or the number of distinct attempt IDs."""
+    return len(value) if isinstance(value, list) else int(value or 0)
 
 
 def _phase_sort_key(item):
@@ -126,7 +142,7 @@ def summarize(journal, now=None):
             "pods_evicted": len(entry.get("evicted") or []),
             "evicted": list(entry.get("evicted") or []),
             "waits": dict(entry.get("waits") or {}),
-            "retries": dict(entry.get("retries") or {}),
+            "retries": {step: count(value) for step, value in (entry.get("retries") or {}).items() if count(value)},
             "done": "deleted" in (entry.get("phases") or {}) or "done" in (entry.get("phases") or {}),
             "error": entry.get("error") or "",
         })
@@ -140,6 +156,7 @@ def summarize(journal, now=None):
         "nodes_total": len(rows),
         "pods_evicted": sum(r["pods_evicted"] for r in rows),
         "nodes": rows,
+        "instances_removed": [dict(provider_id=pid, **info) for pid, info in sorted((journal.get("instances_removed") or {}).items())],
     }
 
 
@@ -159,8 +176,9 @@ def render_markdown(summary):
         "- started: %s; finished: %s; wall time: %s; passes: %d" % (
             summary.get("started") or "-", summary.get("finished") or "not finished",
             _duration(summary.get("wall_seconds")), summary.get("passes") or 0),
-        "- nodes replaced: %d of %d; pods evicted: %d" % (
-            summary["nodes_replaced"], summary["nodes_total"], summary["pods_evicted"]),
+        "- nodes replaced: %d of %d; pods evicted: %d; instances removed without joining: %d" % (
+            summary["nodes_replaced"], summary["nodes_total"], summary["pods_evicted"],
+            len(summary.get("instances_removed") or [])),
         "",
         "| node | heir | group | role | total | phases | pods evicted | waits | retries |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -174,6 +192,12 @@ def render_markdown(summary):
             phases or "-", row["pods_evicted"], waits, retries))
         if row["error"]:
             lines.append("| | | | | | error: %s | | | |" % row["error"].replace("|", "/"))
+    removed = summary.get("instances_removed") or []
+    if removed:
+        lines += ["", "Instances removed without ever becoming a node (each one was created again when still needed):", "",
+                  "| instance | group | reason |", "|---|---|---|"]
+        lines += ["| %s | %s | %s |" % (i["provider_id"], i.get("group") or "-", (i.get("reason") or "-").replace("|", "/"))
+                  for i in removed]
     lines.append("")
     return "\n".join(lines)
 

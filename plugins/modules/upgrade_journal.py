@@ -45,7 +45,9 @@ options:
     description:
       - The observation to merge. Keys C(started), C(finished), C(passes), and C(nodes), a dictionary from the
         replaced node's name to C(group), C(heir), C(role), C(phases) (phase name to ISO 8601 time),
-        C(evicted) (list of C(namespace/pod)), C(waits) and C(retries) (name to count so far), C(error).
+        C(evicted) (list of C(namespace/pod)), C(waits) and C(retries) (name to a count so far, or to a list of
+        distinct attempt IDs whose number is the count), C(error); and C(instances_removed), a dictionary from
+        a providerID to the C(group) and C(reason) of an instance deleted without ever becoming a node.
     type: dict
     default: {}
   report_dir:

@@ -2,6 +2,8 @@
 deadline and replaced by a new one, on each cloud. One worker group is upgraded (one replacement keeps CI
 time down); the role authenticates as a ServiceAccount bound only to the role's rbac.yml."""
 
+import json
+import pathlib
 import time
 
 import pytest
@@ -51,3 +53,8 @@ def test_heir_that_never_joins_is_deleted_at_the_deadline_and_replaced(upgrade_c
     assert stuck["node_name"] not in [n["metadata"]["name"] for n in uh.nodes(handle)]
     watcher.check(start, max_surge=1)
     uh.assert_upgraded(handle, values, start, groups=upgraded)
+    # The report says which instance was removed and why.
+    summary = json.loads((pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.json").read_text())
+    removed = {i["provider_id"]: i for i in summary["instances_removed"]}
+    assert stuck["provider_id"] in removed, summary["instances_removed"]
+    assert "joined" in removed[stuck["provider_id"]]["reason"], removed[stuck["provider_id"]]

@@ -4,6 +4,8 @@ run naming the pod and the PDB, and the run after the fix finishes; of two concu
 stops naming the holder of the run lock. The role authenticates as a ServiceAccount bound only to the
 role's rbac.yml, so these failure paths are also least-privilege paths."""
 
+import json
+import pathlib
 import time
 import uuid
 
@@ -93,6 +95,10 @@ def test_pdb_that_blocks_forever_stops_the_run_naming_pod_and_pdb_then_resumes(u
     uh.assert_upgraded(handle, values, start, groups=upgraded)
     uh.wait_pod_running(kube, namespace, "app=guarded", None)
     assert "1/1 nodes on the image" in resumed, resumed[-4000:]
+    # The report of the whole upgrade counts the drain passes the PDB cost, across both runs.
+    summary = json.loads((pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.json").read_text())
+    [row] = [r for r in summary["nodes"] if r["node"] == worker]
+    assert row["retries"].get("drain", 0) >= 2 and row["waits"].get("pdb_seconds", 0) >= 15, row
 
 
 @pytest.mark.timeout(900)

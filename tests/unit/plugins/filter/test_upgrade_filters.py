@@ -37,7 +37,9 @@ def test_journal_record_from_facts_and_drain_results():
         {"node": "w-3", "drained": True, "reason": "drained", "drain_started": "2026-11-30T10:01:00Z", "evicted": []},
         {"item": {"name": "w-4"}, "skipped": True},
     ]
-    record = journal_record(FACTS, 3, drains, ["w-0"], now=NOW)
+    facts = dict(FACTS, plan=dict(FACTS["plan"], delete_instances=[
+        {"provider_id": "gce://p/z/w-7", "group": "g", "reason": "no Node joined within 30s"}]))
+    record = journal_record(facts, 3, drains, ["w-0"], now=NOW, run="2026-11-30T10:00:00Z")
     nodes = record["nodes"]
     assert record["passes"] == 3
     assert nodes["w-1"]["phases"] == {"draining": "2026-11-30T10:04:20Z"}
@@ -47,6 +49,10 @@ def test_journal_record_from_facts_and_drain_results():
     assert "w-4" not in nodes
     assert nodes["w-0"]["phases"] == {"deleted": "2026-11-30T10:05:00Z"}
     assert nodes["w-2"]["phases"] == {"paired": "2026-11-30T10:00:00Z"}
+    # The drain of w-1 goes on next pass: one retry, by an ID unique to this run and pass; w-3 finished.
+    assert nodes["w-1"]["retries"] == {"drain": ["2026-11-30T10:00:00Z#3"]}
+    assert "retries" not in nodes["w-3"]
+    assert record["instances_removed"] == {"gce://p/z/w-7": {"group": "g", "reason": "no Node joined within 30s"}}
 
 
 def test_phase_entries():

@@ -72,3 +72,27 @@ def test_markdown_and_svg_render_every_node():
 
 def test_svg_of_an_empty_journal_says_so():
     assert "no replacement recorded" in report.render_svg(report.new_journal("i", None))
+
+
+def test_retries_given_as_attempt_ids_add_up_across_runs_and_never_double_count():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    for attempt in ("run1#3", "run1#4", "run1#4", "run2#3"):  # run1's pass 4 recorded twice; run2 resumed
+        report.merge(journal, {"nodes": {"w-0": {"retries": {"drain": [attempt]}}}})
+    assert journal["nodes"]["w-0"]["retries"] == {"drain": ["run1#3", "run1#4", "run2#3"]}
+    row = report.summarize(journal, now=report.parse_time("2026-11-30T10:05:00Z"))["nodes"][0]
+    assert row["retries"] == {"drain": 3}
+    assert "drain 3" in report.render_markdown(report.summarize(journal, now=report.parse_time("2026-11-30T10:05:00Z")))
+
+
+def test_instances_removed_without_joining_are_listed_with_their_reason():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    seen = {"instances_removed": {"gce://p/z/w-x": {"group": "g1", "reason": "no Node joined within 30s"}}}
+    report.merge(journal, seen)
+    once = copy.deepcopy(journal)
+    report.merge(journal, seen)
+    assert journal == once
+    summary = report.summarize(journal, now=report.parse_time("2026-11-30T10:05:00Z"))
+    assert summary["instances_removed"] == [{"provider_id": "gce://p/z/w-x", "group": "g1", "reason": "no Node joined within 30s"}]
+    text = report.render_markdown(summary)
+    assert "instances removed without joining: 1" in text
+    assert "| gce://p/z/w-x | g1 | no Node joined within 30s |" in text
