@@ -11,7 +11,8 @@ import pytest
 
 from sandbox import netutil, pki
 from tests.ansible_run import run_module
-from test_etcd_member_remove import etcd_cluster, member_names, module_args  # noqa: F401 - the fixture
+from test_etcd_member_remove import member_names, module_args
+from test_etcd_member_remove import etcd_cluster  # noqa: F401 pylint: disable=unused-import # a fixture, used by name
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -138,7 +139,7 @@ def test_tls_and_unreachable_failures_are_named(etcd_cluster, tmp_path):
     assert wrong_client["failed"] is True and wrong_client["reason"] == "tls"
     assert "rejected the client certificate (%s)" % foreign_cert in wrong_client["msg"]
 
-    endpoints = ["https://127.0.0.1:%d" % netutil.free_port() for _ in range(2)]
+    endpoints = ["https://127.0.0.1:%d" % netutil.free_port() for dummy in range(2)]
     started = time.monotonic()
     unreachable = run_module(MODULE, info_args(cluster, endpoints=endpoints, request_timeout=2))
     assert unreachable["failed"] is True and unreachable["reason"] == "unreachable"

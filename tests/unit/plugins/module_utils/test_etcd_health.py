@@ -32,8 +32,8 @@ def test_a_down_member_is_named_with_the_reason():
     health = healthy_probes(members)
     health["3"] = probe(members[2], reachable=False)
     problems = etcd.cluster_problems(members, health, [])
-    assert problems == [{"check": "members_healthy", "message": "etcd member cp-3 (3) is unreachable: cannot connect to "
-                                                                  "https://10.0.0.3:2379: Connection refused"}]
+    message = "etcd member cp-3 (3) is unreachable: cannot connect to https://10.0.0.3:2379: Connection refused"
+    assert problems == [{"check": "members_healthy", "message": message}]
 
 
 def test_an_unhealthy_member_and_an_unstarted_member_are_named():
