@@ -231,10 +231,7 @@ def evaluate_checks(members, target, health, alarms, expected_member_count=None,
         "every other member has started" if not unstarted else
         "members added but never started: %s" % ", ".join(_member_label(m) for m in unstarted)))
 
-    def is_healthy(member):
-        return member_is_healthy(member, health)
-
-    unhealthy = [m for m in others if not is_healthy(m)]
+    unhealthy = [m for m in others if not member_is_healthy(m, health)]
     checks.append(_check(
         "members_healthy", not unhealthy,
         "every other member is reachable and healthy" if not unhealthy else
@@ -270,7 +267,7 @@ def evaluate_checks(members, target, health, alarms, expected_member_count=None,
     else:
         checks.append(_check("not_learner", True, "the member is a voter"))
 
-    healthy_after = [m for m in voters_after if is_healthy(m)]
+    healthy_after = [m for m in voters_after if member_is_healthy(m, health)]
     needed = quorum_size(len(voters_after)) if voters_after else 1
     quorum_ok = bool(voters_after) and len(healthy_after) >= needed
     checks.append(_check(
