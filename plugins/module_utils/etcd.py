@@ -1,8 +1,9 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
 """etcd access for the collection: a small client for etcd's v3 JSON gateway (plain requests, mutual
-TLS), the pure decision logic for removing a member safely (peer URL normalisation and matching,
-quorum arithmetic, safety checks), and the removal flow that ties them together.
+TLS) with the connection options every etcd module shares, the pure decision logic for removing a member
+safely (peer URL normalisation and matching, quorum arithmetic, safety checks) and for judging a
+cluster's health, and the removal and inspection flows that tie them together.
 
 Why the JSON gateway with requests: the PyPI etcd3 client is unmaintained, needs pure-Python protobuf
 process-wide and has no learner support; etcd3gw has no member removal or alarms and hides TLS errors.
@@ -14,7 +15,9 @@ This file imports without requests; callers check HAS_REQUESTS first.
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import ipaddress
+import os
 import threading
 import time
 import traceback
@@ -46,6 +49,50 @@ BAD_RESPONSE = "bad_response"
 AMBIGUOUS = "ambiguous"
 REFUSED = "refused"
 TIMEOUT = "timeout"
+
+# The connection options of every etcd module (documented in doc_fragments/etcd_connection.py). The
+# defaults are kubeadm's paths on a control-plane host; key paths are not secrets.
+CONNECTION_ARG_SPEC = dict(
+    endpoints=dict(type="list", elements="str", default=["https://127.0.0.1:2379"]),
+    ca_cert=dict(type="path", default="/etc/kubernetes/pki/etcd/ca.crt"),
+    client_cert=dict(type="path", default="/etc/kubernetes/pki/etcd/healthcheck-client.crt"),
+    client_key=dict(type="path", default="/etc/kubernetes/pki/etcd/healthcheck-client.key", no_log=False),
+    request_timeout=dict(type="float", default=5),
+)
+
+
+def connection_argument_spec(extra=None):
+    """A copy of CONNECTION_ARG_SPEC, updated with the module's own options."""
+    spec = copy.deepcopy(CONNECTION_ARG_SPEC)
+    spec.update(extra or {})
+    return spec
+
+
+def validate_connection(params):
+    """Problems with the connection options, before anything is contacted."""
+    problems = []
+    if not params["endpoints"]:
+        problems.append("endpoints must list at least one client URL")
+    for endpoint in params["endpoints"] or []:
+        try:
+            normalize_url(endpoint)
+        except ValueError as exc:
+            problems.append("endpoints: %s" % exc)
+    if params["request_timeout"] <= 0:
+        problems.append("request_timeout must be positive")
+    if any(e.strip().lower().startswith("https://") for e in params["endpoints"] or []):
+        for option in ("ca_cert", "client_cert", "client_key"):
+            path = params[option]
+            if not os.path.isfile(path):
+                problems.append("%s %s does not exist or is not a file" % (option, path))
+            elif not os.access(path, os.R_OK):
+                problems.append("%s %s is not readable (run with become, or copy it)" % (option, path))
+    return problems
+
+
+def client_from_params(params):
+    return EtcdClient([e.strip() for e in params["endpoints"]], params["ca_cert"], params["client_cert"],
+                      params["client_key"], request_timeout=params["request_timeout"])
 
 
 class EtcdError(Exception):
@@ -184,36 +231,18 @@ def evaluate_checks(members, target, health, alarms, expected_member_count=None,
         "every other member has started" if not unstarted else
         "members added but never started: %s" % ", ".join(_member_label(m) for m in unstarted)))
 
-    def is_healthy(member):
-        probe = health.get(member["id"])
-        return bool(probe and probe["reachable"] and probe["healthy"])
-
-    unhealthy = [m for m in others if not is_healthy(m)]
+    unhealthy = [m for m in others if not member_is_healthy(m, health)]
     checks.append(_check(
         "members_healthy", not unhealthy,
         "every other member is reachable and healthy" if not unhealthy else
         "unhealthy members: %s" % "; ".join(
             "%s: %s" % (_member_label(m), _problem(health.get(m["id"]))) for m in unhealthy)))
 
-    # Everyone that answered must agree on one leader that is a voting member, in one term.
-    answered = [health[m["id"]] for m in members if m["id"] in health and health[m["id"]]["reachable"]
-                and health[m["id"]]["leader_id"] is not None]
-    leaders = sorted({p["leader_id"] for p in answered})
-    terms = sorted({p["raft_term"] for p in answered})
-    voter_ids = {m["id"] for m in voters}
-    if not answered:
-        checks.append(_check("leader_agreement", False, "no member reported its status"))
-    elif leaders == ["0"] or len(leaders) != 1 or len(terms) != 1 or leaders[0] not in voter_ids:
-        checks.append(_check("leader_agreement", False,
-                             "members disagree on the leader or term (leaders %s, terms %s)" % (
-                                 [member_id_hex(x) for x in leaders], terms)))
-    else:
-        checks.append(_check("leader_agreement", True, "all members follow leader %s in term %s" % (
-            member_id_hex(leaders[0]), terms[0])))
+    leader_id, leader_message = leader_agreement(members, health)
+    checks.append(_check("leader_agreement", leader_id is not None, leader_message))
 
-    leader_probe = next((health[m] for m in leaders if m in health and health[m]["reachable"]), None) \
-        if len(leaders) == 1 else None
-    if leader_probe is None or leader_probe["raft_index"] is None:
+    leader_probe = health.get(leader_id) if leader_id is not None else None
+    if leader_probe is None or not leader_probe["reachable"] or leader_probe["raft_index"] is None:
         checks.append(_check("members_caught_up", None, "leader's raft index unknown; not checked"))
     else:
         lagging = []
@@ -227,7 +256,7 @@ def evaluate_checks(members, target, health, alarms, expected_member_count=None,
                              "remaining voters are within %d entries of the leader" % max_apply_lag
                              if not lagging else "; ".join(lagging)))
 
-    alarm_texts = ["%s on %s" % (a.get("alarm", "UNKNOWN"), member_id_hex(a.get("memberID", "0"))) for a in alarms]
+    alarm_texts = [alarm_label(a, members) for a in alarms]
     checks.append(_check("no_alarms", not alarm_texts,
                          "no active alarms" if not alarm_texts else "active alarms: %s" % ", ".join(alarm_texts)))
 
@@ -238,7 +267,7 @@ def evaluate_checks(members, target, health, alarms, expected_member_count=None,
     else:
         checks.append(_check("not_learner", True, "the member is a voter"))
 
-    healthy_after = [m for m in voters_after if is_healthy(m)]
+    healthy_after = [m for m in voters_after if member_is_healthy(m, health)]
     needed = quorum_size(len(voters_after)) if voters_after else 1
     quorum_ok = bool(voters_after) and len(healthy_after) >= needed
     checks.append(_check(
@@ -263,6 +292,48 @@ def _problem(probe):
     if not probe["healthy"]:
         return probe["reason"] or probe["error"] or "reports unhealthy"
     return "healthy"
+
+
+def member_is_healthy(member, health):
+    probe = health.get(member["id"])
+    return bool(probe and probe["reachable"] and probe["healthy"])
+
+
+def leader_agreement(members, health):
+    """(leader id, message): the leader every member that answered follows, when they all follow the same
+    voting member in the same term; (None, why not) otherwise."""
+    answered = [(m, health[m["id"]]) for m in members if m["id"] in health and health[m["id"]]["reachable"]
+                and health[m["id"]]["leader_id"] is not None]
+    if not answered:
+        return None, "no member reported its status"
+    leaders = {p["leader_id"] for _m, p in answered}
+    terms = {p["raft_term"] for _m, p in answered}
+    by_id = {m["id"]: m for m in members}
+    leader = by_id.get(next(iter(leaders))) if len(leaders) == 1 else None
+    if leaders == {"0"}:
+        return None, "no member knows a leader (an election is under way, or quorum is lost)"
+    if leader is None or len(terms) != 1 or leader["is_learner"]:
+        follows = ["%s follows %s in term %s" % (_member_label(m), _leader_label(p["leader_id"], by_id), p["raft_term"])
+                   for m, p in answered]
+        return None, "members disagree on the leader or term, or follow one that is not a voter: %s" % (
+            "; ".join(follows))
+    return leader["id"], "all members follow leader %s in term %s" % (_member_label(leader), next(iter(terms)))
+
+
+def _leader_label(leader_id, by_id):
+    if leader_id == "0":
+        return "no leader"
+    return _member_label(by_id[leader_id]) if leader_id in by_id else "%s (not a member)" % member_id_hex(leader_id)
+
+
+def alarm_label(alarm, members):
+    """"NOSPACE on cp-1 (8e9e05c52164694d)" for a gateway alarm dict; a member ID of 0 names no member."""
+    member_id = str(alarm.get("memberID", "0"))
+    if member_id == "0":
+        return alarm.get("alarm", "UNKNOWN")
+    member = next((m for m in members if m["id"] == member_id), None)
+    return "%s on %s" % (alarm.get("alarm", "UNKNOWN"),
+                         _member_label(member) if member else "member %s" % member_id_hex(member_id))
 
 
 def failed_checks(checks):
@@ -296,6 +367,35 @@ def refusal_message(target, checks):
     failed = failed_checks(checks)
     return "refusing to remove etcd member %s: %s" % (
         _member_label(target), "; ".join("%s failed (%s)" % (c["name"], c["message"]) for c in failed))
+
+
+def cluster_problems(members, health, alarms, expected_member_count=None):
+    """What keeps the cluster from being healthy, as [{check, message}] with `check` named as in
+    evaluate_checks and `message` a plain sentence naming the member and why. Healthy means: every
+    member started, reachable and healthy, all following one voting leader in one term, no alarm, and
+    the member count as expected when given. An empty list: the cluster is healthy."""
+    problems = []
+
+    def add(check, message):
+        problems.append({"check": check, "message": message})
+
+    for member in members:
+        if not member["started"]:
+            add("members_started", "etcd member %s (peer URLs %s) was added but has never started" % (
+                _member_label(member), ", ".join(member["peer_urls"]) or "none"))
+        elif not member_is_healthy(member, health):
+            probe = health.get(member["id"])
+            state = "is unreachable" if not probe or not probe["reachable"] else "is unhealthy"
+            add("members_healthy", "etcd member %s %s: %s" % (_member_label(member), state, _problem(probe)))
+    leader_id, leader_message = leader_agreement(members, health)
+    if leader_id is None:
+        add("leader_agreement", leader_message)
+    for alarm in alarms:
+        add("no_alarms", "etcd alarm active: %s" % alarm_label(alarm, members))
+    if expected_member_count is not None and len(members) != expected_member_count:
+        add("member_count", "etcd has %d members, %d expected (%s)" % (
+            len(members), expected_member_count, ", ".join(_member_label(m) for m in members)))
+    return problems
 
 
 def classify_tls_error(text, ca_cert, client_cert):
@@ -364,7 +464,9 @@ class EtcdClient:
         except ValueError:
             data = None
         if response.status_code != 200:
-            message = (data or {}).get("message") or (data or {}).get("error") or response.text.strip()[:200]
+            # gRPC errors carry message/error; an unhealthy /health answers 503 with a reason
+            message = (data or {}).get("message") or (data or {}).get("error") or (data or {}).get("reason") \
+                or response.text.strip()[:200]
             kind = {503: UNHEALTHY_CLUSTER, 404: NOT_FOUND}.get(response.status_code, HTTP)
             if response.status_code == 412 and "not leader" in message:
                 kind = NOT_LEADER
@@ -462,6 +564,56 @@ def _root_cause(exc):
     return text
 
 
+def survey(client, members, list_endpoint, timeout=None):
+    """(health by member id, alarms): every member probed, and the alarm list from a member that answered.
+    An alarm list that cannot be read counts as an alarm: nothing may pass as healthy unseen."""
+    health = client.probe_all(members, timeout)
+    alarm_endpoint = next((p["endpoint"] for p in health.values() if p["reachable"]), list_endpoint)
+    try:
+        alarms = client.alarms(alarm_endpoint)
+    except EtcdError as exc:
+        alarms = [{"alarm": "UNKNOWN (alarm list failed: %s)" % exc, "memberID": "0"}]
+    return health, alarms
+
+
+# ----------------------------------------------------------------------------------------------------
+# The inspection flow
+# ----------------------------------------------------------------------------------------------------
+
+def inspect_cluster(client, expected_member_count=None, timeout=0.0, poll_interval=0.5, clock=time.monotonic,
+                    sleep=time.sleep):
+    """Members, their health, alarms, the agreed leader and the problems, read-only. While the only problems
+    are transient (an election under way), read again until `timeout` seconds have passed. Raises
+    EtcdError only when no endpoint answers the member list."""
+    deadline = clock() + timeout
+    while True:
+        list_endpoint, members = client.member_list()
+        health, alarms = survey(client, members, list_endpoint)
+        problems = cluster_problems(members, health, alarms, expected_member_count)
+        transient = bool(problems) and all(p["check"] in TRANSIENT_CHECKS for p in problems)
+        if not transient or deadline - clock() < poll_interval:
+            break
+        sleep(poll_interval)
+    leader_id = leader_agreement(members, health)[0]
+    leader = next((m for m in members if m["id"] == leader_id), None)
+    return {
+        "endpoint": list_endpoint,
+        "members": members,
+        "health": _ordered(members, health),
+        "alarms": [_alarm_record(a, members) for a in alarms],
+        "leader": {"id": leader["id"], "id_hex": leader["id_hex"], "name": leader["name"]} if leader else None,
+        "healthy": not problems,
+        "problems": [p["message"] for p in problems],
+    }
+
+
+def _alarm_record(alarm, members):
+    member_id = str(alarm.get("memberID", "0"))
+    member = next((m for m in members if m["id"] == member_id), None)
+    return {"alarm": alarm.get("alarm", "UNKNOWN"), "member_id": member_id, "member_id_hex": member_id_hex(member_id),
+            "member_name": member["name"] if member else None}
+
+
 # ----------------------------------------------------------------------------------------------------
 # The removal flow
 # ----------------------------------------------------------------------------------------------------
@@ -547,12 +699,7 @@ class MemberRemoval:
         """Probe every member and evaluate the checks; re-evaluate while only transient checks fail
         (an election in progress), until the deadline."""
         while True:
-            health = self.client.probe_all(members, self._request_timeout())
-            alarm_endpoint = next((p["endpoint"] for p in health.values() if p["reachable"]), list_endpoint)
-            try:
-                alarms = self.client.alarms(alarm_endpoint)
-            except EtcdError as exc:
-                alarms = [{"alarm": "UNKNOWN (alarm list failed: %s)" % exc, "memberID": "0"}]
+            health, alarms = survey(self.client, members, list_endpoint, self._request_timeout())
             checks = evaluate_checks(members, target, health, alarms, self.expected_member_count, self.allow_learner)
             if self.force or not only_transient_failures(checks) or self._remaining() < self.poll_interval:
                 return members, health, checks

@@ -27,30 +27,9 @@ author:
   - kubenodes.image_upgrade maintainers (!UNKNOWN)
 requirements:
   - requests
+extends_documentation_fragment:
+  - kubenodes.image_upgrade.etcd_connection
 options:
-  endpoints:
-    description:
-      - Client URLs of etcd members to ask for the member list, tried in order.
-      - The health of each member is then probed through the client URLs the members advertise, so those
-        must be reachable from where the module runs.
-    type: list
-    elements: str
-    default: ["https://127.0.0.1:2379"]
-  ca_cert:
-    description:
-      - CA certificate file that signed the etcd server certificates.
-    type: path
-    default: /etc/kubernetes/pki/etcd/ca.crt
-  client_cert:
-    description:
-      - Client certificate file signed by the etcd CA.
-    type: path
-    default: /etc/kubernetes/pki/etcd/healthcheck-client.crt
-  client_key:
-    description:
-      - Private key file of O(client_cert).
-    type: path
-    default: /etc/kubernetes/pki/etcd/healthcheck-client.key
   node_ip:
     description:
       - IP address of the node whose member to remove; selects the member whose peer URL is
@@ -94,11 +73,6 @@ options:
         retrying while etcd refuses membership changes.
     type: int
     default: 60
-  request_timeout:
-    description:
-      - Seconds to wait for each HTTP request.
-    type: float
-    default: 5
 attributes:
   check_mode:
     support: full
@@ -106,12 +80,6 @@ attributes:
   diff_mode:
     support: full
     description: Shows the member list before and after.
-notes:
-  - Run the module where the members' client URLs are reachable, either on the controller or delegated to a
-    control-plane host (the default endpoint and certificate paths are kubeadm's on such a host). Delegated,
-    the host needs Python with the C(requests) library.
-  - The default client certificate is kubeadm's etcd health-check client certificate; any certificate
-    signed by the etcd CA with client authentication works.
 """
 
 EXAMPLES = r"""
@@ -272,20 +240,15 @@ reason:
   type: str
 """
 
-import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.etcd import (
-    HAS_REQUESTS, REQUESTS_IMPORT_ERROR, EtcdClient, EtcdError, MemberRemoval, RemovalRefused, normalize_url,
-    peer_url_for_ip)
+    HAS_REQUESTS, REQUESTS_IMPORT_ERROR, EtcdError, MemberRemoval, RemovalRefused, client_from_params,
+    connection_argument_spec, normalize_url, peer_url_for_ip, validate_connection)
 
-ARGUMENT_SPEC = dict(
-    endpoints=dict(type="list", elements="str", default=["https://127.0.0.1:2379"]),
-    ca_cert=dict(type="path", default="/etc/kubernetes/pki/etcd/ca.crt"),
-    client_cert=dict(type="path", default="/etc/kubernetes/pki/etcd/healthcheck-client.crt"),
-    client_key=dict(type="path", default="/etc/kubernetes/pki/etcd/healthcheck-client.key", no_log=False),
+ARGUMENT_SPEC = connection_argument_spec(dict(
     node_ip=dict(type="str"),
     peer_port=dict(type="int", default=2380),
     peer_url=dict(type="str"),
@@ -294,22 +257,14 @@ ARGUMENT_SPEC = dict(
     allow_learner=dict(type="bool", default=False),
     force=dict(type="bool", default=False),
     timeout=dict(type="int", default=60),
-    request_timeout=dict(type="float", default=5),
-)
+))
 
 SELECTORS = ["node_ip", "peer_url", "member_name"]
 
 
 def validate(params):
     """Problems with the options, before anything is contacted (nothing is changed on bad input)."""
-    problems = []
-    if not params["endpoints"]:
-        problems.append("endpoints must list at least one client URL")
-    for endpoint in params["endpoints"] or []:
-        try:
-            normalize_url(endpoint)
-        except ValueError as exc:
-            problems.append("endpoints: %s" % exc)
+    problems = validate_connection(params)
     if not 1 <= params["peer_port"] <= 65535:
         problems.append("peer_port must be between 1 and 65535")
     if params["node_ip"] is not None:
@@ -326,17 +281,8 @@ def validate(params):
         problems.append("member_name must not be empty")
     if params["timeout"] <= 0:
         problems.append("timeout must be positive")
-    if params["request_timeout"] <= 0:
-        problems.append("request_timeout must be positive")
     if params["expected_member_count"] is not None and params["expected_member_count"] < 1:
         problems.append("expected_member_count must be at least 1")
-    if any(e.strip().lower().startswith("https://") for e in params["endpoints"] or []):
-        for option in ("ca_cert", "client_cert", "client_key"):
-            path = params[option]
-            if not os.path.isfile(path):
-                problems.append("%s %s does not exist or is not a file" % (option, path))
-            elif not os.access(path, os.R_OK):
-                problems.append("%s %s is not readable (run with become, or copy it)" % (option, path))
     return problems
 
 
@@ -361,8 +307,7 @@ def main():
     peer_url = params["peer_url"]
     if params["node_ip"] is not None:
         peer_url = peer_url_for_ip(params["node_ip"], params["peer_port"])
-    client = EtcdClient([e.strip() for e in params["endpoints"]], params["ca_cert"], params["client_cert"],
-                        params["client_key"], request_timeout=params["request_timeout"])
+    client = client_from_params(params)
     removal = MemberRemoval(client, timeout=params["timeout"], force=params["force"],
                             allow_learner=params["allow_learner"],
                             expected_member_count=params["expected_member_count"], warn=module.warn)

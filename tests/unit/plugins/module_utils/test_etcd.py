@@ -234,7 +234,7 @@ def test_alarms_refuse():
     members = cluster(3)
     health = {m["id"]: probe(m) for m in members}
     checks = by_name(etcd.evaluate_checks(members, members[0], health, [{"memberID": "2", "alarm": "NOSPACE"}]))
-    assert checks["no_alarms"]["passed"] is False and checks["no_alarms"]["message"] == "active alarms: NOSPACE on 2"
+    assert checks["no_alarms"]["passed"] is False and checks["no_alarms"]["message"] == "active alarms: NOSPACE on cp-2 (2)"
 
 
 def test_leader_disagreement_and_no_leader():
