@@ -131,7 +131,7 @@ def assess(group_reports, limits, max_surge_total=None):
     phases_out, limiting = [], []
     for phase in surge_phases(group_reports, max_surge_total):
         cap = phase["cap"]
-        wanted = _capped(sum(peak for _, peak, _ in phase["groups"]), cap)
+        wanted = _capped(sum(row[1] for row in phase["groups"]), cap)
         wants = [(gid, max(0, peak - now)) for gid, peak, now in phase["groups"]]
         granted, binding = allocate(wants, limits)
         allowed = _capped(sum(min(peak, now + granted[gid]) for gid, peak, now in phase["groups"]), cap)

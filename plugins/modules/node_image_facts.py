@@ -97,8 +97,8 @@ options:
         location (C(cores), the VM family's cores, C(virtualMachines)) against the VM size; AWS each group's
         C(MaxSize) against its desired capacity, and the EC2 quota C(L-1216C47A) (running on-demand Standard
         instances, in vCPUs, through Service Quotas) against the vCPUs of the running on-demand instances.
-      - A quota the credentials may not read is listed in RV(quota.unknown) with the reason; it never fails the
-        module.
+      - A quota the credentials may not read is listed in C(unknown) of RV(quota) with the reason; it never fails
+        the module.
     type: bool
     default: false
 extends_documentation_fragment:

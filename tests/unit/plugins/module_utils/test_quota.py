@@ -66,7 +66,7 @@ limit_strategy = st.builds(
 def test_allocate_never_exceeds_a_limit_nor_a_want(raw_limits, wants):
     limits = [quota.known_limit("L%d" % i, "s", lim, use, units) for i, (lim, use, units) in enumerate(raw_limits)]
     order = sorted(wants.items())
-    granted, _ = quota.allocate(order, limits)
+    granted = quota.allocate(order, limits)[0]
     for gid, want in order:
         assert 0 <= granted[gid] <= want
     for lim in limits:
@@ -159,8 +159,8 @@ def test_gce_family_metrics():
 
 def test_gce_region_limits_use_the_family_metric_when_the_region_reports_it():
     quotas = {"INSTANCES": (24.0, 20.0), "CPUS": (24.0, 8.0), "N2_CPUS": (16.0, 12.0)}
-    limits = quota_by_name(gce.region_limits("p", "r", quotas, [("e2", "e2-standard-2", 2), ("n2", "n2-standard-4", 4),
-                                                                 ("c9", "c9-standard-4", 4)]))
+    groups = [("e2", "e2-standard-2", 2), ("n2", "n2-standard-4", 4), ("c9", "c9-standard-4", 4)]
+    limits = quota_by_name(gce.region_limits("p", "r", quotas, groups))
     assert limits["INSTANCES"]["headroom"] == {"e2": 4, "n2": 4, "c9": 4}
     assert limits["N2_CPUS"]["units_per_instance"] == {"n2": 4} and limits["N2_CPUS"]["headroom"] == {"n2": 1}
     # A family metric the region does not report (C9_CPUS) falls back to CPUS.
