@@ -72,12 +72,7 @@ def test_quota_for_one_new_instance_lowers_the_surge_with_a_warning(cluster, clo
     handle, values, start, upgraded = cluster(cloud)
     live = len(uh.live_instances(handle))
     handle.cloud(cloud).set_faults(quota=live + 1)
-    watcher = uh.Watcher(handle)
-    watcher.start()
-    try:
-        rc, output = uh.run_upgrade(values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
-    finally:
-        watcher.stop()
+    rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
     assert rc == 0, output[-6000:]
     warning = next((line for line in output.splitlines() if "WARNING: the cloud quota allows 1 replacement" in line),
                    None)

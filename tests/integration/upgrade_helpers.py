@@ -365,3 +365,14 @@ def assert_upgraded(handle, values, start, report=True, groups=None):
         for old in replaced:
             assert old in text and old in markdown, "the report does not name %s" % old
     return all_nodes
+
+
+def run_watched(handle, values, log_path, timeout=600):
+    """Run the playbook to its end with a Watcher sampling throughout; (returncode, output, stopped watcher)."""
+    watcher = Watcher(handle)
+    watcher.start()
+    try:
+        rc, output = run_upgrade(values, log_path, timeout=timeout)
+    finally:
+        watcher.stop()
+    return rc, output, watcher
