@@ -88,6 +88,19 @@ options:
         RV(blocking_pdbs). They will block the drain of any node that runs their pods.
     type: bool
     default: false
+  report_quota:
+    description:
+      - Also read how many more instances the clouds allow for the scaling groups that still have nodes to
+        replace, and compare it with the surge the plan wants, in RV(quota).
+      - GCP reads the quotas of each group's region (C(INSTANCES), C(CPUS) or the machine family's CPU metric
+        such as C(N2_CPUS)) against the template's machine type; Azure the compute usage of each scale set's
+        location (C(cores), the VM family's cores, C(virtualMachines)) against the VM size; AWS each group's
+        C(MaxSize) against its desired capacity, and the EC2 quota C(L-1216C47A) (running on-demand Standard
+        instances, in vCPUs, through Service Quotas) against the vCPUs of the running on-demand instances.
+      - A quota the credentials may not read is listed in C(unknown) of RV(quota) with the reason; it never fails
+        the module.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
   - kubenodes.image_upgrade.cloud_provider
@@ -107,6 +120,9 @@ requirements:
   - kubernetes (the Python client)
   - the SDK of the chosen cloud
 notes:
+  - O(report_quota) needs read access to quotas - GCP C(compute.regions.get) and C(compute.machineTypes.get);
+    Azure C(Microsoft.Compute/locations/usages/read) and C(Microsoft.Compute/skus/read); AWS
+    C(servicequotas:GetServiceQuota) and C(ec2:DescribeInstanceTypes).
   - A node already on the image that carries no cached annotations yet, in a scaling group that still has
     outdated nodes, is taken for a new node and paired with one of them, which it then replaces; such a group
     ends the upgrade with as many nodes as it had, not one more per such node.
@@ -354,13 +370,41 @@ blocking_pdbs:
   returned: always
   type: list
   elements: dict
+quota:
+  description:
+    - With O(report_quota), what the cloud quota means for the surge; null otherwise.
+    - C(status) is V(ok) (the quota allows the surge, or nothing is left to replace), V(lower) (fewer new
+      instances fit than the surge wants, but at least one), V(none) (not one new instance fits where one is
+      needed) or V(unknown) (the limits read allow the surge, but some could not be read).
+    - C(surge_wanted) is the most replacements the surge budget keeps in flight at once for the nodes left
+      (O(max_surge) per group, O(max_surge_total), the control plane alone and one at a time); C(surge_allowed)
+      the most the quota lets be in flight at once (instances in flight now already count in the usage).
+    - C(limits) has every limit read, each with C(name), C(scope), C(known), C(unit) (instances or vCPUs),
+      C(limit), C(usage), C(groups) it constrains, C(units_per_instance) and C(headroom) (new instances of
+      each group that fit) per group, C(reason) when unknown, and a C(description) for people. C(limiting)
+      lists the limits that cut the surge, C(unknown) the limits that could not be read, C(phases) the wanted
+      and allowed surge of the control-plane and worker phases.
+  returned: always
+  type: dict
+  sample:
+    status: lower
+    surge_wanted: 2
+    surge_allowed: 1
+    phases: [{name: workers, wanted: 2, allowed: 1}]
+    limiting: [{name: INSTANCES, scope: "region us-central1 (project p)", known: true, unit: instances, limit: 24,
+                usage: 23, groups: [g], units_per_instance: {g: 1}, headroom: {g: 1}, reason: null,
+                description: "INSTANCES of region us-central1 (project p): limit 24, usage 23 instances
+                (room for 1 new instance(s))"}]
+    unknown: []
+    limits: []
 """
 
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import facts_views, kube, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import facts_views, kube, node_state, quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.core import DEFAULT_JOIN_TIMEOUT, DEFAULT_PREFIX, AnnotationKeys
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 
@@ -377,9 +421,24 @@ def argument_spec():
         copy_taints=dict(type="bool", default=False),
         heir_ready_seconds=dict(type="int", default=0),
         report_pdbs=dict(type="bool", default=False),
+        report_quota=dict(type="bool", default=False),
     ))
     spec.update(factory.provider_argument_spec(required=True))
     return spec
+
+
+def quota_report(provider, result):
+    """node_image_facts' `quota`: the limits of the groups with nodes left to replace, against the surge."""
+    rows = result["scaling_groups"]
+    groups = [r["id"] for r in rows if (r.get("outdated") or 0) + (r.get("donor") or 0) > 0]
+    limits = []
+    if groups:
+        try:
+            limits = provider.instance_headroom(groups)
+        except base.ProviderError as exc:
+            # Quota is advice: a failure to read it is reported, never fatal.
+            limits = [quota.unknown_limit("quota", "%s provider" % provider.name, groups, str(exc))]
+    return quota.assess(rows, limits, result["budget"].get("max_surge_total"))
 
 
 def main():
@@ -387,7 +446,7 @@ def main():
     kube.require_kubernetes(module)
     module.no_log_values.update(node_state.kubeconfig_secrets(module.params.get("kubeconfig")))
     try:
-        api_client, nodes, result, _provider = node_state.plan_from_cluster(module.params)
+        api_client, nodes, result, provider = node_state.plan_from_cluster(module.params)
         keys = AnnotationKeys(result["annotation_prefix"])
         listed = list(nodes.values())
         result.update(
@@ -396,7 +455,10 @@ def main():
             control_plane_endpoints=facts_views.control_plane_endpoints(listed),
             replacement_order=facts_views.replacement_order(listed, result, keys),
             blocking_pdbs=[],
+            quota=None,
         )
+        if module.params["report_quota"]:
+            result["quota"] = quota_report(provider, result)
         if module.params["report_pdbs"]:
             pdbs = kube.list_all(api_client, "/apis/policy/v1/poddisruptionbudgets")
             result["blocking_pdbs"] = facts_views.blocking_pdbs(pdbs)

@@ -10,6 +10,9 @@ WSGI layer that
   boot (EC2 pending, ASG Pending, no node joins), and a quota on instances (a launch over it fails the
   way AWS fails it: SetDesiredCapacity succeeds, the scaling activity fails with the vCPU-limit text),
   and a launch delay (AWS launches asynchronously after a capacity raise; moto at once);
+- reports that quota through Service Quotas (GetServiceQuota ec2/L-1216C47A, answered here since moto knows
+  only VPC quotas): the knob times the vCPUs of the sandbox's instance type, or a generous value when unset;
+- refuses the actions named in the deny knob as AWS refuses an identity without the permission;
 - watches the auto scaling groups and calls instance_hooks.created/deleted as instances start running
   and go away, so nodes join the sandbox cluster.
 
@@ -48,8 +51,14 @@ SUPPORTED_ACTIONS = {
     "autoscaling": {"DescribeAutoScalingGroups", "SetDesiredCapacity", "DescribeScalingActivities",
                     "DescribeAutoScalingInstances", "TerminateInstanceInAutoScalingGroup", "UpdateAutoScalingGroup"},
     "ec2": {"DescribeInstances", "DescribeLaunchTemplateVersions", "CreateLaunchTemplateVersion",
-            "ModifyLaunchTemplate", "DescribeImages"},
+            "ModifyLaunchTemplate", "DescribeImages", "DescribeInstanceTypes"},
+    "servicequotas": {"GetServiceQuota"},
 }
+INSTANCE_TYPE = "t3.micro"          # what create_group's launch templates launch
+INSTANCE_VCPUS = 2                  # t3.micro's default vCPUs, the unit the vCPU quota counts in
+VCPU_QUOTA_CODE = "L-1216C47A"      # Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances
+GENEROUS_VCPU_QUOTA = 1152.0
+_SERVICE_QUOTAS_TARGET = "ServiceQuotasV20190624."
 ADMIN_ACTIONS = {
     "autoscaling": {"CreateAutoScalingGroup", "DeleteAutoScalingGroup"},
     "ec2": {"CreateLaunchTemplate", "RegisterImage", "DeregisterImage", "RunInstances", "TerminateInstances",
@@ -113,7 +122,7 @@ class Faults:
         self.set()
 
     def set(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
-            launch_delay=0.0):
+            launch_delay=0.0, deny=()):
         if not 0.0 <= float(error_rate) <= 1.0:
             raise ValueError("error_rate must be between 0 and 1")
         unknown = [c for c in codes if int(c) not in _FAULTS["ec2"]]
@@ -129,6 +138,7 @@ class Faults:
         self.quota = None if quota is None else int(quota)
         self.fail_next = int(fail_next)   # the next N requests fail, whatever error_rate says
         self.launch_delay = float(launch_delay)  # seconds between a capacity raise and the launch, as on AWS
+        self.deny = set(deny or ())       # actions refused with AccessDenied (an identity without the permission)
 
     def draw(self):
         """The fault code for one request, or None."""
@@ -142,7 +152,8 @@ class Faults:
     def to_dict(self):
         return dict(error_rate=self.error_rate, codes=list(self.codes), latency=self.latency,
                     never_boot=sorted(self.never_boot) if not self.never_boot_next else self.never_boot_next,
-                    quota=self.quota, fail_next=self.fail_next, launch_delay=self.launch_delay)
+                    quota=self.quota, fail_next=self.fail_next, launch_delay=self.launch_delay,
+                    deny=sorted(self.deny))
 
 
 class EmulatorApp:
@@ -220,6 +231,8 @@ class EmulatorApp:
         action = params.get("Action", "")
         admin = environ.get("HTTP_" + ADMIN_HEADER.upper().replace("-", "_")) == "1"
         fmt = service if service in _NAMESPACES else "autoscaling"
+        if service == "servicequotas":
+            return self._service_quotas(environ, start_response, method, path, body, admin)
 
         allowed = SUPPORTED_ACTIONS.get(service, set()) | (ADMIN_ACTIONS.get(service, set()) if admin else set())
         if method != "POST" or path != "/" or action not in allowed:
@@ -241,6 +254,12 @@ class EmulatorApp:
                 status, error_code, message = _FAULTS[service][code]
                 shape["fault"] = error_code
                 return self._respond(start_response, status, error_xml(service, error_code, message))
+            if action in self.faults.deny:
+                error_code = "UnauthorizedOperation" if service == "ec2" else "AccessDenied"
+                shape["fault"] = error_code
+                return self._respond(start_response, 403, error_xml(service, error_code, (
+                    "User: arn:aws:iam::%s:user/sandbox is not authorized to perform: %s:%s"
+                    % (ACCOUNT_ID, service, action))))
 
         if action == "DescribeScalingActivities":
             return self._describe_activities(start_response, params)
@@ -317,6 +336,51 @@ class EmulatorApp:
             ))
         return ('<SetDesiredCapacityResponse xmlns="%s"><ResponseMetadata><RequestId>%s</RequestId>'
                 '</ResponseMetadata></SetDesiredCapacityResponse>' % (_NAMESPACES["autoscaling"], uuid.uuid4())).encode()
+
+    def _service_quotas(self, environ, start_response, method, path, body, admin):
+        """Service Quotas speaks JSON 1.1 (X-Amz-Target names the action). Only GetServiceQuota for EC2's
+        on-demand Standard vCPU quota is served, from the quota knob."""
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        action = target[len(_SERVICE_QUOTAS_TARGET):] if target.startswith(_SERVICE_QUOTAS_TARGET) else ""
+        try:
+            args = json.loads(body or b"{}")
+        except ValueError:
+            args = None
+
+        def error(status, code, message):
+            payload = json.dumps({"__type": code, "Message": message}).encode()
+            return self._respond(start_response, status, payload, "application/x-amz-json-1.1")
+
+        if method != "POST" or path != "/" or action not in SUPPORTED_ACTIONS["servicequotas"] \
+                or not isinstance(args, dict):
+            return error(400, "UnknownOperationException", "Unknown operation %s" % (action or target or path))
+        shape = {"service": "servicequotas", "method": method, "path": path, "action": action,
+                 "params": sorted(args), "fault": None}
+        if not admin:
+            with self.lock:
+                self.requests.append(shape)
+                code = self.faults.draw()
+            if code is not None:
+                shape["fault"] = "ServiceException"
+                return error(500 if code != 429 else 400, "TooManyRequestsException" if code == 429
+                             else "ServiceException", "Injected fault %d" % code)
+            if action in self.faults.deny:
+                shape["fault"] = "AccessDeniedException"
+                return error(400, "AccessDeniedException", "User: arn:aws:iam::%s:user/sandbox is not authorized to "
+                             "perform: servicequotas:%s" % (ACCOUNT_ID, action))
+        if args.get("ServiceCode") != "ec2" or args.get("QuotaCode") != VCPU_QUOTA_CODE:
+            return error(400, "NoSuchResourceException", "The request failed because the specified service or "
+                         "quota does not exist.")
+        quota = self.faults.quota
+        value = GENEROUS_VCPU_QUOTA if quota is None else float(quota * INSTANCE_VCPUS)
+        payload = {"Quota": {
+            "ServiceCode": "ec2", "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+            "QuotaArn": "arn:aws:servicequotas:%s:%s:ec2/%s" % (self.region, ACCOUNT_ID, VCPU_QUOTA_CODE),
+            "QuotaCode": VCPU_QUOTA_CODE,
+            "QuotaName": "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+            "Value": value, "Unit": "None", "Adjustable": True, "GlobalQuota": False,
+            "QuotaAppliedAtLevel": "ACCOUNT"}}
+        return self._respond(start_response, 200, json.dumps(payload).encode(), "application/x-amz-json-1.1")
 
     def _defer_launch(self, params):
         """With launch_delay, record the new desired capacity now and launch later (AWS launches
@@ -537,7 +601,7 @@ class Admin:
         zones = zones or [self.region + suffix for suffix in ("a", "b", "c")]
         template = self.ec2.create_launch_template(
             LaunchTemplateName=name + "-template",
-            LaunchTemplateData={"ImageId": image, "InstanceType": "t3.micro"},
+            LaunchTemplateData={"ImageId": image, "InstanceType": INSTANCE_TYPE},
         )["LaunchTemplate"]
         self.autoscaling.create_auto_scaling_group(
             AutoScalingGroupName=name,
@@ -550,15 +614,16 @@ class Admin:
         return name
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
-                   launch_delay=0.0):
+                   launch_delay=0.0, deny=()):
         """Replace every fault knob. never_boot: group names and instance IDs, or an int (the next N
         launches); quota: how many ASG instances may exist in the region; fail_next: the next N requests
         fail with `codes` (deterministic, for tests); launch_delay: seconds from a capacity raise to the
-        launch (moto launches at once, AWS does not)."""
+        launch (moto launches at once, AWS does not); deny: actions answered AccessDenied (e.g. GetServiceQuota)."""
         never_boot = never_boot if isinstance(never_boot, int) else list(never_boot)
         return self._http("POST", "/_kubenodes/faults", dict(error_rate=error_rate, codes=list(codes),
                                                              latency=latency, never_boot=never_boot, quota=quota,
-                                                             fail_next=fail_next, launch_delay=launch_delay))
+                                                             fail_next=fail_next, launch_delay=launch_delay,
+                                                             deny=list(deny)))
 
     def requests(self):
         return self._http("GET", "/_kubenodes/requests")

@@ -11,6 +11,8 @@ token, any token; the api-version is echoed into links, never pinned):
   GET            managed images, Compute Gallery image versions, shared/community gallery image versions and
                  Marketplace images (publishers/../artifacttypes/vmimage/offers/../skus/../versions/..)
   GET            /subscriptions/{s}/providers/Microsoft.Compute/locations/{loc}/operations/{id}[?monitor=true]
+  GET            /subscriptions/{s}/providers/Microsoft.Compute/locations/{loc}/usages  (compute usage and limits)
+  GET            /subscriptions/{s}/providers/Microsoft.Compute/skus[?$filter=location eq '<loc>']  (VM sizes)
 
 PUT and PATCH answer with the resource and Azure-AsyncOperation + Retry-After; the operation succeeds when the
 VMs it created run. Errors use ARM's body {"error": {"code", "message"}}. A scale-out makes VMs that boot
@@ -19,7 +21,9 @@ after `boot_delay` and then call hooks.created(); deleted VMs call hooks.deleted
 Fault injection (Admin.set_faults): error_rate with codes (429/500/503), fail_next (the next N resource
 requests fail), latency, never_boot (scale sets whose new VMs stay "creating"), allocation_failure (their new
 VMs end "failed" with ProvisioningState/failed/AllocationFailed, and the operation fails), quota (most VMs in
-total; a scale-out beyond it gets 409 OperationNotAllowed "... exceeding approved ... quota").
+total; a scale-out beyond it gets 409 OperationNotAllowed "... exceeding approved ... quota", and the usage list
+reports it as the cores, family cores and virtualMachines limits; generous limits when unset), deny (handler names,
+e.g. list_usages, answered 403 AuthorizationFailed as for an identity without the permission).
 
 Admin API (not ARM) under /_emulator/: images, groups, faults, requests (the request log), state.
 """
@@ -84,6 +88,24 @@ _FREE_SUBTREES = ("tags.", "identity.", "plan.", "properties.virtualMachineProfi
                   "properties.virtualMachineProfile.securityProfile.", "properties.scaleInPolicy.",
                   "properties.automaticRepairsPolicy.")
 
+VM_SIZE_VCPUS = 2                     # Standard_D2s_v5, the size of every scale set the emulator makes
+VM_SIZE_FAMILY = "standardDSv5Family"
+GENEROUS_CORES, GENEROUS_VMS = 2000, 25000
+SKUS = [  # a few sizes of the resource SKU list, as ARM lists them
+    {"resourceType": "virtualMachines", "name": VM_SIZE, "tier": "Standard", "size": "D2s_v5",
+     "family": VM_SIZE_FAMILY, "capabilities": [{"name": "vCPUs", "value": "2"}, {"name": "MemoryGB", "value": "8"}]},
+    {"resourceType": "virtualMachines", "name": "Standard_D4s_v5", "tier": "Standard", "size": "D4s_v5",
+     "family": VM_SIZE_FAMILY, "capabilities": [{"name": "vCPUs", "value": "4"}, {"name": "MemoryGB", "value": "16"}]},
+    {"resourceType": "virtualMachines", "name": "Standard_E2s_v5", "tier": "Standard", "size": "E2s_v5",
+     "family": "standardESv5Family", "capabilities": [{"name": "vCPUs", "value": "2"},
+                                                      {"name": "MemoryGB", "value": "16"}]},
+    {"resourceType": "disks", "name": "Premium_LRS", "tier": "Premium", "capabilities": []},
+]
+
+# The RBAC action a handler needs, for the deny knob's AuthorizationFailed message.
+_PERMISSIONS = {"list_usages": "Microsoft.Compute/locations/usages/read", "list_skus": "Microsoft.Compute/skus/read",
+                "get_vmss": "Microsoft.Compute/virtualMachineScaleSets/read"}
+
 ROUTES = [
     ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
      "virtualMachineScaleSets/{vmScaleSetName}", re.compile("^" + _VMSS + "$", re.I),
@@ -128,6 +150,12 @@ ROUTES = [
      re.compile("^" + _LOC + "/publishers/%s/artifacttypes/vmimage/offers/%s/skus/%s/versions/%s$"
                 % (_SEG, _SEG, _SEG, _SEG), re.I),
      {"GET": ("get_marketplace_image", {"api-version"}, None)}),
+    ("/subscriptions/{subscriptionId}/providers/Microsoft.Compute/locations/{location}/usages",
+     re.compile("^" + _LOC + "/usages$", re.I),
+     {"GET": ("list_usages", {"api-version"}, None)}),
+    ("/subscriptions/{subscriptionId}/providers/Microsoft.Compute/skus",
+     re.compile(r"^/subscriptions/%s/providers/microsoft\.compute/skus$" % _SEG, re.I),
+     {"GET": ("list_skus", {"api-version", "$filter", "includeExtendedLocations"}, None)}),
     ("/subscriptions/{subscriptionId}/providers/Microsoft.Compute/locations/{location}/operations/{operationId}",
      re.compile("^" + _LOC + "/operations/" + _SEG + "$", re.I),
      {"GET": ("get_operation", {"api-version", "monitor"}, None)}),
@@ -206,6 +234,7 @@ class Faults:
         self.never_boot = set()
         self.allocation_failure = set()
         self.quota = None
+        self.deny = set()    # handler names answered 403 AuthorizationFailed
         self.fail_next = 0
         self.rng = random.Random(7)
 
@@ -565,8 +594,9 @@ class AzureEmulator:
             return self._group_id(vmss)
 
     def admin_set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None,
-                         fail_next=0, seed=None, allocation_failure=()):
+                         fail_next=0, seed=None, allocation_failure=(), deny=()):
         with self.lock:
+            self.faults.deny = set(deny or ())
             self.faults.error_rate = float(error_rate)
             self.faults.codes = tuple(int(c) for c in codes)
             self.faults.latency = float(latency)
@@ -726,6 +756,32 @@ class AzureEmulator:
         return 200, {"name": version, "location": location, "id": req.path, "properties": {"osDiskImage": {
             "operatingSystem": "Linux"}}}, {}
 
+    def list_usages(self, req, sub, location):
+        used = self._vm_count()
+        quota = self.faults.quota
+        cores = GENEROUS_CORES if quota is None else quota * VM_SIZE_VCPUS
+        vms = GENEROUS_VMS if quota is None else quota
+
+        def usage(name, localized, current, limit):
+            return {"unit": "Count", "currentValue": current, "limit": limit,
+                    "name": {"value": name, "localizedValue": localized}}
+        return 200, {"value": [
+            usage("availabilitySets", "Availability Sets", 0, 2500),
+            usage("cores", "Total Regional vCPUs", used * VM_SIZE_VCPUS, cores),
+            usage("virtualMachines", "Virtual Machines", used, vms),
+            usage("virtualMachineScaleSets", "Virtual Machine Scale Sets", len(self.scale_sets), 2500),
+            usage(VM_SIZE_FAMILY, "Standard DSv5 Family vCPUs", used * VM_SIZE_VCPUS, cores),
+            usage("standardESv5Family", "Standard ESv5 Family vCPUs", 0, GENEROUS_CORES),
+        ]}, {}
+
+    def list_skus(self, req, sub):
+        match = re.match(r"^\s*location\s+eq\s+'([^']+)'\s*$", req.query.get("$filter", "location eq '%s'" % LOCATION))
+        if not match:
+            raise ArmError(400, "InvalidFilter", "Only the location filter is supported: location eq '<location>'.")
+        location = match.group(1)
+        known = location.lower() == LOCATION.lower()
+        return 200, {"value": [dict(sku, locations=[location], restrictions=[]) for sku in SKUS] if known else []}, {}
+
     def get_operation(self, req, sub, location, op_id):
         op = self.operations.get(op_id)
         if op is None:
@@ -880,6 +936,11 @@ class _Handler(BaseHTTPRequestHandler):
                                    "deserialized: 'Could not find member '%s' on object of type 'ResourceDefinition'."
                                    "'." % unknown[0])
             self._inject_faults(handler)
+            if handler in emulator.faults.deny:
+                action = _PERMISSIONS.get(handler, "Microsoft.Compute/%s" % handler)
+                raise ArmError(403, "AuthorizationFailed", "The client 'sandbox' with object id "
+                               "'00000000-0000-0000-0000-000000000000' does not have authorization to perform action "
+                               "'%s' over scope '%s' or the scope is invalid." % (action, req.path))
             with emulator.lock:
                 return getattr(emulator, handler)(req, *match.groups())
         if "/providers/microsoft.compute/" in req.path.lower():
@@ -970,12 +1031,14 @@ class Admin:
         return self._call("POST", "groups", {"name": name, "role": role, "size": size, "image": image})["group_id"]
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
-                   seed=None, allocation_failure=()):
+                   seed=None, allocation_failure=(), deny=()):
         """never_boot / allocation_failure: scale set IDs or names ("*" for all) whose new VMs stay creating /
-        end failed with AllocationFailed. fail_next: the next N resource requests fail with one of `codes`."""
+        end failed with AllocationFailed. fail_next: the next N resource requests fail with one of `codes`. deny: handler
+        names (list_usages, list_skus, ...) answered 403 AuthorizationFailed."""
         self._call("POST", "faults", {"error_rate": error_rate, "codes": list(codes), "latency": latency,
                                       "never_boot": list(never_boot), "quota": quota, "fail_next": fail_next,
-                                      "seed": seed, "allocation_failure": list(allocation_failure)})
+                                      "seed": seed, "allocation_failure": list(allocation_failure),
+                                      "deny": list(deny)})
 
     def requests(self):
         return self._call("GET", "requests")["requests"]

@@ -11,7 +11,10 @@ error format, so the emulator cannot silently accept something the real API woul
 Instances of a group go CREATING (no instance resource yet: it reads "not found") -> PROVISIONING ->
 STAGING -> RUNNING, then the instance hooks tell the node simulator; deleted ones go DELETING and then
 disappear. Faults (Admin.set_faults): a rate or a count of requests answered with 429/500/503, latency,
-instances that never boot, and an instance quota that createInstances/resize refuse with QUOTA_EXCEEDED.
+instances that never boot, and an instance quota that createInstances/resize refuse with QUOTA_EXCEEDED
+and that regions.get reports as the region's INSTANCES quota (limit the knob, usage the live instances; a
+generous limit when the knob is unset), and paths the caller may not read (deny: 403 forbidden, as for an
+identity without the permission).
 
 Run as `python -m sandbox.clouds.gce --state-dir DIR [--nodesim-url URL]` (see sandbox/clouds/__init__.py)
 or in-process with GceEmulator(...).start().
@@ -115,6 +118,7 @@ class Faults:
         self.list_lag = 0.0         # seconds a new managed instance is missing from listManagedInstances
         self.page_size = 0          # when set, list pages hold at most this many items
         self.require_auth = False   # API calls need a bearer token issued at /token or added by the admin
+        self.deny = ()              # path substrings answered 403 forbidden (the identity lacks the permission)
         # How a quota refusal shows: "operation" fails createInstances/resize with QUOTA_EXCEEDED; "instance"
         # accepts it and leaves the instances CREATING with lastAttempt errors, as a MIG that keeps retrying.
         self.quota_mode = "operation"
@@ -124,7 +128,7 @@ class Faults:
         for key, value in knobs.items():
             if not hasattr(self, key) or key.startswith("_"):
                 raise ApiError(400, "unknown fault knob %r" % key)
-            if key in ("codes", "never_boot", "paths"):
+            if key in ("codes", "never_boot", "paths", "deny"):
                 value = tuple(value or ())
             setattr(self, key, value)
 
@@ -856,6 +860,41 @@ def aggregated_igms(state, q, body, p):
             "items": scoped, "selfLink": API + "projects/%s/aggregated/instanceGroupManagers" % p}
 
 
+# Generous regional quotas when the quota knob is unset; the knob caps INSTANCES only (its refusal names it).
+REGION_QUOTA_LIMITS = {"INSTANCES": 6000.0, "CPUS": 2400.0, "N2_CPUS": 2400.0, "SSD_TOTAL_GB": 81920.0,
+                       "IN_USE_ADDRESSES": 690.0}
+MACHINE_TYPE_RE = re.compile(r"^[a-z][a-z0-9]*-(standard|highmem|highcpu|custom)-(\d+)(-\d+)?$")
+
+
+@route("GET", "projects/{p}/regions/{region}")
+def get_region(state, q, body, p, region):
+    _need_region(region)
+    count = state._instance_count(p)
+    # Every instance the emulator makes is an e2-standard-2 (2 CPUs, counted under CPUS as E2 is).
+    usage = {"INSTANCES": count, "CPUS": 2 * count}
+    quotas = []
+    for metric, limit in sorted(REGION_QUOTA_LIMITS.items()):
+        if metric == "INSTANCES" and state.faults.quota is not None:
+            limit = float(state.faults.quota)
+        quotas.append({"metric": metric, "limit": limit, "usage": float(usage.get(metric, 0))})
+    return {"kind": "compute#region", "id": _numeric_id(p, "region", region), "name": region, "status": "UP",
+            "creationTimestamp": "1969-12-31T16:00:00.000-08:00", "description": region,
+            "selfLink": API + "projects/%s/regions/%s" % (p, region),
+            "zones": [API + "projects/%s/zones/%s-%s" % (p, region, z) for z in "abc"], "quotas": quotas}
+
+
+@route("GET", "projects/{p}/zones/{zone}/machineTypes/{name}")
+def get_machine_type(state, q, body, p, zone, name):
+    _need_zone(zone)
+    match = MACHINE_TYPE_RE.match(name)
+    if not match:
+        raise ApiError(404, "The resource 'projects/%s/zones/%s/machineTypes/%s' was not found" % (p, zone, name))
+    cpus = int(match.group(2))
+    return {"kind": "compute#machineType", "id": _numeric_id(p, "machineType", name), "name": name,
+            "description": "%d vCPUs" % cpus, "guestCpus": cpus, "memoryMb": cpus * 4096, "isSharedCpu": False,
+            "zone": zone, "selfLink": API + "projects/%s/zones/%s/machineTypes/%s" % (p, zone, name)}
+
+
 def _igm_routes(kind, var):
     base = "projects/{p}/%s/{%s}/instanceGroupManagers" % (kind, var)
 
@@ -1060,6 +1099,10 @@ class _Handler(BaseHTTPRequestHandler):
             error = faults.pick_error(parsed.path)
         if error and not faults.fail_after:
             raise error
+        denied = [d for d in faults.deny if d in parsed.path]
+        if denied:
+            raise ApiError(403, "Required permission for '%s' is missing (denied by the emulator's deny knob)."
+                           % rel, "forbidden")
         state.advance()
         with state.lock:
             params = match.groupdict()

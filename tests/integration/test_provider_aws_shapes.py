@@ -42,6 +42,7 @@ def _exercise(provider, admin):
     provider.list_groups()
     provider.list_groups([group])
     provider.list_instances(group)
+    provider.instance_headroom([group])                 # Service Quotas and DescribeInstanceTypes
     created = provider.create_instance(group)
     provider.group_image(group)
     provider.validate_image(base_image)

@@ -453,6 +453,7 @@ def _sdk_scenario(admin, provider, emulator):
     provider.list_groups()
     provider.list_groups([group_id])
     provider.list_instances(group_id)
+    provider.instance_headroom([group_id])      # compute usage and resource SKUs
     inst = provider.create_instance(group_id)
     provider.wait_running([inst.provider_id], timeout=10)
     for kind in ("gallery", "managed", "community", "shared", "marketplace"):

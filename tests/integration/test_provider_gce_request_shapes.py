@@ -57,6 +57,7 @@ def _exercise_every_call(admin, provider):
     for group in (zonal, regional):
         provider.list_instances(group)
         provider.group_image(group)
+        provider.instance_headroom([group])      # regions.get and machineTypes.get
         created = provider.create_instance(group)
         provider.set_group_image(group, "projects/%s/global/images/family/shape-family" % PROJECT)
         provider.validate_image("projects/%s/global/images/shape-new" % PROJECT)

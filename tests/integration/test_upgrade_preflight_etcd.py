@@ -18,7 +18,6 @@ import requests
 
 from ansible_run import run_playbook
 import upgrade_helpers as uh
-from test_upgrade_e2e import _failed_messages, _need, _world
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -55,19 +54,17 @@ def task_results(output, suffix):
 
 
 @pytest.mark.timeout(900)
-def test_unhealthy_control_plane_etcd_stops_the_run_in_preflight_and_changes_nothing(fresh_sandbox):
-    _need(CLOUD)
-    handle = fresh_sandbox(clouds=[CLOUD])
-    values, start = uh.prepare(handle, CLOUD, control_planes=3, workers=1, groups=1)
+def test_unhealthy_control_plane_etcd_stops_the_run_in_preflight_and_changes_nothing(upgrade_cluster):
+    handle, values, start = upgrade_cluster(CLOUD, control_planes=3, workers=1, groups=1)
     etcd = handle.cp_etcd()
     assert len(etcd["members"]) == 3 and all(m["running"] for m in etcd["members"].values()), etcd["members"]
     frozen, member = a_follower(etcd)
-    before = _world(handle, CLOUD)
+    before = uh.world(handle, values)
 
     os.kill(member["pid"], signal.SIGSTOP)  # a process of this test's own sandbox
     try:
         rc, output = run_playbook(uh.PLAYBOOK, extra_vars=values, timeout=RUN_TIMEOUT)
-        failures = _failed_messages(output)
+        failures = uh.failed_messages(output)
         assert rc != 0 and failures, "the run went ahead with etcd member %s frozen" % frozen
         assert len(failures) == 1 and "control-plane etcd is not healthy" in failures[0], failures
         assert "etcd member %s (" % frozen in failures[0] and member["client_url"] in failures[0], failures
@@ -76,14 +73,14 @@ def test_unhealthy_control_plane_etcd_stops_the_run_in_preflight_and_changes_not
         assert health["healthy"] is False and health["changed"] is False
         assert sorted(m["name"] for m in health["members"]) == sorted(etcd["members"])
         assert [h["name"] for h in health["health"] if not h["reachable"]] == [frozen]
-        assert _world(handle, CLOUD) == before, "the failed preflight changed something"
+        assert uh.world(handle, values) == before, "the failed preflight changed something"
         assert not uh.node_annotations_with_prefix(handle)
 
         # A run that leaves the control plane out does not look at etcd: the worker group alone passes.
         limited = dict(values)
         uh.limit_to_groups(limited, start, [g for g in start["group_ids"].values() if "control-plane" not in g])
         rc, output = run_playbook(uh.PLAYBOOK, extra_vars=limited, check=True, timeout=RUN_TIMEOUT)
-        assert rc == 0, _failed_messages(output)
+        assert rc == 0, uh.failed_messages(output)
         assert [r.get("skipped") for r in task_results(output, READ_TASK)] == [True]
     finally:
         os.kill(member["pid"], signal.SIGCONT)
@@ -93,9 +90,9 @@ def test_unhealthy_control_plane_etcd_stops_the_run_in_preflight_and_changes_not
         assert time.monotonic() < deadline, "etcd member %s did not recover after SIGCONT" % frozen
         time.sleep(0.5)
     rc, output = run_playbook(uh.PLAYBOOK, extra_vars=values, check=True, timeout=RUN_TIMEOUT)
-    assert rc == 0, _failed_messages(output)
+    assert rc == 0, uh.failed_messages(output)
     [health] = task_results(output, READ_TASK)
     assert health["healthy"] is True and health["problems"] == [], health.get("problems")
     assert len(health["members"]) == 3 and all(h["healthy"] for h in health["health"])
-    assert _world(handle, CLOUD) == before
+    assert uh.world(handle, values) == before
     assert not uh.node_annotations_with_prefix(handle)

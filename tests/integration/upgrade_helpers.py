@@ -423,10 +423,13 @@ def lease_holder(handle):
 def group_images(values):
     """{group id: image its new instances get}, read through the collection's own provider for the cloud
     (an SDK call to the emulator, as an operator's `describe` would be)."""
-    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.factory import build_provider
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.factory import PROVIDERS, build_provider
 
     cloud = values["rolling_upgrade_provider"]
-    provider = build_provider({"provider": cloud, cloud: values["rolling_upgrade_" + cloud]})
+    # The options as Ansible would pass them: every default filled in.
+    options = {key: spec.get("default") for key, spec in PROVIDERS[cloud].ARG_SPEC.items()}
+    options.update(values["rolling_upgrade_" + cloud])
+    provider = build_provider({"provider": cloud, cloud: options})
     return {group.id: group.image for group in provider.list_groups()}
 
 
@@ -484,3 +487,14 @@ def wait_pod_running(kube, namespace, selector, node, timeout=60):
         assert time.monotonic() < deadline, "no Running %s pod on %s: %s" % (selector, node, [
             (p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods])
         time.sleep(0.5)
+
+
+def run_watched(handle, values, log_path, timeout=600):
+    """Run the playbook to its end with a Watcher sampling throughout; (returncode, output, stopped watcher)."""
+    watcher = Watcher(handle)
+    watcher.start()
+    try:
+        rc, output = run_upgrade(values, log_path, timeout=timeout)
+    finally:
+        watcher.stop()
+    return rc, output, watcher

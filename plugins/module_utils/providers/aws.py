@@ -22,6 +22,7 @@ import traceback
 
 from ansible.module_utils.basic import env_fallback
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CREATING,
     DELETING,
@@ -212,6 +213,37 @@ def is_quota_failure(message):
     return any(marker.lower() in lowered for marker in _QUOTA_MARKERS)
 
 
+# EC2's "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances" quota, in vCPUs.
+ON_DEMAND_STANDARD_QUOTA_CODE = "L-1216C47A"
+_STANDARD_FAMILIES = frozenset("acdhimrtz")
+
+
+def is_standard_instance_type(instance_type):
+    """Whether an instance type counts against the on-demand Standard vCPU quota (its family letter is one of
+    A, C, D, H, I, M, R, T, Z; G, P, X, Inf, F, DL and the like have quotas of their own)."""
+    family = re.match(r"^([a-z]+)", instance_type or "")
+    return bool(family) and family.group(1)[0] in _STANDARD_FAMILIES and not family.group(1).startswith(
+        ("inf", "dl", "trn", "vt", "hpc", "mac"))
+
+
+def group_limits(asgs):
+    """One MaxSize limit per auto scaling group: a create raises the desired capacity by one, which AWS refuses
+    above MaxSize (create_instance refuses it first)."""
+    return [quota.known_limit("MaxSize", "auto scaling group %s" % asg["AutoScalingGroupName"],
+                              int(asg.get("MaxSize") or 0), int(asg.get("DesiredCapacity") or 0),
+                              {asg["AutoScalingGroupName"]: 1}) for asg in asgs]
+
+
+def vcpu_limit(region, quota_value, running, vcpus_of, group_types):
+    """The on-demand Standard vCPU limit of the region. `running`: instance types of the running and pending
+    on-demand instances; `vcpus_of`: {instance type: vCPUs}; `group_types`: {group: its launch template's
+    instance type}. Groups of other families are not constrained by this quota."""
+    usage = sum(vcpus_of[t] for t in running if is_standard_instance_type(t))
+    per_group = {g: vcpus_of[t] for g, t in group_types.items() if is_standard_instance_type(t)}
+    return quota.known_limit("Running On-Demand Standard instances (%s)" % ON_DEMAND_STANDARD_QUOTA_CODE,
+                             "EC2 in %s" % region, quota_value, usage, per_group, unit=quota.UNIT_VCPUS)
+
+
 def _epoch(value):
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
@@ -239,6 +271,8 @@ class AwsProvider(CloudProvider):
             kwargs["verify"] = verify
         self.ec2 = session.client("ec2", **kwargs)
         self.autoscaling = session.client("autoscaling", **kwargs)
+        self.servicequotas = session.client("service-quotas", **kwargs)
+        self.region = session.region_name
         self.create_timeout = create_timeout
         self.group_tags = dict(group_tags or {})
         self.poll_interval = poll_interval
@@ -526,6 +560,63 @@ class AwsProvider(CloudProvider):
         if state != "available":
             raise NotFoundError("AWS image %s is %s, not available" % (image, state))
         return image
+
+    def instance_headroom(self, group_ids):
+        """Each group's MaxSize against its desired capacity, and EC2's on-demand Standard vCPU quota (Service
+        Quotas) against the vCPUs of the running on-demand instances, in instances of each group's type."""
+        names = [validate_group_id(g) for g in group_ids]
+        if not names:
+            return []
+        try:
+            asgs = self._describe_groups(names)
+        except ProviderError as exc:
+            return [quota.unknown_limit("MaxSize", "auto scaling group %s" % n, [n], str(exc)) for n in names]
+        limits = group_limits(asgs)
+        vcpu_scope = "EC2 in %s" % self.region
+        vcpu_name = "Running On-Demand Standard instances (%s)" % ON_DEMAND_STANDARD_QUOTA_CODE
+        try:
+            group_types = {}
+            for asg in asgs:
+                template_id, template_name, version = launch_template_of(asg)
+                data = self._template_version(template_id, template_name, version).get("LaunchTemplateData", {})
+                if not data.get("InstanceType"):
+                    raise ProviderError("launch template of %s names no instance type" % asg["AutoScalingGroupName"])
+                group_types[asg["AutoScalingGroupName"]] = data["InstanceType"]
+            value = self._call(self.servicequotas, "get_service_quota", ServiceCode="ec2",
+                               QuotaCode=ON_DEMAND_STANDARD_QUOTA_CODE)["Quota"]["Value"]
+            running = self._on_demand_types()
+            vcpus_of = self._vcpus(set(running) | set(group_types.values()))
+        except ProviderError as exc:
+            limits.append(quota.unknown_limit(vcpu_name, vcpu_scope, names, str(exc)))
+            return limits
+        limits.append(vcpu_limit(self.region, value, running, vcpus_of, group_types))
+        return limits
+
+    def _on_demand_types(self):
+        """The instance type of every pending or running on-demand instance in the region (one paged call)."""
+        types = []
+        kwargs = dict(Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        while True:
+            page = self._call(self.ec2, "describe_instances", **kwargs)
+            for reservation in page.get("Reservations", []):
+                for inst in reservation.get("Instances", []):
+                    if inst.get("InstanceLifecycle") not in ("spot", "capacity-block"):
+                        types.append(inst.get("InstanceType", ""))
+            token = page.get("NextToken")
+            if not token:
+                return types
+            kwargs["NextToken"] = token
+
+    def _vcpus(self, instance_types):
+        wanted = sorted(t for t in instance_types if t)
+        if not wanted:
+            return {}
+        found = self._call(self.ec2, "describe_instance_types", InstanceTypes=wanted).get("InstanceTypes", [])
+        vcpus = {t["InstanceType"]: int(t["VCpuInfo"]["DefaultVCpus"]) for t in found}
+        missing = [t for t in wanted if t not in vcpus]
+        if missing:
+            raise ProviderError("EC2 does not describe instance types %s" % ", ".join(missing))
+        return vcpus
 
     def normalize_provider_id(self, provider_id):
         # Instance IDs are unique per region; the zone part may be missing in some kubelets' spelling.

@@ -29,6 +29,7 @@ import urllib.parse
 
 from ansible.module_utils.basic import env_fallback
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CREATING, DELETING, FAILED, RUNNING, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER,
     CloudProvider, Group, Instance, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
@@ -338,6 +339,52 @@ def group_from_vmss(vmss):
         role=role_from_tags(vmss.get("tags")),
         target_size=(vmss.get("sku") or {}).get("capacity"),
     )
+
+
+def sku_facts(skus, size):
+    """(vCPUs, family) of VM size `size` from a resource SKU listing (wire dicts), (None, None) if absent."""
+    for sku in skus:
+        if sku.get("resourceType") != "virtualMachines" or str(sku.get("name", "")).lower() != size.lower():
+            continue
+        caps = {c.get("name"): c.get("value") for c in sku.get("capabilities") or []}
+        try:
+            vcpus = int(caps.get("vCPUs"))
+        except (TypeError, ValueError):
+            vcpus = None
+        return vcpus, sku.get("family")
+    return None, None
+
+
+def _wire_skus(skus):
+    """SKU dicts as as_dict() gives them (snake_case) back in the wire's names that sku_facts reads."""
+    return [dict(sku, resourceType=sku.get("resource_type", sku.get("resourceType"))) for sku in skus]
+
+
+def location_limits(location, usages, groups, sizes_unknown_because="the VM size is not in the resource SKU list"):
+    """The limits of one location for the scale sets in it. `usages`: {name: (limit, current value)} from the
+    compute usage list (cores, virtualMachines, <family>); `groups`: [(group ID, vCPUs or None, family or
+    None)]. A VM counts once against virtualMachines and with its vCPUs against the regional cores and its
+    family's cores."""
+    scope = "location %s" % location
+    limits = []
+    if "virtualMachines" in usages:
+        limits.append(quota.known_limit("virtualMachines", scope, usages["virtualMachines"][0],
+                                        usages["virtualMachines"][1], {gid: 1 for gid, dummy, dummy2 in groups}))
+    with_cpus = {gid: vcpus for gid, vcpus, dummy in groups if vcpus}
+    if "cores" in usages and with_cpus:
+        limits.append(quota.known_limit("cores", scope, usages["cores"][0], usages["cores"][1], with_cpus,
+                                        unit=quota.UNIT_VCPUS))
+    families = {}
+    for gid, vcpus, family in groups:
+        if vcpus and family and family in usages:
+            families.setdefault(family, {})[gid] = vcpus
+    for family, per_group in sorted(families.items()):
+        limits.append(quota.known_limit(family, scope, usages[family][0], usages[family][1], per_group,
+                                        unit=quota.UNIT_VCPUS))
+    unknown = [gid for gid, vcpus, dummy in groups if not vcpus]
+    if unknown:
+        limits.append(quota.unknown_limit("cores", scope, unknown, sizes_unknown_because))
+    return limits
 
 
 def pick_new_vm(vms_before, vms_after, capacity_before, capacity_after):
@@ -795,6 +842,43 @@ class AzureProvider(CloudProvider):
                             rg, vmss, body)
         self._wait("set the image of %s" % vmss, poller)
         return True
+
+    def instance_headroom(self, group_ids):
+        """The compute usage of each scale set's location (one usage list and one SKU list per location, one read
+        per scale set) against its VM size's vCPUs."""
+        by_location, limits = {}, []
+        for group_id in group_ids:
+            sub, rg, vmss = parse_group_id(group_id)
+            try:
+                data = self._get_vmss(sub, rg, vmss)
+            except ProviderError as exc:
+                limits.append(quota.unknown_limit("compute usage", "scale set %s" % vmss,
+                                                  [_format_group_id(sub, rg, vmss)], str(exc)))
+                continue
+            size = (data.get("sku") or {}).get("name") or ""
+            by_location.setdefault((sub.lower(), str(data.get("location") or "").lower()), []).append(
+                (_format_group_id(sub, rg, vmss), size))
+        for (sub, location), members in sorted(by_location.items()):
+            ops = self.client(sub)
+            try:
+                usages = {}
+                for usage in self._call("list compute usage of %s" % location,
+                                        lambda: [self._as_dict(u) for u in ops.usage.list(location)]):
+                    usages[(usage.get("name") or {}).get("value")] = (
+                        usage.get("limit"), usage.get("currentValue", usage.get("current_value")))
+            except ProviderError as exc:
+                limits.append(quota.unknown_limit("compute usage", "location %s" % location,
+                                                  [gid for gid, dummy in members], str(exc)))
+                continue
+            why = "the VM size is not in the resource SKU list"
+            try:
+                skus = self._call("list VM sizes of %s" % location, lambda: [
+                    self._as_dict(s) for s in ops.resource_skus.list(filter="location eq '%s'" % location)])
+            except ProviderError as exc:
+                skus, why = [], str(exc)   # without the sizes only the VM count is known; cores read unknown
+            groups = [(gid,) + sku_facts(_wire_skus(skus), size) for gid, size in members]
+            limits.extend(location_limits(location, usages, groups, why))
+        return limits
 
     def _default_location(self):
         if self.location:

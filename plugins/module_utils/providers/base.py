@@ -115,6 +115,13 @@ class CloudProvider(abc.ABC):
     def validate_image(self, image) -> str:
         """Raise InvalidReferenceError (malformed) or NotFoundError (absent); return the canonical form."""
 
+    @abc.abstractmethod
+    def instance_headroom(self, group_ids) -> List[dict]:
+        """How many more instances the cloud allows for these groups: one record per limit that applies
+        (quota.known_limit / quota.unknown_limit: name, scope, limit, usage, the groups it constrains and
+        how many more instances of each fit). A limit the identity may not read comes back unknown with
+        the reason; reading quota never raises for that, since it is advice, not a step of the upgrade."""
+
     def normalize_provider_id(self, provider_id) -> str:
         """A form of the providerID that compares equal across spellings (case, slashes)."""
         return provider_id.strip().lower()

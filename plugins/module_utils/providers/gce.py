@@ -31,6 +31,7 @@ import uuid
 
 from ansible.module_utils.basic import env_fallback
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CREATING, DELETING, FAILED, ROLE_CONTROL_PLANE, ROLE_WORKER, RUNNING, STOPPED, UNKNOWN,
     CloudProvider, Group, Instance, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
@@ -319,6 +320,46 @@ def error_from_operation(errors, http_status, http_message, doing):
     if "RESOURCE_NOT_FOUND" in codes or http_status == 404:
         return NotFoundError(message, status=http_status, code=codes[0] if codes else None)
     return ProviderError(message, status=http_status, code=codes[0] if codes else None)
+
+
+def region_of_zone(zone):
+    """us-central1 of us-central1-a."""
+    return zone.rsplit("-", 1)[0]
+
+
+def family_cpu_metric(machine_type):
+    """The family-specific regional CPU quota metric of a machine type (N2_CPUS for n2-standard-4), or None for
+    the families that count against CPUS only (e2, n1, f1, g1 and N1 custom types)."""
+    family = machine_type.split("-", 1)[0].upper()
+    if family in ("E2", "N1", "F1", "G1", "CUSTOM", ""):
+        return None
+    return "%s_CPUS" % family
+
+
+def region_limits(project, region, quotas, groups):
+    """The limits of one region for the groups in it. `quotas`: {metric: (limit, usage)} as regions.get
+    reports them; `groups`: [(group ID, machine type, guest CPUs or None)]. Every instance counts against
+    INSTANCES, and its CPUs against its family's metric when the region reports one, else against CPUS (the
+    family quotas such as N2_CPUS are separate from CPUS)."""
+    scope = "region %s (project %s)" % (region, project)
+    limits = []
+    if "INSTANCES" in quotas:
+        limits.append(quota.known_limit("INSTANCES", scope, quotas["INSTANCES"][0], quotas["INSTANCES"][1],
+                                        {gid: 1 for gid, dummy, dummy2 in groups}))
+    by_metric, unknown_cpus = {}, []
+    for gid, machine_type, cpus in groups:
+        if not cpus:
+            unknown_cpus.append(gid)
+            continue
+        metric = family_cpu_metric(machine_type)
+        by_metric.setdefault(metric if metric in quotas else "CPUS", {})[gid] = cpus
+    for metric, per_group in sorted(by_metric.items()):
+        if metric in quotas:
+            limits.append(quota.known_limit(metric, scope, quotas[metric][0], quotas[metric][1], per_group,
+                                            unit=quota.UNIT_VCPUS))
+    if unknown_cpus:
+        limits.append(quota.unknown_limit("CPUS", scope, unknown_cpus, "the machine type's CPU count is unknown"))
+    return limits
 
 
 def check_auth_options(options):
@@ -814,6 +855,47 @@ class GceProvider(CloudProvider):
             raise ProviderError("image %s is %s; new instances cannot use it"
                                 % (canonical_image(project, found.name), state))
         return canonical_image(project, found.name)
+
+    def instance_headroom(self, group_ids):
+        """The INSTANCES and CPU quotas of the groups' regions (one regions.get per region, one template and
+        one machineTypes.get per group), against each group's machine type."""
+        refs = [parse_group_id(g) for g in group_ids]
+        regions = {}
+        for ref in refs:
+            region = ref.scope if ref.regional else region_of_zone(ref.scope)
+            regions.setdefault((ref.project, region), []).append(ref)
+        limits = []
+        for (project, region), members in sorted(regions.items()):
+            scope = "region %s (project %s)" % (region, project)
+            try:
+                found = self._call("reading the quotas of region %s" % region, self._client("RegionsClient").get,
+                                   project=project, region=region)
+            except ProviderError as exc:
+                limits.append(quota.unknown_limit("region quotas", scope, [r.id for r in members], str(exc)))
+                continue
+            quotas = {q.metric: (q.limit, q.usage) for q in found.quotas}
+            zones = [strip_url(z).rsplit("/", 1)[-1] for z in found.zones]
+            groups = [(ref.id,) + self._machine_type_of(ref, zones) for ref in members]
+            limits.extend(region_limits(project, region, quotas, groups))
+        return limits
+
+    def _machine_type_of(self, ref, region_zones):
+        """(machine type name, guest CPUs or None) of the group's instance template."""
+        try:
+            igm = self._get_igm(ref)
+            template = self._get_template(self._igm_template_url(igm, ref))
+            machine_type = strip_url(template.properties.machine_type).rsplit("/", 1)[-1]
+            if ref.regional:
+                zones = [strip_url(z.zone).rsplit("/", 1)[-1] for z in igm.distribution_policy.zones] or region_zones
+            else:
+                zones = [ref.scope]
+            if not machine_type or not zones:
+                return machine_type, None
+            found = self._call("reading machine type %s" % machine_type, self._client("MachineTypesClient").get,
+                               project=ref.project, zone=zones[0], machine_type=machine_type)
+            return machine_type, found.guest_cpus or None
+        except ProviderError:
+            return "", None
 
     def normalize_provider_id(self, provider_id):
         return provider_id.strip().rstrip("/").lower()
