@@ -183,7 +183,7 @@ def upgrade_cluster(fresh_sandbox):
     image A with image B created (upgrade_helpers.prepare). With `least_privilege` the role authenticates
     as a ServiceAccount bound only to roles/rolling_upgrade/files/rbac.yml. Returns (handle, role
     variables, snapshot of the start)."""
-    import upgrade_helpers  # pylint: disable=import-outside-toplevel - lives next to this file
+    import upgrade_helpers  # pylint: disable=import-outside-toplevel
 
     def make(cloud, least_privilege=True, **overrides):
         handle = fresh_sandbox(clouds=[cloud])

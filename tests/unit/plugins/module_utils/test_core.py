@@ -273,6 +273,7 @@ def test_drain_entries_carry_what_follows_the_drain(control_plane):
     assert entry["group"] == "G"
     assert entry["node_ip"] == w.nodes["old"]["status"]["addresses"][0]["address"]
 
+
 # ---------------------------------------------------------------------------------------------- budget
 
 def test_surge_budget_counts_heirs_joining_and_new():
