@@ -46,6 +46,8 @@ FAST = {
     "rolling_upgrade_heir_ready_seconds": 1,
     "rolling_upgrade_lock_duration": 60,
     "rolling_upgrade_timeout": 900,
+    # Short chains of passes, so every run also crosses from one chain to the next (tasks/passes.yml).
+    "_rolling_upgrade_passes_per_chain": 3,
 }
 
 
