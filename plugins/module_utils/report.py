@@ -73,8 +73,11 @@ def merge(journal, record):
             known = parse_time(phases.get(phase))
             if known is None or moment < known:
                 phases[phase] = iso(moment)
-        evicted = set(entry.get("evicted") or []) | set(seen.get("evicted") or [])
-        entry["evicted"] = sorted(evicted)
+        seen_evicted = set(seen.get("evicted") or [])
+        if "evicted_count" in entry:  # compacted (see compact): the names are gone, the count stays
+            entry["evicted_count"] = max(int(entry["evicted_count"]), len(seen_evicted))
+        else:
+            entry["evicted"] = sorted(set(entry.get("evicted") or []) | seen_evicted)
         for counter in ("waits", "retries"):
             totals = entry.setdefault(counter, {})
             for key, value in (seen.get(counter) or {}).items():
@@ -86,9 +89,30 @@ def merge(journal, record):
 
 
 def _merge_counter(known, seen):
-    if isinstance(known, list) or isinstance(seen, list):
-        return sorted(set(known or []) | set(seen or []))
-    return max(int(known or 0), int(seen or 0))
+    if isinstance(seen, list) and (known is None or isinstance(known, list)):
+        return sorted(set(known or []) | set(seen))
+    if isinstance(known, list) and seen is None:
+        return known
+    return max(count(known), count(seen))
+
+
+def is_finished(entry):
+    phases = entry.get("phases") or {}
+    return "deleted" in phases or "done" in phases
+
+
+def compact(journal):
+    """Make a journal that outgrew its ConfigMap smaller without changing its report: finished replacements
+    keep how many pods were evicted and how many retries they had, not the names and attempt IDs (nothing is
+    recorded for them any more). Returns the journal."""
+    for entry in (journal.get("nodes") or {}).values():
+        if not is_finished(entry):
+            continue
+        if "evicted_count" not in entry:
+            entry["evicted_count"] = len(entry.get("evicted") or [])
+            entry["evicted"] = []
+        entry["retries"] = {step: count(value) for step, value in (entry.get("retries") or {}).items()}
+    return journal
 
 
 def count(value):
@@ -139,11 +163,11 @@ def summarize(journal, now=None):
             "phases": dict(entry.get("phases") or {}),
             "phase_seconds": durations,
             "total_seconds": int((last - first).total_seconds()) if first and last else 0,
-            "pods_evicted": len(entry.get("evicted") or []),
+            "pods_evicted": max(len(entry.get("evicted") or []), int(entry.get("evicted_count") or 0)),
             "evicted": list(entry.get("evicted") or []),
             "waits": dict(entry.get("waits") or {}),
             "retries": {step: count(value) for step, value in (entry.get("retries") or {}).items() if count(value)},
-            "done": "deleted" in (entry.get("phases") or {}) or "done" in (entry.get("phases") or {}),
+            "done": is_finished(entry),
             "error": entry.get("error") or "",
         })
     return {

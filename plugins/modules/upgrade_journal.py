@@ -15,6 +15,9 @@ description:
   - Recording is idempotent (earliest phase times are kept, evicted pods form a set, counters keep the highest
     total seen), so a retried pass never double-counts.
   - With O(state=report), writes the report as JSON, Markdown and an SVG timeline with one bar per replaced node.
+  - The journal is plain JSON under the ConfigMap key C(journal.json) while it is under 512 KiB. A larger one
+    (a ConfigMap holds at most 1 MiB) keeps only the counts of pods evicted and retries of finished replacements,
+    and one still larger is stored gzipped under the C(binaryData) key C(journal.json.gz).
 author:
   - kubenodes.image_upgrade maintainers (!UNKNOWN)
 options:
@@ -102,8 +105,10 @@ files:
   elements: str
 """
 
+import base64
 import copy
 import datetime
+import gzip
 import json
 import os
 
@@ -119,6 +124,10 @@ except ImportError:  # reported by require_kubernetes
     k8s = None
 
 DATA_KEY = "journal.json"
+GZIP_KEY = "journal.json.gz"
+# A ConfigMap holds at most 1 MiB. Past this size the finished replacements are compacted (report.compact),
+# and a journal still larger (thousands of nodes) is stored gzipped in binaryData.
+PLAIN_LIMIT = 512 * 1024
 
 
 def read_journal(core, name, namespace):
@@ -128,20 +137,34 @@ def read_journal(core, name, namespace):
         if is_status(exc, 404):
             return None, None
         raise
-    text = (config_map.data or {}).get(DATA_KEY)
     try:
+        packed = (config_map.binary_data or {}).get(GZIP_KEY)
+        text = gzip.decompress(base64.b64decode(packed)).decode("utf-8") if packed else (config_map.data or {}).get(DATA_KEY)
         return config_map, json.loads(text) if text else None
-    except ValueError:
+    except (ValueError, OSError):
         return config_map, None
 
 
+def journal_payload(journal):
+    """(data, binaryData) of the ConfigMap that stores `journal`: plain JSON while it is small, else compacted,
+    else gzipped."""
+    text = report.dumps(journal)
+    if len(text) > PLAIN_LIMIT:
+        text = report.dumps(report.compact(journal))
+    if len(text) <= PLAIN_LIMIT:
+        return {DATA_KEY: text}, None
+    return None, {GZIP_KEY: base64.b64encode(gzip.compress(text.encode("utf-8"), mtime=0)).decode("ascii")}
+
+
 def write_journal(core, name, namespace, config_map, journal):
-    data = {DATA_KEY: report.dumps(journal)}
+    data, binary_data = journal_payload(journal)
     if config_map is None:
-        body = k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name=name, namespace=namespace), data=data)
+        body = k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name=name, namespace=namespace), data=data,
+                               binary_data=binary_data)
         core.create_namespaced_config_map(namespace, body)
     else:
-        config_map.data = data  # replace carries the resourceVersion read: 409 if someone wrote meanwhile
+        # replace carries the resourceVersion read: 409 if someone wrote meanwhile
+        config_map.data, config_map.binary_data = data, binary_data
         core.replace_namespaced_config_map(name, namespace, config_map)
 
 
@@ -162,7 +185,7 @@ def record(module, core):
             write_journal(core, params["name"], params["namespace"], config_map, merged)
             return dict(changed=True, journal=merged)
         except Exception as exc:  # pylint: disable=broad-except
-            if not is_status(exc, 409, 422):
+            if not is_status(exc, 409):  # a conflict: someone wrote meanwhile; read and merge again
                 raise
     module.fail_json(msg="journal ConfigMap %s/%s kept changing under us" % (params["namespace"], params["name"]))
 

@@ -144,3 +144,37 @@ def test_journal_records_idempotently_and_reports(sandbox, namespace, tmp_path):
     gone = run_module("upgrade_journal", dict(base, state="absent"))
     assert gone["changed"]
     assert not run_module("upgrade_journal", dict(base, state="absent"))["changed"]
+
+
+def _finished_nodes(first, count, pods):
+    return {"w-%05d" % i: {"group": "projects/p/zones/z/instanceGroupManagers/workers-%d" % (i % 10), "heir": "h-%05d" % i,
+                           "role": "worker", "evicted": ["namespace-%d/pod-%05d-%02d" % (i % 7, i, p) for p in range(pods)],
+                           "phases": {"paired": "2026-11-30T10:00:10Z", "draining": "2026-11-30T10:01:00Z",
+                                      "deleted": "2026-11-30T10:02:00Z"}}
+            for i in range(first, first + count)}
+
+
+def test_journal_of_a_large_upgrade_fits_its_configmap(sandbox, namespace, tmp_path):
+    """A ConfigMap holds at most 1 MiB: 1,500 replaced nodes with 30 evicted pods each (about 2 MB of names)
+    are kept as counts, and 4,500 nodes in all are stored gzipped; the report still counts every pod."""
+    base = dict(sandbox.auth_args(), namespace=namespace, image="img-b")
+    in_flight = {"busy": {"group": "g", "heir": "busy-heir", "role": "worker", "evicted": ["ns/still-here"],
+                          "phases": {"draining": "2026-11-30T10:03:00Z"}}}
+    first = run_module("upgrade_journal", dict(base, record={"started": "2026-11-30T10:00:00Z",
+                                                             "nodes": dict(_finished_nodes(0, 1500, 30), **in_flight)}))
+    assert first["changed"] and not first.get("failed"), first.get("msg")
+    stored = k8s.CoreV1Api(sandbox.api_client()).read_namespaced_config_map("kubenodes-image-upgrade-journal", namespace)
+    assert set(stored.data) == {"journal.json"} and not stored.binary_data
+    journal = json.loads(stored.data["journal.json"])
+    assert journal["nodes"]["w-00000"]["evicted_count"] == 30 and journal["nodes"]["busy"]["evicted"] == ["ns/still-here"]
+
+    second = run_module("upgrade_journal", dict(base, record={"nodes": _finished_nodes(1500, 3000, 0)}))
+    assert second["changed"] and not second.get("failed"), second.get("msg")
+    stored = k8s.CoreV1Api(sandbox.api_client()).read_namespaced_config_map("kubenodes-image-upgrade-journal", namespace)
+    assert not stored.data and set(stored.binary_data) == {"journal.json.gz"}
+    # Recording what is already there changes nothing, through the gzipped form too.
+    assert not run_module("upgrade_journal", dict(base, record={"nodes": in_flight}))["changed"]
+
+    reported = run_module("upgrade_journal", dict(base, state="report", report_dir=str(tmp_path)))
+    assert reported["summary"]["nodes_total"] == 4501 and reported["summary"]["nodes_replaced"] == 4500
+    assert reported["summary"]["pods_evicted"] == 1500 * 30 + 1

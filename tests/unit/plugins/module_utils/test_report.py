@@ -96,3 +96,36 @@ def test_instances_removed_without_joining_are_listed_with_their_reason():
     text = report.render_markdown(summary)
     assert "instances removed without joining: 1" in text
     assert "| gce://p/z/w-x | g1 | no Node joined within 30s |" in text
+
+
+def _finished_and_in_flight():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    report.merge(journal, {"nodes": {
+        "done-0": {"phases": {"paired": "2026-11-30T10:00:10Z", "deleted": "2026-11-30T10:02:00Z"},
+                   "evicted": ["ns/a", "ns/b", "ns/c"], "retries": {"drain": ["r#1", "r#2"]}},
+        "busy-0": {"phases": {"draining": "2026-11-30T10:03:00Z"}, "evicted": ["ns/d"], "retries": {"drain": ["r#3"]}}}})
+    return journal
+
+
+def test_compact_keeps_the_report_of_finished_replacements_and_leaves_the_others_whole():
+    journal = _finished_and_in_flight()
+    now = report.parse_time("2026-11-30T10:05:00Z")
+    before = report.summarize(journal, now=now)
+    report.compact(journal)
+    assert journal["nodes"]["done-0"]["evicted"] == [] and journal["nodes"]["done-0"]["evicted_count"] == 3
+    assert journal["nodes"]["done-0"]["retries"] == {"drain": 2}
+    assert journal["nodes"]["busy-0"]["evicted"] == ["ns/d"] and "evicted_count" not in journal["nodes"]["busy-0"]
+    after = report.summarize(journal, now=now)
+    assert [(r["node"], r["pods_evicted"], r["retries"]) for r in after["nodes"]] == [
+        (r["node"], r["pods_evicted"], r["retries"]) for r in before["nodes"]]
+    assert after["pods_evicted"] == before["pods_evicted"] == 4
+
+
+def test_a_compacted_journal_stays_idempotent_and_in_flight_nodes_still_accumulate():
+    journal = report.compact(_finished_and_in_flight())
+    once = copy.deepcopy(journal)
+    report.merge(journal, {"nodes": {"done-0": {"evicted": ["ns/a", "ns/b", "ns/c"], "retries": {"drain": ["r#1", "r#2"]}}}})
+    assert journal == once
+    report.merge(journal, {"nodes": {"busy-0": {"evicted": ["ns/e"], "retries": {"drain": ["r#4"]}}}})
+    assert journal["nodes"]["busy-0"]["evicted"] == ["ns/d", "ns/e"]
+    assert journal["nodes"]["busy-0"]["retries"] == {"drain": ["r#3", "r#4"]}
