@@ -180,8 +180,10 @@ class EmulatorApp:
         return autoscaling_backends[ACCOUNT_ID][self.region], ec2_backends[ACCOUNT_ID][self.region]
 
     def _live_instance_count(self):
-        asg_backend, _ = self._backends()
-        return sum(len(group.instance_states) for group in list(asg_backend.autoscaling_groups.values()))
+        """Pending and running instances of the region: what the vCPU quota counts, and what the provider reads
+        as its usage (instances an ASG keeps while stopped or never booting would make the two disagree)."""
+        _, ec2_backend = self._backends()
+        return sum(1 for instance in list(ec2_backend.all_instances()) if instance.state in ("pending", "running"))
 
     def _mark_new_instances(self):
         """Decide, once per new ASG instance, whether it never boots (stays pending)."""
@@ -616,7 +618,7 @@ class Admin:
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
                    launch_delay=0.0, deny=()):
         """Replace every fault knob. never_boot: group names and instance IDs, or an int (the next N
-        launches); quota: how many ASG instances may exist in the region; fail_next: the next N requests
+        launches); quota: how many instances may be pending or running in the region; fail_next: the next N requests
         fail with `codes` (deterministic, for tests); launch_delay: seconds from a capacity raise to the
         launch (moto launches at once, AWS does not); deny: actions answered AccessDenied (e.g. GetServiceQuota)."""
         never_boot = never_boot if isinstance(never_boot, int) else list(never_boot)

@@ -92,7 +92,9 @@ def test_one_replacement_step_by_step_on_aws(sandbox, cloud_admin):
         assert fourth["nodes"]["donor"] == [donor] and fourth["nodes"]["heir"] == [heir]
         (drain,) = fourth["plan"]["drain"]
         assert drain.pop("heir_ready_since").endswith("Z")  # when the heir turned Ready
-        assert drain == {"name": donor, "reason": "donor", "heir": heir, "heir_ready": True}
+        assert drain.pop("node_ip") and drain.pop("provider_id").endswith(donor)  # for the steps after the drain
+        assert drain == {"name": donor, "reason": "donor", "heir": heir, "heir_ready": True, "control_plane": False,
+                         "group": group}
         assert fourth["donors"] == [{"name": donor, "heir": heir, "heir_ready": True, "group": fourth["donors"][0]["group"],
                                      "role": "worker", "phase": "paired", "phase_since": fourth["donors"][0]["phase_since"]}]
         assert fourth["replacement_order"][0]["name"] == donor and fourth["replacement_order"][0]["in_flight"]
