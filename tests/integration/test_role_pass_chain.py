@@ -7,7 +7,6 @@ ending with tasks/pass.yml's "Next pass" include.
 This runs the role's real tasks/passes.yml and the real "Next pass" task of tasks/pass.yml around a pass
 body that only counts, for more passes than one chain survives. No cluster is needed."""
 
-import pathlib
 import shutil
 
 import pytest
