@@ -24,12 +24,7 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     """1 control plane and 2 workers in 2 worker groups: 3 replacements, one of them a control-plane node
     (its etcd member goes from 1 to 2 when the heir joins, then back to 1 when the donor's is removed)."""
     handle, values, start = upgrade_cluster(cloud)
-    watcher = uh.Watcher(handle)
-    watcher.start()
-    try:
-        rc, output = uh.run_upgrade(values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
-    finally:
-        watcher.stop()
+    rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
     assert rc == 0, output[-6000:]
     passes = [int(found[0]) for found in uh.PROGRESS.findall(output)]
     assert passes and passes == list(range(1, len(passes) + 1)), "one progress line per pass: %s" % passes
@@ -49,12 +44,7 @@ def test_surge_three_moves_three_replacements_per_group_in_the_same_passes(upgra
     handle, values, start = upgrade_cluster("aws", workers=6, groups=2, rolling_upgrade_max_surge=3)
     worker_groups = sorted(g for g in start["groups"] if "control-plane" not in g)
     assert [len(start["groups"][g]) for g in worker_groups] == [3, 3], start["groups"]
-    watcher = uh.Watcher(handle)
-    watcher.start()
-    try:
-        rc, output = uh.run_upgrade(values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
-    finally:
-        watcher.stop()
+    rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
     assert rc == 0, output[-6000:]
     watcher.check(start, max_surge=3)
     assert watcher.surge_at_once(start, worker_groups) == 3, (
