@@ -35,7 +35,7 @@ def test_a_drain_that_finishes_goes_on_to_deletion_in_the_same_pass():
     w = World([group("G1", image=NEW)])
     w.add_node("old-1", "G1", OLD)
     ex = w.executor(opts())
-    for _ in range(6):
+    for _attempt in range(6):
         result = ex.run_pass()
         if steps(result, "drain"):
             break
@@ -50,7 +50,7 @@ def test_control_plane_donor_loses_its_etcd_member_before_deletion_in_one_pass()
     w.add_node("cp-old", "CP", OLD, control_plane=True)
     ex = w.executor(opts())
     order = []
-    for _ in range(8):
+    for _attempt in range(8):
         result = ex.run_pass()
         order.extend(d["step"] for d in result["did"] if d["step"] in ("drain", "etcd_remove", "delete"))
         if result["finished"]:
@@ -64,7 +64,7 @@ def test_delegated_etcd_removal_is_handed_back_and_nothing_is_deleted():
     w = World([group("CP", role="control-plane", image=NEW)])
     w.add_node("cp-old", "CP", OLD, control_plane=True)
     ex = w.executor(opts(), etcd_delegated=True)
-    for _ in range(8):
+    for _attempt in range(8):
         result = ex.run_slice(seconds=30)
         if result["etcd_due"]:
             break
@@ -87,7 +87,7 @@ def test_refused_creates_hold_the_surge_for_the_rest_of_the_run():
     ex.say = said.append
 
     def refuse_after_one(group_id, count, create=ex.cloud.create):
-        made, _ = create(group_id, 1)
+        made, _refused = create(group_id, 1)
         return made, "QUOTA_EXCEEDED: instances"
     ex.cloud.create = refuse_after_one
     ex.run_pass()
