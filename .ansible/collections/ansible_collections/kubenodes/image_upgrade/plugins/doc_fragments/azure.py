@@ -1,0 +1,124 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""Azure options, named as in azure.azcollection (same AZURE_* environment variables), so AWX credential
+types work unchanged."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  azure:
+    description:
+      - How to reach Azure when O(provider=azure). Ignored for other providers.
+      - Scaling groups are virtual machine scale sets in uniform orchestration mode, named by their ID
+        C(/subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachineScaleSets/<name>).
+        An instance's providerID is
+        C(azure:///subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachineScaleSets/<name>/virtualMachines/<instance-id>)
+        and its node name is its OS computer name, lower-cased.
+      - "Images are a Compute Gallery image version ID
+        (C(/subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/galleries/<gallery>/images/<image>/versions/<version>)),
+        a managed image ID (C(/subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/images/<image>)),
+        C(/CommunityGalleries/<gallery>/Images/<image>/Versions/<version>),
+        C(/SharedGalleries/<gallery>/Images/<image>/Versions/<version>), or a Marketplace image as
+        C(<publisher>:<offer>:<sku>:<version>). An exact version is required, not C(latest)."
+      - Azure names are case-insensitive; scale set IDs and images are returned in one canonical spelling
+        (fixed segment casing, names lower-cased) so that they compare as plain strings.
+      - The role of a scale set comes from its C(kubenodes-role) tag (V(control-plane) or V(worker)).
+      - To reach a local ARM emulator, give O(azure.endpoint), O(azure.ca_bundle) and any O(azure.access_token).
+    type: dict
+    default: {}
+    suboptions:
+      auth_source:
+        description:
+          - Where the credentials come from, as in azure.azcollection.
+          - V(auto) uses O(azure.profile) when given, then O(azure.client_id) with O(azure.secret), then the
+            C([default]) profile of C(~/.azure/credentials), then the Azure SDK's default chain (environment,
+            workload identity, managed identity, Azure CLI).
+          - V(env) and V(credential_file) use a service principal from the options (or E(AZURE_CLIENT_ID),
+            E(AZURE_SECRET), E(AZURE_TENANT)) or from the profile of C(~/.azure/credentials).
+          - V(msi) uses the managed identity of the machine (O(azure.client_id) picks a user-assigned one);
+            V(cli) uses the logged-in Azure CLI.
+          - Falls back to E(ANSIBLE_AZURE_AUTH_SOURCE). Ignored when O(azure.access_token) is set.
+        type: str
+        default: auto
+        choices: [auto, cli, credential_file, env, msi]
+      profile:
+        description:
+          - A section of C(~/.azure/credentials) holding C(subscription_id), C(client_id), C(secret) and
+            C(tenant). Falls back to E(AZURE_PROFILE).
+        type: str
+      subscription_id:
+        description:
+          - The subscription of the scale sets. Falls back to E(AZURE_SUBSCRIPTION_ID).
+        type: str
+      client_id:
+        description:
+          - The service principal's application (client) ID, or the client ID of a user-assigned managed
+            identity with O(azure.auth_source=msi). Falls back to E(AZURE_CLIENT_ID).
+        type: str
+      secret:
+        description:
+          - The service principal's secret. Falls back to E(AZURE_SECRET), then E(AZURE_CLIENT_SECRET).
+        type: str
+      tenant:
+        description:
+          - The Microsoft Entra tenant ID. Falls back to E(AZURE_TENANT), then E(AZURE_TENANT_ID).
+        type: str
+      cloud_environment:
+        description:
+          - The Azure cloud, V(AzureCloud), V(AzureChinaCloud) or V(AzureUSGovernment). It picks the Resource
+            Manager endpoint, the token scope and the login authority.
+          - For another cloud (Azure Stack, a sovereign cloud) give its ARM URL in O(azure.endpoint).
+          - Falls back to E(AZURE_CLOUD_ENVIRONMENT).
+        type: str
+        default: AzureCloud
+      adfs_authority_url:
+        description:
+          - The login authority to use instead of the cloud's (ADFS). Falls back to E(AZURE_ADFS_AUTHORITY_URL).
+        type: str
+      access_token:
+        description:
+          - A bearer token for Azure Resource Manager, used as-is (for example from
+            C(az account get-access-token)). Any string works against the local emulator.
+          - When set, O(azure.auth_source) is not used. Falls back to E(AZURE_ACCESS_TOKEN).
+        type: str
+      endpoint:
+        description:
+          - The Azure Resource Manager base URL (C(https://) only), for sovereign clouds, Azure Stack and the
+            local emulator. Defaults to the endpoint of O(azure.cloud_environment).
+        type: str
+      ca_bundle:
+        description:
+          - A PEM file of CA certificates to trust for O(azure.endpoint). It applies to each request, so
+            E(REQUESTS_CA_BUNDLE) in the environment does not override it.
+        type: path
+      resource_group:
+        description:
+          - The resource group whose scale sets are discovered when no scale set is named.
+            Falls back to E(AZURE_RESOURCE_GROUP).
+        type: str
+      location:
+        description:
+          - The Azure region in which shared gallery, community gallery and Marketplace images are checked when
+            no scale set is at hand (a scale set's own region is used when there is one). Without it, the region
+            of the scale sets in O(azure.resource_group) is used. Falls back to E(AZURE_LOCATION).
+        type: str
+      timeout:
+        description:
+          - Seconds to wait for a long-running operation (a scale-out, an image change) before failing.
+        type: int
+        default: 600
+      polling_interval:
+        description:
+          - Seconds between polls of a long-running operation when Azure sends no C(Retry-After).
+        type: float
+        default: 2.0
+      retries:
+        description:
+          - Attempts for a call that Azure throttled (HTTP 429) or failed with a server error (5xx), with
+            jittered exponential backoff. Other errors are not retried.
+        type: int
+        default: 5
+"""

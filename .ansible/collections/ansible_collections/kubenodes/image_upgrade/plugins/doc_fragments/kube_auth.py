@@ -1,0 +1,99 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""Kubernetes authentication options, named as in kubernetes.core so existing inventories and AWX
+credentials work unchanged."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  kubeconfig:
+    description:
+      - Path to a kubeconfig file, several paths joined by C(:), or the kubeconfig itself as a dictionary.
+      - When neither O(kubeconfig), O(context) nor O(host) with credentials is given, the in-cluster
+        configuration is tried, then C(~/.kube/config).
+      - Falls back to the E(K8S_AUTH_KUBECONFIG) environment variable.
+    type: raw
+  context:
+    description:
+      - The kubeconfig context to use. Falls back to E(K8S_AUTH_CONTEXT).
+    type: str
+  host:
+    description:
+      - URL of the Kubernetes API server. Falls back to E(K8S_AUTH_HOST).
+    type: str
+  api_key:
+    description:
+      - Bearer token for the API server. Falls back to E(K8S_AUTH_API_KEY).
+    type: str
+  username:
+    description:
+      - User name for HTTP basic authentication. Falls back to E(K8S_AUTH_USERNAME).
+    type: str
+  password:
+    description:
+      - Password for HTTP basic authentication. Falls back to E(K8S_AUTH_PASSWORD).
+    type: str
+  client_cert:
+    description:
+      - Path to a client certificate for the API server. Falls back to E(K8S_AUTH_CERT_FILE).
+    type: path
+    aliases: [cert_file]
+  client_key:
+    description:
+      - Path to the key of O(client_cert). Falls back to E(K8S_AUTH_KEY_FILE).
+    type: path
+    aliases: [key_file]
+  ca_cert:
+    description:
+      - Path to a CA bundle that verifies the API server's certificate. Falls back to E(K8S_AUTH_SSL_CA_CERT).
+    type: path
+    aliases: [ssl_ca_cert]
+  validate_certs:
+    description:
+      - Whether to verify the API server's TLS certificate. Verification is on unless this is V(false).
+      - Falls back to E(K8S_AUTH_VERIFY_SSL); V(0), V(false) and V(no) mean false.
+    type: bool
+    aliases: [verify_ssl]
+  proxy:
+    description:
+      - HTTP proxy URL for the API server connection. Falls back to E(K8S_AUTH_PROXY).
+    type: str
+  no_proxy:
+    description:
+      - Comma-separated hosts to reach without the proxy. Falls back to E(K8S_AUTH_NO_PROXY).
+    type: str
+  proxy_headers:
+    description:
+      - Headers for the proxy. Each falls back to E(K8S_AUTH_PROXY_HEADERS_<NAME>).
+    type: dict
+    suboptions:
+      proxy_basic_auth:
+        description:
+          - C(user:password) for the proxy.
+        type: str
+      basic_auth:
+        description:
+          - C(user:password) sent as basic authentication.
+        type: str
+      user_agent:
+        description:
+          - The User-Agent header.
+        type: str
+  impersonate_user:
+    description:
+      - User to impersonate. Falls back to E(K8S_AUTH_IMPERSONATE_USER).
+    type: str
+  impersonate_groups:
+    description:
+      - Group to impersonate (one group). Falls back to E(K8S_AUTH_IMPERSONATE_GROUPS).
+    type: list
+    elements: str
+requirements:
+  - kubernetes (the Python client) >= 32.0.0
+notes:
+  - The Kubernetes options can be set once for all modules of this collection with
+    C(module_defaults) and the C(group/kubenodes.image_upgrade.kubernetes) action group.
+"""

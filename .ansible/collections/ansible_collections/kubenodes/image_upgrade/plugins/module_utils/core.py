@@ -1,0 +1,808 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""The planning core: where every node stands and what the next safe step is.
+
+Pure functions of plain data (Kubernetes Node dicts, the providers' Group/Instance values, options and
+the current time). No I/O: modules fetch, call plan_upgrade(), apply, return. Everything here is unit-
+and property-tested without a cluster or a cloud.
+
+State lives in node annotations under one prefix (see AnnotationKeys) and in the clouds' instance
+lists. A donor (old node) goes through the phases
+    paired -> draining -> drained -> [etcd-removed (control plane only)] -> deleting -> gone
+and its heir (new node) through
+    heir -> replaced (its donor is gone; the heir is now an ordinary up-to-date node).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Dict, List, Optional
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
+    CREATING,
+    DELETING,
+    FAILED,
+    ROLE_CONTROL_PLANE,
+    ROLE_WORKER,
+)
+
+DEFAULT_PREFIX = "image-upgrade.kubenodes.io"
+REFERENCE_PREFIX = "constellation.edgeless.systems"
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+DEFAULT_JOIN_TIMEOUT = 30 * 60
+
+# Donor phases, in order. The role records each one (node_pair `phases`) after the step succeeded.
+PHASE_PAIRED = "paired"
+PHASE_DRAINING = "draining"
+PHASE_DRAINED = "drained"
+PHASE_ETCD_REMOVED = "etcd-removed"
+PHASE_DELETING = "deleting"
+DONOR_PHASES = (PHASE_PAIRED, PHASE_DRAINING, PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING)
+# Heir phases.
+PHASE_HEIR = "heir"
+PHASE_REPLACED = "replaced"
+# Phases after which a node must not serve again (etcd member gone, or deletion under way).
+_POINT_OF_NO_RETURN = (PHASE_ETCD_REMOVED, PHASE_DELETING)
+
+# Node groups; every node is in exactly one.
+OUTDATED = "outdated"
+UP_TO_DATE = "up_to_date"
+DONOR = "donor"
+HEIR = "heir"
+NEW = "new"
+OBSOLETE = "obsolete"
+INVALID = "invalid"
+NODE_GROUPS = (OUTDATED, UP_TO_DATE, DONOR, HEIR, NEW, OBSOLETE, INVALID)
+
+_RESERVED_LABEL = re.compile(r"^(?:.+\.)?(?:kubernetes\.io|k8s\.io)(?:/.*)?$")
+_SURGE = re.compile(r"^\s*(\d+)\s*(%?)\s*$")
+
+
+class PlanInputError(ValueError):
+    """An option the planner cannot work with (the message names it)."""
+
+
+class AnnotationKeys:
+    """Full annotation keys under one prefix."""
+
+    NAMES = ("scaling-group-id", "node-image", "heir", "donor", "obsolete", "phase", "phase-since", "started-at")
+
+    def __init__(self, prefix=DEFAULT_PREFIX):
+        prefix = (prefix or "").strip().strip("/")
+        if not prefix or not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", prefix) or len(prefix) > 253:
+            raise PlanInputError("annotation_prefix %r is not a DNS subdomain (like %s)" % (prefix, DEFAULT_PREFIX))
+        self.prefix = prefix
+        self.group = prefix + "/scaling-group-id"
+        self.image = prefix + "/node-image"
+        self.heir = prefix + "/heir"
+        self.donor = prefix + "/donor"
+        self.obsolete = prefix + "/obsolete"
+        self.phase = prefix + "/phase"
+        self.phase_since = prefix + "/phase-since"
+        self.started_at = prefix + "/started-at"
+
+    def short(self, key):
+        return key[len(self.prefix) + 1:] if key.startswith(self.prefix + "/") else key
+
+
+# ---------------------------------------------------------------------------------------------------
+# Small pure helpers
+
+def same(a, b):
+    """Case-insensitive equality for images and scaling-group IDs."""
+    return (a or "").strip().lower() == (b or "").strip().lower()
+
+
+def is_reserved_label(key):
+    """Labels that belong to Kubernetes or the cloud and are never copied from donor to heir: the
+    reference rule (an optional `<anything>.` prefix, then kubernetes.io or k8s.io, then optionally
+    `/...`) plus any key whose prefix ends in kubernetes.io or k8s.io."""
+    if _RESERVED_LABEL.match(key):
+        return True
+    prefix = key.split("/", 1)[0] if "/" in key else ""
+    return prefix.endswith("kubernetes.io") or prefix.endswith("k8s.io")
+
+
+def copyable_labels(labels, exclude=()):
+    excluded = set(exclude or ())
+    return {k: v for k, v in (labels or {}).items() if not is_reserved_label(k) and k not in excluded}
+
+
+def copyable_taints(taints, exclude=()):
+    excluded = set(exclude or ())
+    return [t for t in (taints or []) if not is_reserved_label(t.get("key", "")) and t.get("key") not in excluded]
+
+
+def labels_to_copy(donor_labels, heir_labels, exclude=()):
+    """Donor labels the heir lacks or holds with another value (labels only the heir has stay)."""
+    heir_labels = heir_labels or {}
+    return {k: v for k, v in sorted(copyable_labels(donor_labels, exclude).items()) if heir_labels.get(k) != v}
+
+
+def taints_to_copy(donor_taints, heir_taints, exclude=()):
+    """Donor taints (by key and effect) the heir lacks or holds with another value."""
+    have = {(t.get("key"), t.get("effect")): t.get("value") for t in (heir_taints or [])}
+    missing = []
+    for taint in copyable_taints(donor_taints, exclude):
+        ident = (taint.get("key"), taint.get("effect"))
+        if ident not in have or have[ident] != taint.get("value"):
+            missing.append({k: taint[k] for k in ("key", "value", "effect") if taint.get(k) is not None})
+    return missing
+
+
+def surge_limit(max_surge, group_size):
+    """max_surge as an integer, or `N%` of the group (rounded up, at least 1 when N > 0)."""
+    if isinstance(max_surge, bool):
+        raise PlanInputError("max_surge must be an integer or a percentage like '25%', got a boolean")
+    if isinstance(max_surge, int):
+        number, percent = max_surge, False
+    else:
+        match = _SURGE.match(str(max_surge))
+        if not match:
+            raise PlanInputError("max_surge must be an integer or a percentage like '25%%', got %r" % (max_surge,))
+        number, percent = int(match.group(1)), bool(match.group(2))
+    if number < 0:
+        raise PlanInputError("max_surge must not be negative, got %r" % (max_surge,))
+    if not percent:
+        return number
+    if number == 0:
+        return 0
+    return max(1, int(math.ceil(group_size * number / 100.0)))
+
+
+def format_time(epoch):
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text):
+    """Epoch seconds from an RFC 3339 timestamp, or None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        value = datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        try:
+            value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.timestamp()
+
+
+def default_normalize(provider_id):
+    return (provider_id or "").strip().lower()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Inputs
+
+@dataclass
+class NodeInfo:
+    """What the planner needs of one Node, taken from its API object."""
+
+    name: str
+    provider_id: str = ""
+    labels: Dict[str, str] = field(default_factory=dict)
+    annotations: Dict[str, str] = field(default_factory=dict)
+    taints: List[dict] = field(default_factory=list)
+    ready: bool = False
+    unschedulable: bool = False
+    internal_ips: List[str] = field(default_factory=list)
+    resource_version: str = ""
+    ready_since: Optional[float] = None   # when the Ready condition last turned True (epoch seconds)
+
+    @property
+    def control_plane(self):
+        return CONTROL_PLANE_LABEL in self.labels
+
+    @classmethod
+    def from_k8s(cls, node):
+        """From a Node as the API returns it (plain JSON dict)."""
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        status = node.get("status") or {}
+        ready_condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        ready = ready_condition.get("status") == "True"
+        ips = [a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP" and a.get("address")]
+        return cls(
+            name=meta.get("name", ""),
+            provider_id=spec.get("providerID") or "",
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            taints=list(spec.get("taints") or []),
+            ready=ready,
+            unschedulable=bool(spec.get("unschedulable")),
+            internal_ips=ips,
+            resource_version=meta.get("resourceVersion", ""),
+            ready_since=parse_time(ready_condition.get("lastTransitionTime")) if ready else None,
+        )
+
+
+@dataclass
+class Options:
+    image: str
+    annotation_prefix: str = DEFAULT_PREFIX
+    max_surge: object = 1
+    max_surge_total: Optional[int] = None
+    join_timeout: float = DEFAULT_JOIN_TIMEOUT
+    exclude_labels: tuple = ()
+    copy_taints: bool = False
+    eta_min_samples: int = 2
+    heir_ready_seconds: float = 0   # how long a heir must have been Ready before its donor is drained
+
+    def validate(self):
+        if not isinstance(self.image, str) or not self.image.strip() or any(c.isspace() for c in self.image.strip()):
+            raise PlanInputError("image must be a non-empty image reference without spaces, got %r" % (self.image,))
+        surge_limit(self.max_surge, 1)
+        if self.max_surge_total is not None and (isinstance(self.max_surge_total, bool) or int(self.max_surge_total) < 0):
+            raise PlanInputError("max_surge_total must be a non-negative integer, got %r" % (self.max_surge_total,))
+        if self.join_timeout is None or float(self.join_timeout) <= 0:
+            raise PlanInputError("join_timeout must be a positive number of seconds, got %r" % (self.join_timeout,))
+        return AnnotationKeys(self.annotation_prefix)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The plan
+
+@dataclass
+class _Node:
+    info: NodeInfo
+    group_id: Optional[str] = None     # canonical spelling (as the cloud lists it) when known
+    image: Optional[str] = None
+    cache: dict = field(default_factory=dict)   # annotations to write because they are not cached yet
+    category: Optional[str] = None
+    reason: str = ""
+    partner: Optional[str] = None
+    phase: str = ""
+    phase_since: Optional[float] = None
+    paired_now: bool = False            # a donor paired by this plan (observed as outdated until applied)
+    out_of_scope: bool = False          # invalid only because scaling_groups leaves its group out
+
+    @property
+    def name(self):
+        return self.info.name
+
+
+def _group_key(group_id):
+    return (group_id or "").strip().lower()
+
+
+def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None, now=0.0,
+                 normalize=default_normalize, scope=None):
+    """Group every node, compute budgets and the plan for the next pass.
+
+    nodes:        NodeInfo values (or Node API dicts).
+    groups:       the providers' Group values, or None when the cloud was not consulted (then only cached
+                  annotations say where a node belongs, and nothing is created or deleted in a cloud).
+    instances:    {group id: [Instance]} for every group whose listing succeeded.
+    group_errors: {group id: message} for groups that could not be read.
+    scope:        optional list of group IDs; nodes of other groups are reported invalid and left alone.
+    Returns a dict of plain data (see the RETURN documentation of node_image_facts).
+    """
+    planner = _Planner(nodes, options, groups, instances, group_errors, now, normalize, scope)
+    planner.locate_nodes()
+    planner.classify()
+    planner.clear_stale_halves()
+    planner.check_pairs()
+    planner.pair_new_nodes()
+    planner.cache_annotations()
+    planner.settle_groups()
+    planner.copy_labels()
+    planner.instances_without_nodes()
+    planner.leaving_steps()
+    planner.creations()
+    return planner.result()
+
+
+class _Planner:
+    """The steps of plan_upgrade over shared working state (still pure: nothing here does I/O)."""
+
+    def __init__(self, nodes, options, groups, instances, group_errors, now, normalize, scope):
+        self.keys = options.validate()
+        self.options = options
+        self.target = options.image.strip()
+        self.now = now
+        self.normalize = normalize
+        self.stamp = format_time(now)
+        infos = [n if isinstance(n, NodeInfo) else NodeInfo.from_k8s(n) for n in nodes]
+        infos.sort(key=lambda n: n.name)
+        self.infos = infos
+        self.group_errors = {_group_key(k): v for k, v in (group_errors or {}).items()}
+        self.cloud_consulted = groups is not None
+        self.all_groups = list(groups or [])
+        self.scope_keys = {_group_key(g) for g in scope} if scope else None
+        self.group_index = {}
+        for group in groups or []:
+            if self.scope_keys is None or _group_key(group.id) in self.scope_keys:
+                self.group_index[_group_key(group.id)] = group
+        self.instance_lists = {}
+        for gid, items in (instances or {}).items():
+            if _group_key(gid) in self.group_index:
+                self.instance_lists[_group_key(gid)] = list(items or [])
+        self.by_provider_id = {}
+        for items in self.instance_lists.values():
+            for inst in items:
+                self.by_provider_id[normalize(inst.provider_id)] = inst
+        self.states, self.by_name, self.valid, self.by_group, self.final = [], {}, [], {}, {}
+        self.node_patches = {}   # name -> {"annotations": {...}, "labels": {...}, "taints": [...], "expect": {...}}
+        self.repairs, self.pairs, self.obsolete_marks, self.annotate, self.label_copies = [], [], [], [], []
+        self.joining, self.delete_instances, self.leaving = [], [], []
+        self.joining_count, self.joining_old, self.failed_count = {}, {}, {}
+        self.drain, self.waiting, self.etcd_remove, self.delete_nodes, self.uncordon = [], [], [], [], []
+        self.group_reports, self.create, self.blocked = [], [], []
+        self.in_flight_total, self.cp_busy = 0, False
+
+    def patch(self, name, annotations=None, expect=None):
+        entry = self.node_patches.setdefault(name, {"annotations": {}, "expect": {}})
+        entry["annotations"].update(annotations or {})
+        for key, value in (expect or {}).items():
+            entry["expect"].setdefault(key, value)   # expectations are about the observed node: first wins
+
+    # 1. Where each node belongs and which image it runs (cached annotations win, as in the reference).
+    def locate_nodes(self):
+        for info in self.infos:
+            state = _Node(info=info)
+            self.states.append(state)
+            self._locate(state)
+        self.by_name = {s.name: s for s in self.states}
+        self.valid = [s for s in self.states if s.category != INVALID]
+
+    def _locate(self, state):
+        keys, info, ann = self.keys, state.info, state.info.annotations
+        if not info.provider_id:
+            state.category, state.reason = INVALID, "no providerID"
+            return
+        inst = self.by_provider_id.get(self.normalize(info.provider_id))
+        if keys.group in ann:
+            group_id = ann[keys.group]
+        elif inst is not None:
+            group_id = inst.group_id
+            state.cache[keys.group] = group_id
+        else:
+            group_id = None
+        # A node this collection marked obsolete is removed even when its scaling group cannot be told any
+        # more (its instance is gone already, or it was never cached): only its Node object is left.
+        ours_to_remove = ann.get(keys.obsolete) == "true" and self.cloud_consulted and not self.group_errors
+        if group_id is None and ours_to_remove:
+            state.image = ann.get(keys.image) or ""
+            self._read_phase(state)
+            return
+        if group_id is None:
+            if not self.cloud_consulted:
+                state.category, state.reason = INVALID, "no %s annotation and no cloud provider to look it up" % keys.group
+            elif self.group_errors:
+                state.category = INVALID
+                state.reason = "cloud lookup failed: " + "; ".join("%s: %s" % kv for kv in sorted(self.group_errors.items()))
+            else:
+                state.category, state.reason = INVALID, "its instance is in none of the listed scaling groups"
+                state.out_of_scope = self.scope_keys is not None
+            return
+        gkey = _group_key(group_id)
+        in_scope = self.scope_keys is None or gkey in self.scope_keys
+        if self.cloud_consulted and gkey not in self.group_index and ours_to_remove and in_scope:
+            state.group_id, state.image = group_id, ann.get(keys.image) or ""
+            self._read_phase(state)
+            return
+        if self.cloud_consulted and gkey not in self.group_index:
+            state.category = INVALID
+            if gkey in self.group_errors:
+                state.reason = "cloud lookup failed for scaling group %s: %s" % (group_id, self.group_errors[gkey])
+            elif not in_scope:
+                state.reason = "scaling group %s is not in scaling_groups" % group_id
+                state.out_of_scope = True
+            else:
+                state.reason = "unknown scaling group %s" % (group_id or "(empty)")
+            return
+        if not self.cloud_consulted and not in_scope:
+            state.category, state.reason = INVALID, "scaling group %s is not in scaling_groups" % group_id
+            state.out_of_scope = True
+            return
+        state.group_id = self.group_index[gkey].id if self.cloud_consulted else group_id
+        if keys.image in ann:
+            state.image = ann[keys.image]
+        elif inst is not None and inst.image:
+            state.image = inst.image
+            state.cache[keys.image] = inst.image
+        elif ours_to_remove:
+            state.image = ""
+        else:
+            state.category = INVALID
+            state.reason = ("the cloud does not report its image yet" if inst is not None else
+                            "no %s annotation and its instance was not found" % keys.image)
+            return
+        self._read_phase(state)
+
+    def _read_phase(self, state):
+        ann = state.info.annotations
+        state.phase = (ann.get(self.keys.phase) or "").strip()
+        state.phase_since = parse_time(ann.get(self.keys.phase_since))
+
+    # 2. First grouping, as in the reference (A.4), before pairs are checked.
+    def classify(self):
+        keys = self.keys
+        for s in self.valid:
+            ann = s.info.annotations
+            if ann.get(keys.obsolete) == "true":
+                s.category = OBSOLETE
+            elif not same(s.image, self.target):
+                s.category = DONOR if ann.get(keys.heir) else OUTDATED
+                s.partner = ann.get(keys.heir) or None
+            elif ann.get(keys.donor):
+                s.category = HEIR
+                s.partner = ann.get(keys.donor)
+            else:
+                s.category = UP_TO_DATE  # decided below: new or up to date
+
+    # Stale halves that mean nothing on this side (a current node cannot be a donor, nor an old one an heir).
+    def clear_stale_halves(self):
+        keys = self.keys
+        for s in self.valid:
+            ann = s.info.annotations
+            if s.category in (HEIR, UP_TO_DATE) and ann.get(keys.heir):
+                self.patch(s.name, {keys.heir: None}, expect={keys.heir: ann[keys.heir]})
+                self.repairs.append(dict(name=s.name, action="clear", heir=ann[keys.heir]))
+            elif s.category in (OUTDATED, DONOR) and ann.get(keys.donor):
+                self.patch(s.name, {keys.donor: None}, expect={keys.donor: ann[keys.donor]})
+                self.repairs.append(dict(name=s.name, action="clear", donor=ann[keys.donor]))
+
+    # 3. Check existing pairs (A.9, improved): finish half-written pairs, promote heirs whose donor is gone,
+    #    and only break pairs that cannot be completed.
+    def check_pairs(self):
+        keys, stamp = self.keys, self.stamp
+        for h in [s for s in self.valid if s.category == HEIR]:
+            d = self.by_name.get(h.partner)
+            if d is None:
+                h.category = UP_TO_DATE
+                h.phase = PHASE_REPLACED
+                started = h.info.annotations.get(keys.started_at) or h.info.annotations.get(keys.phase_since)
+                self.patch(h.name, {keys.donor: None, keys.phase: PHASE_REPLACED, keys.phase_since: stamp,
+                                    keys.started_at: started}, expect={keys.donor: h.partner})
+                self.repairs.append(dict(name=h.name, action="promote", donor=h.partner))
+            elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
+                continue
+            elif d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir):
+                d.category, d.partner, d.paired_now = DONOR, h.name, True
+                d.phase = PHASE_PAIRED
+                self.patch(d.name, {keys.heir: h.name, keys.phase: PHASE_PAIRED, keys.phase_since: stamp},
+                           expect={keys.heir: None})
+                self.repairs.append(dict(name=d.name, action="complete", heir=h.name))
+            else:
+                h.category, h.partner = UP_TO_DATE, None
+                self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
+                self.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor)))
+        for d in [s for s in self.valid if s.category == DONOR]:
+            h = self.by_name.get(d.partner)
+            if h is not None and h.category == HEIR and h.partner == d.name:
+                continue
+            if (h is not None and h.category == UP_TO_DATE and same(h.group_id, d.group_id) and h.phase != PHASE_REPLACED
+                    and not h.info.annotations.get(keys.donor) and h.info.annotations.get(keys.obsolete) != "true"):
+                h.category, h.partner = HEIR, d.name
+                h.phase = PHASE_HEIR
+                d.paired_now = True
+                heir_annotations = {keys.donor: d.name, keys.phase: PHASE_HEIR, keys.phase_since: stamp,
+                                    keys.started_at: stamp}
+                self.patch(h.name, dict(h.cache, **heir_annotations), expect={keys.donor: None})
+                h.cache = {}
+                self.repairs.append(dict(name=h.name, action="complete", donor=d.name))
+            elif d.phase in _POINT_OF_NO_RETURN:
+                d.partner = None  # its heir is gone, but it cannot serve again: finish removing it
+            else:
+                d.category, d.partner = OUTDATED, None
+                # The phase stays: a drained node that is outdated again must be uncordoned (see `uncordon`).
+                self.patch(d.name, {keys.heir: None}, expect={keys.heir: d.info.annotations.get(keys.heir)})
+                self.repairs.append(dict(name=d.name, action="unpair", heir=d.info.annotations.get(keys.heir)))
+
+    # 4. New nodes: current image, unpaired, never settled. Pair them with outdated nodes of their group.
+    def pair_new_nodes(self):
+        keys, stamp = self.keys, self.stamp
+        for s in self.valid:
+            self.by_group.setdefault(_group_key(s.group_id), []).append(s)
+        for gkey in sorted(self.by_group):
+            members = self.by_group[gkey]
+            free_outdated = [s for s in members if s.category == OUTDATED]
+            candidates = [s for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED
+                          and (s.phase == PHASE_HEIR or keys.image not in s.info.annotations)]
+            for s in candidates:
+                if free_outdated:
+                    d = free_outdated.pop(0)
+                    d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
+                    s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
+                    self.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id))
+                    heir_annotations = {keys.donor: d.name, keys.phase: PHASE_HEIR, keys.phase_since: stamp,
+                                        keys.started_at: stamp}
+                    self.patch(s.name, dict(s.cache, **heir_annotations), expect={keys.donor: None})
+                    s.cache = {}
+                    self.patch(d.name, {keys.heir: s.name, keys.phase: PHASE_PAIRED, keys.phase_since: stamp},
+                               expect={keys.heir: None})
+                elif s.phase == PHASE_HEIR:
+                    # It was created as a heir and no donor needs it any more: surplus, remove it.
+                    s.category = NEW
+                    self.obsolete_marks.append(s.name)
+                    self.patch(s.name, dict(s.cache, **{keys.obsolete: "true", keys.phase: None, keys.phase_since: stamp}))
+                    s.cache = {}
+                # A never-seen node that nothing needs is simply up to date; we cannot prove we created it,
+                # so it is never deleted.
+
+    # 5. Remaining cache writes (nodes not touched above).
+    def cache_annotations(self):
+        for s in self.states:
+            if s.cache:
+                self.patch(s.name, s.cache)
+                self.annotate.append(dict(name=s.name, annotations={self.keys.short(k): v for k, v in sorted(s.cache.items())}))
+
+    def settle_groups(self):
+        """What every node will be once the Kubernetes-side actions above are applied."""
+        marked = set(self.obsolete_marks)
+        for s in self.states:
+            if s.category == NEW:
+                self.final[s.name] = OBSOLETE if s.name in marked else HEIR
+            elif s.paired_now:
+                self.final[s.name] = DONOR
+            else:
+                self.final[s.name] = s.category
+
+    # Label (and taint) copies for every pair, including the ones formed in this pass.
+    def copy_labels(self):
+        options = self.options
+        for s in self.states:
+            if self.final[s.name] != HEIR:
+                continue
+            d = self.by_name.get(s.partner)
+            if d is None:
+                continue
+            labels = labels_to_copy(d.info.labels, s.info.labels, options.exclude_labels)
+            taints = taints_to_copy(d.info.taints, s.info.taints, options.exclude_labels) if options.copy_taints else []
+            if labels or taints:
+                self.label_copies.append(dict(heir=s.name, donor=d.name, labels=labels, taints=taints))
+                entry = self.node_patches.setdefault(s.name, {"annotations": {}, "expect": {}})
+                if labels:
+                    entry["labels"] = labels
+                if taints:
+                    entry["taints"] = list(s.info.taints) + taints
+
+    # 6. Instances without a Node: joining, failed joins, orphans.
+    def instances_without_nodes(self):
+        normalize, timeout = self.normalize, float(self.options.join_timeout)
+        node_provider_ids = {normalize(s.info.provider_id) for s in self.states if s.info.provider_id}
+        for gkey in sorted(self.instance_lists):
+            group = self.group_index[gkey]
+            for inst in sorted(self.instance_lists[gkey], key=lambda i: i.provider_id):
+                if normalize(inst.provider_id) in node_provider_ids or (inst.node_name and inst.node_name in self.by_name):
+                    continue
+                entry = dict(provider_id=inst.provider_id, node_name=inst.node_name, group=group.id, state=inst.state,
+                             image=inst.image, created_at=format_time(inst.created_at) if inst.created_at else None)
+                if inst.state == DELETING:
+                    self.leaving.append(entry)
+                    continue
+                expired = inst.created_at is not None and self.now - inst.created_at > timeout
+                current = not inst.image or same(inst.image, self.target)
+                deadline = format_time(inst.created_at + timeout) if inst.created_at else None
+                if inst.state == FAILED:
+                    # A quota or capacity refusal can come late, on the instance (GCE): say so, so the
+                    # role holds the surge instead of creating the same refused instance again.
+                    errors = (inst.extra or {}).get("errors") or []
+                    reason = "the cloud failed to create it" + (": " + "; ".join(errors) if errors else "")
+                    self.delete_instances.append(dict(entry, reason=reason,
+                                                      quota_exceeded=bool((inst.extra or {}).get("quota_exceeded"))))
+                    self.failed_count[gkey] = self.failed_count.get(gkey, 0) + 1
+                elif current and not expired:
+                    self.joining.append(dict(entry, deadline=deadline))
+                    self.joining_count[gkey] = self.joining_count.get(gkey, 0) + 1
+                elif current:
+                    self.delete_instances.append(dict(entry, reason="no Node joined within %ds" % int(timeout)))
+                    self.failed_count[gkey] = self.failed_count.get(gkey, 0) + 1
+                elif inst.state == CREATING and not expired:
+                    # Old image but still booting (someone else scaled the group): let it join, then replace it.
+                    # It occupies the group but will not become a heir.
+                    self.joining.append(dict(entry, deadline=deadline))
+                    self.joining_count[gkey] = self.joining_count.get(gkey, 0) + 1
+                    self.joining_old[gkey] = self.joining_old.get(gkey, 0) + 1
+                else:
+                    self.delete_instances.append(dict(entry, reason="orphan: old image and no Node (interrupted run)"))
+
+    # 7. Leaving nodes: donors whose heir is Ready, and obsolete nodes, go drain -> etcd -> delete.
+    def leaving_steps(self):
+        keys, options, now = self.keys, self.options, self.now
+        marked = set(self.obsolete_marks)
+        for s in self.states:
+            cat = self.final[s.name]
+            if cat == OUTDATED and s.info.unschedulable and s.info.annotations.get(keys.phase) in (PHASE_DRAINING, PHASE_DRAINED):
+                self.uncordon.append(s.name)  # our drain of it was undone by a broken pair: give the capacity back
+            if cat not in (DONOR, OBSOLETE) or s.name in marked:
+                continue   # (a node marked obsolete by this plan is drained once the mark is written)
+            if cat == DONOR and s.partner:
+                h = self.by_name.get(s.partner)
+                # A pair formed by this plan is drained on the next pass, once node_pair has written it.
+                settled = h is not None and h.info.ready and (
+                    h.info.ready_since is None or now - h.info.ready_since >= float(options.heir_ready_seconds or 0))
+                heir_ready = bool(settled and not s.paired_now)
+                gate = dict(heir=s.partner, heir_ready=bool(h is not None and h.info.ready),
+                            heir_ready_since=format_time(h.info.ready_since) if h is not None and h.info.ready_since else None)
+            else:
+                heir_ready, gate = True, dict(heir=None, heir_ready=None, heir_ready_since=None)
+            phase = s.phase if s.phase in DONOR_PHASES else PHASE_PAIRED
+            ip = s.info.internal_ips[0] if s.info.internal_ips else None
+            # What follows a drain rides along, so a drain that finishes at once goes on in the same pass.
+            leaving = dict(control_plane=s.info.control_plane, node_ip=ip, provider_id=s.info.provider_id,
+                           group=s.group_id)
+            if phase in (PHASE_PAIRED, PHASE_DRAINING):
+                if heir_ready:
+                    self.drain.append(dict(name=s.name, reason=cat, **gate, **leaving))
+                else:
+                    # A heir that is not Ready within join_timeout of the pairing will likely never be: say so
+                    # (the reference waited forever without a word).
+                    overdue = bool(s.phase_since is not None and not gate["heir_ready"]
+                                   and now - s.phase_since > float(options.join_timeout))
+                    self.waiting.append(dict(name=s.name, since=format_time(s.phase_since) if s.phase_since else None,
+                                             overdue=overdue, **gate))
+            elif phase == PHASE_DRAINED and s.info.control_plane:
+                self.etcd_remove.append(dict(name=s.name, node_ip=ip, provider_id=s.info.provider_id, group=s.group_id))
+            else:
+                self.delete_nodes.append(dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
+                                              control_plane=s.info.control_plane))
+
+    # 8. Budgets and creations, control plane first and one at a time.
+    def creations(self):
+        options, final = self.options, self.final
+        self.cp_busy = any(final[s.name] in (OUTDATED, DONOR) and s.info.control_plane for s in self.states)
+        roles = {}
+        for gkey, group in self.group_index.items():
+            role = group.role
+            if role not in (ROLE_CONTROL_PLANE, ROLE_WORKER):
+                members = self.by_group.get(gkey, [])
+                role = ROLE_CONTROL_PLANE if any(s.info.control_plane for s in members) else ROLE_WORKER
+            roles[gkey] = role
+        budgets = {}
+        for gkey in sorted(self.group_index, key=lambda k: (roles[k] != ROLE_CONTROL_PLANE, k)):
+            group = self.group_index[gkey]
+            members = self.by_group.get(gkey, [])
+            count = {g: 0 for g in NODE_GROUPS}
+            for s in members:
+                count[final[s.name]] += 1
+            base = count[OUTDATED] + count[DONOR] + count[UP_TO_DATE]
+            limit = 1 if roles[gkey] == ROLE_CONTROL_PLANE else surge_limit(options.max_surge, base)
+            joining = self.joining_count.get(gkey, 0)
+            in_flight = count[HEIR] + count[OBSOLETE] + joining + self.failed_count.get(gkey, 0)
+            self.in_flight_total += in_flight
+            demand = max(0, count[OUTDATED] - (joining - self.joining_old.get(gkey, 0)))
+            budgets[gkey] = dict(limit=limit, in_flight=in_flight, demand=demand)
+            self.group_reports.append(dict(id=group.id, name=group.name, role=roles[gkey], image=group.image,
+                                           image_current=same(group.image, self.target),
+                                           listed=gkey in self.instance_lists, nodes=len(members),
+                                           **{k: count[k] for k in NODE_GROUPS if k != INVALID},
+                                           joining=joining, surge_limit=limit, in_flight=in_flight))
+        cluster_room = None
+        if options.max_surge_total is not None:
+            cluster_room = max(0, int(options.max_surge_total) - self.in_flight_total)
+        cp_in_flight = sum(b["in_flight"] for k, b in budgets.items() if roles[k] == ROLE_CONTROL_PLANE)
+        for report in self.group_reports:
+            budget = budgets[_group_key(report["id"])]
+            want = budget["demand"]
+            room = max(0, budget["limit"] - budget["in_flight"])
+            reason = None
+            if want == 0:
+                count = 0
+            elif not report["listed"]:
+                count, reason = 0, "its instances could not be listed"
+            elif not report["image_current"]:
+                count, reason = 0, "the scaling group does not use the image yet"
+            elif report["role"] == ROLE_WORKER and self.cp_busy:
+                count, reason = 0, "waiting for the control plane to be replaced first"
+            elif report["role"] == ROLE_CONTROL_PLANE:
+                count = 1 if cp_in_flight == 0 and room > 0 else 0
+                reason = None if count else "a control-plane replacement is in flight"
+            else:
+                count = min(want, room)
+                reason = None if count else "surge budget used (%d of %d in flight)" % (budget["in_flight"], budget["limit"])
+            if count and cluster_room is not None:
+                count = min(count, cluster_room)
+                if not count:
+                    reason = "cluster-wide surge budget used"
+            if count and report["role"] == ROLE_CONTROL_PLANE:
+                cp_in_flight += count
+            if cluster_room is not None:
+                cluster_room -= count
+            report["to_create"] = count
+            if count:
+                self.create.append(dict(group=report["id"], count=count, role=report["role"]))
+            elif reason:
+                self.blocked.append(dict(group=report["id"], reason=reason, outdated=want))
+
+    # 9. Progress, ETA and the result.
+    def result(self):
+        keys, final, target = self.keys, self.final, self.target
+        grouped = {g: [] for g in NODE_GROUPS}
+        for s in self.states:
+            # A node paired in this pass is reported "new" until node_pair has written the pair.
+            if s.category == INVALID:
+                grouped[INVALID].append(dict(name=s.name, reason=s.reason, out_of_scope=s.out_of_scope))
+            else:
+                grouped[s.category].append(s.name)
+        set_group_image = [dict(group=r["id"], image=target) for r in self.group_reports if not r["image_current"]]
+        promoted_now = [r for r in self.repairs if r["action"] == "promote"]
+        promoted_names = {r["name"] for r in promoted_now}
+        replaced = [s for s in self.states if s.category == UP_TO_DATE and s.phase == PHASE_REPLACED
+                    and same(s.image, target) and s.name not in promoted_names]
+        done_count = len(replaced) + len(promoted_now)
+        remaining = sum(1 for s in self.states if final[s.name] in (OUTDATED, DONOR))
+        in_progress = sum(1 for s in self.states if final[s.name] == DONOR)
+        total = done_count + remaining
+        percent = 100.0 if total == 0 else round(100.0 * done_count / total, 1)
+        eta = _eta(replaced, keys, remaining, self.options.eta_min_samples, self.now)
+        done = (remaining == 0 and not any(final[s.name] in (HEIR, OBSOLETE, NEW) for s in self.states)
+                and not self.joining and not self.delete_instances and not self.repairs and not self.obsolete_marks
+                and not self.pairs and not set_group_image)
+        plan = dict(
+            annotate=self.annotate,
+            repairs=self.repairs,
+            pairs=self.pairs,
+            obsolete=self.obsolete_marks,
+            label_copies=self.label_copies,
+            set_group_image=set_group_image,
+            create=self.create,
+            create_blocked=self.blocked,
+            drain=self.drain,
+            waiting_for_heir=self.waiting,
+            etcd_remove=self.etcd_remove,
+            delete_nodes=self.delete_nodes,
+            delete_instances=self.delete_instances,
+            uncordon=self.uncordon,
+        )
+        return dict(
+            target_image=target,
+            annotation_prefix=keys.prefix,
+            nodes=grouped,
+            joining=self.joining,
+            leaving_instances=self.leaving,
+            scaling_groups=self.group_reports,
+            budget=dict(max_surge=self.options.max_surge, max_surge_total=self.options.max_surge_total,
+                        in_flight=self.in_flight_total, to_create=sum(c["count"] for c in self.create),
+                        control_plane_first=self.cp_busy),
+            plan=plan,
+            progress=dict(total=total, done=done_count, in_flight=in_progress, remaining=remaining, percent=percent),
+            eta=eta,
+            done=done,
+            node_patches=self.node_patches,
+        )
+
+
+def _eta(replaced, keys, remaining, min_samples, now):
+    """Throughput from completed replacements of this image: completions per second over the window from
+    the first start to the last completion."""
+    samples = []
+    for s in replaced:
+        end = s.phase_since
+        start = parse_time(s.info.annotations.get(keys.started_at))
+        if end is not None and start is not None and end >= start:
+            samples.append((start, end))
+    result = dict(samples=len(samples), seconds=None, finish=None, mean_replacement_seconds=None)
+    if len(samples) < max(1, min_samples):
+        return result
+    result["mean_replacement_seconds"] = round(sum(e - s for s, e in samples) / len(samples), 1)
+    window = max(end for start, end in samples) - min(start for start, end in samples)
+    if window <= 0:
+        return result
+    rate = len(samples) / window
+    seconds = remaining / rate
+    result["seconds"] = int(round(seconds))
+    result["finish"] = format_time(now + seconds)
+    return result
+
+
+def phase_patch(node, phase, options, now):
+    """Annotations that record a donor (or obsolete node) entering `phase`, or None when it already is
+    there. Raises PlanInputError for an unknown phase or a node that is not leaving."""
+    keys = options.validate() if isinstance(options, Options) else AnnotationKeys(options)
+    info = node if isinstance(node, NodeInfo) else NodeInfo.from_k8s(node)
+    if phase not in DONOR_PHASES:
+        raise PlanInputError("phase %r is not one of %s" % (phase, ", ".join(DONOR_PHASES)))
+    ann = info.annotations
+    if not ann.get(keys.heir) and ann.get(keys.obsolete) != "true":
+        raise PlanInputError("node %s is neither a donor (no %s annotation) nor obsolete" % (info.name, keys.heir))
+    if ann.get(keys.phase) == phase:
+        return None
+    return {keys.phase: phase, keys.phase_since: format_time(now)}

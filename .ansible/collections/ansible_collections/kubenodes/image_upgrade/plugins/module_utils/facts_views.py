@@ -1,0 +1,81 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""Views of the cluster that node_image_facts returns next to the plan, for people and for the role:
+the donors with where their replacement stands, the nodes that are not Ready, the control-plane etcd
+endpoints, the order of replacement, and the PodDisruptionBudgets that allow no disruption now.
+Pure: plain dicts in, plain dicts out."""
+
+from __future__ import annotations
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
+
+
+def _infos(nodes):
+    return [n if isinstance(n, core.NodeInfo) else core.NodeInfo.from_k8s(n) for n in nodes]
+
+
+def donors(nodes, facts, keys):
+    """Per donor of facts['nodes']['donor']: heir, group, role, phase and since, whether the heir is Ready."""
+    infos = {n.name: n for n in _infos(nodes)}
+    result = []
+    for name in facts.get("nodes", {}).get(core.DONOR, []):
+        info = infos.get(name)
+        if info is None:
+            continue
+        ann = info.annotations
+        heir = infos.get(ann.get(keys.heir, ""))
+        result.append(dict(
+            name=name,
+            heir=ann.get(keys.heir) or None,
+            heir_ready=bool(heir and heir.ready),
+            group=ann.get(keys.group) or None,
+            role=core.ROLE_CONTROL_PLANE if info.control_plane else core.ROLE_WORKER,
+            phase=ann.get(keys.phase) or core.PHASE_PAIRED,
+            phase_since=ann.get(keys.phase_since) or None,
+        ))
+    return result
+
+
+def not_ready(nodes):
+    return sorted(n.name for n in _infos(nodes) if not n.ready)
+
+
+def control_plane_endpoints(nodes, client_port=2379):
+    """https://<first InternalIP>:<port> of every control-plane node (IPv6 in brackets), Ready ones first:
+    where a kubeadm-style stacked etcd member listens."""
+    infos = sorted((n for n in _infos(nodes) if n.control_plane and n.internal_ips), key=lambda n: (not n.ready, n.name))
+    return ["https://%s:%d" % ("[%s]" % n.internal_ips[0] if ":" in n.internal_ips[0] else n.internal_ips[0], client_port)
+            for n in infos]
+
+
+def replacement_order(nodes, facts, keys):
+    """Nodes still to replace (donors, then outdated), control plane first, then by group and name, with
+    their group and role: the order the plan replaces them in."""
+    infos = {n.name: n for n in _infos(nodes)}
+    groups = facts.get("nodes", {})
+    rows = []
+    for category in (core.DONOR, core.OUTDATED):
+        for name in groups.get(category, []):
+            info = infos.get(name)
+            if info is None:
+                continue
+            rows.append(dict(name=name, group=info.annotations.get(keys.group) or None,
+                             role=core.ROLE_CONTROL_PLANE if info.control_plane else core.ROLE_WORKER,
+                             in_flight=category == core.DONOR))
+    rows.sort(key=lambda r: (r["role"] != core.ROLE_CONTROL_PLANE, not r["in_flight"], (r["group"] or "").lower(), r["name"]))
+    return rows
+
+
+def blocking_pdbs(pdbs):
+    """PodDisruptionBudgets (API dicts) whose status allows no disruption now."""
+    result = []
+    for pdb in pdbs:
+        status = pdb.get("status") or {}
+        if int(status.get("disruptionsAllowed") or 0) > 0:
+            continue
+        meta, spec = pdb.get("metadata") or {}, pdb.get("spec") or {}
+        result.append(dict(namespace=meta.get("namespace"), name=meta.get("name"),
+                           min_available=spec.get("minAvailable"), max_unavailable=spec.get("maxUnavailable"),
+                           current_healthy=status.get("currentHealthy"), desired_healthy=status.get("desiredHealthy"),
+                           expected_pods=status.get("expectedPods")))
+    return sorted(result, key=lambda p: (p["namespace"] or "", p["name"] or ""))

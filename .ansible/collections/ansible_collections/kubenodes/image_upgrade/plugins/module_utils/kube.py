@@ -1,0 +1,300 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""Kubernetes access for every module of the collection: the authentication options (the same names,
+aliases and K8S_AUTH_* environment variables as kubernetes.core), the API client built from them,
+and a few raw calls that return plain dicts for the pure core.
+
+This file imports without the kubernetes package; modules call require_kubernetes() first.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import traceback
+
+try:
+    from kubernetes.client.rest import ApiException
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = None
+except ImportError:  # pragma: no cover - reported through require_kubernetes()
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+
+    class ApiException(Exception):  # type: ignore[no-redef]
+        status = None
+
+
+AUTH_ARG_SPEC = dict(
+    kubeconfig=dict(type="raw"),
+    context=dict(type="str"),
+    host=dict(type="str"),
+    api_key=dict(type="str", no_log=True),
+    username=dict(type="str"),
+    password=dict(type="str", no_log=True),
+    client_cert=dict(type="path", aliases=["cert_file"]),
+    client_key=dict(type="path", aliases=["key_file"], no_log=False),
+    ca_cert=dict(type="path", aliases=["ssl_ca_cert"]),
+    validate_certs=dict(type="bool", aliases=["verify_ssl"]),
+    proxy=dict(type="str"),
+    no_proxy=dict(type="str"),
+    proxy_headers=dict(
+        type="dict",
+        options=dict(
+            proxy_basic_auth=dict(type="str", no_log=True),
+            basic_auth=dict(type="str", no_log=True),
+            user_agent=dict(type="str"),
+        ),
+    ),
+    impersonate_user=dict(type="str"),
+    impersonate_groups=dict(type="list", elements="str"),
+)
+
+# Ansible option name -> the kubernetes client's name, also tried as K8S_AUTH_<CLIENT NAME>.
+AUTH_ARG_MAP = dict(
+    kubeconfig="kubeconfig",
+    context="context",
+    host="host",
+    api_key="api_key",
+    username="username",
+    password="password",
+    client_cert="cert_file",
+    client_key="key_file",
+    ca_cert="ssl_ca_cert",
+    validate_certs="verify_ssl",
+    proxy="proxy",
+    no_proxy="no_proxy",
+    impersonate_user="impersonate_user",
+    impersonate_groups="impersonate_groups",
+)
+
+_BOOL_OPTIONS = ("validate_certs",)
+_LIST_OPTIONS = ("impersonate_groups",)
+
+
+class KubeAuthError(Exception):
+    """The authentication options cannot make a client (bad kubeconfig, missing file, ...)."""
+
+
+def auth_argument_spec(extra=None):
+    """A copy of AUTH_ARG_SPEC, updated with the module's own options."""
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    if extra:
+        spec.update(extra)
+    return spec
+
+
+def require_kubernetes(module):
+    if not HAS_KUBERNETES:
+        from ansible.module_utils.basic import missing_required_lib
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+
+
+def _env_value(name):
+    for key in ("K8S_AUTH_" + name.upper(), "K8S_AUTH_" + AUTH_ARG_MAP[name].upper()):
+        if key in os.environ:
+            value = os.environ[key]
+            if name in _BOOL_OPTIONS:
+                return value.lower() not in ("0", "false", "no", "")
+            if name in _LIST_OPTIONS:
+                return [v.strip() for v in value.split(",") if v.strip()]
+            return value
+    return None
+
+
+def resolve_auth(params):
+    """The effective auth settings: module parameters first, then K8S_AUTH_* environment variables."""
+    auth = {}
+    for name in AUTH_ARG_MAP:
+        value = params.get(name)
+        if value is None:
+            value = _env_value(name)
+        if value is not None:
+            auth[name] = value
+    headers = params.get("proxy_headers") or {}
+    env_headers = {k: os.environ.get("K8S_AUTH_PROXY_HEADERS_" + k.upper()) for k in ("proxy_basic_auth", "basic_auth", "user_agent")}
+    merged = {k: headers.get(k) or env_headers.get(k) for k in env_headers}
+    if any(merged.values()):
+        auth["proxy_headers"] = merged
+    return auth
+
+
+def _load_kubeconfig(auth, configuration):
+    from kubernetes import config
+
+    kubeconfig = auth.get("kubeconfig")
+    context = auth.get("context")
+    try:
+        if isinstance(kubeconfig, dict):
+            config.load_kube_config_from_dict(config_dict=kubeconfig, context=context, client_configuration=configuration)
+        else:
+            files = None
+            if kubeconfig:
+                files = os.pathsep.join(os.path.expanduser(p) for p in str(kubeconfig).split(os.pathsep))
+                for path in files.split(os.pathsep):
+                    if not os.path.exists(path):
+                        raise KubeAuthError("kubeconfig file %s does not exist" % path)
+            config.load_kube_config(config_file=files, context=context, client_configuration=configuration)
+    except KubeAuthError:
+        raise
+    except Exception as exc:  # the client raises ConfigException, ValueError, yaml errors...
+        raise KubeAuthError("cannot load kubeconfig %s: %s" % (kubeconfig or "~/.kube/config", exc))
+
+
+def build_api_client(params):
+    """A kubernetes.client.ApiClient from the module's auth options (see resolve_auth)."""
+    from kubernetes import client, config
+
+    auth = resolve_auth(params)
+    configuration = client.Configuration()
+    explicit = bool(auth.get("host")) and (
+        bool(auth.get("api_key"))
+        or (auth.get("username") and auth.get("password"))
+        or (auth.get("client_cert") and auth.get("client_key"))
+    )
+    if not explicit:
+        if auth.get("kubeconfig") or auth.get("context"):
+            _load_kubeconfig(auth, configuration)
+        else:
+            try:
+                config.load_incluster_config(client_configuration=configuration)
+            except config.ConfigException:
+                _load_kubeconfig(auth, configuration)
+    # Explicit options win over whatever the kubeconfig said.
+    if auth.get("host"):
+        configuration.host = auth["host"]
+    if auth.get("api_key"):
+        configuration.api_key = {"authorization": "Bearer " + auth["api_key"]}
+    if auth.get("username"):
+        configuration.username = auth["username"]
+    if auth.get("password"):
+        configuration.password = auth["password"]
+    if auth.get("client_cert"):
+        configuration.cert_file = auth["client_cert"]
+    if auth.get("client_key"):
+        configuration.key_file = auth["client_key"]
+    if auth.get("ca_cert"):
+        configuration.ssl_ca_cert = auth["ca_cert"]
+    if "validate_certs" in auth:
+        configuration.verify_ssl = bool(auth["validate_certs"])
+    if auth.get("proxy"):
+        configuration.proxy = auth["proxy"]
+    if auth.get("no_proxy"):
+        configuration.no_proxy = auth["no_proxy"]
+    headers = auth.get("proxy_headers")
+    if headers:
+        from urllib3.util import make_headers
+
+        configuration.proxy_headers = make_headers(
+            proxy_basic_auth=headers.get("proxy_basic_auth"),
+            basic_auth=headers.get("basic_auth"),
+            user_agent=headers.get("user_agent"),
+        )
+    for path_option in ("client_cert", "client_key", "ca_cert"):
+        path = auth.get(path_option)
+        if path and not os.path.exists(path):
+            raise KubeAuthError("%s file %s does not exist" % (path_option, path))
+    if not configuration.host:
+        raise KubeAuthError("no Kubernetes API server: give host, kubeconfig or context (or K8S_AUTH_*)")
+    api_client = client.ApiClient(configuration)
+    if auth.get("impersonate_user"):
+        api_client.set_default_header("Impersonate-User", auth["impersonate_user"])
+    groups = auth.get("impersonate_groups") or []
+    if len(groups) > 1:
+        # The client sends one value per header name; a comma-joined value would name a single group.
+        raise KubeAuthError("impersonate_groups: only one group is supported, got %s" % ", ".join(groups))
+    if groups:
+        api_client.set_default_header("Impersonate-Group", groups[0])
+    return api_client
+
+
+def is_status(exc, *statuses):
+    """True when `exc` is an API error with one of the HTTP statuses (e.g. 409 conflict, 404 gone)."""
+    return isinstance(exc, ApiException) and exc.status in statuses
+
+
+def api_error_message(exc):
+    """A one-line description of an ApiException: status, reason and the server's message."""
+    status = getattr(exc, "status", None)
+    body = getattr(exc, "body", None)
+    message = None
+    if body:
+        try:
+            data = json.loads(body)
+            message = data.get("message")
+        except (ValueError, TypeError, AttributeError):
+            message = body if isinstance(body, str) else None
+    reason = getattr(exc, "reason", None) or str(exc)
+    text = "%s %s" % (status, reason) if status else str(reason)
+    return "%s: %s" % (text, message) if message else text
+
+
+def exit_with_client(module, action, where):
+    """Build the API client from the module's auth options, call `action(module, api_client)` and exit with
+    the dict it returns. Every failure ends in fail_json naming `where` and the cause, never a traceback
+    alone: bad auth options, API errors (status and the server's message), and unreachable servers."""
+    import traceback
+
+    try:
+        result = action(module, build_api_client(module.params))
+    except KubeAuthError as exc:
+        module.fail_json(msg="Kubernetes authentication: %s" % exc)
+    except ApiException as exc:
+        module.fail_json(msg="%s: %s" % (where, api_error_message(exc)))
+    except Exception as exc:  # pylint: disable=broad-except
+        # Connection refused, TLS failures, timeouts: say which call failed and why.
+        module.fail_json(msg="%s: cannot talk to the Kubernetes API server: %s" % (where, exc),
+                         exception=traceback.format_exc())
+    module.exit_json(**result)
+
+
+def raw_request(api_client, method, path, query=None, body=None, content_type="application/json", timeout=60):
+    """One API call with plain-dict JSON in and out (no model objects: fast, and what the pure core
+    takes). Raises ApiException for a non-2xx answer. The response is read in full so the connection
+    goes back to the pool. `timeout` (seconds) bounds connecting and reading, so a hung server cannot hang
+    a module. Works with the kubernetes client before and after its 2025 generator change."""
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = content_type
+    query_params = list((query or {}).items()) or None
+    if hasattr(api_client, "param_serialize"):
+        request = api_client.param_serialize(method=method, resource_path=path, query_params=query_params,
+                                             header_params=headers, body=body, auth_settings=["BearerToken"])
+        response = api_client.call_api(*request, _request_timeout=timeout)
+        data = response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+    else:  # kubernetes < 33: call_api(path, method, ...) raises on non-2xx itself
+        response = api_client.call_api(path, method, query_params=query_params, header_params=headers, body=body,
+                                       auth_settings=["BearerToken"], _preload_content=False,
+                                       _return_http_data_only=True, _request_timeout=timeout)
+        data = response.data
+    return json.loads(data) if data else None
+
+
+def raw_get(api_client, path, query=None):
+    return raw_request(api_client, "GET", path, query)
+
+
+def merge_patch(api_client, path, body):
+    """A JSON merge patch (None deletes a key); put metadata.resourceVersion in `body` for optimistic locking."""
+    return raw_request(api_client, "PATCH", path, body=body, content_type="application/merge-patch+json")
+
+
+def list_all(api_client, path, query=None, page_size=500):
+    """Every item of a LIST, following continue tokens; one request per page."""
+    items = []
+    params = dict(query or {}, limit=page_size)
+    while True:
+        page = raw_get(api_client, path, params)
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+        params["continue"] = token
+
+
+def list_nodes(api_client, label_selector=None):
+    query = {"labelSelector": label_selector} if label_selector else None
+    return list_all(api_client, "/api/v1/nodes", query)

@@ -1,0 +1,237 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""The I/O around the planning core for node_image_facts and node_pair: read the nodes (one LIST) and the
+clouds (one listing of groups plus one listing of instances per group), and write node annotations,
+labels and taints as merge patches that carry the resourceVersion, retried on conflict.
+
+Imports without the kubernetes package or any cloud SDK (modules call kube.require_kubernetes() first).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
+
+CONFLICT_ATTEMPTS = 6
+
+
+class NodeWriteError(Exception):
+    """A node patch failed for a reason other than a resolvable conflict."""
+
+
+def read_cloud(provider, scaling_groups=None):
+    """(groups, {group id: [Instance]}, {group id: error message}). A failing group listing is fatal (a
+    ProviderError propagates); one group whose instances cannot be listed is reported, not fatal."""
+    groups = base.with_retries(lambda: provider.list_groups(list(scaling_groups) if scaling_groups else None))
+    instances, errors = {}, {}
+    for group in groups:
+        try:
+            instances[group.id] = base.with_retries(lambda gid=group.id: provider.list_instances(gid))
+        except base.ProviderError as exc:
+            errors[group.id] = str(exc)
+    return groups, instances, errors
+
+
+def get_node(api_client, name):
+    """The Node as a plain dict, or None when it does not exist."""
+    try:
+        return kube.raw_get(api_client, "/api/v1/nodes/" + name)
+    except kube.ApiException as exc:
+        if getattr(exc, "status", None) == 404:
+            return None
+        raise
+
+
+def delete_node(api_client, name, resource_version):
+    """DELETE with a precondition on the resourceVersion read, so a node that changed meanwhile is not
+    deleted on stale grounds (the server answers 409)."""
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": resource_version}}
+    kube.raw_request(api_client, "DELETE", "/api/v1/nodes/" + name, body=body)
+
+
+def _merge_patch(api_client, name, body):
+    return kube.merge_patch(api_client, "/api/v1/nodes/" + name, body)
+
+
+def pending_changes(node, entry):
+    """The part of a core patch entry that would change `node`: (annotations, labels, taints or None)."""
+    meta = node.get("metadata") or {}
+    have_ann = meta.get("annotations") or {}
+    have_labels = meta.get("labels") or {}
+    annotations = {k: v for k, v in (entry.get("annotations") or {}).items()
+                   if (v is None and k in have_ann) or (v is not None and have_ann.get(k) != v)}
+    labels = {k: v for k, v in (entry.get("labels") or {}).items() if have_labels.get(k) != v}
+    taints = None
+    wanted_taints = entry.get("taints")
+    if wanted_taints is not None:
+        current = list((node.get("spec") or {}).get("taints") or [])
+        ident = {(t.get("key"), t.get("effect")): t for t in current}
+        merged = list(current)
+        for taint in wanted_taints:
+            key = (taint.get("key"), taint.get("effect"))
+            if key not in ident:
+                merged.append(taint)
+            elif ident[key].get("value") != taint.get("value"):
+                merged[merged.index(ident[key])] = taint
+        if merged != current:
+            taints = merged
+    return annotations, labels, taints
+
+
+def expectations_hold(node, entry):
+    have = (node.get("metadata") or {}).get("annotations") or {}
+    return all(have.get(k) == v for k, v in (entry.get("expect") or {}).items())
+
+
+def write_node(api_client, node, entry, sleep=time.sleep):
+    """Apply one core patch entry to `node` (a dict as listed). Returns (status, node_after) where status is
+    "changed", "unchanged" or "skipped" (someone else changed the node so that the change no longer
+    applies). Each attempt is a merge patch carrying the resourceVersion it was computed from; a 409
+    re-reads the node and tries again."""
+    name = node["metadata"]["name"]
+    for attempt in range(CONFLICT_ATTEMPTS):
+        if not expectations_hold(node, entry):
+            return "skipped", node
+        annotations, labels, taints = pending_changes(node, entry)
+        if not annotations and not labels and taints is None:
+            return "unchanged", node
+        body = {"metadata": {"resourceVersion": node["metadata"].get("resourceVersion")}}
+        if annotations:
+            body["metadata"]["annotations"] = annotations
+        if labels:
+            body["metadata"]["labels"] = labels
+        if taints is not None:
+            body["spec"] = {"taints": taints}
+        try:
+            return "changed", _merge_patch(api_client, name, body)
+        except kube.ApiException as exc:
+            if getattr(exc, "status", None) != 409 or attempt == CONFLICT_ATTEMPTS - 1:
+                raise NodeWriteError("patching node %s failed: %s" % (name, kube.api_error_message(exc)))
+        sleep(min(1.0, 0.05 * (2 ** attempt)))
+        fresh = get_node(api_client, name)
+        if fresh is None:
+            return "skipped", node
+        node = fresh
+    raise NodeWriteError("patching node %s: still conflicting after %d attempts" % (name, CONFLICT_ATTEMPTS))
+
+
+def node_diff(node, entry):
+    """(before, after) of the annotations, the labels and the taints a patch entry changes."""
+    annotations, labels, taints = pending_changes(node, entry)
+    meta = node.get("metadata") or {}
+    have_ann, have_labels = meta.get("annotations") or {}, meta.get("labels") or {}
+    before, after = {}, {}
+    if annotations:
+        before["annotations"] = {k: have_ann[k] for k in sorted(annotations) if k in have_ann}
+        after["annotations"] = {k: v for k, v in sorted(annotations.items()) if v is not None}
+    if labels:
+        before["labels"] = {k: have_labels[k] for k in sorted(labels) if k in have_labels}
+        after["labels"] = dict(sorted(labels.items()))
+    if taints is not None:
+        before["taints"] = list((node.get("spec") or {}).get("taints") or [])
+        after["taints"] = taints
+    return before, after
+
+
+class PlannerFailure(Exception):
+    """Bad input or an unreadable cluster or cloud: the message names the cause; nothing was written."""
+
+
+def planner_options(params):
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
+
+    return core.Options(
+        image=params.get("image"),
+        annotation_prefix=params.get("annotation_prefix") or core.DEFAULT_PREFIX,
+        max_surge=params.get("max_surge", 1) if params.get("max_surge") is not None else 1,
+        max_surge_total=params.get("max_surge_total"),
+        join_timeout=params.get("join_timeout") or core.DEFAULT_JOIN_TIMEOUT,
+        exclude_labels=tuple(params.get("exclude_labels") or ()),
+        copy_taints=bool(params.get("copy_taints")),
+        heir_ready_seconds=params.get("heir_ready_seconds") or 0,
+    )
+
+
+def plan_from_cluster(params, now=None):
+    """Read the cluster (and the cloud when params['provider'] is set) and run the planner.
+
+    Returns (api_client, {node name: node dict}, planner result, provider or None). Raises PlannerFailure.
+    Costs one LIST of nodes, one listing of scaling groups, one listing of instances per group and one
+    image lookup, whatever the number of nodes."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
+
+    options = planner_options(params)
+    try:
+        options.validate()
+    except core.PlanInputError as exc:
+        raise PlannerFailure(str(exc))
+    try:
+        api_client = kube.build_api_client(params)
+    except kube.KubeAuthError as exc:
+        raise PlannerFailure("cannot reach Kubernetes: %s" % exc)
+    provider = None
+    if params.get("provider"):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
+
+        try:
+            provider = factory.build_provider(params)
+        except base.ProviderError as exc:
+            raise PlannerFailure("cannot use the %s provider: %s" % (params["provider"], exc))
+        except (ValueError, TypeError, KeyError, OSError) as exc:
+            raise PlannerFailure("cannot use the %s provider (check its credentials and options): %s"
+                                 % (params["provider"], exc))
+        try:
+            canonical = base.with_retries(lambda: provider.validate_image(options.image.strip()))
+        except base.InvalidReferenceError as exc:
+            raise PlannerFailure("image %r is not a valid %s image reference: %s" % (options.image, params["provider"], exc))
+        except base.NotFoundError as exc:
+            raise PlannerFailure("image %r does not exist: %s" % (options.image, exc))
+        except base.ProviderError as exc:
+            raise PlannerFailure("cannot check image %r with the %s provider: %s" % (options.image, params["provider"], exc))
+        if canonical:
+            options.image = canonical
+    try:
+        node_list = kube.list_nodes(api_client)
+    except kube.ApiException as exc:
+        raise PlannerFailure("cannot list nodes: %s" % kube.api_error_message(exc))
+    except Exception as exc:  # connection refused, TLS errors: name them rather than a traceback
+        raise PlannerFailure("cannot list nodes: %s: %s" % (type(exc).__name__, exc))
+    groups = instances = errors = None
+    normalize = core.default_normalize
+    if provider is not None:
+        try:
+            groups, instances, errors = read_cloud(provider, params.get("scaling_groups") or None)
+        except base.ProviderError as exc:
+            raise PlannerFailure("cannot list the %s scaling groups: %s" % (params["provider"], exc))
+        normalize = provider.normalize_provider_id
+    result = core.plan_upgrade(node_list, options, groups=groups, instances=instances, group_errors=errors,
+                               now=time.time() if now is None else now, normalize=normalize,
+                               scope=params.get("scaling_groups") or None)
+    return api_client, {n["metadata"]["name"]: n for n in node_list}, result, provider
+
+
+_KUBECONFIG_SECRET_KEYS = ("token", "password", "client-key-data", "client-certificate-data", "id-token",
+                           "refresh-token", "access-token", "secret")
+
+
+def kubeconfig_secrets(kubeconfig):
+    """Secret values inside a kubeconfig given as a dictionary, for module.no_log_values (a path is not
+    read here: its content never reaches the module's result)."""
+    found = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, str) and str(key).lower() in _KUBECONFIG_SECRET_KEYS and item:
+                    found.add(item)
+                else:
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    if isinstance(kubeconfig, dict):
+        walk(kubeconfig)
+    return found

@@ -1,0 +1,918 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""Azure virtual machine scale sets (uniform orchestration) behind the CloudProvider interface.
+
+Formats (literal segments are matched case-insensitively, because Azure resource IDs are):
+  providerID  azure:///subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/
+              virtualMachineScaleSets/<vmss>/virtualMachines/<instance-id>
+  group ID    /subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachineScaleSets/<vmss>
+  image       a Compute Gallery image version ID, a managed image ID, /CommunityGalleries/<g>/Images/<i>/Versions/<v>,
+              /SharedGalleries/<g>/Images/<i>/Versions/<v>, or a Marketplace image publisher:offer:sku:version
+              (the reference's constellation-marketplace-image://Azure?offer=..&publisher=..&sku=..&version=.. too).
+
+Group IDs and images are returned in one canonical spelling (fixed segment casing, names lower-cased) so that
+the planner can compare them as plain strings; Azure treats names case-insensitively. Instance.provider_id is
+what cloud-provider-azure writes into Node.spec.providerID ("azure://" + the VM ID, resource group lower-cased).
+
+The parsing and mapping functions at the top are pure; AzureProvider below does the I/O with azure-mgmt-compute.
+"""
+
+from __future__ import annotations
+
+import configparser
+import datetime
+import os
+import re
+import threading
+import time
+import urllib.parse
+
+from ansible.module_utils.basic import env_fallback
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
+    CREATING, DELETING, FAILED, RUNNING, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER,
+    CloudProvider, Group, Instance, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
+)
+
+try:
+    from azure.core import MatchConditions
+    from azure.core.credentials import AccessToken
+    from azure.core.exceptions import (
+        HttpResponseError, ResourceModifiedError, ServiceRequestError, ServiceResponseError,
+    )
+    from azure.mgmt.compute import ComputeManagementClient
+    HAS_AZURE_SDK = True
+    AZURE_IMPORT_ERROR = None
+except ImportError as _exc:  # the module reports it through missing_required_lib
+    HAS_AZURE_SDK = False
+    AZURE_IMPORT_ERROR = _exc
+
+PROVIDER_ID_FORMAT = ("azure:///subscriptions/<subscription>/resourceGroups/<resource-group>/providers/"
+                      "Microsoft.Compute/virtualMachineScaleSets/<scale-set>/virtualMachines/<instance-id>")
+GROUP_ID_FORMAT = ("/subscriptions/<subscription>/resourceGroups/<resource-group>/providers/"
+                   "Microsoft.Compute/virtualMachineScaleSets/<scale-set>")
+IMAGE_FORMATS = (
+    "/subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/galleries/<gallery>/images/<image>/versions/<version>",
+    "/subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/images/<image>",
+    "/CommunityGalleries/<public-gallery>/Images/<image>/Versions/<version>",
+    "/SharedGalleries/<gallery-unique-name>/Images/<image>/Versions/<version>",
+    "<publisher>:<offer>:<sku>:<version>",
+)
+
+# The tag a scale set carries to say which nodes it holds (control-plane or worker).
+ROLE_TAG = "kubenodes-role"
+
+_NAME = r"[^/\s]+"
+_GROUP_RE = re.compile(r"^/subscriptions/(?P<sub>%s)/resourcegroups/(?P<rg>%s)/providers/microsoft\.compute/"
+                       r"virtualmachinescalesets/(?P<vmss>%s)$" % (_NAME, _NAME, _NAME), re.IGNORECASE)
+_PROVIDER_ID_RE = re.compile(r"^azure:///subscriptions/(?P<sub>%s)/resourcegroups/(?P<rg>%s)/providers/"
+                             r"microsoft\.compute/virtualmachinescalesets/(?P<vmss>%s)/virtualmachines/(?P<id>\d+)$"
+                             % (_NAME, _NAME, _NAME), re.IGNORECASE)
+_GALLERY_VERSION_RE = re.compile(r"^/subscriptions/(?P<sub>%s)/resourcegroups/(?P<rg>%s)/providers/microsoft\.compute/"
+                                 r"galleries/(?P<gallery>%s)/images/(?P<image>%s)/versions/(?P<version>%s)$"
+                                 % (_NAME, _NAME, _NAME, _NAME, _NAME), re.IGNORECASE)
+_MANAGED_IMAGE_RE = re.compile(r"^/subscriptions/(?P<sub>%s)/resourcegroups/(?P<rg>%s)/providers/microsoft\.compute/"
+                               r"images/(?P<image>%s)$" % (_NAME, _NAME, _NAME), re.IGNORECASE)
+_COMMUNITY_RE = re.compile(r"^/communitygalleries/(?P<gallery>%s)/images/(?P<image>%s)/versions/(?P<version>%s)$"
+                           % (_NAME, _NAME, _NAME), re.IGNORECASE)
+_SHARED_RE = re.compile(r"^/sharedgalleries/(?P<gallery>%s)/images/(?P<image>%s)/versions/(?P<version>%s)$"
+                        % (_NAME, _NAME, _NAME), re.IGNORECASE)
+_URN_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_MARKETPLACE_RE = re.compile(r"^(?P<publisher>%s):(?P<offer>%s):(?P<sku>%s):(?P<version>%s)$"
+                             % (_URN_PART, _URN_PART, _URN_PART, _URN_PART))
+_REFERENCE_MARKETPLACE_SCHEME = "constellation-marketplace-image://"
+
+GALLERY_VERSION = "gallery-version"
+MANAGED_IMAGE = "managed-image"
+COMMUNITY_GALLERY = "community-gallery"
+SHARED_GALLERY = "shared-gallery"
+MARKETPLACE = "marketplace"
+
+# ARM error codes that mean "no room for another VM": the planner lowers the surge instead of failing.
+QUOTA_ERROR_CODES = {
+    "quotaexceeded", "operationnotallowed", "skunotavailable", "allocationfailed", "zonalallocationfailed",
+    "overconstrainedallocationrequest", "overconstrainedzonalallocationrequest", "allocationfailedvmsizenotavailable",
+}
+RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+
+CLOUD_ENVIRONMENTS = {
+    # name: (ARM endpoint, authority host)
+    "azurecloud": ("https://management.azure.com", "login.microsoftonline.com"),
+    "azurechinacloud": ("https://management.chinacloudapi.cn", "login.chinacloudapi.cn"),
+    "azureusgovernment": ("https://management.usgovcloudapi.net", "login.microsoftonline.us"),
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Pure parsing and mapping
+# --------------------------------------------------------------------------------------------------
+
+def _format_group_id(sub, rg, vmss):
+    return ("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s"
+            % (sub.lower(), rg.lower(), vmss.lower()))
+
+
+def parse_group_id(group_id):
+    """(subscription, resource group, scale set name) of a scale set ID; InvalidReferenceError otherwise."""
+    match = _GROUP_RE.match((group_id or "").strip().rstrip("/")) if isinstance(group_id, str) else None
+    if not match:
+        raise InvalidReferenceError("%r is not an Azure scale set ID; expected %s" % (group_id, GROUP_ID_FORMAT))
+    return match.group("sub"), match.group("rg"), match.group("vmss")
+
+
+def canonical_group_id(group_id):
+    return _format_group_id(*parse_group_id(group_id))
+
+
+def parse_provider_id(provider_id):
+    """(subscription, resource group, scale set, instance id) of a scale-set VM providerID."""
+    match = _PROVIDER_ID_RE.match(provider_id.strip()) if isinstance(provider_id, str) else None
+    if not match:
+        raise InvalidReferenceError("%r is not the providerID of an Azure scale set VM; expected %s"
+                                    % (provider_id, PROVIDER_ID_FORMAT))
+    return match.group("sub"), match.group("rg"), match.group("vmss"), match.group("id")
+
+
+def provider_id_from_vm_id(vm_id):
+    """The providerID a kubelet writes for a VM whose ARM ID is `vm_id` (resource group lower-cased, as
+    cloud-provider-azure does)."""
+    sub, rg, vmss, instance_id = parse_provider_id("azure://" + vm_id)
+    return ("azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s"
+            "/virtualMachines/%s" % (sub, rg.lower(), vmss, instance_id))
+
+
+def normalize_provider_id(provider_id):
+    """Azure IDs are case-insensitive: one spelling for every casing of the same VM."""
+    sub, rg, vmss, instance_id = parse_provider_id(provider_id)
+    return ("azure:///subscriptions/%s/resourcegroups/%s/providers/microsoft.compute/virtualmachinescalesets/%s"
+            "/virtualmachines/%s" % (sub.lower(), rg.lower(), vmss.lower(), instance_id)).lower()
+
+
+def _bad_image(image, why=""):
+    return InvalidReferenceError("%r is not an Azure image reference%s; expected one of: %s"
+                                 % (image, why, "; ".join(IMAGE_FORMATS)))
+
+
+def parse_image(image):
+    """(kind, fields) of an image reference string. Names are lower-cased (Azure compares them that way)."""
+    if not isinstance(image, str) or not image.strip():
+        raise _bad_image(image)
+    text = image.strip()
+    if text.lower().startswith(_REFERENCE_MARKETPLACE_SCHEME):
+        return MARKETPLACE, _parse_reference_marketplace(text)
+    for kind, regex in ((GALLERY_VERSION, _GALLERY_VERSION_RE), (MANAGED_IMAGE, _MANAGED_IMAGE_RE),
+                        (COMMUNITY_GALLERY, _COMMUNITY_RE), (SHARED_GALLERY, _SHARED_RE)):
+        match = regex.match(text.rstrip("/"))
+        if match:
+            fields = {k: v.lower() for k, v in match.groupdict().items()}
+            if "version" in fields and fields["version"] == "latest":
+                raise _bad_image(image, " (name an exact version, not 'latest', so every node gets the same image)")
+            return kind, fields
+    match = _MARKETPLACE_RE.match(text)
+    if match:
+        fields = {k: v.lower() for k, v in match.groupdict().items()}
+        if fields["version"] == "latest":
+            raise _bad_image(image, " (name an exact version, not 'latest', so every node gets the same image)")
+        return MARKETPLACE, fields
+    raise _bad_image(image)
+
+
+def _parse_reference_marketplace(text):
+    parsed = urllib.parse.urlsplit(text)
+    if parsed.netloc.lower() != "azure":
+        raise _bad_image(text, " (a marketplace image of another cloud)")
+    query = dict(urllib.parse.parse_qsl(parsed.query))
+    fields = {key: query.get(key, "").lower() for key in ("publisher", "offer", "sku", "version")}
+    if not all(fields.values()) or fields["version"] == "latest":
+        raise _bad_image(text, " (publisher, offer, sku and an exact version are all needed)")
+    return fields
+
+
+def format_image(kind, fields):
+    """The canonical string of a parsed image reference."""
+    if kind == GALLERY_VERSION:
+        return ("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/galleries/{gallery}"
+                "/images/{image}/versions/{version}").format(**fields)
+    if kind == MANAGED_IMAGE:
+        return "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/images/{image}".format(**fields)
+    if kind == COMMUNITY_GALLERY:
+        return "/CommunityGalleries/{gallery}/Images/{image}/Versions/{version}".format(**fields)
+    if kind == SHARED_GALLERY:
+        return "/SharedGalleries/{gallery}/Images/{image}/Versions/{version}".format(**fields)
+    return "{publisher}:{offer}:{sku}:{version}".format(**fields)
+
+
+def canonical_image(image):
+    return format_image(*parse_image(image))
+
+
+def image_reference_body(image):
+    """The storageProfile.imageReference (wire form) that makes new VMs use `image`."""
+    kind, fields = parse_image(image)
+    if kind in (GALLERY_VERSION, MANAGED_IMAGE):
+        return {"id": format_image(kind, fields)}
+    if kind == COMMUNITY_GALLERY:
+        return {"communityGalleryImageId": format_image(kind, fields)}
+    if kind == SHARED_GALLERY:
+        return {"sharedGalleryImageId": format_image(kind, fields)}
+    return {"publisher": fields["publisher"], "offer": fields["offer"], "sku": fields["sku"],
+            "version": fields["version"]}
+
+
+def image_from_reference(reference):
+    """The canonical image string of a wire imageReference dict; "" when it names no image we understand."""
+    reference = reference or {}
+    candidates = [reference.get("id"), reference.get("communityGalleryImageId"), reference.get("sharedGalleryImageId")]
+    for candidate in candidates:
+        if candidate:
+            try:
+                return canonical_image(candidate)
+            except InvalidReferenceError:
+                return candidate
+    parts = [reference.get(k) for k in ("publisher", "offer", "sku")]
+    if all(parts):
+        version = reference.get("version") or ""
+        if version.lower() == "latest" and reference.get("exactVersion"):
+            version = reference["exactVersion"]
+        return ":".join(p.lower() for p in parts + [version])
+    return ""
+
+
+def _status_codes(vm):
+    view = (vm.get("properties") or {}).get("instanceView") or vm.get("instanceView") or {}
+    return [str(s.get("code") or "").lower() for s in view.get("statuses") or [] if s]
+
+
+_PROVISIONING_STATES = {"creating": CREATING, "deleting": DELETING, "failed": FAILED}
+_POWER_STATES = {
+    "powerstate/running": RUNNING, "powerstate/starting": CREATING,
+    "powerstate/stopping": STOPPED, "powerstate/stopped": STOPPED,
+    "powerstate/deallocating": STOPPED, "powerstate/deallocated": STOPPED,
+}
+
+
+def vm_state(vm):
+    """The instance state of a scale-set VM (wire dict, listed with $expand=instanceView)."""
+    provisioning = str((vm.get("properties") or {}).get("provisioningState") or "").lower()
+    if provisioning in _PROVISIONING_STATES:
+        return _PROVISIONING_STATES[provisioning]
+    codes = _status_codes(vm)
+    for code in codes:
+        if code in ("provisioningstate/creating",):
+            return CREATING
+        if code in ("provisioningstate/deleting",):
+            return DELETING
+        if code.startswith("provisioningstate/failed"):
+            return FAILED
+    for code in codes:
+        if code in _POWER_STATES:
+            return _POWER_STATES[code]
+    if provisioning == "succeeded" and not codes:
+        # Listed without an instance view: a succeeded VM runs unless someone stopped it.
+        return RUNNING
+    return UNKNOWN
+
+
+def _parse_time(value):
+    if not value:
+        return None
+    try:
+        text = str(value).replace("Z", "+00:00")
+        # Python 3.10 rejects more than 6 fractional digits, which ARM sometimes sends.
+        text = re.sub(r"(\.\d{6})\d+", r"\1", text)
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def failure_details(vm):
+    """For a VM whose provisioning failed: {error_code, error_message, capacity_refusal}; {} otherwise.
+    Azure puts the reason into the instance view, e.g. ProvisioningState/failed/AllocationFailed."""
+    view = (vm.get("properties") or {}).get("instanceView") or {}
+    for status in view.get("statuses") or []:
+        code = str((status or {}).get("code") or "")
+        if code.lower().startswith("provisioningstate/failed"):
+            reason = code.split("/", 2)[2] if code.count("/") >= 2 else ""
+            return {"error_code": reason, "error_message": status.get("message") or status.get("displayStatus") or "",
+                    "capacity_refusal": reason.lower() in QUOTA_ERROR_CODES}
+    return {}
+
+
+def instance_from_vm(vm, group_id):
+    """An Instance from a scale-set VM (wire dict)."""
+    props = vm.get("properties") or {}
+    computer_name = ((props.get("osProfile") or {}).get("computerName") or "").lower()
+    image = image_from_reference((props.get("storageProfile") or {}).get("imageReference"))
+    state = vm_state(vm)
+    extra = {"instance_id": str(vm.get("instanceId", "")), "latest_model_applied": props.get("latestModelApplied")}
+    if state == FAILED:
+        extra.update(failure_details(vm))
+    return Instance(
+        provider_id=provider_id_from_vm_id(vm["id"]),
+        node_name=computer_name,
+        group_id=group_id,
+        image=image,
+        state=state,
+        created_at=_parse_time(props.get("timeCreated")),
+        name=vm.get("name") or "",
+        extra=extra,
+    )
+
+
+def role_from_tags(tags):
+    value = str((tags or {}).get(ROLE_TAG, "")).lower()
+    if value in ("control-plane", "controlplane", "control_plane"):
+        return ROLE_CONTROL_PLANE
+    if value == "worker":
+        return ROLE_WORKER
+    return None
+
+
+def group_from_vmss(vmss):
+    """A Group from a scale set (wire dict)."""
+    profile = (vmss.get("properties") or {}).get("virtualMachineProfile") or {}
+    return Group(
+        id=canonical_group_id(vmss["id"]),
+        name=vmss.get("name", "").lower(),
+        image=image_from_reference((profile.get("storageProfile") or {}).get("imageReference")),
+        role=role_from_tags(vmss.get("tags")),
+        target_size=(vmss.get("sku") or {}).get("capacity"),
+    )
+
+
+def sku_facts(skus, size):
+    """(vCPUs, family) of VM size `size` from a resource SKU listing (wire dicts), (None, None) if absent."""
+    for sku in skus:
+        if sku.get("resourceType") != "virtualMachines" or str(sku.get("name", "")).lower() != size.lower():
+            continue
+        caps = {c.get("name"): c.get("value") for c in sku.get("capabilities") or []}
+        try:
+            vcpus = int(caps.get("vCPUs"))
+        except (TypeError, ValueError):
+            vcpus = None
+        return vcpus, sku.get("family")
+    return None, None
+
+
+def _wire_skus(skus):
+    """SKU dicts as as_dict() gives them (snake_case) back in the wire's names that sku_facts reads."""
+    return [dict(sku, resourceType=sku.get("resource_type", sku.get("resourceType"))) for sku in skus]
+
+
+def location_limits(location, usages, groups, sizes_unknown_because="the VM size is not in the resource SKU list"):
+    """The limits of one location for the scale sets in it. `usages`: {name: (limit, current value)} from the
+    compute usage list (cores, virtualMachines, <family>); `groups`: [(group ID, vCPUs or None, family or
+    None)]. A VM counts once against virtualMachines and with its vCPUs against the regional cores and its
+    family's cores."""
+    scope = "location %s" % location
+    limits = []
+    if "virtualMachines" in usages:
+        limits.append(quota.known_limit("virtualMachines", scope, usages["virtualMachines"][0],
+                                        usages["virtualMachines"][1], {gid: 1 for gid, dummy, dummy2 in groups}))
+    with_cpus = {gid: vcpus for gid, vcpus, dummy in groups if vcpus}
+    if "cores" in usages and with_cpus:
+        limits.append(quota.known_limit("cores", scope, usages["cores"][0], usages["cores"][1], with_cpus,
+                                        unit=quota.UNIT_VCPUS))
+    families = {}
+    for gid, vcpus, family in groups:
+        if vcpus and family and family in usages:
+            families.setdefault(family, {})[gid] = vcpus
+    for family, per_group in sorted(families.items()):
+        limits.append(quota.known_limit(family, scope, usages[family][0], usages[family][1], per_group,
+                                        unit=quota.UNIT_VCPUS))
+    unknown = [gid for gid, vcpus, dummy in groups if not vcpus]
+    if unknown:
+        limits.append(quota.unknown_limit("cores", scope, unknown, sizes_unknown_because))
+    return limits
+
+
+def pick_new_vm(vms_before, vms_after, capacity_before, capacity_after):
+    """The VM that our scale-out from capacity_before to capacity_after created, or None.
+
+    Instance IDs of a uniform scale set grow with each scale-out. When another create raced ours (its capacity
+    change landed between our read and our conditional write, and we re-read), several unknown VMs show up: our
+    slot among them, in instance-id order, is how many increments of the capacity came before ours."""
+    known = {str(vm.get("instanceId")) for vm in vms_before}
+    fresh = sorted((vm for vm in vms_after if str(vm.get("instanceId")) not in known),
+                   key=lambda vm: _instance_order(vm.get("instanceId")))
+    if not fresh:
+        return None
+    slot = max(0, capacity_after - capacity_before - 1)
+    # A VM listed before but not counted in capacity_before (in flux) shifts nothing we can know; stay in range.
+    return fresh[min(slot, len(fresh) - 1)]
+
+
+def _instance_order(instance_id):
+    try:
+        return (0, int(instance_id))
+    except (TypeError, ValueError):
+        return (1, str(instance_id))
+
+
+def error_details(exc):
+    """(status, ARM error code, message) of an azure-core exception."""
+    status = getattr(exc, "status_code", None)
+    code = ""
+    error = getattr(exc, "error", None)
+    if error is not None and getattr(error, "code", None):
+        code = error.code
+    message = getattr(error, "message", None) or getattr(exc, "message", None) or str(exc)
+    return status, code or "", message
+
+
+def classify_error(exc, what):
+    """A ProviderError (or subclass) for an azure-core exception, with the retry decision made here."""
+    if HAS_AZURE_SDK and isinstance(exc, (ServiceRequestError, ServiceResponseError)):
+        # An untrusted certificate will not become trusted by retrying; a refused or reset connection may recover.
+        tls = "CERTIFICATE_VERIFY_FAILED" in str(exc) or "SSLError" in str(exc)
+        return ProviderError("%s: cannot reach Azure Resource Manager%s: %s"
+                             % (what, " (TLS: check azure.ca_bundle)" if tls else "", exc), retryable=not tls)
+    status, code, message = error_details(exc)
+    text = "%s: %s%s%s" % (what, "HTTP %s " % status if status else "", "%s: " % code if code else "", message)
+    lowered = code.lower()
+    if lowered in QUOTA_ERROR_CODES and (lowered != "operationnotallowed" or "quota" in message.lower()):
+        return QuotaError(text, status=status, code=code)
+    if status == 404:
+        return NotFoundError(text, status=status, code=code)
+    if status in RETRYABLE_STATUS or lowered in ("retryableerror", "toomanyrequests"):
+        return ProviderError(text, status=status, code=code, retryable=True)
+    return ProviderError(text, status=status, code=code)
+
+
+def retry_after_seconds(exc):
+    """The Retry-After of an error answer in seconds (0 when absent or not a number)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    try:
+        return max(0.0, float(headers.get("Retry-After") or 0))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+# --------------------------------------------------------------------------------------------------
+# Options and credentials
+# --------------------------------------------------------------------------------------------------
+
+ARG_SPEC = dict(
+    auth_source=dict(type="str", default="auto", choices=["auto", "cli", "credential_file", "env", "msi"],
+                     fallback=(env_fallback, ["ANSIBLE_AZURE_AUTH_SOURCE"])),
+    profile=dict(type="str", fallback=(env_fallback, ["AZURE_PROFILE"])),
+    subscription_id=dict(type="str", fallback=(env_fallback, ["AZURE_SUBSCRIPTION_ID"])),
+    client_id=dict(type="str", fallback=(env_fallback, ["AZURE_CLIENT_ID"])),
+    secret=dict(type="str", no_log=True, fallback=(env_fallback, ["AZURE_SECRET", "AZURE_CLIENT_SECRET"])),
+    tenant=dict(type="str", fallback=(env_fallback, ["AZURE_TENANT", "AZURE_TENANT_ID"])),
+    cloud_environment=dict(type="str", default="AzureCloud", fallback=(env_fallback, ["AZURE_CLOUD_ENVIRONMENT"])),
+    adfs_authority_url=dict(type="str", fallback=(env_fallback, ["AZURE_ADFS_AUTHORITY_URL"])),
+    access_token=dict(type="str", no_log=True, fallback=(env_fallback, ["AZURE_ACCESS_TOKEN"])),
+    endpoint=dict(type="str"),
+    ca_bundle=dict(type="path"),
+    resource_group=dict(type="str", fallback=(env_fallback, ["AZURE_RESOURCE_GROUP"])),
+    location=dict(type="str", fallback=(env_fallback, ["AZURE_LOCATION"])),
+    timeout=dict(type="int", default=600),
+    polling_interval=dict(type="float", default=2.0),
+    retries=dict(type="int", default=5),
+)
+
+
+def read_credential_file(path, profile):
+    """The [profile] section of an azure.azcollection style credentials file, as a dict ({} when absent)."""
+    parser = configparser.ConfigParser()
+    if not parser.read(path):
+        return {}
+    if not parser.has_section(profile):
+        return {}
+    return dict(parser.items(profile))
+
+
+def resolve_auth(options, environ=None, credential_file=None):
+    """Decide how to authenticate, without touching the network. Returns (kind, settings) where kind is one of
+    token, client_secret, msi, cli, default; settings hold subscription_id and what the credential needs.
+    Mirrors azure.azcollection's order for auth_source=auto: profile, explicit service principal, environment
+    (already merged into options by env_fallback), [default] of the credentials file, then the SDK's chain."""
+    environ = os.environ if environ is None else environ
+    credential_file = credential_file or os.path.join(os.path.expanduser("~"), ".azure", "credentials")
+    source = options.get("auth_source") or "auto"
+    settings = {k: options.get(k) for k in ("subscription_id", "client_id", "secret", "tenant")}
+
+    def from_profile(name):
+        section = read_credential_file(credential_file, name)
+        if not section:
+            raise ProviderError("azure: profile %r not found in %s" % (name, credential_file))
+        for key in ("subscription_id", "client_id", "secret", "tenant"):
+            settings[key] = settings.get(key) or section.get(key)
+
+    if options.get("access_token"):
+        kind = "token"
+    elif source == "msi":
+        kind = "msi"
+    elif source == "cli":
+        kind = "cli"
+    elif source == "credential_file":
+        from_profile(options.get("profile") or "default")
+        kind = "client_secret"
+    elif source == "env":
+        kind = "client_secret"
+    else:
+        if options.get("profile"):
+            from_profile(options["profile"])
+            kind = "client_secret"
+        elif settings["client_id"] and settings["secret"]:
+            kind = "client_secret"
+        elif read_credential_file(credential_file, "default"):
+            from_profile("default")
+            kind = "client_secret"
+        else:
+            kind = "default"
+    if kind == "client_secret":
+        missing = [k for k in ("client_id", "secret", "tenant") if not settings.get(k)]
+        if missing:
+            raise ProviderError("azure: auth_source=%s needs %s (options, AZURE_* variables or the credentials "
+                                "file)" % (source, ", ".join(missing)))
+    if not settings.get("subscription_id"):
+        raise ProviderError("azure: no subscription; set azure.subscription_id or AZURE_SUBSCRIPTION_ID")
+    return kind, settings
+
+
+def resolve_cloud(options):
+    """(ARM endpoint, authority host, credential scope) from cloud_environment and endpoint."""
+    name = (options.get("cloud_environment") or "AzureCloud").strip()
+    endpoint = options.get("endpoint")
+    if name.lower() in CLOUD_ENVIRONMENTS:
+        default_endpoint, authority = CLOUD_ENVIRONMENTS[name.lower()]
+    elif endpoint:
+        default_endpoint, authority = endpoint, None
+    else:
+        raise ProviderError("azure: unknown cloud_environment %r; use one of AzureCloud, AzureChinaCloud, "
+                            "AzureUSGovernment, or set azure.endpoint to the ARM URL of your cloud" % name)
+    endpoint = (endpoint or default_endpoint).rstrip("/")
+    if not endpoint.lower().startswith("https://"):
+        raise ProviderError("azure: endpoint %r must be an https:// URL (ARM refuses bearer tokens over http)"
+                            % endpoint)
+    if options.get("adfs_authority_url"):
+        authority = options["adfs_authority_url"]
+    scope = (default_endpoint if name.lower() in CLOUD_ENVIRONMENTS else endpoint).rstrip("/") + "/.default"
+    return endpoint, authority, scope
+
+
+class StaticTokenCredential:
+    """A credential that hands out one bearer token as-is (a token from `az account get-access-token`, or
+    any string for the local ARM emulator)."""
+
+    def __init__(self, token, lifetime=3600):
+        self._token = token
+        self._lifetime = lifetime
+
+    def get_token(self, *scopes, **kwargs):  # pylint: disable=unused-argument
+        return AccessToken(self._token, int(time.time()) + self._lifetime)
+
+
+def build_credential(kind, settings, options, authority):
+    if kind == "token":
+        return StaticTokenCredential(options["access_token"])
+    from azure import identity  # pylint: disable=import-outside-toplevel
+
+    extra = {"authority": authority} if authority else {}
+    if kind == "client_secret":
+        return identity.ClientSecretCredential(settings["tenant"], settings["client_id"], settings["secret"], **extra)
+    if kind == "msi":
+        return identity.ManagedIdentityCredential(client_id=options.get("client_id"))
+    if kind == "cli":
+        return identity.AzureCliCredential(tenant_id=options.get("tenant"))
+    return identity.DefaultAzureCredential(**extra)
+
+
+def from_params(options):
+    """The AzureProvider configured from the module's `azure` option dict."""
+    if not HAS_AZURE_SDK:
+        raise ProviderError("azure: the Python packages azure-mgmt-compute, azure-core and azure-identity are "
+                            "needed (pip install azure-mgmt-compute azure-identity): %s" % AZURE_IMPORT_ERROR)
+    options = dict(options or {})
+    endpoint, authority, scope = resolve_cloud(options)
+    kind, settings = resolve_auth(options)
+    try:
+        credential = build_credential(kind, settings, options, authority)
+    except ImportError as exc:
+        raise ProviderError("azure: auth_source %s needs the azure-identity package: %s" % (options.get("auth_source"), exc))
+    return AzureProvider(credential, settings["subscription_id"], endpoint=endpoint, credential_scope=scope,
+                         ca_bundle=options.get("ca_bundle"), resource_group=options.get("resource_group"),
+                         location=options.get("location"),
+                         timeout=options.get("timeout") or 600,
+                         polling_interval=options.get("polling_interval"),
+                         retries=options.get("retries") or 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# The provider
+# --------------------------------------------------------------------------------------------------
+
+class AzureProvider(CloudProvider):
+    name = "azure"
+
+    def __init__(self, credential, subscription_id, endpoint="https://management.azure.com", credential_scope=None,
+                 ca_bundle=None, resource_group=None, location=None, timeout=600, polling_interval=2.0, retries=5,
+                 retry_base_delay=0.5, sdk_retries=0):
+        self.credential = credential
+        self.subscription_id = subscription_id
+        self.endpoint = endpoint
+        self.credential_scope = credential_scope or endpoint.rstrip("/") + "/.default"
+        self.ca_bundle = ca_bundle
+        self.resource_group = resource_group
+        self.location = location
+        self.timeout = timeout
+        self.polling_interval = 2.0 if polling_interval is None else polling_interval
+        self.retries = max(1, retries)
+        self.retry_base_delay = retry_base_delay
+        self.sdk_retries = sdk_retries
+        self._clients = {}
+        self._locations = {}
+        # Creates in one process go one at a time: each diffs the VM list around its own capacity change.
+        self._create_lock = threading.Lock()
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def client(self, subscription_id=None):
+        sub = (subscription_id or self.subscription_id).lower()
+        if sub not in self._clients:
+            kwargs = dict(base_url=self.endpoint, credential_scopes=[self.credential_scope],
+                          polling_interval=self.polling_interval, retry_total=self.sdk_retries)
+            if self.ca_bundle:
+                # Applied per request by azure-core, so REQUESTS_CA_BUNDLE in the environment cannot override it.
+                kwargs["connection_verify"] = self.ca_bundle
+            self._clients[sub] = ComputeManagementClient(self.credential, subscription_id or self.subscription_id,
+                                                         **kwargs)
+        return self._clients[sub]
+
+    def _call(self, what, func, *args, **kwargs):
+        """One ARM call, errors mapped, throttling and 5xx retried with jittered backoff. A throttled answer's
+        Retry-After is honoured (up to a minute) before the backoff's own delay."""
+        attempts = [0]
+
+        def once():
+            attempts[0] += 1
+            try:
+                return func(*args, **kwargs)
+            except (HttpResponseError, ServiceRequestError, ServiceResponseError) as exc:
+                error = classify_error(exc, what)
+                wait = retry_after_seconds(exc)
+                if error.retryable and wait and attempts[0] < self.retries:
+                    time.sleep(min(wait, 60.0))
+                raise error from exc
+        return with_retries(once, attempts=self.retries, base_delay=self.retry_base_delay)
+
+    def _wait(self, what, poller):
+        """Wait for a long-running operation within the timeout; errors mapped."""
+        try:
+            poller.result(timeout=self.timeout)
+        except (HttpResponseError, ServiceRequestError, ServiceResponseError) as exc:
+            raise classify_error(exc, what) from exc
+        if not poller.done():
+            raise ProviderError("%s: the operation did not finish within %ss (status %s)"
+                                % (what, self.timeout, poller.status()))
+
+    @staticmethod
+    def _as_dict(model):
+        return model.as_dict() if hasattr(model, "as_dict") else dict(model)
+
+    def _get_vmss(self, sub, rg, vmss):
+        model = self._call("get scale set %s" % vmss, self.client(sub).virtual_machine_scale_sets.get, rg, vmss)
+        data = self._as_dict(model)
+        self._locations[_format_group_id(sub, rg, vmss)] = data.get("location")
+        return data
+
+    def _list_vms(self, sub, rg, vmss):
+        def fetch():
+            pager = self.client(sub).virtual_machine_scale_set_vms.list(rg, vmss, expand="instanceView")
+            return [self._as_dict(vm) for vm in pager]
+        return self._call("list VMs of scale set %s" % vmss, fetch)
+
+    # -- the interface -----------------------------------------------------------------------------
+
+    def normalize_provider_id(self, provider_id):
+        try:
+            return normalize_provider_id(provider_id)
+        except InvalidReferenceError:
+            # Not a scale-set VM (another cloud, a standalone VM): compare it the generic way, never crash a plan.
+            return CloudProvider.normalize_provider_id(self, provider_id or "")
+
+    def group_id_of(self, provider_id):
+        sub, rg, vmss, _instance_id = parse_provider_id(provider_id)
+        return _format_group_id(sub, rg, vmss)
+
+    def list_groups(self, group_ids=None):
+        if group_ids is not None:
+            groups = []
+            for group_id in group_ids:
+                groups.append(group_from_vmss(self._get_vmss(*parse_group_id(group_id))))
+            return groups
+        if not self.resource_group:
+            raise ProviderError("azure: to discover scale sets set azure.resource_group (or AZURE_RESOURCE_GROUP), "
+                                "or name the groups")
+
+        def fetch():
+            pager = self.client().virtual_machine_scale_sets.list(self.resource_group)
+            return [self._as_dict(v) for v in pager]
+        scale_sets = self._call("list scale sets of %s" % self.resource_group, fetch)
+        for vmss in scale_sets:
+            self._locations[canonical_group_id(vmss["id"])] = vmss.get("location")
+        return [group_from_vmss(v) for v in scale_sets]
+
+    def list_instances(self, group_id):
+        sub, rg, vmss = parse_group_id(group_id)
+        canonical = _format_group_id(sub, rg, vmss)
+        return [instance_from_vm(vm, canonical) for vm in self._list_vms(sub, rg, vmss)]
+
+    def group_image(self, group_id):
+        return group_from_vmss(self._get_vmss(*parse_group_id(group_id))).image
+
+    def create_instance(self, group_id):
+        sub, rg, vmss = parse_group_id(group_id)
+        canonical = _format_group_id(sub, rg, vmss)
+        with self._create_lock:
+            data = self._get_vmss(sub, rg, vmss)
+            capacity_before = (data.get("sku") or {}).get("capacity")
+            if capacity_before is None:
+                raise ProviderError("azure: scale set %s reports no sku.capacity; cannot scale it out" % vmss)
+            vms_before = self._list_vms(sub, rg, vmss)
+            capacity_after = self._scale_out(sub, rg, vmss, data)
+            new_vm = self._await_new_vm(sub, rg, vmss, vms_before, capacity_before, capacity_after)
+        instance = instance_from_vm(new_vm, canonical)
+        if instance.state == UNKNOWN:
+            instance.state = CREATING  # just made: whatever it reads, it is being created
+        return instance
+
+    def _scale_out(self, sub, rg, vmss, data):
+        """Raise the capacity by one with a conditional PATCH (If-Match on the ETag), so a concurrent change is
+        never overwritten: on 412 re-read and try again. Returns the new capacity.
+
+        The operation is not awaited (polling=False, so no poller thread outlives the call): it ends when the VM
+        has booted, which is the caller's wait. A refusal (quota, SKU) comes with this first answer; a later
+        allocation failure shows as a FAILED instance whose extra says why.
+
+        Limit: a 5xx answer to a PATCH that Azure nevertheless applied is retried, meets a changed ETag (412),
+        and is applied once more after the re-read; that makes one surplus VM, which joins as a new node that
+        the planner pairs with a donor or marks obsolete. It cannot be told apart from a concurrent create here."""
+        deadline = time.monotonic() + self.timeout
+        ops = self.client(sub).virtual_machine_scale_sets
+        while True:
+            capacity = int(data["sku"]["capacity"])
+            kwargs = {}
+            if data.get("etag"):
+                kwargs = dict(etag=data["etag"], match_condition=MatchConditions.IfNotModified)
+            try:
+                self._call("scale out %s to %d" % (vmss, capacity + 1), ops.begin_update, rg, vmss,
+                           {"sku": {"capacity": capacity + 1}}, polling=False, **kwargs)
+                return capacity + 1
+            except ProviderError as exc:
+                if not isinstance(exc.__cause__, ResourceModifiedError) or time.monotonic() > deadline:
+                    raise
+            data = self._get_vmss(sub, rg, vmss)
+
+    def _await_new_vm(self, sub, rg, vmss, vms_before, capacity_before, capacity_after):
+        """List until the new VM shows up (it may take a moment after the scale-out was accepted)."""
+        deadline = time.monotonic() + self.timeout
+        delay = 0.2
+        while True:
+            vm = pick_new_vm(vms_before, self._list_vms(sub, rg, vmss), capacity_before, capacity_after)
+            if vm is not None:
+                return vm
+            if time.monotonic() > deadline:
+                raise ProviderError("azure: scale set %s was scaled out to %d but no new VM appeared within %ss"
+                                    % (vmss, capacity_after, self.timeout))
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    def wait_running(self, provider_ids, timeout=None):
+        """Wait until every VM in `provider_ids` runs; return {provider_id: state}. One list per group per poll."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        wanted = {normalize_provider_id(p): p for p in provider_ids}
+        by_group = {}
+        for pid in provider_ids:
+            by_group.setdefault(self.group_id_of(pid), []).append(pid)
+        delay = 0.2
+        while True:
+            states = {}
+            for group_id in by_group:
+                for inst in self.list_instances(group_id):
+                    key = normalize_provider_id(inst.provider_id)
+                    if key in wanted:
+                        states[wanted[key]] = inst.state
+            for pid in provider_ids:
+                states.setdefault(pid, CREATING)  # not listed yet: still being created, never "gone"
+            if all(s == RUNNING for s in states.values()) or time.monotonic() > deadline:
+                return states
+            if any(s == FAILED for s in states.values()):
+                return states
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    def delete_instance(self, provider_id):
+        sub, rg, vmss, instance_id = parse_provider_id(provider_id)
+        ops = self.client(sub)
+        try:
+            vm = self._as_dict(self._call("get VM %s of %s" % (instance_id, vmss),
+                                          ops.virtual_machine_scale_set_vms.get, rg, vmss, instance_id))
+        except NotFoundError:
+            return False
+        if vm_state(vm) == DELETING:
+            return False
+        try:
+            # Deleting the instance shrinks the capacity; the operation runs on in Azure (the VM reads "deleting").
+            # polling=False: no poller thread is left behind; the next listing shows how the deletion goes.
+            self._call("delete VM %s of %s" % (instance_id, vmss), ops.virtual_machine_scale_sets.begin_delete_instances,
+                       rg, vmss, {"instanceIds": [instance_id]}, polling=False)
+        except NotFoundError:
+            return False
+        except ProviderError as exc:
+            # A concurrent delete won the race: Azure answers 400 "... is not an active ... instanceId".
+            if exc.code == "InvalidParameter" and "not an active" in str(exc):
+                return False
+            raise
+        return True
+
+    def set_group_image(self, group_id, image):
+        sub, rg, vmss = parse_group_id(group_id)
+        data = self._get_vmss(sub, rg, vmss)
+        canonical = self.validate_image(image, location=data.get("location"))
+        if group_from_vmss(data).image.lower() == canonical.lower():
+            return False
+        body = {"properties": {"virtualMachineProfile": {"storageProfile": {
+            "imageReference": image_reference_body(canonical)}}}}
+        poller = self._call("set the image of %s" % vmss, self.client(sub).virtual_machine_scale_sets.begin_update,
+                            rg, vmss, body)
+        self._wait("set the image of %s" % vmss, poller)
+        return True
+
+    def instance_headroom(self, group_ids):
+        """The compute usage of each scale set's location (one usage list and one SKU list per location, one read
+        per scale set) against its VM size's vCPUs."""
+        by_location, limits = {}, []
+        for group_id in group_ids:
+            sub, rg, vmss = parse_group_id(group_id)
+            try:
+                data = self._get_vmss(sub, rg, vmss)
+            except ProviderError as exc:
+                limits.append(quota.unknown_limit("compute usage", "scale set %s" % vmss,
+                                                  [_format_group_id(sub, rg, vmss)], str(exc)))
+                continue
+            size = (data.get("sku") or {}).get("name") or ""
+            by_location.setdefault((sub.lower(), str(data.get("location") or "").lower()), []).append(
+                (_format_group_id(sub, rg, vmss), size))
+        for (sub, location), members in sorted(by_location.items()):
+            ops = self.client(sub)
+            try:
+                usages = {}
+                for usage in self._call("list compute usage of %s" % location,
+                                        lambda: [self._as_dict(u) for u in ops.usage.list(location)]):
+                    usages[(usage.get("name") or {}).get("value")] = (
+                        usage.get("limit"), usage.get("currentValue", usage.get("current_value")))
+            except ProviderError as exc:
+                limits.append(quota.unknown_limit("compute usage", "location %s" % location,
+                                                  [gid for gid, dummy in members], str(exc)))
+                continue
+            why = "the VM size is not in the resource SKU list"
+            try:
+                skus = self._call("list VM sizes of %s" % location, lambda: [
+                    self._as_dict(s) for s in ops.resource_skus.list(filter="location eq '%s'" % location)])
+            except ProviderError as exc:
+                skus, why = [], str(exc)   # without the sizes only the VM count is known; cores read unknown
+            groups = [(gid,) + sku_facts(_wire_skus(skus), size) for gid, size in members]
+            limits.extend(location_limits(location, usages, groups, why))
+        return limits
+
+    def _default_location(self):
+        if self.location:
+            return self.location
+        known = [loc for loc in self._locations.values() if loc]
+        if not known and self.resource_group:
+            self.list_groups()
+            known = [loc for loc in self._locations.values() if loc]
+        return known[0] if known else None
+
+    def validate_image(self, image, location=None):  # pylint: disable=arguments-differ
+        """Check the format, then that the image exists. Location-scoped images (shared and community gallery,
+        Marketplace) are checked in a location: the scale set's, else the location option, else that of a scale
+        set read before or found in the resource group."""
+        kind, fields = parse_image(image)
+        canonical = format_image(kind, fields)
+        if location is None and kind in (COMMUNITY_GALLERY, SHARED_GALLERY, MARKETPLACE):
+            location = self._default_location()
+        what = "image %s" % canonical
+        if kind == GALLERY_VERSION:
+            self._call(what, self.client(fields["sub"]).gallery_image_versions.get, fields["rg"], fields["gallery"],
+                       fields["image"], fields["version"])
+        elif kind == MANAGED_IMAGE:
+            self._call(what, self.client(fields["sub"]).images.get, fields["rg"], fields["image"])
+        elif location is None:
+            raise ProviderError("azure: cannot check %s without a location; set azure.location (or "
+                                "azure.resource_group, to take it from its scale sets)" % canonical)
+        elif kind == COMMUNITY_GALLERY:
+            self._call(what, self.client().community_gallery_image_versions.get, location, fields["gallery"],
+                       fields["image"], fields["version"])
+        elif kind == SHARED_GALLERY:
+            self._call(what, self.client().shared_gallery_image_versions.get, location, fields["gallery"],
+                       fields["image"], fields["version"])
+        else:
+            self._call(what, self.client().virtual_machine_images.get, location, fields["publisher"],
+                       fields["offer"], fields["sku"], fields["version"])
+        return canonical

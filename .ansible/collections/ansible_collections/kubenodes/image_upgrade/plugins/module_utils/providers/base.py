@@ -1,0 +1,145 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""The one interface every cloud implements (GCP managed instance groups, Azure VM scale sets, AWS auto
+scaling groups), the plain data it returns, and the errors it raises.
+
+The planning core only ever sees Group and Instance values (plain data, no SDK objects). A new cloud is
+one new file in this package that subclasses CloudProvider.
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from typing import List, Optional
+
+# Instance states, the same words on every cloud.
+CREATING = "creating"      # requested, booting, or read as "not found" shortly after creation
+RUNNING = "running"        # the cloud says it runs
+DELETING = "deleting"      # deletion requested or under way
+STOPPED = "stopped"        # stopped or deallocated: exists but will not join
+FAILED = "failed"          # the cloud gave up creating it
+UNKNOWN = "unknown"
+INSTANCE_STATES = (CREATING, RUNNING, DELETING, STOPPED, FAILED, UNKNOWN)
+
+ROLE_CONTROL_PLANE = "control-plane"
+ROLE_WORKER = "worker"
+
+
+@dataclass
+class Group:
+    """A scaling group: GCP MIG (zonal or regional), Azure VMSS or AWS ASG."""
+
+    id: str                       # canonical ID, the value cached in the scaling-group-id annotation
+    name: str                     # the short resource name
+    image: str                    # image that new instances get now
+    role: Optional[str] = None    # ROLE_* when the cloud tags say so; else the core derives it from nodes
+    target_size: Optional[int] = None
+
+    def to_dict(self):
+        return asdict(self)
+
+
+@dataclass
+class Instance:
+    """One instance of a scaling group, as the cloud sees it."""
+
+    provider_id: str              # exactly what the kubelet writes into Node.spec.providerID
+    node_name: str                # the Node name it registers as
+    group_id: str
+    image: str                    # image the instance was created from ("" when the cloud cannot say yet)
+    state: str = UNKNOWN          # one of INSTANCE_STATES
+    created_at: Optional[float] = None   # epoch seconds, for the join deadline
+    name: str = ""                # the cloud's own instance name or ID
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self):
+        return asdict(self)
+
+
+class ProviderError(Exception):
+    """A cloud call failed. `retryable` tells throttling and 5xx apart from answers that will not change."""
+
+    def __init__(self, message, status=None, code=None, retryable=False):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.retryable = retryable
+
+
+class NotFoundError(ProviderError):
+    """The instance, group or image does not exist."""
+
+
+class QuotaError(ProviderError):
+    """A create was refused for quota or capacity. The planner reports it and lowers the surge."""
+
+
+class InvalidReferenceError(ProviderError):
+    """A providerID, group ID or image reference is malformed. The message names the expected format."""
+
+
+class CloudProvider(abc.ABC):
+    """What the collection asks of a cloud. Every method costs a constant number of API calls per group,
+    never one per node."""
+
+    name = "abstract"
+
+    @abc.abstractmethod
+    def list_groups(self, group_ids=None) -> List[Group]:
+        """The scaling groups in scope (all discoverable ones, or exactly `group_ids`)."""
+
+    @abc.abstractmethod
+    def list_instances(self, group_id) -> List[Instance]:
+        """Every instance of the group, with state, image and creation time."""
+
+    @abc.abstractmethod
+    def create_instance(self, group_id) -> Instance:
+        """Add one instance to the group; return it with its future node name and providerID."""
+
+    @abc.abstractmethod
+    def delete_instance(self, provider_id) -> bool:
+        """Delete the instance and shrink its group. Idempotent: False when it was already gone."""
+
+    @abc.abstractmethod
+    def group_image(self, group_id) -> str:
+        """The image that new instances of the group get now."""
+
+    @abc.abstractmethod
+    def set_group_image(self, group_id, image) -> bool:
+        """Make new instances of the group use `image`. False when it already did."""
+
+    @abc.abstractmethod
+    def validate_image(self, image) -> str:
+        """Raise InvalidReferenceError (malformed) or NotFoundError (absent); return the canonical form."""
+
+    @abc.abstractmethod
+    def instance_headroom(self, group_ids) -> List[dict]:
+        """How many more instances the cloud allows for these groups: one record per limit that applies
+        (quota.known_limit / quota.unknown_limit: name, scope, limit, usage, the groups it constrains and
+        how many more instances of each fit). A limit the identity may not read comes back unknown with
+        the reason; reading quota never raises for that, since it is advice, not a step of the upgrade."""
+
+    def normalize_provider_id(self, provider_id) -> str:
+        """A form of the providerID that compares equal across spellings (case, slashes)."""
+        return provider_id.strip().lower()
+
+    def group_id_of(self, provider_id) -> Optional[str]:
+        """The group ID when the providerID alone tells it (Azure); None when a listing is needed."""
+        return None
+
+
+def with_retries(call, attempts=5, base_delay=0.5, max_delay=8.0, sleep=time.sleep):
+    """Call `call()` and retry ProviderError with retryable=True, with jittered exponential backoff.
+    Anything else, or the last failure, propagates."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except ProviderError as exc:
+            if not exc.retryable or attempt == attempts - 1:
+                raise
+            delay = min(max_delay, base_delay * (2 ** attempt))
+            sleep(random.uniform(delay / 2, delay))
+    raise AssertionError("unreachable")

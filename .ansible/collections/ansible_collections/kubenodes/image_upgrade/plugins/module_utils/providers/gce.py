@@ -1,0 +1,909 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""Google Compute Engine managed instance groups (zonal and regional) behind the CloudProvider interface.
+
+Formats (what the rest of the collection sees):
+- providerID: ``gce://<project>/<zone>/<instance>``, exactly what the GCE kubelet writes; the Node name is
+  the instance name.
+- group ID: ``projects/<project>/zones/<zone>/instanceGroupManagers/<name>`` or
+  ``projects/<project>/regions/<region>/instanceGroupManagers/<name>``.
+- image: ``projects/<project>/global/images/<name>``. Also accepted on input: the full
+  ``https://www.googleapis.com/compute/v1/...`` URL and ``projects/<project>/global/images/family/<family>``,
+  which validate_image resolves to the family's current image, so every new node gets the same image
+  even if the family moves on during the upgrade.
+
+Calls go through google-cloud-compute over REST. Long-running operations use the ``*_unary`` methods
+plus the zone, region or global operations client built with the same endpoint (``.result()`` would poll
+compute.googleapis.com whatever endpoint is configured), each with a deadline. Throttling, 5xx answers
+and dropped connections are retried with jittered backoff; other 4xx answers are not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import secrets
+import string
+import time
+import uuid
+
+from ansible.module_utils.basic import env_fallback
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
+    CREATING, DELETING, FAILED, ROLE_CONTROL_PLANE, ROLE_WORKER, RUNNING, STOPPED, UNKNOWN,
+    CloudProvider, Group, Instance, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
+)
+
+# google-cloud-compute takes seconds to import; it is loaded only when a GCP provider is built, so modules
+# working on other clouds do not pay for it.
+compute_v1 = gexc = AnonymousCredentials = google = None
+GCE_IMPORT_ERROR = None
+
+
+def _load_sdk():
+    """Import google-cloud-compute and google-auth on first use; ProviderError naming the package if absent."""
+    global compute_v1, gexc, AnonymousCredentials, google, GCE_IMPORT_ERROR  # pylint: disable=global-statement
+    if compute_v1 is not None:
+        return
+    if not HAS_GCE_SDK:
+        raise ProviderError("the GCP provider needs the Python package %s (import failed: %s)"
+                            % (SDK_PACKAGE, GCE_IMPORT_ERROR or "not installed"))
+    try:
+        import google.auth
+        import google.auth.compute_engine
+        import google.auth.exceptions
+        import google.oauth2.credentials
+        import google.oauth2.service_account
+        from google.api_core import exceptions as api_exceptions
+        from google.auth.credentials import AnonymousCredentials as anonymous
+        from google.cloud import compute_v1 as sdk
+    except ImportError as exc:
+        GCE_IMPORT_ERROR = exc
+        raise ProviderError("the GCP provider needs the Python package %s (import failed: %s)" % (SDK_PACKAGE, exc))
+    gexc, AnonymousCredentials, compute_v1 = api_exceptions, anonymous, sdk
+
+
+def _sdk_installed():
+    try:
+        return importlib.util.find_spec("google.cloud.compute_v1") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+HAS_GCE_SDK = _sdk_installed()
+
+try:
+    import requests
+    HAS_REQUESTS = True
+except ImportError:
+    HAS_REQUESTS = False
+
+SDK_PACKAGE = "google-cloud-compute"
+API_PREFIX = "https://www.googleapis.com/compute/v1/"
+WAIT_CALL_TIMEOUT = 130.0
+DEFAULT_SCOPES = ["https://www.googleapis.com/auth/compute"]
+AUTH_KINDS = ["accesstoken", "anonymous", "application", "machineaccount", "serviceaccount"]
+
+ARG_SPEC = dict(
+    auth_kind=dict(type="str", choices=AUTH_KINDS, fallback=(env_fallback, ["GCP_AUTH_KIND"])),
+    project=dict(type="str", fallback=(env_fallback, ["GCP_PROJECT"])),
+    service_account_file=dict(type="path", fallback=(env_fallback, ["GCP_SERVICE_ACCOUNT_FILE"])),
+    service_account_contents=dict(type="jsonarg", no_log=True, fallback=(env_fallback, ["GCP_SERVICE_ACCOUNT_CONTENTS"])),
+    service_account_email=dict(type="str", fallback=(env_fallback, ["GCP_SERVICE_ACCOUNT_EMAIL"])),
+    access_token=dict(type="str", no_log=True, fallback=(env_fallback, ["GCP_ACCESS_TOKEN"])),
+    scopes=dict(type="list", elements="str", fallback=(env_fallback, ["GCP_SCOPES"])),
+    endpoint=dict(type="str", fallback=(env_fallback, ["GCP_COMPUTE_ENDPOINT"])),
+    ca_bundle=dict(type="path", fallback=(env_fallback, ["GCP_CA_BUNDLE"])),
+    operation_timeout=dict(type="int", default=600),
+)
+
+# ---- formats (pure) ------------------------------------------------------------------------------------
+_URL_PREFIX_RE = re.compile(r"^https?://[^/]+/compute/(?:v1|beta|alpha)/")
+_SEG = r"[^/\s]+"
+_PROVIDER_ID_RE = re.compile(r"^gce://(%s)/(%s)/(%s)$" % (_SEG, _SEG, _SEG))
+_GROUP_RE = re.compile(r"^projects/(%s)/(zones|regions)/(%s)/instanceGroupManagers/(%s)$" % (_SEG, _SEG, _SEG))
+_IMAGE_RE = re.compile(r"^projects/(%s)/global/images/(?:(family)/)?(%s)$" % (_SEG, _SEG))
+_TEMPLATE_RE = re.compile(r"^projects/(%s)/(global|regions/%s)/instanceTemplates/(%s)$" % (_SEG, _SEG, _SEG))
+_INSTANCE_URL_RE = re.compile(r"^projects/(%s)/zones/(%s)/instances/(%s)$" % (_SEG, _SEG, _SEG))
+_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+_REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+_PROJECT_RE = re.compile(r"^([a-z][-a-z0-9.:]{4,61}[a-z0-9]|[0-9]+)$")
+
+PROVIDER_ID_FORMAT = "gce://<project>/<zone>/<instance-name>"
+GROUP_ID_FORMAT = ("projects/<project>/zones/<zone>/instanceGroupManagers/<name> or "
+                   "projects/<project>/regions/<region>/instanceGroupManagers/<name>")
+IMAGE_FORMAT = "projects/<project>/global/images/<name> or projects/<project>/global/images/family/<family>"
+
+# Operation error codes that mean "no room for more instances now": the planner lowers the surge.
+QUOTA_CODES = frozenset(["QUOTA_EXCEEDED", "ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+                         "REGION_RESOURCE_POOL_EXHAUSTED", "RESOURCE_POOL_EXHAUSTED", "INSUFFICIENT_CAPACITY",
+                         "IP_SPACE_EXHAUSTED", "INSTANCE_COUNT_LIMIT_EXCEEDED"])
+QUOTA_REASONS = frozenset(["quotaExceeded", "QUOTA_EXCEEDED", "resourcePoolExhausted"])
+RATE_LIMIT_REASONS = frozenset(["rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"])
+RETRYABLE_STATUS = frozenset([408, 429, 500, 502, 503, 504])
+ROLE_LABELS = ("kubenodes-role", "node-role", "role", "constellation-role")
+
+
+def strip_url(ref):
+    """`projects/...` from a full compute API URL (any host, v1/beta/alpha) or a relative reference."""
+    return _URL_PREFIX_RE.sub("", (ref or "").strip())
+
+
+def parse_provider_id(provider_id):
+    """(project, zone, instance) of a GCE providerID, or InvalidReferenceError naming the format."""
+    match = _PROVIDER_ID_RE.match((provider_id or "").strip())
+    if not match or not _ZONE_RE.match(match.group(2)) or not _NAME_RE.match(match.group(3)) \
+            or not _PROJECT_RE.match(match.group(1)):
+        raise InvalidReferenceError("invalid GCE providerID %r: expected %s" % (provider_id, PROVIDER_ID_FORMAT))
+    return match.groups()
+
+
+def provider_id_of(project, zone, name):
+    return "gce://%s/%s/%s" % (project, zone, name)
+
+
+class GroupRef:
+    """A parsed managed instance group ID: project, scope kind ("zones" or "regions"), scope, name."""
+
+    __slots__ = ("project", "kind", "scope", "name")
+
+    def __init__(self, project, kind, scope, name):
+        self.project, self.kind, self.scope, self.name = project, kind, scope, name
+
+    @property
+    def regional(self):
+        return self.kind == "regions"
+
+    @property
+    def id(self):
+        return "projects/%s/%s/%s/instanceGroupManagers/%s" % (self.project, self.kind, self.scope, self.name)
+
+    def __eq__(self, other):
+        return isinstance(other, GroupRef) and self.id == other.id
+
+    def __hash__(self):
+        return hash(self.id)
+
+    def __repr__(self):
+        return "GroupRef(%r)" % self.id
+
+
+def parse_group_id(group_id):
+    """GroupRef of a MIG ID (relative or full URL), or InvalidReferenceError naming the formats."""
+    match = _GROUP_RE.match(strip_url(group_id))
+    if match:
+        project, kind, scope, name = match.groups()
+        scope_ok = (_ZONE_RE if kind == "zones" else _REGION_RE).match(scope)
+        if scope_ok and _NAME_RE.match(name) and _PROJECT_RE.match(project):
+            return GroupRef(project, kind, scope, name)
+    raise InvalidReferenceError("invalid GCE instance group manager ID %r: expected %s" % (group_id, GROUP_ID_FORMAT))
+
+
+def parse_image(image):
+    """(project, name, is_family) of an image reference, or InvalidReferenceError naming the formats."""
+    match = _IMAGE_RE.match(strip_url(image))
+    if not match or not _NAME_RE.match(match.group(3)) or not _PROJECT_RE.match(match.group(1)):
+        raise InvalidReferenceError("invalid GCE image reference %r: expected %s (or the full "
+                                    "https://www.googleapis.com/compute/v1/ URL of one)" % (image, IMAGE_FORMAT))
+    project, family, name = match.groups()
+    return project, name, bool(family)
+
+
+def canonical_image(project, name):
+    return "projects/%s/global/images/%s" % (project, name)
+
+
+def normalize_image(ref):
+    """The comparable form of an image URL as the API returns it ("" when empty)."""
+    return strip_url(ref)
+
+
+def parse_template(ref):
+    """(project, name) of a global instance template URL; regional templates are refused with a reason."""
+    match = _TEMPLATE_RE.match(strip_url(ref))
+    if not match:
+        raise InvalidReferenceError("unexpected instance template reference %r: expected "
+                                    "projects/<project>/global/instanceTemplates/<name>" % (ref,))
+    project, where, name = match.groups()
+    if where != "global":
+        raise ProviderError("instance template %r is regional; only global instance templates are supported" % ref)
+    return project, name
+
+
+def next_template_name(name):
+    """The name of the clone that carries a new image: `x` -> `x-1`, `x-` -> `x-1`, `x-N` -> `x-(N+1)`,
+    kept within GCE's 63 characters."""
+    match = re.match(r"^(.*?)-?(\d+)?$", name)
+    stem, number = match.group(1), match.group(2)
+    if number is not None and not name[:-len(number)].endswith("-"):
+        stem, number = name, None   # a name like "pool7" has no numeric suffix of its own
+    new_number = int(number) + 1 if number is not None else 1
+    suffix = "-%d" % new_number
+    stem = stem[:63 - len(suffix)].rstrip("-") or "t"
+    return stem + suffix
+
+
+def random_instance_name(base, rand=None):
+    """`<base>-<4 chars of a-z0-9>`, like a MIG names its instances; base is cut so the name fits 63."""
+    alphabet = string.ascii_lowercase + string.digits
+    choice = rand.choice if rand else secrets.choice
+    return "%s-%s" % (base[:58].rstrip("-"), "".join(choice(alphabet) for dummy in range(4)))
+
+
+def instance_state(current_action, instance_status, has_errors=False):
+    """One of the base states from a managed instance's currentAction and instanceStatus (plain strings)."""
+    action = (current_action or "").upper()
+    status = (instance_status or "").upper()
+    if action in ("DELETING", "ABANDONING"):
+        return DELETING
+    if action == "CREATING_WITHOUT_RETRIES" and has_errors:
+        return FAILED   # the MIG does not retry these
+    if action in ("CREATING", "CREATING_WITHOUT_RETRIES", "RECREATING"):
+        return CREATING
+    if action in ("STOPPING", "SUSPENDING") or status in ("STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED",
+                                                          "TERMINATED"):
+        return STOPPED
+    if status == "RUNNING":
+        return RUNNING
+    if status in ("PROVISIONING", "STAGING", "") and action in ("", "NONE", "VERIFYING", "STARTING", "RESUMING",
+                                                                "REFRESHING", "RESTARTING"):
+        return CREATING
+    return UNKNOWN
+
+
+def role_of(labels, name):
+    """Group role from the instance template's labels (kubenodes-role, node-role, role, constellation-role),
+    else from the group name; None when neither says."""
+    for key in ROLE_LABELS:
+        value = (labels or {}).get(key, "").lower().replace("_", "-")
+        if value in ("control-plane", "controlplane", "master"):
+            return ROLE_CONTROL_PLANE
+        if value in ("worker", "node", "workers"):
+            return ROLE_WORKER
+    lowered = name.lower()
+    if "control-plane" in lowered or "controlplane" in lowered:
+        return ROLE_CONTROL_PLANE
+    if "worker" in lowered:
+        return ROLE_WORKER
+    return None
+
+
+def parse_rfc3339(text):
+    """Epoch seconds of a GCE timestamp such as 2026-11-30T03:40:01.123-08:00; None if unparsable."""
+    if not text:
+        return None
+    from datetime import datetime
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def error_from_api_exception(exc, doing):
+    """A ProviderError subclass for a google.api_core exception (or a requests connection failure)."""
+    code = getattr(exc, "code", None)
+    reasons = set()
+    for item in getattr(exc, "errors", None) or []:
+        if isinstance(item, dict) and item.get("reason"):
+            reasons.add(item["reason"])
+    reason = getattr(exc, "reason", None)
+    if reason:
+        reasons.add(reason)
+    message = "%s: %s" % (doing, getattr(exc, "message", None) or exc)
+    if code is None:
+        # Dropped connections and timeouts before an HTTP answer: transient.
+        return ProviderError(message, retryable=True)
+    if code == 404:
+        return NotFoundError(message, status=404, code="notFound")
+    if reasons & RATE_LIMIT_REASONS:
+        return ProviderError(message, status=code, code=sorted(reasons & RATE_LIMIT_REASONS)[0], retryable=True)
+    if reasons & QUOTA_REASONS:
+        return QuotaError(message, status=code, code="QUOTA_EXCEEDED")
+    return ProviderError(message, status=code, code=",".join(sorted(reasons)) or None,
+                         retryable=code in RETRYABLE_STATUS)
+
+
+def error_from_operation(errors, http_status, http_message, doing):
+    """None when an operation succeeded, else the ProviderError its error list means.
+    `errors` is a list of (code, message)."""
+    if not errors and not http_status:
+        return None
+    codes = [code for code, dummy in errors]
+    text = "; ".join("%s: %s" % (code, msg) for code, msg in errors) or "HTTP %s %s" % (http_status, http_message)
+    message = "%s failed: %s" % (doing, text)
+    if set(codes) & QUOTA_CODES:
+        return QuotaError(message, status=http_status, code=sorted(set(codes) & QUOTA_CODES)[0])
+    if "RESOURCE_NOT_FOUND" in codes or http_status == 404:
+        return NotFoundError(message, status=http_status, code=codes[0] if codes else None)
+    return ProviderError(message, status=http_status, code=codes[0] if codes else None)
+
+
+def region_of_zone(zone):
+    """us-central1 of us-central1-a."""
+    return zone.rsplit("-", 1)[0]
+
+
+def family_cpu_metric(machine_type):
+    """The family-specific regional CPU quota metric of a machine type (N2_CPUS for n2-standard-4), or None for
+    the families that count against CPUS only (e2, n1, f1, g1 and N1 custom types)."""
+    family = machine_type.split("-", 1)[0].upper()
+    if family in ("E2", "N1", "F1", "G1", "CUSTOM", ""):
+        return None
+    return "%s_CPUS" % family
+
+
+def region_limits(project, region, quotas, groups):
+    """The limits of one region for the groups in it. `quotas`: {metric: (limit, usage)} as regions.get
+    reports them; `groups`: [(group ID, machine type, guest CPUs or None)]. Every instance counts against
+    INSTANCES, and its CPUs against its family's metric when the region reports one, else against CPUS (the
+    family quotas such as N2_CPUS are separate from CPUS)."""
+    scope = "region %s (project %s)" % (region, project)
+    limits = []
+    if "INSTANCES" in quotas:
+        limits.append(quota.known_limit("INSTANCES", scope, quotas["INSTANCES"][0], quotas["INSTANCES"][1],
+                                        {gid: 1 for gid, dummy, dummy2 in groups}))
+    by_metric, unknown_cpus = {}, []
+    for gid, machine_type, cpus in groups:
+        if not cpus:
+            unknown_cpus.append(gid)
+            continue
+        metric = family_cpu_metric(machine_type)
+        by_metric.setdefault(metric if metric in quotas else "CPUS", {})[gid] = cpus
+    for metric, per_group in sorted(by_metric.items()):
+        if metric in quotas:
+            limits.append(quota.known_limit(metric, scope, quotas[metric][0], quotas[metric][1], per_group,
+                                            unit=quota.UNIT_VCPUS))
+    if unknown_cpus:
+        limits.append(quota.unknown_limit("CPUS", scope, unknown_cpus, "the machine type's CPU count is unknown"))
+    return limits
+
+
+def check_auth_options(options):
+    """Reject inconsistent credential options up front, as google.cloud does (but enforced)."""
+    kind = options.get("auth_kind") or "application"
+    if options.get("access_token") and kind != "accesstoken":
+        raise ProviderError("gcp.access_token is only used with auth_kind=accesstoken (auth_kind is %s)" % kind)
+    if kind == "accesstoken" and not options.get("access_token"):
+        raise ProviderError("auth_kind=accesstoken needs gcp.access_token (or GCP_ACCESS_TOKEN)")
+    if kind == "serviceaccount":
+        if not options.get("service_account_file") and not options.get("service_account_contents"):
+            raise ProviderError("auth_kind=serviceaccount needs gcp.service_account_file or "
+                                "gcp.service_account_contents (or GCP_SERVICE_ACCOUNT_FILE / _CONTENTS)")
+        if options.get("service_account_file") and options.get("service_account_contents"):
+            raise ProviderError("give gcp.service_account_file or gcp.service_account_contents, not both")
+    elif options.get("service_account_file") or options.get("service_account_contents"):
+        raise ProviderError("gcp.service_account_file/_contents are only used with auth_kind=serviceaccount "
+                            "(auth_kind is %s)" % kind)
+    if options.get("service_account_email") and kind != "machineaccount":
+        raise ProviderError("gcp.service_account_email is only used with auth_kind=machineaccount")
+    timeout = options.get("operation_timeout")
+    if timeout is not None and timeout <= 0:
+        raise ProviderError("gcp.operation_timeout must be a positive number of seconds, not %r" % timeout)
+    return kind
+
+
+def _credentials(options):
+    """(credentials, project or None) for the auth_kind, with google.cloud's meaning of each kind."""
+    kind = check_auth_options(options)
+    scopes = options.get("scopes") or DEFAULT_SCOPES
+    if kind == "anonymous":
+        return AnonymousCredentials(), None
+    if kind == "accesstoken":
+        return google.oauth2.credentials.Credentials(options["access_token"]), None
+    if kind == "machineaccount":
+        return google.auth.compute_engine.Credentials(
+            service_account_email=options.get("service_account_email") or "default"), None
+    if kind == "serviceaccount":
+        try:
+            if options.get("service_account_contents"):
+                contents = options["service_account_contents"]
+                info = json.loads(contents) if isinstance(contents, str) else dict(contents)
+            else:
+                with open(os.path.expanduser(options["service_account_file"])) as handle:
+                    info = json.load(handle)
+            creds = google.oauth2.service_account.Credentials.from_service_account_info(info, scopes=scopes)
+        except (OSError, ValueError, KeyError) as exc:
+            raise ProviderError("cannot load the GCP service account key (%s): %s"
+                                % ("service_account_contents" if options.get("service_account_contents")
+                                   else options.get("service_account_file"), exc))
+        return creds, info.get("project_id")
+    try:
+        creds, project = google.auth.default(scopes=scopes)
+    except google.auth.exceptions.DefaultCredentialsError as exc:
+        raise ProviderError("auth_kind=application found no application default credentials: %s" % exc)
+    return creds, project
+
+
+class GceProvider(CloudProvider):
+    """Managed instance groups through google-cloud-compute. Every method costs a constant number of
+    calls per group (a group's zones for regional groups), never one per instance."""
+
+    name = "gcp"
+    #: instances created through this object that the API does not list yet count as CREATING this long
+    CREATE_GRACE = 600.0
+
+    def __init__(self, options, credentials=None, retry_attempts=5, retry_base_delay=0.5, request_timeout=60.0,
+                 sleep=time.sleep):
+        _load_sdk()
+        self.options = dict(options)
+        creds, default_project = credentials, None
+        if creds is None:
+            creds, default_project = _credentials(self.options)
+        else:
+            check_auth_options(self.options)
+        self.project = self.options.get("project") or default_project
+        self.operation_timeout = float(self.options.get("operation_timeout") or 600)
+        self.retry_attempts = retry_attempts
+        self.retry_base_delay = retry_base_delay
+        self.request_timeout = request_timeout
+        self._sleep = sleep
+        self._credentials = creds
+        self._client_options = {"api_endpoint": self.options["endpoint"]} if self.options.get("endpoint") else None
+        self._clients = {}
+        self._recent = {}   # group ID -> {name: Instance} created by this object
+        self.skipped_groups = []   # (group, reason) that the last discovery by list_groups() passed over
+
+    # ---- plumbing ------------------------------------------------------------------------------------
+    def _client(self, kind):
+        client = self._clients.get(kind)
+        if client is None:
+            cls = getattr(compute_v1, kind)
+            client = cls(credentials=self._credentials, client_options=self._client_options)
+            self._use_ca_bundle(client)
+            self._clients[kind] = client
+        return client
+
+    def _use_ca_bundle(self, client):
+        """Trust `ca_bundle` for this client only. requests lets REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE override a
+        session's verify, so the session stops reading the environment and keeps the proxies it would read."""
+        bundle = self.options.get("ca_bundle")
+        if not bundle:
+            return
+        session = getattr(getattr(client, "_transport", None), "_session", None)
+        if session is None:
+            raise ProviderError("cannot apply gcp.ca_bundle: this google-cloud-compute has no REST session")
+        import urllib.parse
+        import urllib.request
+        session.verify = bundle
+        session.trust_env = False
+        host = urllib.parse.urlsplit(self.options.get("endpoint") or "https://compute.googleapis.com").hostname
+        if not urllib.request.proxy_bypass(host or ""):
+            session.proxies.update({k: v for k, v in urllib.request.getproxies().items() if k in ("http", "https")})
+
+    def _call(self, doing, func, *args, **kwargs):
+        """One API call with our retries (the SDK's own are switched off) and a per-request timeout."""
+        kwargs.setdefault("retry", None)
+        kwargs.setdefault("timeout", self.request_timeout)
+
+        def attempt():
+            try:
+                return func(*args, **kwargs)
+            except gexc.GoogleAPICallError as exc:
+                raise error_from_api_exception(exc, doing)
+            except requests.exceptions.SSLError as exc:
+                # A certificate that does not verify will not verify on the next try either.
+                raise ProviderError("%s: TLS verification of %s failed (gcp.ca_bundle names the CA to trust): %s"
+                                    % (doing, self.options.get("endpoint") or "the Compute Engine API", exc),
+                                    code="TLS_VERIFY_FAILED")
+            except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+                raise ProviderError("%s: %s" % (doing, exc), retryable=True)
+            except google.auth.exceptions.TransportError as exc:
+                raise ProviderError("%s: cannot reach the token endpoint: %s" % (doing, exc), retryable=True)
+            except (google.auth.exceptions.RefreshError, google.auth.exceptions.InvalidOperation) as exc:
+                raise self._auth_error(doing, exc)
+        return with_retries(attempt, attempts=self.retry_attempts, base_delay=self.retry_base_delay,
+                            sleep=self._sleep)
+
+    def _auth_error(self, doing, exc):
+        """What a failed credential refresh means for each auth_kind (google-auth refreshes after a 401)."""
+        kind = self.options.get("auth_kind") or "application"
+        if kind == "accesstoken":
+            why = "the API refused gcp.access_token (invalid or expired), and an access token cannot be refreshed"
+        elif kind == "anonymous":
+            why = "the API wants credentials and auth_kind=anonymous sends none"
+        else:
+            why = "getting GCP credentials failed (auth_kind=%s): %s" % (kind, exc)
+        return ProviderError("%s: %s" % (doing, why), status=401 if kind in ("accesstoken", "anonymous") else None,
+                             code="AUTH_FAILED", retryable=bool(getattr(exc, "retryable", False)))
+
+    def _list(self, doing, func, **kwargs):
+        return self._call(doing, lambda **kw: list(func(**kw)), **kwargs)
+
+    def _wait(self, op, doing, project, kind=None, scope=None):
+        """Wait for a compute Operation through the operations API of its scope; raise what it failed with."""
+        deadline = time.monotonic() + self.operation_timeout
+        if kind == "zones":
+            client, where = self._client("ZoneOperationsClient"), dict(zone=scope)
+        elif kind == "regions":
+            client, where = self._client("RegionOperationsClient"), dict(region=scope)
+        else:
+            client, where = self._client("GlobalOperationsClient"), {}
+        done = compute_v1.Operation.Status.DONE
+        while op.status != done:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ProviderError("%s: operation %s still %s after %ds (gcp.operation_timeout)"
+                                    % (doing, op.name, compute_v1.Operation.Status(op.status).name,
+                                       self.operation_timeout), retryable=False)
+            # operations.wait answers when the operation is done or after about two minutes.
+            op = self._call("%s: waiting for operation %s" % (doing, op.name), client.wait, project=project,
+                            operation=op.name, timeout=min(WAIT_CALL_TIMEOUT, remaining) + 5, **where)
+        errors = [(e.code, e.message) for e in op.error.errors] if op.error else []
+        failure = error_from_operation(errors, op.http_error_status_code, op.http_error_message, doing)
+        if failure:
+            raise failure
+        return op
+
+    def _project(self, project):
+        return project or self.project
+
+    def _igm_client(self, ref):
+        return self._client("RegionInstanceGroupManagersClient" if ref.regional else "InstanceGroupManagersClient")
+
+    def _scope(self, ref):
+        return {"region": ref.scope} if ref.regional else {"zone": ref.scope}
+
+    def _mig_request(self, ref, resource_kw, resource):
+        """A mutating MIG request. Its requestId makes a retried POST (after a 5xx or a lost answer) a
+        no-op on the server instead of a second change."""
+        request = dict(project=ref.project, instance_group_manager=ref.name, request_id=str(uuid.uuid4()))
+        request.update(self._scope(ref))
+        request[resource_kw] = resource
+        return request
+
+    def _get_igm(self, ref):
+        return self._call("reading instance group manager %s" % ref.id, self._igm_client(ref).get,
+                          project=ref.project, instance_group_manager=ref.name, **self._scope(ref))
+
+    def _list_managed(self, ref, name=None):
+        """The group's managed instances (one paged call), or only the one called `name`. Filtering is done
+        here: the API's filter support on listManagedInstances is not something to rely on."""
+        request = dict(project=ref.project, instance_group_manager=ref.name, **self._scope(ref))
+        managed = self._list("listing the instances of %s" % ref.id, self._igm_client(ref).list_managed_instances,
+                             request=request)
+        return [mi for mi in managed if mi.name == name] if name else managed
+
+    def _get_template(self, url):
+        project, name = parse_template(url)
+        return self._call("reading instance template %s" % name, self._client("InstanceTemplatesClient").get,
+                          project=project, instance_template=name)
+
+    @staticmethod
+    def _boot_disk(template):
+        disks = list(template.properties.disks)
+        boots = [d for d in disks if d.boot] or disks[:1]
+        if not boots:
+            raise ProviderError("instance template %s has no boot disk" % template.name)
+        return boots[0]
+
+    def _template_image(self, template):
+        image = normalize_image(self._boot_disk(template).initialize_params.source_image)
+        if not image:
+            raise ProviderError("instance template %s has no boot disk source image" % template.name)
+        return image
+
+    @staticmethod
+    def _igm_template_url(igm, ref):
+        versions = list(igm.versions)
+        if len(versions) > 1:
+            raise ProviderError("instance group manager %s runs %d versions (a canary update); finish or cancel it "
+                                "first" % (ref.id, len(versions)))
+        url = igm.instance_template or (versions[0].instance_template if versions else "")
+        if not url:
+            raise ProviderError("instance group manager %s has no instance template" % ref.id)
+        return url
+
+    def _group(self, ref, igm, templates):
+        url = self._igm_template_url(igm, ref)
+        template = templates.get(url) or self._get_template(url)
+        templates[url] = template
+        return Group(id=ref.id, name=ref.name, image=self._template_image(template),
+                     role=role_of(dict(template.properties.labels), ref.name), target_size=igm.target_size)
+
+    # ---- the interface -------------------------------------------------------------------------------
+    def list_groups(self, group_ids=None):
+        templates = {}
+        if group_ids is not None:
+            refs = [parse_group_id(g) for g in group_ids]
+            return [self._group(ref, self._get_igm(ref), templates) for ref in refs]
+        if not self.project:
+            raise ProviderError("listing groups needs gcp.project (or GCP_PROJECT)")
+        pages = self._list("listing instance group managers of project %s" % self.project,
+                           self._client("InstanceGroupManagersClient").aggregated_list,
+                           request=dict(project=self.project))
+        # The whole project is listed, so groups that are none of ours may be odd (regional templates,
+        # canary versions): such a group is skipped and noted in skipped_groups, not fatal to the listing.
+        groups, self.skipped_groups = [], []
+        for dummy, scoped in pages:
+            for igm in scoped.instance_group_managers:
+                try:
+                    ref = parse_group_id(igm.self_link)
+                    groups.append(self._group(ref, igm, templates))
+                except ProviderError as exc:
+                    if exc.retryable:
+                        raise
+                    self.skipped_groups.append((strip_url(igm.self_link) or igm.name, str(exc)))
+        if not groups and self.skipped_groups:
+            raise ProviderError("no usable managed instance group in project %s: %s" % (
+                self.project, "; ".join("%s: %s" % skipped for skipped in self.skipped_groups)))
+        return sorted(groups, key=lambda g: g.id)
+
+    def list_instances(self, group_id):
+        ref = parse_group_id(group_id)
+        igm = self._get_igm(ref)
+        managed = self._list_managed(ref)
+        # One template read per distinct template, for the image each instance was created from.
+        images = {}
+        for url in {m.version.instance_template for m in managed if m.version.instance_template}:
+            try:
+                images[strip_url(url)] = self._template_image(self._get_template(url))
+            except NotFoundError:
+                images[strip_url(url)] = ""   # a deleted template: the image is no longer knowable
+        created = self._creation_times(ref, igm, managed)
+        recent = self._recent.get(ref.id, {})
+        instances = []
+        listed = set()
+        for mi in managed:
+            where = _INSTANCE_URL_RE.match(strip_url(mi.instance))
+            zone = where.group(2) if where else (ref.scope if not ref.regional else "")
+            name = mi.name or (where.group(3) if where else "")
+            errors = [(e.code, e.message) for e in mi.last_attempt.errors.errors] if mi.last_attempt else []
+            extra = {"current_action": mi.current_action, "instance_status": mi.instance_status, "zone": zone,
+                     "template": strip_url(mi.version.instance_template)}
+            if errors:
+                extra["errors"] = ["%s: %s" % e for e in errors]
+                extra["quota_exceeded"] = any(code in QUOTA_CODES for code, dummy in errors)
+            listed.add(name)
+            instances.append(Instance(
+                provider_id=provider_id_of(ref.project, zone, name) if zone else "",
+                node_name=name, group_id=ref.id, image=images.get(strip_url(mi.version.instance_template), ""),
+                state=instance_state(mi.current_action, mi.instance_status, bool(errors)),
+                # No instance resource yet ("not found"): the time this object asked for it, if it did.
+                created_at=created.get(name) or (recent[name].created_at if name in recent else None),
+                name=name, extra=extra))
+        # The API may not list an instance for a moment after createInstances: it is being created, and
+        # must never free budget.
+        for name, inst in list(recent.items()):
+            if time.time() - (inst.created_at or 0) > self.CREATE_GRACE:
+                recent.pop(name)
+            elif name not in listed:
+                instances.append(Instance(**dict(inst.to_dict(), state=CREATING, extra=dict(inst.extra, listed=False))))
+        return instances
+
+    def _creation_times(self, ref, igm, managed):
+        """Instance creation times, one instances.list per zone the group uses (not one get per instance)."""
+        zones = set()
+        for mi in managed:
+            where = _INSTANCE_URL_RE.match(strip_url(mi.instance))
+            if where:
+                zones.add(where.group(2))
+        base = igm.base_instance_name
+        times = {}
+        for zone in sorted(zones):
+            request = dict(project=ref.project, zone=zone)
+            if base:
+                # compute's list filter: `eq` takes an RE2 regex that must match the whole name; names
+                # only hold [-a-z0-9], so the base needs no escaping.
+                request["filter"] = 'name eq "%s-.*"' % base
+            for inst in self._list("listing instances of %s in zone %s" % (ref.id, zone),
+                                   self._client("InstancesClient").list, request=request):
+                times[inst.name] = parse_rfc3339(inst.creation_timestamp)
+        return times
+
+    def create_instance(self, group_id):
+        ref = parse_group_id(group_id)
+        igm = self._get_igm(ref)
+        if not igm.base_instance_name:
+            raise ProviderError("instance group manager %s has no baseInstanceName" % ref.id)
+        image = self._template_image(self._get_template(self._igm_template_url(igm, ref)))
+        client = self._igm_client(ref)
+        resource_kw = ("region_instance_group_managers_create_instances_request_resource" if ref.regional
+                       else "instance_group_managers_create_instances_request_resource")
+        for dummy in range(3):
+            name = random_instance_name(igm.base_instance_name)
+            doing = "creating instance %s in %s" % (name, ref.id)
+            try:
+                op = self._call(doing, client.create_instances_unary, request=self._mig_request(
+                    ref, resource_kw, {"instances": [{"name": name}]}))
+                self._wait(op, doing, ref.project, ref.kind, ref.scope)
+                break
+            except ProviderError as exc:
+                if exc.code == "RESOURCE_ALREADY_EXISTS":
+                    continue   # our random name was taken; pick another
+                raise
+        else:
+            raise ProviderError("creating an instance in %s: three random names were all taken" % ref.id)
+        zone = ref.scope if not ref.regional else self._zone_of_new_instance(ref, name)
+        instance = Instance(provider_id=provider_id_of(ref.project, zone, name) if zone else "",
+                            node_name=name, group_id=ref.id, image=image, state=CREATING, created_at=time.time(),
+                            name=name, extra={"zone": zone})
+        self._recent.setdefault(ref.id, {})[name] = instance
+        return instance
+
+    def _zone_of_new_instance(self, ref, name, attempts=5, delay=1.0):
+        """A regional MIG picks the zone itself; read it back (bounded) to build the providerID."""
+        for attempt in range(attempts):
+            for mi in self._list_managed(ref, name=name):
+                where = _INSTANCE_URL_RE.match(strip_url(mi.instance))
+                if mi.name == name and where:
+                    return where.group(2)
+            if attempt < attempts - 1:
+                self._sleep(delay)
+        return ""
+
+    def _group_of_instance(self, project, zone, name):
+        """The group that manages an instance, from its `created-by` metadata; None when it does not exist."""
+        try:
+            inst = self._call("reading instance %s" % provider_id_of(project, zone, name),
+                              self._client("InstancesClient").get, project=project, zone=zone, instance=name)
+        except NotFoundError:
+            return None
+        for item in inst.metadata.items:
+            if item.key == "created-by" and item.value:
+                created_by = parse_group_id(item.value)
+                # created-by may name the project by number; the instance's project is the group's.
+                return GroupRef(project, created_by.kind, created_by.scope, created_by.name)
+        raise ProviderError("instance %s is not in a managed instance group (no created-by metadata)"
+                            % provider_id_of(project, zone, name))
+
+    def delete_instance(self, provider_id, group_id=None):
+        """Delete the instance and shrink its group; False when it is gone or already being deleted.
+        `group_id` (optional) saves reading the instance and finds instances the API does not show yet."""
+        project, zone, name = parse_provider_id(provider_id)
+        if not group_id:
+            # An instance this object just created may still read "not found": its group is known here.
+            group_id = next((gid for gid, made in self._recent.items() if name in made
+                             and made[name].provider_id == provider_id), None)
+        ref = parse_group_id(group_id) if group_id else self._group_of_instance(project, zone, name)
+        if ref is None:
+            return False
+        members = [mi for mi in self._list_managed(ref, name=name) if mi.name == name]
+        if not members or members[0].current_action in ("DELETING", "ABANDONING"):
+            self._recent.get(ref.id, {}).pop(name, None)
+            return False
+        doing = "deleting instance %s from %s" % (provider_id, ref.id)
+        resource_kw = ("region_instance_group_managers_delete_instances_request_resource" if ref.regional
+                       else "instance_group_managers_delete_instances_request_resource")
+        op = self._call(doing, self._igm_client(ref).delete_instances_unary, request=self._mig_request(
+            ref, resource_kw, {"instances": ["zones/%s/instances/%s" % (zone, name)],
+                               "skip_instances_on_validation_error": True}))
+        self._wait(op, doing, ref.project, ref.kind, ref.scope)
+        self._recent.get(ref.id, {}).pop(name, None)
+        return True
+
+    def group_image(self, group_id):
+        ref = parse_group_id(group_id)
+        igm = self._get_igm(ref)
+        return self._template_image(self._get_template(self._igm_template_url(igm, ref)))
+
+    def set_group_image(self, group_id, image):
+        ref = parse_group_id(group_id)
+        wanted = self.validate_image(image)
+        igm = self._get_igm(ref)
+        template_url = self._igm_template_url(igm, ref)
+        template = self._get_template(template_url)
+        if self._template_image(template) == wanted:
+            return False
+        if igm.update_policy and igm.update_policy.type_ == "PROACTIVE":
+            # GCE would then replace every instance itself, without draining: not this collection's way.
+            raise ProviderError("instance group manager %s has a PROACTIVE update policy, so GCE would replace "
+                                "all its instances itself without draining them; set updatePolicy.type to "
+                                "OPPORTUNISTIC first" % ref.id, code="PROACTIVE_UPDATE_POLICY")
+        tmpl_project, tmpl_name = parse_template(template_url)
+        new_url = self._insert_template_clone(tmpl_project, template, wanted)
+        doing = "setting instance template %s on %s" % (strip_url(new_url), ref.id)
+        resource_kw = ("region_instance_group_managers_set_template_request_resource" if ref.regional
+                       else "instance_group_managers_set_instance_template_request_resource")
+        op = self._call(doing, self._igm_client(ref).set_instance_template_unary, request=self._mig_request(
+            ref, resource_kw, {"instance_template": new_url}))
+        self._wait(op, doing, ref.project, ref.kind, ref.scope)
+        return True
+
+    def _insert_template_clone(self, project, template, image):
+        """Insert a copy of `template` whose boot disk uses `image`; return the new template's URL.
+        A clone left by an interrupted run (same name, same image) is reused, not duplicated."""
+        name = template.name
+        client = self._client("InstanceTemplatesClient")
+        for dummy in range(20):
+            name = next_template_name(name)
+            url = API_PREFIX + "projects/%s/global/instanceTemplates/%s" % (project, name)
+            try:
+                existing = self._get_template(url)
+            except NotFoundError:
+                existing = None
+            if existing is not None:
+                if self._template_image(existing) == image:
+                    return url
+                continue
+            clone = compute_v1.InstanceTemplate(name=name, description=template.description,
+                                                properties=template.properties)
+            self._boot_disk(clone).initialize_params.source_image = image
+            doing = "creating instance template %s with image %s" % (name, image)
+            try:
+                op = self._call(doing, client.insert_unary, request=compute_v1.InsertInstanceTemplateRequest(
+                    project=project, instance_template_resource=clone, request_id=str(uuid.uuid4())))
+            except ProviderError as exc:
+                if exc.status == 409:
+                    continue
+                raise
+            self._wait(op, doing, project)
+            return url
+        raise ProviderError("no free name for a clone of instance template %s after 20 tries" % template.name)
+
+    def validate_image(self, image):
+        project, name, is_family = parse_image(image)
+        client = self._client("ImagesClient")
+        try:
+            if is_family:
+                found = self._call("resolving image family %s" % image, client.get_from_family,
+                                   project=project, family=name)
+            else:
+                found = self._call("reading image %s" % image, client.get, project=project, image=name)
+        except NotFoundError:
+            raise NotFoundError("image %s does not exist in GCE (or is not visible to these credentials)"
+                                % canonical_image(project, name) if not is_family else
+                                "image family projects/%s/global/images/family/%s has no image in GCE (or is not "
+                                "visible to these credentials)" % (project, name), status=404, code="notFound")
+        if found.status and found.status != "READY":
+            raise ProviderError("image %s is %s, not READY" % (canonical_image(project, found.name), found.status))
+        state = found.deprecated.state if found.deprecated else ""
+        if state in ("OBSOLETE", "DELETED"):
+            raise ProviderError("image %s is %s; new instances cannot use it"
+                                % (canonical_image(project, found.name), state))
+        return canonical_image(project, found.name)
+
+    def instance_headroom(self, group_ids):
+        """The INSTANCES and CPU quotas of the groups' regions (one regions.get per region, one template and
+        one machineTypes.get per group), against each group's machine type."""
+        refs = [parse_group_id(g) for g in group_ids]
+        regions = {}
+        for ref in refs:
+            region = ref.scope if ref.regional else region_of_zone(ref.scope)
+            regions.setdefault((ref.project, region), []).append(ref)
+        limits = []
+        for (project, region), members in sorted(regions.items()):
+            scope = "region %s (project %s)" % (region, project)
+            try:
+                found = self._call("reading the quotas of region %s" % region, self._client("RegionsClient").get,
+                                   project=project, region=region)
+            except ProviderError as exc:
+                limits.append(quota.unknown_limit("region quotas", scope, [r.id for r in members], str(exc)))
+                continue
+            quotas = {q.metric: (q.limit, q.usage) for q in found.quotas}
+            zones = [strip_url(z).rsplit("/", 1)[-1] for z in found.zones]
+            groups = [(ref.id,) + self._machine_type_of(ref, zones) for ref in members]
+            limits.extend(region_limits(project, region, quotas, groups))
+        return limits
+
+    def _machine_type_of(self, ref, region_zones):
+        """(machine type name, guest CPUs or None) of the group's instance template."""
+        try:
+            igm = self._get_igm(ref)
+            template = self._get_template(self._igm_template_url(igm, ref))
+            machine_type = strip_url(template.properties.machine_type).rsplit("/", 1)[-1]
+            if ref.regional:
+                zones = [strip_url(z.zone).rsplit("/", 1)[-1] for z in igm.distribution_policy.zones] or region_zones
+            else:
+                zones = [ref.scope]
+            if not machine_type or not zones:
+                return machine_type, None
+            found = self._call("reading machine type %s" % machine_type, self._client("MachineTypesClient").get,
+                               project=ref.project, zone=zones[0], machine_type=machine_type)
+            return machine_type, found.guest_cpus or None
+        except ProviderError:
+            return "", None
+
+    def normalize_provider_id(self, provider_id):
+        return provider_id.strip().rstrip("/").lower()
+
+
+def from_params(options):
+    """A GceProvider from the `gcp` option dict; clear errors for a missing SDK or bad credentials."""
+    _load_sdk()
+    if not HAS_REQUESTS:
+        raise ProviderError("the GCP provider needs the Python package requests")
+    return GceProvider(options or {})

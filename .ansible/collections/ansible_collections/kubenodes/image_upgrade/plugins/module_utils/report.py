@@ -1,0 +1,272 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""The run journal and the report made from it (pure: plain dicts in, text out).
+
+The journal is what a run observed, kept in the cluster so that a resumed run reports on the whole
+upgrade: per replaced node its group, heir, role, the first time each phase was seen, the pods evicted,
+and the waits and retries counted. Merging is idempotent: recording the same observation twice changes
+nothing, so a pass that is retried or a run that is resumed never double-counts.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import json
+
+# Phases in the order a replacement goes through them; unknown phases sort after these, by time.
+PHASE_ORDER = ("pending", "creating", "joining", "paired", "heir-ready", "cordoned", "draining", "drained",
+               "etcd-removed", "deleting", "deleted", "done")
+PHASE_COLOURS = {
+    "pending": "#d0d0d0", "creating": "#9ecae1", "joining": "#6baed6", "paired": "#4292c6",
+    "heir-ready": "#2171b5", "cordoned": "#fdd0a2", "draining": "#fd8d3c", "drained": "#e6550d",
+    "etcd-removed": "#a63603", "deleting": "#74c476", "deleted": "#31a354", "done": "#006d2c",
+}
+_FALLBACK_COLOURS = ("#bcbddc", "#9e9ac8", "#807dba", "#6a51a3")
+
+
+def parse_time(text):
+    if not text:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment
+
+
+def iso(moment):
+    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_journal(image, started):
+    return {"image": image, "started": started, "finished": None, "passes": 0, "nodes": {}}
+
+
+def merge(journal, record):
+    """Fold one observation into the journal and return it. `record` may hold:
+    image, started, finished, passes (max kept); nodes: {donor: {group, heir, role, phases: {phase: time},
+    evicted: [namespace/pod], waits: {reason: count}, retries: {step: count or [attempt id]}, error}};
+    instances_removed: {provider_id: {group, reason}} (instances deleted without ever being a node).
+    Phase times keep the earliest seen; evicted pods are a set; a counter given as a number keeps the
+    largest value seen (each pass reports totals so far, never increments), one given as a list of attempt
+    IDs is a set whose size is the count (so passes of several runs add up, and a repeated pass does not)."""
+    for key in ("image", "started"):
+        if record.get(key) and not journal.get(key):
+            journal[key] = record[key]
+    if record.get("finished"):
+        journal["finished"] = record["finished"]
+    journal["passes"] = max(journal.get("passes") or 0, record.get("passes") or 0)
+    nodes = journal.setdefault("nodes", {})
+    for name, seen in (record.get("nodes") or {}).items():
+        entry = nodes.setdefault(name, {"phases": {}, "evicted": [], "waits": {}, "retries": {}})
+        for key in ("group", "heir", "role", "error"):
+            if seen.get(key):
+                entry[key] = seen[key]
+        phases = entry.setdefault("phases", {})
+        for phase, when in (seen.get("phases") or {}).items():
+            moment = parse_time(when)
+            if moment is None:
+                continue
+            known = parse_time(phases.get(phase))
+            if known is None or moment < known:
+                phases[phase] = iso(moment)
+        seen_evicted = set(seen.get("evicted") or [])
+        if "evicted_count" in entry:  # compacted (see compact): the names are gone, the count stays
+            entry["evicted_count"] = max(int(entry["evicted_count"]), len(seen_evicted))
+        else:
+            entry["evicted"] = sorted(set(entry.get("evicted") or []) | seen_evicted)
+        for counter in ("waits", "retries"):
+            totals = entry.setdefault(counter, {})
+            for key, value in (seen.get(counter) or {}).items():
+                totals[key] = _merge_counter(totals.get(key), value)
+    removed = journal.setdefault("instances_removed", {})
+    for provider_id, seen in (record.get("instances_removed") or {}).items():
+        removed.setdefault(provider_id, {}).update({k: v for k, v in (seen or {}).items() if v})
+    return journal
+
+
+def _merge_counter(known, seen):
+    if isinstance(seen, list) and (known is None or isinstance(known, list)):
+        return sorted(set(known or []) | set(seen))
+    if isinstance(known, list) and seen is None:
+        return known
+    return max(count(known), count(seen))
+
+
+def is_finished(entry):
+    phases = entry.get("phases") or {}
+    return "deleted" in phases or "done" in phases
+
+
+def compact(journal):
+    """Make a journal that outgrew its ConfigMap smaller without changing its report: finished replacements
+    keep how many pods were evicted and how many retries they had, not the names and attempt IDs (nothing is
+    recorded for them any more). Returns the journal."""
+    for entry in (journal.get("nodes") or {}).values():
+        if not is_finished(entry):
+            continue
+        if "evicted_count" not in entry:
+            entry["evicted_count"] = len(entry.get("evicted") or [])
+            entry["evicted"] = []
+        entry["retries"] = {step: count(value) for step, value in (entry.get("retries") or {}).items()}
+    return journal
+
+
+def count(value):
+    """A counter's value: a number, or the number of distinct attempt IDs."""
+    return len(value) if isinstance(value, list) else int(value or 0)
+
+
+def _phase_sort_key(item):
+    phase, when = item
+    rank = PHASE_ORDER.index(phase) if phase in PHASE_ORDER else len(PHASE_ORDER)
+    return (parse_time(when), rank)
+
+
+def segments(entry, end=None):
+    """[(phase, start, end)] for one node, consecutive phases in time order; the last one runs to `end`
+    (or is zero-length when the node is done)."""
+    ordered = sorted(((p, t) for p, t in (entry.get("phases") or {}).items() if parse_time(t)), key=_phase_sort_key)
+    result = []
+    for index, (phase, when) in enumerate(ordered):
+        start = parse_time(when)
+        if index + 1 < len(ordered):
+            stop = parse_time(ordered[index + 1][1])
+        else:
+            stop = start if phase in ("deleted", "done") else (end or start)
+        result.append((phase, start, max(start, stop)))
+    return result
+
+
+def summarize(journal, now=None):
+    """The report as one dict: totals, wall time and per-node rows with phase durations in seconds."""
+    started = parse_time(journal.get("started"))
+    finished = parse_time(journal.get("finished"))
+    end = finished or now
+    rows = []
+    for name in sorted(journal.get("nodes") or {}):
+        entry = journal["nodes"][name]
+        segs = segments(entry, end)
+        durations = {}
+        for phase, start, stop in segs:
+            durations[phase] = durations.get(phase, 0) + int((stop - start).total_seconds())
+        first = segs[0][1] if segs else None
+        last = segs[-1][2] if segs else None
+        rows.append({
+            "node": name,
+            "heir": entry.get("heir") or "",
+            "group": entry.get("group") or "",
+            "role": entry.get("role") or "",
+            "phases": dict(entry.get("phases") or {}),
+            "phase_seconds": durations,
+            "total_seconds": int((last - first).total_seconds()) if first and last else 0,
+            "pods_evicted": max(len(entry.get("evicted") or []), int(entry.get("evicted_count") or 0)),
+            "evicted": list(entry.get("evicted") or []),
+            "waits": dict(entry.get("waits") or {}),
+            "retries": {step: count(value) for step, value in (entry.get("retries") or {}).items() if count(value)},
+            "done": is_finished(entry),
+            "error": entry.get("error") or "",
+        })
+    return {
+        "image": journal.get("image"),
+        "started": journal.get("started"),
+        "finished": journal.get("finished"),
+        "wall_seconds": int((end - started).total_seconds()) if started and end else None,
+        "passes": journal.get("passes") or 0,
+        "nodes_replaced": sum(1 for r in rows if r["done"]),
+        "nodes_total": len(rows),
+        "pods_evicted": sum(r["pods_evicted"] for r in rows),
+        "nodes": rows,
+        "instances_removed": [dict(provider_id=pid, **info) for pid, info in sorted((journal.get("instances_removed") or {}).items())],
+    }
+
+
+def _duration(seconds):
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return "%dh%02dm%02ds" % (hours, minutes, secs) if hours else ("%dm%02ds" % (minutes, secs) if minutes else "%ds" % secs)
+
+
+def render_markdown(summary):
+    lines = [
+        "# Node image upgrade report",
+        "",
+        "- image: `%s`" % summary.get("image"),
+        "- started: %s; finished: %s; wall time: %s; passes: %d" % (
+            summary.get("started") or "-", summary.get("finished") or "not finished",
+            _duration(summary.get("wall_seconds")), summary.get("passes") or 0),
+        "- nodes replaced: %d of %d; pods evicted: %d; instances removed without joining: %d" % (
+            summary["nodes_replaced"], summary["nodes_total"], summary["pods_evicted"],
+            len(summary.get("instances_removed") or [])),
+        "",
+        "| node | heir | group | role | total | phases | pods evicted | waits | retries |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in summary["nodes"]:
+        phases = ", ".join("%s %s" % (p, _duration(s)) for p, s in row["phase_seconds"].items())
+        waits = ", ".join("%s %s" % (k, v) for k, v in sorted(row["waits"].items())) or "-"
+        retries = ", ".join("%s %s" % (k, v) for k, v in sorted(row["retries"].items())) or "-"
+        lines.append("| %s | %s | %s | %s | %s | %s | %d | %s | %s |" % (
+            row["node"], row["heir"] or "-", row["group"] or "-", row["role"] or "-", _duration(row["total_seconds"]),
+            phases or "-", row["pods_evicted"], waits, retries))
+        if row["error"]:
+            lines.append("| | | | | | error: %s | | | |" % row["error"].replace("|", "/"))
+    removed = summary.get("instances_removed") or []
+    if removed:
+        lines += ["", "Instances removed without ever becoming a node (each one was created again when still needed):", "",
+                  "| instance | group | reason |", "|---|---|---|"]
+        lines += ["| %s | %s | %s |" % (i["provider_id"], i.get("group") or "-", (i.get("reason") or "-").replace("|", "/"))
+                  for i in removed]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def render_svg(journal, now=None, width=960, bar_height=18, gap=6):
+    """A timeline: one bar per replaced node, its phases as coloured segments on a shared time axis."""
+    end = parse_time(journal.get("finished")) or now
+    names = sorted(journal.get("nodes") or {})
+    bars = [(name, segments(journal["nodes"][name], end)) for name in names]
+    times = [t for _name, segs in bars for _phase, a, b in segs for t in (a, b)]
+    label_width, top, legend_height = 220, 40, 30
+    height = top + len(bars) * (bar_height + gap) + legend_height + 20
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">'
+           % (width, height),
+           '<text x="10" y="20" font-size="14">Node image upgrade to %s</text>' % html.escape(str(journal.get("image")))]
+    if not times:
+        out.append('<text x="10" y="%d">no replacement recorded</text>' % (top + 10))
+        out.append("</svg>")
+        return "\n".join(out)
+    origin, last = min(times), max(times)
+    span = max((last - origin).total_seconds(), 1.0)
+    scale = (width - label_width - 20) / span
+    colours, fallback = dict(PHASE_COLOURS), iter(_FALLBACK_COLOURS * 8)
+    for index, (name, segs) in enumerate(bars):
+        y = top + index * (bar_height + gap)
+        out.append('<text x="10" y="%d">%s</text>' % (y + bar_height - 4, html.escape(name)))
+        for phase, start, stop in segs:
+            colour = colours.setdefault(phase, next(fallback, "#999999"))
+            x = label_width + (start - origin).total_seconds() * scale
+            w = max((stop - start).total_seconds() * scale, 1.0)
+            out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s %s: %s</title></rect>'
+                       % (x, y, w, bar_height, colour, html.escape(name), html.escape(phase),
+                          _duration((stop - start).total_seconds())))
+    axis_y = top + len(bars) * (bar_height + gap) + 4
+    out.append('<text x="%d" y="%d">0</text>' % (label_width, axis_y + 10))
+    out.append('<text x="%d" y="%d" text-anchor="end">%s</text>' % (width - 20, axis_y + 10, _duration(span)))
+    legend_x = 10
+    used = [p for p in colours if any(p == s[0] for _name, segs in bars for s in segs)]
+    for phase in used:
+        out.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (legend_x, axis_y + 20, colours[phase]))
+        out.append('<text x="%d" y="%d">%s</text>' % (legend_x + 16, axis_y + 30, html.escape(phase)))
+        legend_x += 24 + 7 * len(phase)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def dumps(journal):
+    return json.dumps(journal, sort_keys=True, separators=(",", ":"))

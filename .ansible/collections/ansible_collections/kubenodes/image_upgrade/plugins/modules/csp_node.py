@@ -1,0 +1,418 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: csp_node
+short_description: Create, delete and report instances of a cloud scaling group
+version_added: 1.0.0
+description:
+  - Adds instances to a scaling group (GCP managed instance group, Azure VM scale set or AWS auto scaling
+    group), removes instances from it, or reports its instances and their states.
+  - Each created instance is returned with the Kubernetes node name it will register as and its providerID,
+    so the caller can wait for the node to join.
+  - A create refused for quota or capacity does not fail the task; the result says so in
+    RV(quota_exceeded) and RV(quota_message), so a role can lower its surge.
+author:
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
+options:
+  state:
+    description:
+      - V(present) creates O(count) new instances in O(group).
+      - V(absent) deletes the instances named by O(provider_id) or O(node_name) and shrinks their group.
+        Instances already gone count as deleted.
+      - V(info) reports the instances of O(group), or of every scaling group when O(group) is not given.
+    type: str
+    choices: [present, absent, info]
+    default: present
+  group:
+    description:
+      - The scaling group ID, in the provider's format (AWS the auto scaling group name; GCP and Azure as their
+        fragments describe).
+      - Required with O(state=present) and with O(node_name). With O(state=absent) it limits the search for
+        the instances to this group; without it they are looked for in the groups their providerIDs name
+        (Azure), or in every scaling group the provider discovers (GCP, AWS).
+    type: str
+  count:
+    description:
+      - How many instances O(state=present) adds to O(group).
+    type: int
+    default: 1
+  provider_id:
+    description:
+      - providerIDs (as in C(Node.spec.providerID)) of the instances to delete with O(state=absent).
+    type: list
+    elements: str
+    default: []
+  node_name:
+    description:
+      - Kubernetes node names of the instances of O(group) to delete with O(state=absent).
+    type: list
+    elements: str
+    default: []
+  wait:
+    description:
+      - With O(state=present), wait until the cloud reports every new instance running.
+      - With O(state=absent), wait until the cloud no longer lists the deleted instances.
+      - The task fails when O(wait_timeout) passes first.
+    type: bool
+    default: false
+  wait_timeout:
+    description:
+      - Seconds to wait when O(wait=true).
+    type: int
+    default: 600
+  wait_sleep:
+    description:
+      - Seconds between two looks at the scaling group while waiting.
+    type: int
+    default: 5
+extends_documentation_fragment:
+  - kubenodes.image_upgrade.cloud_provider
+  - kubenodes.image_upgrade.gcp
+  - kubenodes.image_upgrade.azure
+  - kubenodes.image_upgrade.aws
+attributes:
+  check_mode:
+    support: full
+    description:
+      - Nothing is created or deleted; C(changed) tells whether it would be. Created instances are not
+        known yet, so RV(instances) is empty for O(state=present).
+  diff_mode:
+    support: none
+    description:
+      - Instances have no before and after to compare; RV(instances) and RV(deleted) say what changed.
+requirements:
+  - the SDK of the chosen cloud (google-cloud-compute, azure-mgmt-compute with azure-identity, or boto3)
+notes:
+  - Every call costs a constant number of cloud API calls per scaling group. Throttling and server errors
+    are retried with jittered backoff.
+"""
+
+EXAMPLES = r"""
+- name: Add one instance to an AWS auto scaling group and wait until it runs
+  kubenodes.image_upgrade.csp_node:
+    provider: aws
+    aws:
+      region: eu-west-1
+    group: workers-eu-west-1
+    count: 1
+    wait: true
+    wait_timeout: 300
+  register: heir
+
+- name: Delete an instance by its providerID
+  kubenodes.image_upgrade.csp_node:
+    provider: aws
+    state: absent
+    provider_id:
+      - aws:///eu-west-1a/i-0123456789abcdef0
+
+- name: Delete an instance of a GCP managed instance group by its node name
+  kubenodes.image_upgrade.csp_node:
+    provider: gcp
+    gcp:
+      project: my-project
+    state: absent
+    group: projects/my-project/zones/europe-west1-b/instanceGroupManagers/workers
+    node_name:
+      - workers-abcd
+
+- name: Report the instances of an Azure scale set
+  kubenodes.image_upgrade.csp_node:
+    provider: azure
+    state: info
+    group: /subscriptions/0000/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/workers
+  register: group_instances
+"""
+
+RETURN = r"""
+instances:
+  description:
+    - With O(state=present), the instances created (empty in check mode).
+    - With O(state=info), the instances of the group (or of every group).
+    - With O(state=absent), the instances found and deleted (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    provider_id:
+      description: The providerID the kubelet writes into C(Node.spec.providerID).
+      type: str
+      sample: aws:///us-east-1a/i-0123456789abcdef0
+    node_name:
+      description: The Kubernetes node name the instance registers as.
+      type: str
+      sample: i-0123456789abcdef0
+    group_id:
+      description: The scaling group ID.
+      type: str
+      sample: workers
+    image:
+      description: The image the instance was created from (empty when the cloud cannot say yet).
+      type: str
+      sample: ami-0123456789abcdef0
+    state:
+      description: One of creating, running, deleting, stopped, failed, unknown.
+      type: str
+      sample: running
+    created_at:
+      description: Creation time in epoch seconds, when known.
+      type: float
+      sample: 1796000000.0
+    name:
+      description: The cloud's own name or ID of the instance.
+      type: str
+      sample: i-0123456789abcdef0
+    extra:
+      description: Cloud-specific details of the instance state.
+      type: dict
+      sample: {lifecycle_state: InService}
+node_names:
+  description: Node names of RV(instances).
+  returned: always
+  type: list
+  elements: str
+  sample: [i-0123456789abcdef0]
+provider_ids:
+  description: providerIDs of RV(instances).
+  returned: always
+  type: list
+  elements: str
+  sample: [aws:///us-east-1a/i-0123456789abcdef0]
+groups:
+  description: With O(state=info), the scaling groups reported (ID, name, image, role, target size).
+  returned: when state is info
+  type: list
+  elements: dict
+  sample: [{id: workers, name: workers, image: ami-0123456789abcdef0, role: worker, target_size: 3}]
+deleted:
+  description: With O(state=absent), providerIDs of the instances deleted now (or that would be, in check mode).
+  returned: when state is absent
+  type: list
+  elements: str
+  sample: [aws:///us-east-1a/i-0123456789abcdef0]
+already_absent:
+  description: With O(state=absent), the requested providerIDs and node names that no longer exist.
+  returned: when state is absent
+  type: list
+  elements: str
+  sample: [i-0fedcba9876543210]
+quota_exceeded:
+  description: With O(state=present), whether the cloud refused a create for quota or capacity.
+  returned: when state is present
+  type: bool
+  sample: false
+quota_message:
+  description: The cloud's reason when RV(quota_exceeded) is true, else an empty string.
+  returned: when state is present
+  type: str
+  sample: ""
+"""
+
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
+
+
+def _instance_dicts(instances):
+    return [i.to_dict() for i in instances]
+
+
+def _listing(provider, group_ids, missing_ok=False):
+    """Instances of the groups in `group_ids`, or of every scaling group when it is None. With missing_ok,
+    a group that no longer exists has no instances."""
+    if group_ids is None:
+        group_ids = [grp.id for grp in provider.list_groups()]
+    found = []
+    for group_id in group_ids:
+        try:
+            found.extend(provider.list_instances(group_id))
+        except base.NotFoundError:
+            if not missing_ok:
+                raise
+    return found
+
+
+def _search_scope(provider, group, provider_ids):
+    """The groups to list to find `provider_ids`: the named group, else the groups the providerIDs name
+    (Azure's do), else None for every group (GCP and AWS providerIDs do not name their group)."""
+    if group:
+        return [group]
+    group_ids = set()
+    for provider_id in provider_ids:
+        group_id = provider.group_id_of(provider_id)
+        if group_id is None:
+            return None
+        group_ids.add(group_id)
+    return sorted(group_ids)
+
+
+def _check_provider_ids(cloud, provider_ids):
+    """Refuse malformed providerIDs before anything changes (when the cloud file can parse them)."""
+    parse = getattr(cloud, "parse_provider_id", None)
+    if parse is None:
+        return
+    for provider_id in provider_ids:
+        parse(provider_id)
+
+
+def _wait(module, provider, group_ids, done, what):
+    """Poll the groups' listing until done(listing) is true; fail when wait_timeout passes."""
+    deadline = time.monotonic() + module.params["wait_timeout"]
+    while True:
+        listing = _listing(provider, group_ids, missing_ok=True)
+        outcome = done(listing)
+        if outcome is True:
+            return listing
+        if time.monotonic() >= deadline:
+            module.fail_json(msg="timed out after %ds waiting for %s: %s" % (module.params["wait_timeout"], what, outcome),
+                             reason="timeout", instances=_instance_dicts(listing))
+        time.sleep(max(1, module.params["wait_sleep"]))
+
+
+def ensure_present(module, provider):
+    group, count = module.params["group"], module.params["count"]
+    result = dict(changed=False, instances=[], node_names=[], provider_ids=[], quota_exceeded=False, quota_message="")
+    if count < 1:
+        module.fail_json(msg="count must be at least 1, got %d" % count)
+    # Reading the group first proves it exists (and the credentials work) before anything is created.
+    provider.list_instances(group)
+    if module.check_mode:
+        result["changed"] = True
+        return result
+    created = []
+    for _attempt in range(count):
+        try:
+            created.append(provider.create_instance(group))
+        except base.QuotaError as exc:
+            result.update(quota_exceeded=True, quota_message=str(exc))
+            module.warn("created %d of %d instances in %s: %s" % (len(created), count, group, exc))
+            break
+        except base.ProviderError as exc:
+            module.fail_json(msg="creating an instance in %s failed after %d created: %s" % (group, len(created), exc),
+                             instances=_instance_dicts(created), changed=bool(created),
+                             retryable=exc.retryable, error_code=exc.code)
+    result["changed"] = bool(created)
+    if created and module.params["wait"]:
+        wanted = {provider.normalize_provider_id(i.provider_id) for i in created}
+
+        def all_running(listing):
+            states = {provider.normalize_provider_id(i.provider_id): i for i in listing}
+            failed = [pid for pid in wanted if pid in states and states[pid].state == base.FAILED]
+            if failed:
+                module.fail_json(msg="the cloud failed to create %s" % ", ".join(sorted(failed)), reason="failed",
+                                 instances=_instance_dicts(created), changed=True)
+            pending = sorted(pid for pid in wanted if pid not in states or states[pid].state != base.RUNNING)
+            return True if not pending else "not running yet: %s" % ", ".join(pending)
+
+        listing = _wait(module, provider, [group], all_running, "new instances of %s to run" % group)
+        by_id = {provider.normalize_provider_id(i.provider_id): i for i in listing}
+        created = [by_id.get(provider.normalize_provider_id(i.provider_id), i) for i in created]
+    result["instances"] = _instance_dicts(created)
+    result["node_names"] = [i.node_name for i in created]
+    result["provider_ids"] = [i.provider_id for i in created]
+    return result
+
+
+def ensure_absent(module, provider, cloud):
+    group = module.params["group"]
+    provider_ids, node_names = module.params["provider_id"], module.params["node_name"]
+    if not provider_ids and not node_names:
+        module.fail_json(msg="state=absent needs provider_id or node_name")
+    if node_names and not group:
+        module.fail_json(msg="node_name needs group: node names are looked up among the group's instances")
+    _check_provider_ids(cloud, provider_ids)
+    scope = _search_scope(provider, group, provider_ids)
+    # A named group must exist; groups taken from providerIDs may be gone, and their instances with them.
+    listing = _listing(provider, scope, missing_ok=not group)
+    by_provider_id = {provider.normalize_provider_id(i.provider_id): i for i in listing}
+    by_node_name = {i.node_name: i for i in listing}
+    targets, already_absent = {}, []
+    for provider_id in provider_ids:
+        instance = by_provider_id.get(provider.normalize_provider_id(provider_id))
+        if instance is None:
+            already_absent.append(provider_id)
+        else:
+            targets[provider.normalize_provider_id(instance.provider_id)] = instance
+    for node_name in node_names:
+        instance = by_node_name.get(node_name)
+        if instance is None:
+            already_absent.append(node_name)
+        else:
+            targets[provider.normalize_provider_id(instance.provider_id)] = instance
+    deleted, found = [], []
+    for key in sorted(targets):
+        instance = targets[key]
+        found.append(instance)
+        if instance.state == base.DELETING:
+            continue  # the cloud deletes it already
+        if module.check_mode:
+            deleted.append(instance.provider_id)
+            continue
+        try:
+            if provider.delete_instance(instance.provider_id):
+                deleted.append(instance.provider_id)
+        except base.ProviderError as exc:
+            module.fail_json(msg="deleting %s failed: %s" % (instance.provider_id, exc), deleted=deleted,
+                             changed=bool(deleted), retryable=exc.retryable, error_code=exc.code)
+    if module.params["wait"] and found and not module.check_mode:
+        wanted = {provider.normalize_provider_id(i.provider_id) for i in found}
+
+        def all_gone(current):
+            left = sorted(wanted & {provider.normalize_provider_id(i.provider_id) for i in current})
+            return True if not left else "still listed: %s" % ", ".join(left)
+
+        _wait(module, provider, scope, all_gone, "deleted instances to disappear")
+    return dict(changed=bool(deleted), deleted=deleted, already_absent=already_absent, instances=_instance_dicts(found),
+                node_names=[i.node_name for i in found], provider_ids=[i.provider_id for i in found])
+
+
+def report(module, provider):
+    group = module.params["group"]
+    groups = provider.list_groups([group] if group else None)
+    instances = []
+    for grp in groups:
+        instances.extend(provider.list_instances(grp.id))
+    return dict(changed=False, groups=[g.to_dict() for g in groups], instances=_instance_dicts(instances),
+                node_names=[i.node_name for i in instances], provider_ids=[i.provider_id for i in instances])
+
+
+def main():
+    argument_spec = factory.provider_argument_spec()
+    argument_spec.update(
+        state=dict(type="str", choices=["present", "absent", "info"], default="present"),
+        group=dict(type="str"),
+        count=dict(type="int", default=1),
+        provider_id=dict(type="list", elements="str", default=[]),
+        node_name=dict(type="list", elements="str", default=[]),
+        wait=dict(type="bool", default=False),
+        wait_timeout=dict(type="int", default=600),
+        wait_sleep=dict(type="int", default=5),
+    )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+                           required_if=[("state", "present", ["group"])])
+    state = module.params["state"]
+    try:
+        provider = factory.build_provider(module.params)
+        cloud = factory.PROVIDERS[module.params["provider"]]
+        if state == "present":
+            result = ensure_present(module, provider)
+        elif state == "absent":
+            result = ensure_absent(module, provider, cloud)
+        else:
+            result = report(module, provider)
+    except base.ProviderError as exc:
+        module.fail_json(msg=str(exc), error_code=exc.code, retryable=exc.retryable,
+                         exception=traceback.format_exc())
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

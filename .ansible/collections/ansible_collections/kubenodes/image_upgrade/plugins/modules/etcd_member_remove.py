@@ -1,0 +1,331 @@
+#!/usr/bin/python
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: etcd_member_remove
+short_description: Remove a control-plane node's etcd member without ever losing quorum
+version_added: 1.0.0
+description:
+  - Removes one member from an etcd cluster (3.4 or newer) through etcd's v3 JSON gateway with mutual TLS.
+  - The member is selected by the node's IP address (peer URL C(https://<ip>:2380), IPv6 in brackets), by an
+    explicit peer URL, or by the member name. Peer URLs are compared exactly after normalising the scheme,
+    host and port; an IP address never selects a member by substring.
+  - Before removing, every member is probed through its advertised client URLs and these checks run, each
+    reported in RV(checks) - every other member has started and is reachable and healthy; all members
+    agree on one leader and term; the remaining voters are caught up with the leader; there are no active
+    alarms; the member is not an unpromoted learner (unless O(allow_learner)); a majority of the remaining
+    voters is healthy after the removal; and the member count matches O(expected_member_count) when given.
+  - When the member is the leader, leadership is first moved to the healthy voter with the highest applied
+    index, and the removal waits until the new leader is in place.
+  - etcd refuses membership changes for about five seconds after a member joined (C(unhealthy cluster));
+    the module retries within O(timeout).
+  - A member that is already gone gives C(changed=false), so the module is safe to re-run.
+author:
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
+requirements:
+  - requests
+extends_documentation_fragment:
+  - kubenodes.image_upgrade.etcd_connection
+options:
+  node_ip:
+    description:
+      - IP address of the node whose member to remove; selects the member whose peer URL is
+        C(https://<node_ip>:<peer_port>).
+      - Exactly one of O(node_ip), O(peer_url) and O(member_name) is required.
+    type: str
+  peer_port:
+    description:
+      - Peer port used with O(node_ip), and assumed for a O(peer_url) without a port.
+    type: int
+    default: 2380
+  peer_url:
+    description:
+      - Peer URL of the member to remove, for example C(https://10.0.0.5:2380) or C(https://[fd00::5]:2380).
+    type: str
+  member_name:
+    description:
+      - Name of the member to remove (kubeadm names members after the node). It must match exactly one
+        member.
+    type: str
+  expected_member_count:
+    description:
+      - Number of members the cluster must have before the removal, usually the number of control-plane
+        nodes including the new one. The removal is refused on a mismatch.
+    type: int
+  allow_learner:
+    description:
+      - Allow removing a learner (a member of a node that is still joining and was never promoted).
+    type: bool
+    default: false
+  force:
+    description:
+      - Remove the member even when safety checks fail, and without moving leadership first.
+      - The checks still run and are reported, and a warning names every failed check.
+      - This can make the cluster lose quorum. Use it only to clean up a cluster you have checked by hand.
+    type: bool
+    default: false
+  timeout:
+    description:
+      - Seconds the whole operation may take, including waiting for an election, moving leadership and
+        retrying while etcd refuses membership changes.
+    type: int
+    default: 60
+attributes:
+  check_mode:
+    support: full
+    description: Runs every check and reports the member that would be removed, and removes nothing.
+  diff_mode:
+    support: full
+    description: Shows the member list before and after.
+"""
+
+EXAMPLES = r"""
+- name: Remove the etcd member of a replaced control-plane node, from a control-plane host
+  kubenodes.image_upgrade.etcd_member_remove:
+    node_ip: "{{ donor_internal_ip }}"
+    expected_member_count: "{{ groups['control_plane'] | length }}"
+  delegate_to: "{{ groups['control_plane'] | difference([donor_host]) | first }}"
+  become: true
+
+- name: Remove it directly from the controller, with copies of the etcd client certificates
+  kubenodes.image_upgrade.etcd_member_remove:
+    endpoints:
+      - https://10.0.0.11:2379
+      - https://10.0.0.12:2379
+      - https://10.0.0.13:2379
+    ca_cert: files/etcd/ca.crt
+    client_cert: files/etcd/healthcheck-client.crt
+    client_key: files/etcd/healthcheck-client.key
+    node_ip: 10.0.0.12
+    timeout: 120
+  register: removal
+
+- name: Remove a member by name on an IPv6 cluster, in check mode first
+  kubenodes.image_upgrade.etcd_member_remove:
+    endpoints: ["https://[fd00::11]:2379"]
+    member_name: cp-2
+  check_mode: true
+"""
+
+RETURN = r"""
+member:
+  description: The member selected for removal; V(null) when no member matched (already removed).
+  returned: always
+  type: dict
+  contains:
+    id:
+      description: Member ID as a decimal string (as the JSON gateway writes it).
+      type: str
+    id_hex:
+      description: Member ID in hexadecimal, as etcdctl prints it.
+      type: str
+    name:
+      description: Member name; empty for a member that was added but never started.
+      type: str
+    peer_urls:
+      description: Peer URLs of the member.
+      type: list
+      elements: str
+    client_urls:
+      description: Client URLs the member advertises.
+      type: list
+      elements: str
+    is_learner:
+      description: Whether the member is a learner (not yet promoted to voter).
+      type: bool
+    started:
+      description: Whether the member has started (it has a name and client URLs).
+      type: bool
+members_before:
+  description: All members before the removal, each with the keys of RV(member).
+  returned: always
+  type: list
+  elements: dict
+members_after:
+  description: All members after the removal (in check mode, the predicted list).
+  returned: always
+  type: list
+  elements: dict
+health:
+  description: The probe of each member before the removal; empty when no member matched.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    id:
+      description: Member ID (decimal).
+      type: str
+    name:
+      description: Member name.
+      type: str
+    endpoint:
+      description: The client URL that answered, or V(null).
+      type: str
+    reachable:
+      description: Whether the member answered its status request.
+      type: bool
+    healthy:
+      description: Whether C(/health) reported healthy and the status carried no errors.
+      type: bool
+    reason:
+      description: Why the member is unhealthy, if it is.
+      type: str
+    error:
+      description: Why the member could not be reached, if it could not.
+      type: str
+    leader_id:
+      description: The leader this member follows (decimal ID; V(0) when it knows none).
+      type: str
+    is_leader:
+      description: Whether this member is the leader.
+      type: bool
+    raft_term:
+      description: Raft term.
+      type: int
+    raft_index:
+      description: Raft index.
+      type: int
+    raft_applied_index:
+      description: Raft applied index.
+      type: int
+health_after:
+  description: The probe of each remaining member after the removal; empty when nothing was removed.
+  returned: always
+  type: list
+  elements: dict
+checks:
+  description: The safety checks and their outcome; empty when no member matched.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: >-
+        One of V(members_started), V(members_healthy), V(leader_agreement), V(members_caught_up), V(no_alarms),
+        V(not_learner), V(quorum_after_removal), V(member_count).
+      type: str
+    passed:
+      description: V(true) or V(false); V(null) when the check had nothing to check.
+      type: bool
+    enforced:
+      description: V(false) when O(force) was set.
+      type: bool
+    message:
+      description: What was found.
+      type: str
+leader_transfer:
+  description:
+    - When the member was the leader, where leadership moved before the removal; V(null) otherwise.
+    - In check mode, where it would move, with C(planned=true).
+  returned: always
+  type: dict
+  sample: {"from_id": "2844841451141254365", "from_name": "cp-1", "to_id": "9674281616116187927", "to_name": "cp-2",
+           "planned": false}
+forced:
+  description: Whether O(force) was set.
+  returned: always
+  type: bool
+endpoint:
+  description: The endpoint that answered the member list.
+  returned: always
+  type: str
+reason:
+  description: >-
+    On failure, a stable code - V(unreachable), V(tls), V(refused), V(ambiguous), V(unhealthy_cluster),
+    V(timeout), V(invalid), V(not_leader), V(http) or V(bad_response).
+  returned: failure
+  type: str
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.etcd import (
+    HAS_REQUESTS, REQUESTS_IMPORT_ERROR, EtcdError, MemberRemoval, RemovalRefused, client_from_params,
+    connection_argument_spec, normalize_url, peer_url_for_ip, validate_connection)
+
+ARGUMENT_SPEC = connection_argument_spec(dict(
+    node_ip=dict(type="str"),
+    peer_port=dict(type="int", default=2380),
+    peer_url=dict(type="str"),
+    member_name=dict(type="str"),
+    expected_member_count=dict(type="int"),
+    allow_learner=dict(type="bool", default=False),
+    force=dict(type="bool", default=False),
+    timeout=dict(type="int", default=60),
+))
+
+SELECTORS = ["node_ip", "peer_url", "member_name"]
+
+
+def validate(params):
+    """Problems with the options, before anything is contacted (nothing is changed on bad input)."""
+    problems = validate_connection(params)
+    if not 1 <= params["peer_port"] <= 65535:
+        problems.append("peer_port must be between 1 and 65535")
+    if params["node_ip"] is not None:
+        try:
+            peer_url_for_ip(params["node_ip"], params["peer_port"])
+        except ValueError:
+            problems.append("node_ip %r is not an IP address" % params["node_ip"])
+    if params["peer_url"] is not None:
+        try:
+            normalize_url(params["peer_url"], default_port=params["peer_port"])
+        except ValueError as exc:
+            problems.append("peer_url: %s" % exc)
+    if params["member_name"] is not None and not params["member_name"]:
+        problems.append("member_name must not be empty")
+    if params["timeout"] <= 0:
+        problems.append("timeout must be positive")
+    if params["expected_member_count"] is not None and params["expected_member_count"] < 1:
+        problems.append("expected_member_count must be at least 1")
+    return problems
+
+
+def member_labels(members):
+    return ["%s %s %s" % (m["name"] or "<unstarted>", m["id_hex"], ",".join(m["peer_urls"])) for m in members]
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=ARGUMENT_SPEC,
+        mutually_exclusive=[SELECTORS],
+        required_one_of=[SELECTORS],
+        supports_check_mode=True,
+    )
+    if not HAS_REQUESTS:
+        module.fail_json(msg=missing_required_lib("requests"), exception=REQUESTS_IMPORT_ERROR)
+    params = module.params
+    problems = validate(params)
+    if problems:
+        module.fail_json(msg="invalid options: " + "; ".join(problems), reason="invalid")
+
+    peer_url = params["peer_url"]
+    if params["node_ip"] is not None:
+        peer_url = peer_url_for_ip(params["node_ip"], params["peer_port"])
+    client = client_from_params(params)
+    removal = MemberRemoval(client, timeout=params["timeout"], force=params["force"],
+                            allow_learner=params["allow_learner"],
+                            expected_member_count=params["expected_member_count"], warn=module.warn)
+    try:
+        if peer_url is not None:
+            result = removal.run(peer_url=peer_url, check_mode=module.check_mode)
+        else:
+            result = removal.run(member_name=params["member_name"], check_mode=module.check_mode)
+    except RemovalRefused as exc:
+        module.fail_json(msg=str(exc), reason=exc.kind, **exc.details)
+    except EtcdError as exc:
+        module.fail_json(msg=str(exc), reason=exc.kind, exception=traceback.format_exc())
+
+    if module._diff:
+        result["diff"] = {"before": {"members": member_labels(result["members_before"])},
+                          "after": {"members": member_labels(result["members_after"])}}
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+#!/usr/bin/python
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_delete
+short_description: Delete the Node object of a replaced (donor) or obsolete node
+version_added: 1.0.0
+description:
+  - Deletes the Node object of a donor whose replacement is done, or of an obsolete node, once its instance is
+    gone from the cloud (see M(kubenodes.image_upgrade.csp_node)).
+  - Any other node is refused, so a mistake cannot delete a node that is not being replaced. A donor is a node
+    with the C(<annotation_prefix>/heir) annotation; an obsolete node has C(<annotation_prefix>/obsolete=true).
+  - The delete carries a precondition on the resourceVersion read, so a node that changed in between is not
+    deleted on stale grounds. A node already gone is not an error.
+author:
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
+options:
+  name:
+    description:
+      - Names of the nodes to delete.
+    type: list
+    elements: str
+    required: true
+  annotation_prefix:
+    description:
+      - Prefix of the annotation keys (the same as given to the other modules).
+    type: str
+    default: image-upgrade.kubenodes.io
+extends_documentation_fragment:
+  - kubenodes.image_upgrade.kube_auth
+attributes:
+  check_mode:
+    support: full
+    description: Reports which nodes would be deleted; deletes nothing.
+  diff_mode:
+    support: none
+    description: No diff is shown.
+"""
+
+EXAMPLES = r"""
+- name: The donors' instances are gone; remove their Node objects
+  kubenodes.image_upgrade.node_delete:
+    name:
+      - worker-a-0
+      - worker-a-1
+"""
+
+RETURN = r"""
+deleted:
+  description: Nodes deleted (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+absent:
+  description: Nodes that did not exist.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, kube, node_state
+
+
+def run(module, api_client):
+    keys = core.AnnotationKeys(module.params["annotation_prefix"])
+    nodes, result = {}, dict(changed=False, deleted=[], absent=[])
+    # Check every node first: one refused node means nothing is deleted.
+    for name in module.params["name"]:
+        node = node_state.get_node(api_client, name)
+        if node is None:
+            result["absent"].append(name)
+            continue
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        if not annotations.get(keys.heir) and annotations.get(keys.obsolete) != "true":
+            module.fail_json(msg="node %s is neither a donor (no %s annotation) nor obsolete; refusing to delete it"
+                             % (name, keys.heir), **result)
+        nodes[name] = node
+    for name, node in nodes.items():
+        if not module.check_mode:
+            try:
+                node_state.delete_node(api_client, name, node["metadata"].get("resourceVersion"))
+            except kube.ApiException as exc:
+                if kube.is_status(exc, 404):
+                    result["absent"].append(name)
+                    continue
+                if kube.is_status(exc, 409):
+                    module.fail_json(msg="node %s changed while being deleted; run again" % name, **result)
+                raise
+        result["deleted"].append(name)
+        result["changed"] = True
+    return result
+
+
+def main():
+    argument_spec = kube.auth_argument_spec(dict(
+        name=dict(type="list", elements="str", required=True),
+        annotation_prefix=dict(type="str", default=core.DEFAULT_PREFIX),
+    ))
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    kube.require_kubernetes(module)
+    try:
+        core.AnnotationKeys(module.params["annotation_prefix"])
+    except core.PlanInputError as exc:
+        module.fail_json(msg=str(exc))
+    kube.exit_with_client(module, run, "deleting nodes %s" % ", ".join(module.params["name"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,480 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_image_facts
+short_description: Where every node stands in an image upgrade, and the plan for the next pass
+version_added: 1.0.0
+description:
+  - Reads every Node (one LIST) and the cloud's scaling groups (one listing of groups and one listing of
+    instances per group, never a call per node), and groups every node into exactly one of outdated, up to
+    date, donor, heir, new, obsolete or invalid (with the reason).
+  - Computes, per scaling group, the surge budget (heirs, joining instances and new nodes count as in flight)
+    and the plan for the next pass - instances to create, pairs to make and pairs to repair, labels to copy,
+    donors to drain (only when their heir is Ready), etcd members to remove, Nodes and instances to delete,
+    failed joins and orphaned instances to clean up - plus progress, an ETA and RV(done).
+  - Control-plane groups come first, one replacement at a time; no worker replacement starts while a
+    control-plane node is outdated or a donor.
+  - Read-only; it changes nothing. M(kubenodes.image_upgrade.node_pair) writes the pairs and annotations,
+    M(kubenodes.image_upgrade.csp_node) creates and deletes instances,
+    M(kubenodes.image_upgrade.node_drain) drains and M(kubenodes.image_upgrade.etcd_member_remove) removes
+    etcd members.
+author:
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
+options:
+  image:
+    description:
+      - The image every node should run, in the cloud's format (see the O(gcp), O(azure) and O(aws) options).
+      - Compared case-insensitively with the images of nodes and scaling groups.
+    type: str
+    required: true
+  annotation_prefix:
+    description:
+      - Prefix of the node annotations that hold the upgrade state (C(<prefix>/heir), C(<prefix>/donor),
+        C(<prefix>/scaling-group-id), C(<prefix>/node-image), C(<prefix>/obsolete), C(<prefix>/phase),
+        C(<prefix>/phase-since), C(<prefix>/started-at)).
+      - V(constellation.edgeless.systems) reads the annotations of the Constellation node operator, so an
+        upgrade it left half done can be continued.
+    type: str
+    default: image-upgrade.kubenodes.io
+  max_surge:
+    description:
+      - Extra nodes in flight per worker scaling group, as an integer or a percentage of the group such as
+        V(25%) (rounded up). Control-plane groups always use one.
+    type: raw
+    default: 1
+  max_surge_total:
+    description:
+      - Optional cap on the extra nodes in flight in the whole cluster.
+    type: int
+  join_timeout:
+    description:
+      - Seconds a new instance may take to register its Node. After that it is reported for deletion in
+        RV(plan.delete_instances).
+    type: int
+    default: 1800
+  scaling_groups:
+    description:
+      - Only these scaling group IDs. Nodes of other groups are reported invalid and left alone.
+      - All the groups the provider discovers when empty.
+    type: list
+    elements: str
+    default: []
+  exclude_labels:
+    description:
+      - Label keys (and, with O(copy_taints), taint keys) never copied from donor to heir, in addition to the
+        reserved C(*kubernetes.io/*) and C(*k8s.io/*) keys.
+    type: list
+    elements: str
+    default: []
+  copy_taints:
+    description:
+      - Also plan to copy the donor's taints (except reserved keys) to its heir.
+    type: bool
+    default: false
+  heir_ready_seconds:
+    description:
+      - Seconds a heir must have been Ready (since its Ready condition last turned true) before its donor is
+        planned for draining. Until then the donor is listed in RV(plan.waiting_for_heir).
+    type: int
+    default: 0
+  report_pdbs:
+    description:
+      - Also list the PodDisruptionBudgets that allow no disruption now (one more LIST call), in
+        RV(blocking_pdbs). They will block the drain of any node that runs their pods.
+    type: bool
+    default: false
+  report_quota:
+    description:
+      - Also read how many more instances the clouds allow for the scaling groups that still have nodes to
+        replace, and compare it with the surge the plan wants, in RV(quota).
+      - GCP reads the quotas of each group's region (C(INSTANCES), C(CPUS) or the machine family's CPU metric
+        such as C(N2_CPUS)) against the template's machine type; Azure the compute usage of each scale set's
+        location (C(cores), the VM family's cores, C(virtualMachines)) against the VM size; AWS each group's
+        C(MaxSize) against its desired capacity, and the EC2 quota C(L-1216C47A) (running on-demand Standard
+        instances, in vCPUs, through Service Quotas) against the vCPUs of the running on-demand instances.
+      - A quota the credentials may not read is listed in C(unknown) of RV(quota) with the reason; it never fails
+        the module.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - kubenodes.image_upgrade.kube_auth
+  - kubenodes.image_upgrade.cloud_provider
+  - kubenodes.image_upgrade.gcp
+  - kubenodes.image_upgrade.azure
+  - kubenodes.image_upgrade.aws
+attributes:
+  check_mode:
+    support: full
+    description:
+      - The module only reads; it runs the same in check mode.
+  diff_mode:
+    support: none
+    description:
+      - Nothing changes, so there is no difference to show.
+requirements:
+  - kubernetes (the Python client)
+  - the SDK of the chosen cloud
+notes:
+  - O(report_quota) needs read access to quotas - GCP C(compute.regions.get) and C(compute.machineTypes.get);
+    Azure C(Microsoft.Compute/locations/usages/read) and C(Microsoft.Compute/skus/read); AWS
+    C(servicequotas:GetServiceQuota) and C(ec2:DescribeInstanceTypes).
+  - A node already on the image that carries no cached annotations yet, in a scaling group that still has
+    outdated nodes, is taken for a new node and paired with one of them, which it then replaces; such a group
+    ends the upgrade with as many nodes as it had, not one more per such node.
+  - Cost per call - one LIST of Nodes, one listing of scaling groups, one listing of instances per scaling
+    group and one image lookup, independent of the number of nodes.
+seealso:
+  - module: kubenodes.image_upgrade.node_pair
+  - module: kubenodes.image_upgrade.csp_node
+"""
+
+EXAMPLES = r"""
+- name: Where does the upgrade stand?
+  kubenodes.image_upgrade.node_image_facts:
+    image: projects/my-project/global/images/node-v2
+    provider: gcp
+    gcp:
+      project: my-project
+    max_surge: 25%
+  register: upgrade
+
+- name: Create the heirs the plan asks for
+  kubenodes.image_upgrade.csp_node:
+    provider: gcp
+    gcp:
+      project: my-project
+    group: "{{ item.group }}"
+    count: "{{ item.count }}"
+  loop: "{{ upgrade.plan.create }}"
+
+- name: Report progress
+  ansible.builtin.debug:
+    msg: "{{ upgrade.progress.percent }}% done, ETA {{ upgrade.eta.finish | default('unknown') }}"
+"""
+
+RETURN = r"""
+target_image:
+  description: The image compared against (the provider's canonical form of O(image)).
+  returned: always
+  type: str
+  sample: projects/my-project/global/images/node-v2
+annotation_prefix:
+  description: The annotation prefix used.
+  returned: always
+  type: str
+  sample: image-upgrade.kubenodes.io
+nodes:
+  description:
+    - Node names per group; every node is in exactly one. Pairs and repairs the plan makes are not applied yet,
+      except that nodes whose pair is broken already show where they go; a joined node being paired by this plan
+      is in C(new).
+  returned: always
+  type: dict
+  contains:
+    outdated:
+      description: Nodes on another image, not paired yet.
+      type: list
+      elements: str
+    up_to_date:
+      description: Nodes on the image with nothing left to do.
+      type: list
+      elements: str
+    donor:
+      description: Old nodes paired with a heir that replaces them.
+      type: list
+      elements: str
+    heir:
+      description: New nodes paired with the donor they replace.
+      type: list
+      elements: str
+    new:
+      description: Joined new nodes not paired yet (this plan pairs them, or marks them obsolete).
+      type: list
+      elements: str
+    obsolete:
+      description: Surplus new nodes to remove.
+      type: list
+      elements: str
+    invalid:
+      description:
+        - Nodes the upgrade cannot handle, each with C(name), C(reason) and C(out_of_scope) (true when the node is
+          left alone only because O(scaling_groups) leaves its group out).
+      type: list
+      elements: dict
+  sample: {outdated: [w-1], up_to_date: [], donor: [w-0], heir: [w-5], new: [], obsolete: [], invalid: []}
+joining:
+  description: Instances without a Node yet that are within their join deadline; they count as in flight.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{provider_id: "gce://p/z/w-7", node_name: w-7, group: g, state: creating, deadline: "2026-11-30T04:00:00Z"}]
+leaving_instances:
+  description: Instances without a Node that the cloud is deleting already.
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+scaling_groups:
+  description: Per scaling group - its role, image, node counts per group, joining instances, surge limit,
+    extra nodes in flight and instances to create now.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{id: g, name: g, role: worker, image: img, image_current: true, listed: true, nodes: 3, outdated: 1,
+            up_to_date: 1, donor: 1, heir: 1, new: 0, obsolete: 0, joining: 0, surge_limit: 1, in_flight: 1,
+            to_create: 0}]
+budget:
+  description: The surge settings, the extra nodes in flight, how many instances the plan creates, and whether
+    workers wait for the control plane.
+  returned: always
+  type: dict
+  sample: {max_surge: 1, max_surge_total: null, in_flight: 1, to_create: 0, control_plane_first: false}
+plan:
+  description: What the next pass does, as data the other modules take directly.
+  returned: always
+  type: dict
+  contains:
+    annotate:
+      description: Cached annotations to write (C(name), C(annotations)), done by node_pair.
+      type: list
+      elements: dict
+    repairs:
+      description: Pair repairs (C(name), C(action) one of complete, unpair, promote, clear), done by node_pair.
+      type: list
+      elements: dict
+    pairs:
+      description: New pairs (C(heir), C(donor), C(group)), written by node_pair.
+      type: list
+      elements: dict
+    obsolete:
+      description: Surplus new nodes node_pair marks obsolete.
+      type: list
+      elements: str
+    label_copies:
+      description: Labels (and taints) node_pair copies from C(donor) to C(heir).
+      type: list
+      elements: dict
+    set_group_image:
+      description: Scaling groups (C(group), C(image)) whose new instances do not use the image yet.
+      type: list
+      elements: dict
+    create:
+      description: Instances to create now (C(group), C(count), C(role)), for csp_node with C(state=present).
+      type: list
+      elements: dict
+    create_blocked:
+      description: Groups that need heirs but get none now (C(group), C(reason), C(outdated)).
+      type: list
+      elements: dict
+    drain:
+      description:
+        - Nodes to drain now (C(name), C(reason) donor or obsolete, C(heir), C(heir_ready)), for node_drain.
+        - Each also carries what follows the drain (C(control_plane), C(node_ip), C(provider_id), C(group)), so a
+          drain that finishes at once can go on to etcd_member_remove and the deletion in the same pass.
+      type: list
+      elements: dict
+    waiting_for_heir:
+      description:
+        - Donors whose heir is not Ready yet, or whose pair is written in this pass. C(overdue) is true when the
+          heir has not been Ready for longer than O(join_timeout) since the pairing.
+      type: list
+      elements: dict
+    etcd_remove:
+      description: Drained control-plane nodes whose etcd member goes next (C(name), C(node_ip)), for
+        etcd_member_remove, with C(provider_id) and C(group) for the deletion that follows.
+      type: list
+      elements: dict
+    delete_nodes:
+      description: Nodes to delete in the cloud (by C(provider_id)) and in Kubernetes (by C(name)).
+      type: list
+      elements: dict
+    delete_instances:
+      description: Instances without a Node to delete (C(provider_id), C(group), C(reason)) - failed joins,
+        joins past the deadline and orphans of an interrupted run.
+      type: list
+      elements: dict
+    uncordon:
+      description: Outdated nodes this collection drained whose pair broke; uncordon them.
+      type: list
+      elements: str
+  sample:
+    annotate: []
+    repairs: []
+    pairs: [{heir: w-5, donor: w-1, group: g}]
+    obsolete: []
+    label_copies: [{heir: w-5, donor: w-1, labels: {team: a}, taints: []}]
+    set_group_image: []
+    create: [{group: g, count: 1, role: worker}]
+    create_blocked: []
+    drain: [{name: w-0, reason: donor, heir: w-4, heir_ready: true}]
+    waiting_for_heir: []
+    etcd_remove: []
+    delete_nodes: []
+    delete_instances: []
+    uncordon: []
+progress:
+  description: Replacements in total, done, in flight (donors) and remaining, and the percentage done.
+  returned: always
+  type: dict
+  sample: {total: 10, done: 4, in_flight: 2, remaining: 6, percent: 40.0}
+eta:
+  description:
+    - Estimated seconds to finish and finishing time, from the throughput of the replacements of this image
+      completed so far (C(samples)); null values until two have completed.
+  returned: always
+  type: dict
+  sample: {samples: 4, seconds: 1800, finish: "2026-11-30T05:00:00Z", mean_replacement_seconds: 620.5}
+done:
+  description:
+    - Every node runs the image, every scaling group uses it, and nothing is left to pair, drain, delete or
+      clean up. Invalid nodes do not count; they are listed in RV(nodes.invalid) and in a warning.
+  returned: always
+  type: bool
+  sample: false
+donors:
+  description:
+    - Every donor with where its replacement stands - C(name), C(heir), C(heir_ready), C(group), C(role)
+      (control-plane or worker), C(phase) and C(phase_since) (RFC 3339).
+  returned: always
+  type: list
+  elements: dict
+not_ready:
+  description: Names of the nodes whose Ready condition is not true.
+  returned: always
+  type: list
+  elements: str
+control_plane_endpoints:
+  description:
+    - C(https://<InternalIP>:2379) of every control-plane node, Ready ones first, where a stacked etcd member
+      listens; the endpoints M(kubenodes.image_upgrade.etcd_member_remove) can use.
+  returned: always
+  type: list
+  elements: str
+replacement_order:
+  description:
+    - The nodes still to replace in the order the plan replaces them (control plane first), each with
+      C(name), C(group), C(role) and C(in_flight) (already paired).
+  returned: always
+  type: list
+  elements: dict
+blocking_pdbs:
+  description:
+    - With O(report_pdbs), the PodDisruptionBudgets that allow no disruption now, each with C(namespace),
+      C(name), C(min_available), C(max_unavailable), C(current_healthy), C(desired_healthy) and C(expected_pods).
+      Empty otherwise.
+  returned: always
+  type: list
+  elements: dict
+quota:
+  description:
+    - With O(report_quota), what the cloud quota means for the surge; null otherwise.
+    - C(status) is V(ok) (the quota allows the surge, or nothing is left to replace), V(lower) (fewer new
+      instances fit than the surge wants, but at least one), V(none) (not one new instance fits where one is
+      needed) or V(unknown) (the limits read allow the surge, but some could not be read).
+    - C(surge_wanted) is the most replacements the surge budget keeps in flight at once for the nodes left
+      (O(max_surge) per group, O(max_surge_total), the control plane alone and one at a time); C(surge_allowed)
+      the most the quota lets be in flight at once (instances in flight now already count in the usage).
+    - C(limits) has every limit read, each with C(name), C(scope), C(known), C(unit) (instances or vCPUs),
+      C(limit), C(usage), C(groups) it constrains, C(units_per_instance) and C(headroom) (new instances of
+      each group that fit) per group, C(reason) when unknown, and a C(description) for people. C(limiting)
+      lists the limits that cut the surge, C(unknown) the limits that could not be read, C(phases) the wanted
+      and allowed surge of the control-plane and worker phases.
+  returned: always
+  type: dict
+  sample:
+    status: lower
+    surge_wanted: 2
+    surge_allowed: 1
+    phases: [{name: workers, wanted: 2, allowed: 1}]
+    limiting: [{name: INSTANCES, scope: "region us-central1 (project p)", known: true, unit: instances, limit: 24,
+                usage: 23, groups: [g], units_per_instance: {g: 1}, headroom: {g: 1}, reason: null,
+                description: "INSTANCES of region us-central1 (project p): limit 24, usage 23 instances
+                (room for 1 new instance(s))"}]
+    unknown: []
+    limits: []
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import facts_views, kube, node_state, quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.core import DEFAULT_JOIN_TIMEOUT, DEFAULT_PREFIX, AnnotationKeys
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
+
+
+def argument_spec():
+    spec = kube.auth_argument_spec(dict(
+        image=dict(type="str", required=True),
+        annotation_prefix=dict(type="str", default=DEFAULT_PREFIX),
+        max_surge=dict(type="raw", default=1),
+        max_surge_total=dict(type="int"),
+        join_timeout=dict(type="int", default=DEFAULT_JOIN_TIMEOUT),
+        scaling_groups=dict(type="list", elements="str", default=[]),
+        exclude_labels=dict(type="list", elements="str", default=[]),
+        copy_taints=dict(type="bool", default=False),
+        heir_ready_seconds=dict(type="int", default=0),
+        report_pdbs=dict(type="bool", default=False),
+        report_quota=dict(type="bool", default=False),
+    ))
+    spec.update(factory.provider_argument_spec(required=True))
+    return spec
+
+
+def quota_report(provider, result):
+    """node_image_facts' `quota`: the limits of the groups with nodes left to replace, against the surge."""
+    rows = result["scaling_groups"]
+    groups = [r["id"] for r in rows if (r.get("outdated") or 0) + (r.get("donor") or 0) > 0]
+    limits = []
+    if groups:
+        try:
+            limits = provider.instance_headroom(groups)
+        except base.ProviderError as exc:
+            # Quota is advice: a failure to read it is reported, never fatal.
+            limits = [quota.unknown_limit("quota", "%s provider" % provider.name, groups, str(exc))]
+    return quota.assess(rows, limits, result["budget"].get("max_surge_total"))
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    kube.require_kubernetes(module)
+    module.no_log_values.update(node_state.kubeconfig_secrets(module.params.get("kubeconfig")))
+    try:
+        api_client, nodes, result, provider = node_state.plan_from_cluster(module.params)
+        keys = AnnotationKeys(result["annotation_prefix"])
+        listed = list(nodes.values())
+        result.update(
+            donors=facts_views.donors(listed, result, keys),
+            not_ready=facts_views.not_ready(listed),
+            control_plane_endpoints=facts_views.control_plane_endpoints(listed),
+            replacement_order=facts_views.replacement_order(listed, result, keys),
+            blocking_pdbs=[],
+            quota=None,
+        )
+        if module.params["report_quota"]:
+            result["quota"] = quota_report(provider, result)
+        if module.params["report_pdbs"]:
+            pdbs = kube.list_all(api_client, "/apis/policy/v1/poddisruptionbudgets")
+            result["blocking_pdbs"] = facts_views.blocking_pdbs(pdbs)
+    except node_state.PlannerFailure as exc:
+        module.fail_json(msg=str(exc))
+    except kube.ApiException as exc:
+        module.fail_json(msg="cannot list PodDisruptionBudgets: %s" % kube.api_error_message(exc))
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg="node_image_facts failed: %s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc())
+    result.pop("node_patches", None)
+    invalid = result["nodes"]["invalid"]
+    if invalid:
+        shown = ", ".join("%s (%s)" % (i["name"], i["reason"]) for i in invalid[:5])
+        module.warn("%d node(s) are left alone: %s%s" % (len(invalid), shown, ", ..." if len(invalid) > 5 else ""))
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

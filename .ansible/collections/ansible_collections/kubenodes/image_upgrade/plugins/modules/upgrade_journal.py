@@ -1,0 +1,267 @@
+#!/usr/bin/python
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: upgrade_journal
+short_description: Keep the journal of an upgrade run in the cluster and write its report
+version_added: 1.0.0
+description:
+  - Keeps what an upgrade observed (per replaced node its group, heir, role, when each phase was first seen,
+    the pods evicted, waits and retries) in a ConfigMap, so that a run resumed after an interruption still
+    reports on the whole upgrade.
+  - Recording is idempotent (earliest phase times are kept, evicted pods form a set, counters keep the highest
+    total seen), so a retried pass never double-counts.
+  - With O(state=report), writes the report as JSON, Markdown and an SVG timeline with one bar per replaced node.
+  - The journal is plain JSON under the ConfigMap key C(journal.json) while it is under 512 KiB. A larger one
+    (a ConfigMap holds at most 1 MiB) keeps only the counts of pods evicted and retries of finished replacements,
+    and one still larger is stored gzipped under the C(binaryData) key C(journal.json.gz).
+author:
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
+options:
+  name:
+    description:
+      - Name of the journal ConfigMap.
+    type: str
+    default: kubenodes-image-upgrade-journal
+  namespace:
+    description:
+      - Its namespace.
+    type: str
+    default: kube-system
+  state:
+    description:
+      - V(present) merges O(record) into the journal (creating it when needed).
+      - V(report) reads the journal and writes the report files to O(report_dir).
+      - V(absent) deletes the journal.
+    type: str
+    choices: [present, report, absent]
+    default: present
+  image:
+    description:
+      - The image the run upgrades to. A journal kept for another image belongs to an earlier upgrade and is
+        started afresh.
+    type: str
+  record:
+    description:
+      - The observation to merge. Keys C(started), C(finished), C(passes), and C(nodes), a dictionary from the
+        replaced node's name to C(group), C(heir), C(role), C(phases) (phase name to ISO 8601 time),
+        C(evicted) (list of C(namespace/pod)), C(waits) and C(retries) (name to a count so far, or to a list of
+        distinct attempt IDs whose number is the count), C(error); and C(instances_removed), a dictionary from
+        a providerID to the C(group) and C(reason) of an instance deleted without ever becoming a node.
+    type: dict
+    default: {}
+  report_dir:
+    description:
+      - Directory (on the host running the module) for C(image-upgrade-report.json), C(.md) and C(.svg).
+      - Required with O(state=report).
+    type: path
+extends_documentation_fragment:
+  - kubenodes.image_upgrade.kube_auth
+attributes:
+  check_mode:
+    support: full
+    description: Reports whether the journal or report files would change; writes nothing.
+  diff_mode:
+    support: none
+    description: No diff is shown.
+"""
+
+EXAMPLES = r"""
+- name: Record what this pass saw
+  kubenodes.image_upgrade.upgrade_journal:
+    image: projects/p/global/images/node-v2
+    record:
+      passes: 3
+      nodes:
+        worker-a-0:
+          group: projects/p/zones/z/instanceGroupManagers/workers
+          heir: worker-a-7x2k
+          phases:
+            paired: "2026-11-30T10:00:05Z"
+            draining: "2026-11-30T10:01:10Z"
+
+- name: Write the report
+  kubenodes.image_upgrade.upgrade_journal:
+    state: report
+    report_dir: ./reports
+"""
+
+RETURN = r"""
+journal:
+  description: The journal after the call.
+  returned: always
+  type: dict
+summary:
+  description: Totals, wall time, and per node the phase durations in seconds (with O(state=report)).
+  returned: when state is report
+  type: dict
+files:
+  description: Paths of the report files written (with O(state=report)).
+  returned: when state is report
+  type: list
+  elements: str
+"""
+
+import base64
+import copy
+import datetime
+import gzip
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import auth_argument_spec, is_status, require_kubernetes
+
+try:
+    from kubernetes import client as k8s
+except ImportError:  # reported by require_kubernetes
+    k8s = None
+
+DATA_KEY = "journal.json"
+GZIP_KEY = "journal.json.gz"
+# A ConfigMap holds at most 1 MiB. Past this size the finished replacements are compacted (report.compact),
+# and a journal still larger (thousands of nodes) is stored gzipped in binaryData.
+PLAIN_LIMIT = 512 * 1024
+
+
+def read_journal(core, name, namespace):
+    try:
+        config_map = core.read_namespaced_config_map(name, namespace)
+    except Exception as exc:  # pylint: disable=broad-except
+        if is_status(exc, 404):
+            return None, None
+        raise
+    try:
+        packed = (config_map.binary_data or {}).get(GZIP_KEY)
+        text = gzip.decompress(base64.b64decode(packed)).decode("utf-8") if packed else (config_map.data or {}).get(DATA_KEY)
+        return config_map, json.loads(text) if text else None
+    except (ValueError, OSError):
+        return config_map, None
+
+
+def journal_payload(journal):
+    """(data, binaryData) of the ConfigMap that stores `journal`: plain JSON while it is small, else compacted,
+    else gzipped."""
+    text = report.dumps(journal)
+    if len(text) > PLAIN_LIMIT:
+        text = report.dumps(report.compact(journal))
+    if len(text) <= PLAIN_LIMIT:
+        return {DATA_KEY: text}, None
+    return None, {GZIP_KEY: base64.b64encode(gzip.compress(text.encode("utf-8"), mtime=0)).decode("ascii")}
+
+
+def write_journal(core, name, namespace, config_map, journal):
+    data, binary_data = journal_payload(journal)
+    if config_map is None:
+        body = k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name=name, namespace=namespace), data=data,
+                               binary_data=binary_data)
+        core.create_namespaced_config_map(namespace, body)
+    else:
+        # replace carries the resourceVersion read: 409 if someone wrote meanwhile
+        config_map.data, config_map.binary_data = data, binary_data
+        core.replace_namespaced_config_map(name, namespace, config_map)
+
+
+def record(module, core):
+    params = module.params
+    for _attempt in range(3):
+        config_map, journal = read_journal(core, params["name"], params["namespace"])
+        before = copy.deepcopy(journal)
+        if journal is None or (params["image"] and journal.get("image") and
+                               journal["image"].lower() != params["image"].lower()):
+            journal = report.new_journal(params["image"], params["record"].get("started"))
+        merged = report.merge(journal, params["record"])
+        if merged == before:
+            return dict(changed=False, journal=merged)
+        if module.check_mode:
+            return dict(changed=True, journal=merged)
+        try:
+            write_journal(core, params["name"], params["namespace"], config_map, merged)
+            return dict(changed=True, journal=merged)
+        except Exception as exc:  # pylint: disable=broad-except
+            if not is_status(exc, 409):  # a conflict: someone wrote meanwhile; read and merge again
+                raise
+    module.fail_json(msg="journal ConfigMap %s/%s kept changing under us" % (params["namespace"], params["name"]))
+
+
+def write_if_changed(path, text, check_mode):
+    try:
+        with open(path) as handle:
+            if handle.read() == text:
+                return False
+    except OSError:
+        pass
+    if not check_mode:
+        tmp = path + ".tmp"
+        with open(tmp, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    return True
+
+
+def write_report(module, core):
+    params = module.params
+    if not params["report_dir"]:
+        module.fail_json(msg="state=report needs report_dir")
+    _config_map, journal = read_journal(core, params["name"], params["namespace"])
+    if journal is None:
+        journal = report.new_journal(params["image"], None)
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    summary = report.summarize(journal, now=now)
+    base = os.path.join(params["report_dir"], "image-upgrade-report")
+    outputs = {base + ".json": json.dumps(summary, indent=2, sort_keys=True) + "\n",
+               base + ".md": report.render_markdown(summary),
+               base + ".svg": report.render_svg(journal, now=now) + "\n"}
+    if not module.check_mode:
+        os.makedirs(params["report_dir"], exist_ok=True)
+    changed = False
+    for path, text in outputs.items():
+        changed = write_if_changed(path, text, module.check_mode) or changed
+    return dict(changed=changed, journal=journal, summary=summary, files=sorted(outputs))
+
+
+def delete(module, core):
+    params = module.params
+    config_map, journal = read_journal(core, params["name"], params["namespace"])
+    if config_map is None:
+        return dict(changed=False, journal={})
+    if not module.check_mode:
+        try:
+            core.delete_namespaced_config_map(params["name"], params["namespace"])
+        except Exception as exc:  # pylint: disable=broad-except
+            if not is_status(exc, 404):
+                raise
+    return dict(changed=True, journal=journal or {})
+
+
+def main():
+    argument_spec = auth_argument_spec(dict(
+        name=dict(type="str", default="kubenodes-image-upgrade-journal"),
+        namespace=dict(type="str", default="kube-system"),
+        state=dict(type="str", choices=["present", "report", "absent"], default="present"),
+        image=dict(type="str"),
+        record=dict(type="dict", default={}),
+        report_dir=dict(type="path"),
+    ))
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+                           required_if=[("state", "report", ["report_dir"])])
+    require_kubernetes(module)
+    action = {"present": record, "report": write_report, "absent": delete}[module.params["state"]]
+
+    def act(mod, client):
+        try:
+            return action(mod, k8s.CoreV1Api(client))
+        except OSError as exc:
+            mod.fail_json(msg="cannot write the report to %s: %s" % (mod.params["report_dir"], exc))
+
+    kube.exit_with_client(module, act, "journal ConfigMap %s/%s" % (module.params["namespace"], module.params["name"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+#!/usr/bin/python
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: upgrade_lock
+short_description: Hold, renew or release the Lease that keeps two upgrade runs from acting at once
+version_added: 1.0.0
+description:
+  - Takes a C(coordination.k8s.io/v1) Lease for the running upgrade, renews it on every pass, and releases
+    it at the end, so that two runs (two AWX jobs, two operators) never replace nodes of one cluster at
+    the same time.
+  - A Lease held by another run is taken over only when it has expired (its holder stopped renewing it),
+    or when it was held by a run on this same host whose process is gone (a run killed with SIGKILL resumes
+    at once).
+  - Every write carries the resourceVersion it read, so two runs racing for a free Lease cannot both win.
+author:
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
+options:
+  name:
+    description:
+      - Name of the Lease.
+    type: str
+    default: kubenodes-image-upgrade
+  namespace:
+    description:
+      - Namespace of the Lease.
+    type: str
+    default: kube-system
+  state:
+    description:
+      - V(present) acquires the Lease, or renews it when this run already holds it.
+      - V(absent) releases it when this run holds it; a Lease held by another run is left alone.
+    type: str
+    choices: [present, absent]
+    default: present
+  holder:
+    description:
+      - Identity of this run. By default C(<hostname>/<pid of ansible-playbook>/<its start time>), which is
+        unique per run and lets a later run on the same host see that the holder's process is gone.
+      - Give a fixed value (for example the AWX job ID) to make the identity explicit.
+    type: str
+  lease_duration:
+    description:
+      - Seconds the Lease stays valid after each renewal. Each pass of the upgrade renews it, so this must be
+        longer than the longest pass.
+    type: int
+    default: 300
+  fail_when_held:
+    description:
+      - When another live run holds the Lease, fail (V(true)) or return RV(acquired=false) (V(false)) so that
+        a playbook can wait with C(until).
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - kubenodes.image_upgrade.kube_auth
+attributes:
+  check_mode:
+    support: full
+    description: Reports what it would do (acquire, renew, take over, release) and changes nothing.
+  diff_mode:
+    support: none
+    description: No diff is shown.
+"""
+
+EXAMPLES = r"""
+- name: Take the upgrade lock, or wait up to ten minutes for another run to finish
+  kubenodes.image_upgrade.upgrade_lock:
+    kubeconfig: ~/.kube/config
+    fail_when_held: false
+  register: lock
+  until: lock.acquired
+  retries: 60
+  delay: 10
+
+- name: Release it at the end
+  kubenodes.image_upgrade.upgrade_lock:
+    kubeconfig: ~/.kube/config
+    holder: "{{ lock.holder }}"
+    state: absent
+"""
+
+RETURN = r"""
+acquired:
+  description: Whether this run holds the Lease after the call (always V(false) after O(state=absent)).
+  returned: always
+  type: bool
+action:
+  description: What was done, one of V(acquire), V(renew), V(take-over), V(wait), V(release), V(none).
+  returned: always
+  type: str
+holder:
+  description: This run's identity (pass it back with O(holder) to renew or release from another task).
+  returned: always
+  type: str
+msg:
+  description: Who holds the Lease and until when, when another run holds it.
+  returned: when another live run holds the Lease
+  type: str
+held_by:
+  description: Who holds the Lease after the call; empty when nobody does.
+  returned: always
+  type: str
+expires_at:
+  description: When the current holding expires unless renewed (UTC, ISO 8601); empty when not held.
+  returned: always
+  type: str
+"""
+
+import datetime
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import run_lock
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import auth_argument_spec, is_status, require_kubernetes
+
+try:
+    from kubernetes import client as k8s
+except ImportError:  # reported by require_kubernetes
+    k8s = None
+
+
+def read_lease(api, name, namespace):
+    try:
+        return api.read_namespaced_lease(name, namespace)
+    except Exception as exc:  # pylint: disable=broad-except
+        if is_status(exc, 404):
+            return None
+        raise
+
+
+def lease_spec_dict(lease):
+    if lease is None:
+        return None
+    spec = lease.spec
+    return {
+        "holderIdentity": spec.holder_identity,
+        "leaseDurationSeconds": spec.lease_duration_seconds,
+        "acquireTime": run_lock.format_time(spec.acquire_time) if spec.acquire_time else None,
+        "renewTime": run_lock.format_time(spec.renew_time) if spec.renew_time else None,
+    }
+
+
+def write_lease(api, name, namespace, lease, spec):
+    """Create, or replace carrying the resourceVersion read (409 when someone wrote in between)."""
+    if lease is None:
+        body = k8s.V1Lease(metadata=k8s.V1ObjectMeta(name=name, namespace=namespace), spec=spec)
+        return api.create_namespaced_lease(namespace, body)
+    lease.spec = spec
+    return api.replace_namespaced_lease(name, namespace, lease)
+
+
+def run(module, api):
+    params = module.params
+    name, namespace = params["name"], params["namespace"]
+    holder = params["holder"] or run_lock.default_holder()
+    result = dict(changed=False, acquired=False, action="none", holder=holder, held_by="", expires_at="")
+    for _attempt in range(3):
+        lease = read_lease(api, name, namespace)
+        spec = lease_spec_dict(lease)
+        now = run_lock.utc_now()
+        if params["state"] == "absent":
+            if spec is None or spec.get("holderIdentity") != holder:
+                result["held_by"] = (spec or {}).get("holderIdentity") or ""
+                return result
+            result.update(changed=True, action="release")
+            if module.check_mode:
+                return result
+            new_spec = k8s.V1LeaseSpec(holder_identity=None, lease_duration_seconds=spec.get("leaseDurationSeconds"),
+                                       acquire_time=None, renew_time=None, lease_transitions=lease.spec.lease_transitions)
+        else:
+            action, expires = run_lock.decide(spec, holder, now)
+            if action == run_lock.WAIT:
+                result.update(action=action, held_by=spec["holderIdentity"],
+                              expires_at=run_lock.format_time(expires) if expires else "")
+                # Also in the result when not failing: a playbook that waits with `until` shows it when the
+                # wait runs out.
+                result["msg"] = ("another upgrade run holds Lease %s/%s: %s (until %s unless renewed)"
+                                 % (namespace, name, spec["holderIdentity"], result["expires_at"] or "unknown"))
+                if params["fail_when_held"]:
+                    module.fail_json(**result)
+                return result
+            new_expiry = now + datetime.timedelta(seconds=params["lease_duration"])
+            result.update(changed=True, acquired=True, action=action, held_by=holder,
+                          expires_at=run_lock.format_time(new_expiry))
+            if module.check_mode:
+                return result
+            transitions = (lease.spec.lease_transitions or 0) if lease is not None else 0
+            if action != run_lock.RENEW:
+                transitions += 1
+            acquire_time = now if action != run_lock.RENEW else (lease.spec.acquire_time or now)
+            new_spec = k8s.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=params["lease_duration"],
+                                       acquire_time=acquire_time, renew_time=now, lease_transitions=transitions)
+        try:
+            write_lease(api, name, namespace, lease, new_spec)
+            return result
+        except Exception as exc:  # pylint: disable=broad-except
+            if not is_status(exc, 409):
+                raise
+            # Another run wrote the Lease between our read and write: read again and decide anew.
+            result.update(changed=False, acquired=False, action="none")
+    module.fail_json(msg="Lease %s/%s kept changing under us (three conflicts in a row)" % (namespace, name), **result)
+
+
+def main():
+    argument_spec = auth_argument_spec(dict(
+        name=dict(type="str", default="kubenodes-image-upgrade"),
+        namespace=dict(type="str", default="kube-system"),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        holder=dict(type="str"),
+        lease_duration=dict(type="int", default=300),
+        fail_when_held=dict(type="bool", default=True),
+    ))
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    require_kubernetes(module)
+    if module.params["lease_duration"] < 10:
+        module.fail_json(msg="lease_duration must be at least 10 seconds, got %d" % module.params["lease_duration"])
+    kube.exit_with_client(module, lambda m, client: run(m, k8s.CoordinationV1Api(client)),
+                          "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
+
+
+if __name__ == "__main__":
+    main()

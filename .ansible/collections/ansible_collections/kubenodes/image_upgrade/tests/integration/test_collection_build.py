@@ -1,0 +1,39 @@
+"""The collection as users get it: `ansible-galaxy collection build`, install the tarball, and every
+module in plugins/modules renders with ansible-doc from the installed copy."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BIN = pathlib.Path(sys.executable).parent
+
+
+def run(cmd, env=None):
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, "%s failed:\n%s\n%s" % (" ".join(map(str, cmd)), proc.stdout[-3000:], proc.stderr[-3000:])
+    return proc.stdout
+
+
+@pytest.mark.timeout(600)
+def test_build_install_and_document_every_module(tmp_path):
+    run([BIN / "ansible-galaxy", "collection", "build", "--force", "--output-path", tmp_path, REPO])
+    tarballs = list(tmp_path.glob("kubenodes-image_upgrade-*.tar.gz"))
+    assert len(tarballs) == 1
+    listing = run(["tar", "tzf", tarballs[0]])
+    for kept_out in ("sandbox/", "bench/", ".ci/", "scripts/", ".venv/"):
+        assert not any(line.startswith(kept_out) for line in listing.splitlines()), kept_out
+    target = tmp_path / "installed"
+    run([BIN / "ansible-galaxy", "collection", "install", "--force", "-p", target, tarballs[0]])
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(target), ANSIBLE_NOCOLOR="1")
+    modules = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py"))
+    assert modules
+    listed = run([BIN / "ansible-doc", "-l", "kubenodes.image_upgrade"], env=env)
+    installed_root = target / "ansible_collections" / "kubenodes" / "image_upgrade"
+    for name in modules:
+        assert "kubenodes.image_upgrade.%s " % name in listed, name
+        doc = run([BIN / "ansible-doc", "kubenodes.image_upgrade." + name], env=env)
+        assert str(installed_root) in doc and "EXAMPLES" in doc, name

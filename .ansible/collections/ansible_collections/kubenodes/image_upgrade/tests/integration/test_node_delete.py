@@ -1,0 +1,48 @@
+"""node_delete through ansible-playbook against the sandbox: only donors and obsolete nodes are deleted,
+all-or-nothing, idempotently."""
+
+import pytest
+
+from tests.ansible_run import run_module
+
+pytestmark = pytest.mark.timeout(300)
+PREFIX = "image-upgrade.kubenodes.io"
+
+
+def exists(sandbox, name):
+    return sandbox.kube().request("GET", "/api/v1/nodes/" + name, ok=(200, 404)).get("kind") == "Node"
+
+
+def mark(sandbox, name, key, value):
+    sandbox.kube().merge_patch("/api/v1/nodes/" + name, {"metadata": {"annotations": {PREFIX + "/" + key: value}}})
+
+
+def test_donor_and_obsolete_nodes_are_deleted_idempotently(sandbox, new_nodes):
+    donor, obsolete, heir = new_nodes(3)
+    mark(sandbox, donor, "heir", heir)
+    mark(sandbox, obsolete, "obsolete", "true")
+    args = dict(sandbox.auth_args(), name=[donor, obsolete])
+
+    predicted = run_module("node_delete", args, check=True)
+    assert predicted["changed"] and sorted(predicted["deleted"]) == sorted([donor, obsolete])
+    assert exists(sandbox, donor) and exists(sandbox, obsolete)
+
+    gone = run_module("node_delete", args)
+    assert gone["changed"] and sorted(gone["deleted"]) == sorted([donor, obsolete])
+    assert not exists(sandbox, donor) and not exists(sandbox, obsolete) and exists(sandbox, heir)
+
+    again = run_module("node_delete", args)
+    assert not again["changed"] and sorted(again["absent"]) == sorted([donor, obsolete])
+
+
+def test_a_node_not_being_replaced_is_refused_and_nothing_is_deleted(sandbox, new_nodes):
+    donor, bystander = new_nodes(2)
+    mark(sandbox, donor, "heir", "someone")
+    refused = run_module("node_delete", dict(sandbox.auth_args(), name=[donor, bystander]))
+    assert refused["failed"] and bystander in refused["msg"] and "refusing to delete" in refused["msg"]
+    assert exists(sandbox, donor) and exists(sandbox, bystander)
+
+
+def test_bad_prefix_is_a_clear_error(sandbox):
+    bad = run_module("node_delete", dict(sandbox.auth_args(), name=["x"], annotation_prefix="Not A Prefix"))
+    assert bad["failed"] and "DNS subdomain" in bad["msg"]

@@ -1,0 +1,502 @@
+"""The GCE provider through google-cloud-compute, over real HTTP, against the sandbox's GCE emulator:
+discovery, listing, create, delete, image read/set/validate, long-running operations, and faults
+(429/500/503 retried with backoff, 4xx not retried, latency, never-booting instances, quota, answers lost
+after the change was made, operations that outlast their deadline, instances the API does not list yet)."""
+
+import json
+import os
+import signal
+import threading
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, gce
+from sandbox import clouds
+from sandbox.clouds.gce import DEFAULT_PROJECT, GceEmulator
+
+pytestmark = [pytest.mark.timeout(120)]
+PROJECT = DEFAULT_PROJECT
+
+
+class RecordingHooks:
+    """Stands in for the node simulator (the instance_hooks interface): records what the emulator says."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.created_calls = []
+        self.deleted_calls = []
+
+    def created(self, provider_id, node_name, group_id, image, role, zone=None):
+        with self.lock:
+            self.created_calls.append((provider_id, node_name, group_id, image, role, zone))
+
+    def deleted(self, provider_id):
+        with self.lock:
+            self.deleted_calls.append(provider_id)
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    hooks = RecordingHooks()
+    emu = GceEmulator(hooks=hooks).start()
+    emu.hooks = hooks
+    try:
+        yield emu
+    finally:
+        emu.stop()
+
+
+@pytest.fixture
+def admin(emulator):
+    adm = emulator.admin()
+    adm.set_faults(boot_delay=0.3, op_delay=0.05)
+    yield adm
+    adm.set_faults()
+
+
+@pytest.fixture
+def provider(admin):
+    return gce.GceProvider(admin.provider_options()["gcp"], retry_base_delay=0.02, request_timeout=10)
+
+
+@pytest.fixture
+def images(admin):
+    suffix = uuid.uuid4().hex[:6]
+    old = admin.create_image("node-old-" + suffix, family="fam-" + suffix)
+    new = admin.create_image("node-new-" + suffix, family="fam-" + suffix)
+    return old, new
+
+
+def _unique(prefix):
+    return "%s-%s" % (prefix, uuid.uuid4().hex[:6])
+
+
+def _wait_for(predicate, timeout=15.0, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met within %ss" % timeout)
+
+
+# ---- discovery and listing ----------------------------------------------------------------------------------------
+def test_list_groups_finds_zonal_and_regional_groups_with_role_and_image(admin, provider, images):
+    old = images[0]
+    zonal = admin.create_group(_unique("workers"), "worker", 1, old)
+    regional = admin.create_group(_unique("cp"), "control-plane", 3, old, region="us-central1")
+    groups = {g.id: g for g in provider.list_groups()}
+    assert groups[zonal].role == base.ROLE_WORKER and groups[zonal].image == old and groups[zonal].target_size == 1
+    assert groups[regional].role == base.ROLE_CONTROL_PLANE and groups[regional].image == old
+    assert groups[regional].target_size == 3 and groups[regional].name == regional.rsplit("/", 1)[1]
+    # Exactly the requested groups, in the canonical form, from full URLs too.
+    chosen = provider.list_groups(["https://www.googleapis.com/compute/v1/" + zonal])
+    assert [g.id for g in chosen] == [zonal]
+
+
+def test_list_instances_of_a_regional_group(admin, provider, images):
+    old = images[0]
+    group = admin.create_group(_unique("rg"), "worker", 3, old, region="us-central1")
+    _wait_for(lambda: len([i for i in provider.list_instances(group) if i.state == base.RUNNING]) == 3)
+    instances = provider.list_instances(group)
+    assert len(instances) == 3
+    zones = sorted(i.extra["zone"] for i in instances)
+    assert zones == ["us-central1-a", "us-central1-b", "us-central1-c"]   # spread like a regional MIG
+    for inst in instances:
+        assert inst.provider_id == "gce://%s/%s/%s" % (PROJECT, inst.extra["zone"], inst.name)
+        assert inst.node_name == inst.name and inst.group_id == group and inst.image == old
+        assert inst.created_at and abs(inst.created_at - time.time()) < 60
+
+
+def test_listing_costs_a_constant_number_of_calls_per_group(admin, provider, images):
+    old = images[0]
+    small = admin.create_group(_unique("small"), "worker", 1, old)
+    large = admin.create_group(_unique("large"), "worker", 12, old)
+    _wait_for(lambda: len(provider.list_instances(large)) == 12)
+    counts = []
+    for group in (small, large):
+        before = len(admin.requests())
+        provider.list_instances(group)
+        counts.append(len(admin.requests()) - before)
+    # igm get + listManagedInstances + one template get + one instances.list for the zone
+    assert counts == [4, 4]
+
+
+def test_listing_follows_every_page(admin, provider, images):
+    old = images[0]
+    group = admin.create_group(_unique("paged"), "worker", 7, old)
+    _wait_for(lambda: len(provider.list_instances(group)) == 7)
+    admin.set_faults(page_size=3)
+    before = len(admin.requests())
+    instances = provider.list_instances(group)
+    assert len({i.name for i in instances}) == 7 and all(i.created_at for i in instances)
+    templates = [r["template"].rsplit("/", 1)[1] for r in admin.requests()[before:]]
+    assert templates.count("listManagedInstances") == 3 and templates.count("instances") == 3
+
+
+# ---- create / delete ------------------------------------------------------------------------------------------------
+def test_create_instance_zonal_boots_and_tells_the_node_simulator(emulator, admin, provider, images):
+    old = images[0]
+    name = _unique("wk")
+    group = admin.create_group(name, "worker", 0, old)
+    inst = provider.create_instance(group)
+    assert inst.name.startswith(name + "-") and len(inst.name) == len(name) + 5
+    assert inst.provider_id == "gce://%s/us-central1-a/%s" % (PROJECT, inst.name)
+    assert inst.node_name == inst.name and inst.state == base.CREATING and inst.image == old
+    listed = _wait_for(lambda: [i for i in provider.list_instances(group) if i.state == base.RUNNING])
+    assert [i.provider_id for i in listed] == [inst.provider_id]
+    hook = _wait_for(lambda: [c for c in emulator.hooks.created_calls if c[0] == inst.provider_id])
+    assert hook == [(inst.provider_id, inst.name, group, old, "worker", "us-central1-a")]
+    assert admin.state()["groups"][group]["target_size"] == 1
+
+
+def test_create_instance_regional_reads_back_the_zone(admin, provider, images):
+    old = images[0]
+    group = admin.create_group(_unique("rcp"), "control-plane", 0, old, region="us-central1")
+    inst = provider.create_instance(group)
+    zone = inst.extra["zone"]
+    assert zone.startswith("us-central1-")
+    assert inst.provider_id == "gce://%s/%s/%s" % (PROJECT, zone, inst.name)
+    listed = {i.provider_id for i in provider.list_instances(group)}
+    assert listed == {inst.provider_id}
+
+
+def test_operations_are_awaited_through_the_configured_endpoint(admin, provider, images):
+    old = images[0]
+    admin.set_faults(op_delay=0.5, boot_delay=0.3)
+    group = admin.create_group(_unique("lro"), "worker", 0, old, region="us-central1")
+    before = len(admin.requests())
+    provider.create_instance(group)
+    paths = [(r["method"], r["template"]) for r in admin.requests()[before:]]
+    assert ("POST", "projects/{p}/regions/{region}/operations/{name}/wait") in paths
+    assert ("GET", "projects/{p}/regions/{region}/operations/{name}") not in paths   # never .result() polling
+
+
+def test_just_created_instance_counts_as_creating_before_the_api_lists_it(admin, provider, images):
+    old = images[0]
+    admin.set_faults(list_lag=30, boot_delay=0.3)
+    group = admin.create_group(_unique("lag"), "worker", 0, old)
+    inst = provider.create_instance(group)
+    listing = provider.list_instances(group)
+    assert [(i.provider_id, i.state) for i in listing] == [(inst.provider_id, base.CREATING)]
+    assert listing[0].extra["listed"] is False
+    # Once the API lists it, the memory is not needed and no duplicate appears.
+    admin.set_faults(boot_delay=0.3)
+    listing = _wait_for(lambda: [i for i in provider.list_instances(group) if i.state == base.RUNNING])
+    assert [i.provider_id for i in provider.list_instances(group)] == [inst.provider_id]
+    assert "listed" not in listing[0].extra
+
+
+def test_delete_instance_is_idempotent_and_tells_the_node_simulator(emulator, admin, provider, images):
+    old = images[0]
+    group = admin.create_group(_unique("del"), "worker", 2, old)
+    victims = _wait_for(lambda: [i for i in provider.list_instances(group) if i.state == base.RUNNING] or None)
+    victim = victims[0]
+    assert provider.delete_instance(victim.provider_id) is True
+    assert provider.delete_instance(victim.provider_id) is False   # already being deleted
+    assert admin.state()["groups"][group]["target_size"] == 1
+    _wait_for(lambda: victim.provider_id in emulator.hooks.deleted_calls)
+    assert provider.delete_instance(victim.provider_id) is False   # gone
+    assert victim.provider_id not in {i.provider_id for i in provider.list_instances(group)}
+    # Unknown instances in a real zone, with or without the group hint.
+    assert provider.delete_instance("gce://%s/us-central1-a/no-such-node" % PROJECT) is False
+    assert provider.delete_instance("gce://%s/us-central1-a/no-such-node" % PROJECT, group_id=group) is False
+    assert admin.state()["groups"][group]["target_size"] == 1
+
+
+def test_an_instance_that_reads_not_found_is_still_deleted(admin, provider, images):
+    old = images[0]
+    admin.set_faults(boot_delay=60, insert_delay=60)
+    group = admin.create_group(_unique("hint"), "worker", 0, old)
+    made = [provider.create_instance(group) for dummy in range(2)]
+    with pytest.raises(base.NotFoundError):    # no instance resource yet
+        provider._call("reading", provider._client("InstancesClient").get, project=PROJECT, zone="us-central1-a",
+                       instance=made[0].name)
+    listing = provider.list_instances(group)
+    assert [i.state for i in listing] == [base.CREATING, base.CREATING]
+    assert sorted(i.created_at for i in listing) == sorted(i.created_at for i in made)   # remembered
+    # With the group given, and by the object that created it (which remembers the group).
+    assert provider.delete_instance(made[0].provider_id, group_id=group) is True
+    assert provider.delete_instance(made[1].provider_id) is True
+    assert admin.state()["groups"][group]["target_size"] == 0
+
+
+def test_malformed_references_are_refused_before_any_call(admin, provider):
+    before = len(admin.requests())
+    with pytest.raises(base.InvalidReferenceError, match="gce://<project>/<zone>/<instance-name>"):
+        provider.delete_instance("gce://only/two")
+    with pytest.raises(base.InvalidReferenceError, match="instanceGroupManagers/<name>"):
+        provider.list_instances("projects/p/zones/z/instanceGroups/x")
+    with pytest.raises(base.InvalidReferenceError, match="global/images/<name>"):
+        provider.set_group_image("projects/%s/zones/us-central1-a/instanceGroupManagers/x" % PROJECT, "ubuntu")
+    assert len(admin.requests()) == before
+
+
+def test_missing_group_is_not_found(provider):
+    with pytest.raises(base.NotFoundError, match="was not found"):
+        provider.list_instances("projects/%s/zones/us-central1-a/instanceGroupManagers/nope" % PROJECT)
+
+
+# ---- images -------------------------------------------------------------------------------------------------------
+def test_set_group_image_clones_the_template_and_is_idempotent(admin, provider, images):
+    old, new = images
+    name = _unique("img")
+    group = admin.create_group(name, "worker", 1, old)
+    first = _wait_for(lambda: provider.list_instances(group))[0]
+    assert provider.group_image(group) == old
+    assert provider.set_group_image(group, new) is True
+    state = admin.state()
+    assert state["groups"][group]["template"] == name + "-tmpl-1"
+    assert name + "-tmpl" in state["templates"]             # old templates are kept
+    assert provider.group_image(group) == new
+    templates_before = admin.state()["templates"]
+    assert provider.set_group_image(group, "https://www.googleapis.com/compute/v1/" + new) is False
+    assert admin.state()["templates"] == templates_before
+    # Existing instances keep their image; new ones get the new one.
+    created = provider.create_instance(group)
+    assert created.image == new
+    by_name = {i.name: i for i in provider.list_instances(group)}
+    assert by_name[first.name].image == old and by_name[created.name].image == new
+
+
+def test_set_group_image_reuses_the_clone_of_an_interrupted_run(admin, provider, images):
+    old, new = images
+    name = _unique("resume")
+    group = admin.create_group(name, "worker", 0, old)
+    # An earlier run inserted the clone and died before setting it on the group.
+    template = provider._get_template("projects/%s/global/instanceTemplates/%s-tmpl" % (PROJECT, name))
+    provider._insert_template_clone(PROJECT, template, new)
+    assert admin.state()["groups"][group]["template"] == name + "-tmpl"
+    assert provider.set_group_image(group, new) is True
+    state = admin.state()
+    assert state["groups"][group]["template"] == name + "-tmpl-1"
+    assert name + "-tmpl-2" not in state["templates"]
+
+
+def test_set_group_image_with_a_family_pins_its_current_image(admin, provider, images):
+    old, new = images
+    family = "projects/%s/global/images/family/fam-%s" % (PROJECT, new.rsplit("-", 1)[1])
+    group = admin.create_group(_unique("fam"), "worker", 0, old)
+    assert provider.validate_image(family) == new
+    assert provider.set_group_image(group, family) is True
+    assert provider.group_image(group) == new
+
+
+def test_a_proactive_update_policy_is_refused_before_anything_changes(admin, provider, images):
+    old, new = images
+    group = admin.create_group(_unique("proactive"), "worker", 0, old, update_policy="PROACTIVE")
+    before = admin.state()
+    with pytest.raises(base.ProviderError, match="PROACTIVE update policy") as err:
+        provider.set_group_image(group, new)
+    assert err.value.code == "PROACTIVE_UPDATE_POLICY"
+    assert admin.state()["templates"] == before["templates"]
+    assert admin.state()["groups"][group]["template"] == before["groups"][group]["template"]
+
+
+def test_discovery_skips_a_group_it_cannot_read_but_an_explicit_one_fails(admin, provider, images):
+    old = images[0]
+    canary = admin.create_group(_unique("canary"), "worker", 0, old, versions=2)
+    plain = admin.create_group(_unique("plain"), "worker", 0, old)
+    found = {g.id for g in provider.list_groups()}
+    assert plain in found and canary not in found
+    assert [reason for gid, reason in provider.skipped_groups if gid == canary] == [
+        "instance group manager %s runs 2 versions (a canary update); finish or cancel it first" % canary]
+    with pytest.raises(base.ProviderError, match="canary"):
+        provider.list_groups([canary])
+
+
+@pytest.mark.parametrize("image, error", [
+    ("projects/%s/global/images/does-not-exist" % PROJECT, base.NotFoundError),
+    ("projects/%s/global/images/family/no-such-family" % PROJECT, base.NotFoundError),
+    ("not-an-image", base.InvalidReferenceError),
+])
+def test_bad_images_change_nothing(admin, provider, images, image, error):
+    old = images[0]
+    group = admin.create_group(_unique("bad"), "worker", 0, old)
+    before = admin.state()
+    with pytest.raises(error):
+        provider.set_group_image(group, image)
+    after = admin.state()
+    assert after["templates"] == before["templates"]
+    assert after["groups"][group]["template"] == before["groups"][group]["template"]
+
+
+def test_validate_image_refuses_unusable_images(admin, provider):
+    pending = admin.create_image(_unique("pending"), status="PENDING")
+    obsolete = admin.create_image(_unique("obsolete"), deprecated="OBSOLETE")
+    deprecated = admin.create_image(_unique("deprecated"), deprecated="DEPRECATED")
+    with pytest.raises(base.ProviderError, match="PENDING, not READY"):
+        provider.validate_image(pending)
+    with pytest.raises(base.ProviderError, match="OBSOLETE"):
+        provider.validate_image(obsolete)
+    assert provider.validate_image(deprecated) == deprecated   # still usable
+
+
+# ---- faults ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("code", [429, 500, 503])
+def test_throttling_and_server_errors_are_retried_with_backoff(admin, images, code):
+    old = images[0]
+    group = admin.create_group(_unique("retry"), "worker", 0, old)
+    sleeps = []
+    provider = gce.GceProvider(admin.provider_options()["gcp"], retry_base_delay=0.05, sleep=sleeps.append)
+    admin.set_faults(fail_next=3, codes=[code], paths=["instanceGroupManagers"])
+    before = len(admin.requests())
+    assert provider.group_image(group) == old
+    igm_gets = [r for r in admin.requests()[before:] if r["template"].endswith("instanceGroupManagers/{m}")]
+    assert len(igm_gets) == 4    # three answered with the fault, the fourth served
+    assert len(sleeps) == 3 and sleeps[0] <= 0.05 and sleeps[2] >= 0.1   # exponential, jittered backoff
+
+
+def test_a_4xx_that_will_not_change_is_not_retried(admin, provider, images):
+    old = images[0]
+    group = admin.create_group(_unique("noretry"), "worker", 0, old)
+    admin.set_faults(fail_next=1, codes=[400], paths=["instanceGroupManagers"])
+    before = len(admin.requests())
+    with pytest.raises(base.ProviderError) as err:
+        provider.group_image(group)
+    assert err.value.status == 400 and not err.value.retryable
+    assert len(admin.requests()) - before == 1
+
+
+def test_persistent_errors_give_up_after_the_retry_budget(admin, images):
+    old = images[0]
+    group = admin.create_group(_unique("budget"), "worker", 0, old)
+    provider = gce.GceProvider(admin.provider_options()["gcp"], retry_attempts=3, retry_base_delay=0.01)
+    admin.set_faults(error_rate=1.0, codes=[503])
+    before = len(admin.requests())
+    with pytest.raises(base.ProviderError) as err:
+        provider.list_instances(group)
+    assert err.value.status == 503 and err.value.retryable and "currently unavailable" in str(err.value)
+    assert len(admin.requests()) - before == 3
+
+
+def test_random_faults_are_absorbed(admin, images):
+    old = images[0]
+    group = admin.create_group(_unique("flaky"), "worker", 0, old)
+    provider = gce.GceProvider(admin.provider_options()["gcp"], retry_attempts=8, retry_base_delay=0.01)
+    admin.set_faults(error_rate=0.3, codes=[429, 500, 503])
+    created = [provider.create_instance(group) for dummy in range(3)]
+    admin.set_faults()
+    names = {i.name for i in provider.list_instances(group)}
+    assert names == {i.name for i in created}   # each exactly once despite retried POSTs
+
+
+def test_a_lost_answer_to_a_create_does_not_create_twice(admin, provider, images):
+    old = images[0]
+    group = admin.create_group(_unique("lost"), "worker", 0, old)
+    admin.set_faults(fail_next=1, codes=[503], fail_after=True, paths=["createInstances"])
+    inst = provider.create_instance(group)
+    creates = [r for r in admin.requests() if r["template"].endswith("createInstances") and group.rsplit("/", 1)[1]
+               in r["path"]]
+    assert len(creates) == 2                     # the retry carried the same requestId
+    assert [i.name for i in provider.list_instances(group)] == [inst.name]
+    assert admin.state()["groups"][group]["target_size"] == 1
+
+
+def test_latency_is_tolerated_and_bounded_by_the_request_timeout(admin, images):
+    old = images[0]
+    group = admin.create_group(_unique("slow"), "worker", 0, old)
+    admin.set_faults(latency=0.3)
+    patient = gce.GceProvider(admin.provider_options()["gcp"], retry_base_delay=0.01, request_timeout=5)
+    started = time.monotonic()
+    assert patient.group_image(group) == old
+    assert time.monotonic() - started >= 0.6     # igm get + template get, each delayed
+    admin.set_faults(latency=1.5)
+    hasty = gce.GceProvider(admin.provider_options()["gcp"], retry_attempts=2, retry_base_delay=0.01,
+                            request_timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(base.ProviderError) as err:
+        hasty.group_image(group)
+    assert err.value.retryable and time.monotonic() - started < 10
+
+
+def test_never_booting_instances_stay_creating_and_never_join(emulator, admin, provider, images):
+    old = images[0]
+    name = _unique("stuck")
+    group = admin.create_group(name, "worker", 0, old)
+    admin.set_faults(never_boot=[name], boot_delay=0.2)
+    inst = provider.create_instance(group)
+    time.sleep(1.0)
+    listing = provider.list_instances(group)
+    assert [(i.name, i.state) for i in listing] == [(inst.name, base.CREATING)]
+    assert listing[0].extra["instance_status"] == "STAGING"
+    assert not [c for c in emulator.hooks.created_calls if c[0] == inst.provider_id]
+
+
+def test_quota_refusal_is_a_quota_error_and_creates_nothing(admin, provider, images):
+    old = images[0]
+    group = admin.create_group(_unique("quota"), "worker", 1, old)
+    total = sum(1 for g in admin.state()["groups"].values() for m in g["managed"].values()
+                if m["currentAction"] != "DELETING")
+    admin.set_faults(quota=total)
+    with pytest.raises(base.QuotaError) as err:
+        provider.create_instance(group)
+    assert "Quota 'INSTANCES' exceeded" in str(err.value) and err.value.code == "QUOTA_EXCEEDED"
+    assert admin.state()["groups"][group]["target_size"] == 1
+    assert len(provider.list_instances(group)) == 1
+
+
+def test_a_mig_that_keeps_retrying_for_quota_reports_it_per_instance(admin, provider, images):
+    """The real MIG accepts createInstances and retries while the quota is short; the attempt's errors show
+    on the instance, which stays CREATING (it still holds budget) and boots once the quota frees."""
+    old = images[0]
+    group = admin.create_group(_unique("retryq"), "worker", 0, old)
+    total = sum(1 for g in admin.state()["groups"].values() for m in g["managed"].values()
+                if m["currentAction"] != "DELETING")
+    admin.set_faults(quota=total, quota_mode="instance", boot_delay=0.2)
+    inst = provider.create_instance(group)
+    [listed] = provider.list_instances(group)
+    assert listed.provider_id == inst.provider_id and listed.state == base.CREATING
+    assert listed.extra["quota_exceeded"] is True
+    assert listed.extra["errors"] == ["QUOTA_EXCEEDED: Quota 'INSTANCES' exceeded. Limit: %d.0 in region "
+                                      "us-central1." % total]
+    admin.set_faults(boot_delay=0.2)          # quota lifted
+    booted = _wait_for(lambda: [i for i in provider.list_instances(group) if i.state == base.RUNNING])
+    assert [i.provider_id for i in booted] == [inst.provider_id] and "errors" not in booted[0].extra
+
+
+def test_an_operation_past_its_deadline_fails_clearly(admin, images):
+    old = images[0]
+    group = admin.create_group(_unique("deadline"), "worker", 0, old)
+    options = dict(admin.provider_options()["gcp"], operation_timeout=1)
+    provider = gce.GceProvider(options, retry_base_delay=0.01)
+    admin.set_faults(op_delay=30)
+    started = time.monotonic()
+    with pytest.raises(base.ProviderError, match=r"still RUNNING after 1s \(gcp.operation_timeout\)"):
+        provider.create_instance(group)
+    assert time.monotonic() - started < 10
+
+
+def test_unreachable_endpoint_is_a_retryable_error(emulator):
+    options = {"auth_kind": "anonymous", "project": PROJECT, "endpoint": "http://127.0.0.1:9"}
+    provider = gce.GceProvider(options, retry_attempts=2, retry_base_delay=0.01, request_timeout=2)
+    with pytest.raises(base.ProviderError) as err:
+        provider.list_groups()
+    assert err.value.retryable and "listing instance group managers" in str(err.value)
+
+
+# ---- the emulator as a process (the sandbox contract) -------------------------------------------------------------
+def test_emulator_process_prints_its_endpoint_and_stops_on_sigterm(tmp_path):
+    proc, info = clouds.launch("gcp", tmp_path / "state", log_path=tmp_path / "gce.log", timeout=60)
+    try:
+        assert info["cloud"] == "gcp" and info["endpoint"].startswith("http://127.0.0.1:")
+        assert info["ca_cert"] is None and info["pid"] == proc.pid
+        from sandbox.clouds.gce import Admin
+        adm = Admin(info)
+        image = adm.create_image("proc-image")
+        group = adm.create_group("proc-workers", "worker", 1, image)
+        options = adm.provider_options()
+        assert options["provider"] == "gcp" and options["gcp"]["endpoint"] == info["endpoint"]
+        provider = gce.from_params(options["gcp"])
+        assert [g.id for g in provider.list_groups()] == [group]
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(info["endpoint"] + "/_admin/state", timeout=10) as resp:
+            assert json.loads(resp.read())["groups"][group]["target_size"] == 1
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        proc.stdout.close()

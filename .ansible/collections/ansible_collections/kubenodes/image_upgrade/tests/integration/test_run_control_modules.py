@@ -1,0 +1,180 @@
+"""upgrade_lock, autoscaler_pause and upgrade_journal through ansible-playbook against the sandbox's
+real kube-apiserver."""
+
+import datetime
+import json
+import socket
+
+import pytest
+from kubernetes import client as k8s
+
+from tests.ansible_run import run_module
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def lock(sandbox, namespace, **args):
+    return run_module("upgrade_lock", dict(sandbox.auth_args(), name="run-lock", namespace=namespace, **args))
+
+
+def test_lock_is_exclusive_renewable_and_released(sandbox, namespace):
+    coordination = k8s.CoordinationV1Api(sandbox.api_client())
+    first = lock(sandbox, namespace, holder="run-a")
+    assert first["acquired"] and first["changed"] and first["action"] == "acquire", first
+    renewed = lock(sandbox, namespace, holder="run-a")
+    assert renewed["acquired"] and renewed["action"] == "renew"
+
+    blocked = lock(sandbox, namespace, holder="run-b")
+    assert blocked["failed"] and "run-a" in blocked["msg"], blocked
+    waiting = lock(sandbox, namespace, holder="run-b", fail_when_held=False)
+    assert not waiting["failed"] and not waiting["acquired"] and waiting["held_by"] == "run-a"
+    assert "run-a" in waiting["msg"]
+
+    foreign_release = lock(sandbox, namespace, holder="run-b", state="absent")
+    assert not foreign_release["changed"]
+    assert coordination.read_namespaced_lease("run-lock", namespace).spec.holder_identity == "run-a"
+
+    released = lock(sandbox, namespace, holder="run-a", state="absent")
+    assert released["changed"] and released["action"] == "release"
+    assert not coordination.read_namespaced_lease("run-lock", namespace).spec.holder_identity
+    taken = lock(sandbox, namespace, holder="run-b")
+    assert taken["acquired"] and taken["action"] == "acquire"
+
+
+def test_expired_lease_and_dead_local_run_are_taken_over(sandbox, namespace):
+    coordination = k8s.CoordinationV1Api(sandbox.api_client())
+    past = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=10)
+    coordination.create_namespaced_lease(namespace, k8s.V1Lease(
+        metadata=k8s.V1ObjectMeta(name="run-lock"),
+        spec=k8s.V1LeaseSpec(holder_identity="awx-job-1", lease_duration_seconds=60, acquire_time=past, renew_time=past)))
+    taken = lock(sandbox, namespace, holder="run-c")
+    assert taken["acquired"] and taken["action"] == "take-over", taken
+
+    # A run on this host whose process is gone (no such PID) is stale at once, well before expiry.
+    dead = "%s/%d/12345" % (socket.gethostname(), 2 ** 22 + 17)
+    lease = coordination.read_namespaced_lease("run-lock", namespace)
+    lease.spec.holder_identity = dead
+    lease.spec.renew_time = datetime.datetime.now(datetime.timezone.utc)
+    lease.spec.lease_duration_seconds = 3600
+    coordination.replace_namespaced_lease("run-lock", namespace, lease)
+    resumed = lock(sandbox, namespace, holder="run-d")
+    assert resumed["acquired"] and resumed["action"] == "take-over", resumed
+
+
+def test_lock_check_mode_writes_nothing(sandbox, namespace):
+    coordination = k8s.CoordinationV1Api(sandbox.api_client())
+    result = run_module("upgrade_lock", dict(sandbox.auth_args(), name="run-lock", namespace=namespace, holder="x"),
+                        check=True)
+    assert result["changed"] and result["acquired"]
+    with pytest.raises(k8s.ApiException) as error:
+        coordination.read_namespaced_lease("run-lock", namespace)
+    assert error.value.status == 404
+
+
+def test_lock_rejects_bad_input_and_unreachable_api(sandbox, namespace, tmp_path):
+    short = run_module("upgrade_lock", dict(sandbox.auth_args(), namespace=namespace, lease_duration=1))
+    assert short["failed"] and "at least 10 seconds" in short["msg"]
+    missing = run_module("upgrade_lock", dict(kubeconfig=str(tmp_path / "nope"), namespace=namespace))
+    assert missing["failed"] and "does not exist" in missing["msg"]
+
+
+def autoscaler(sandbox, namespace, state, check=False, diff=False):
+    return run_module("autoscaler_pause", dict(sandbox.auth_args(), namespace=namespace, state=state), check=check, diff=diff)
+
+
+def make_deployment(sandbox, namespace, replicas):
+    apps = k8s.AppsV1Api(sandbox.api_client())
+    labels = {"app": "cluster-autoscaler"}
+    apps.create_namespaced_deployment(namespace, k8s.V1Deployment(
+        metadata=k8s.V1ObjectMeta(name="cluster-autoscaler"),
+        spec=k8s.V1DeploymentSpec(replicas=replicas, selector=k8s.V1LabelSelector(match_labels=labels),
+                                  template=k8s.V1PodTemplateSpec(
+                                      metadata=k8s.V1ObjectMeta(labels=labels),
+                                      spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="ca", image="ca:1")])))))
+    return apps
+
+
+def test_autoscaler_pause_remembers_and_restores_the_replicas(sandbox, namespace):
+    apps = make_deployment(sandbox, namespace, 2)
+    predicted = autoscaler(sandbox, namespace, "paused", check=True, diff=True)
+    assert predicted["changed"] and predicted["diff"]["after"]["replicas"] == 0
+    assert apps.read_namespaced_deployment("cluster-autoscaler", namespace).spec.replicas == 2
+
+    paused = autoscaler(sandbox, namespace, "paused")
+    assert paused["changed"] and paused["paused_replicas"] == 2
+    deployment = apps.read_namespaced_deployment("cluster-autoscaler", namespace)
+    assert deployment.spec.replicas == 0
+    assert deployment.metadata.annotations["image-upgrade.kubenodes.io/paused-replicas"] == "2"
+    again = autoscaler(sandbox, namespace, "paused")
+    assert not again["changed"] and again["paused_replicas"] == 2
+
+    restored = autoscaler(sandbox, namespace, "restored")
+    assert restored["changed"] and restored["replicas"] == 2
+    deployment = apps.read_namespaced_deployment("cluster-autoscaler", namespace)
+    assert deployment.spec.replicas == 2
+    assert "image-upgrade.kubenodes.io/paused-replicas" not in (deployment.metadata.annotations or {})
+    assert not autoscaler(sandbox, namespace, "restored")["changed"]
+
+
+def test_no_autoscaler_means_nothing_to_do(sandbox, namespace):
+    result = autoscaler(sandbox, namespace, "paused")
+    assert not result["failed"] and not result["changed"] and result["found"] is False
+
+
+def test_journal_records_idempotently_and_reports(sandbox, namespace, tmp_path):
+    base = dict(sandbox.auth_args(), namespace=namespace, image="img-b")
+    observation = {"started": "2026-11-30T10:00:00Z", "passes": 2, "nodes": {"w-0": {
+        "group": "g", "heir": "w-9", "role": "worker", "evicted": ["default/web-1"],
+        "phases": {"paired": "2026-11-30T10:00:10Z", "draining": "2026-11-30T10:01:00Z", "deleted": "2026-11-30T10:02:00Z"}}}}
+    first = run_module("upgrade_journal", dict(base, record=observation))
+    assert first["changed"] and first["journal"]["nodes"]["w-0"]["heir"] == "w-9"
+    assert not run_module("upgrade_journal", dict(base, record=observation))["changed"]
+
+    reported = run_module("upgrade_journal", dict(base, state="report", report_dir=str(tmp_path)))
+    assert reported["summary"]["nodes_replaced"] == 1 and reported["summary"]["pods_evicted"] == 1
+    summary = json.loads((tmp_path / "image-upgrade-report.json").read_text())
+    assert summary["nodes"][0]["phase_seconds"] == {"paired": 50, "draining": 60, "deleted": 0}
+    assert "| w-0 | w-9 | g | worker |" in (tmp_path / "image-upgrade-report.md").read_text()
+    assert (tmp_path / "image-upgrade-report.svg").read_text().startswith("<svg")
+
+    # A journal of another image belongs to an earlier upgrade: started afresh.
+    fresh = run_module("upgrade_journal", dict(base, image="img-c", record={"nodes": {}}))
+    assert fresh["changed"] and fresh["journal"]["nodes"] == {} and fresh["journal"]["image"] == "img-c"
+
+    gone = run_module("upgrade_journal", dict(base, state="absent"))
+    assert gone["changed"]
+    assert not run_module("upgrade_journal", dict(base, state="absent"))["changed"]
+
+
+def _finished_nodes(first, count, pods):
+    return {"w-%05d" % i: {"group": "projects/p/zones/z/instanceGroupManagers/workers-%d" % (i % 10), "heir": "h-%05d" % i,
+                           "role": "worker", "evicted": ["namespace-%d/pod-%05d-%02d" % (i % 7, i, p) for p in range(pods)],
+                           "phases": {"paired": "2026-11-30T10:00:10Z", "draining": "2026-11-30T10:01:00Z",
+                                      "deleted": "2026-11-30T10:02:00Z"}}
+            for i in range(first, first + count)}
+
+
+def test_journal_of_a_large_upgrade_fits_its_configmap(sandbox, namespace, tmp_path):
+    """A ConfigMap holds at most 1 MiB: 1,500 replaced nodes with 30 evicted pods each (about 2 MB of names)
+    are kept as counts, and 4,500 nodes in all are stored gzipped; the report still counts every pod."""
+    base = dict(sandbox.auth_args(), namespace=namespace, image="img-b")
+    in_flight = {"busy": {"group": "g", "heir": "busy-heir", "role": "worker", "evicted": ["ns/still-here"],
+                          "phases": {"draining": "2026-11-30T10:03:00Z"}}}
+    first = run_module("upgrade_journal", dict(base, record={"started": "2026-11-30T10:00:00Z",
+                                                             "nodes": dict(_finished_nodes(0, 1500, 30), **in_flight)}))
+    assert first["changed"] and not first.get("failed"), first.get("msg")
+    stored = k8s.CoreV1Api(sandbox.api_client()).read_namespaced_config_map("kubenodes-image-upgrade-journal", namespace)
+    assert set(stored.data) == {"journal.json"} and not stored.binary_data
+    journal = json.loads(stored.data["journal.json"])
+    assert journal["nodes"]["w-00000"]["evicted_count"] == 30 and journal["nodes"]["busy"]["evicted"] == ["ns/still-here"]
+
+    second = run_module("upgrade_journal", dict(base, record={"nodes": _finished_nodes(1500, 3000, 0)}))
+    assert second["changed"] and not second.get("failed"), second.get("msg")
+    stored = k8s.CoreV1Api(sandbox.api_client()).read_namespaced_config_map("kubenodes-image-upgrade-journal", namespace)
+    assert not stored.data and set(stored.binary_data) == {"journal.json.gz"}
+    # Recording what is already there changes nothing, through the gzipped form too.
+    assert not run_module("upgrade_journal", dict(base, record={"nodes": in_flight}))["changed"]
+
+    reported = run_module("upgrade_journal", dict(base, state="report", report_dir=str(tmp_path)))
+    assert reported["summary"]["nodes_total"] == 4501 and reported["summary"]["nodes_replaced"] == 4500
+    assert reported["summary"]["pods_evicted"] == 1500 * 30 + 1

@@ -1,0 +1,63 @@
+"""End to end: playbooks/upgrade_nodes.yml (the rolling_upgrade role) upgrades a whole sandbox cluster
+through each cloud emulator. Each test starts its own sandbox (real kube-apiserver, real control-plane
+etcd, an emulated cloud); the role authenticates as a ServiceAccount bound only to the role's rbac.yml.
+
+The failure paths of issue #8 are in test_upgrade_e2e_*.py (one file each, so pytest-xdist's
+--dist loadfile spreads them over the workers). See upgrade_helpers.py for what the invariant watcher
+observes and why it can rely on it.
+"""
+
+import re
+
+import pytest
+
+import upgrade_helpers as uh
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+RUN_TIMEOUT = 600
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("engine", ["tasks", "step"])
+@pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
+def test_full_upgrade(upgrade_cluster, cloud, engine, tmp_path):
+    """1 control plane and 2 workers in 2 worker groups: 3 replacements, one of them a control-plane node
+    (its etcd member goes from 1 to 2 when the heir joins, then back to 1 when the donor's is removed), with
+    either engine (rolling_upgrade_engine)."""
+    handle, values, start = upgrade_cluster(cloud, rolling_upgrade_engine=engine)
+    rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
+    assert rc == 0, output[-6000:]
+    passes = [int(found[0]) for found in uh.PROGRESS.findall(output)]
+    assert passes and passes == list(range(1, len(passes) + 1)), "one progress line per pass: %s" % passes
+    assert "3/3 nodes on the image" in output
+    watcher.check(start, max_surge=1)
+    uh.assert_upgraded(handle, values, start)
+    assert not uh.lease_holder(handle), "the run lock was not released"
+
+
+IN_FLIGHT = re.compile(r"pass (\d+): [^\n\"]*?in flight: ([^;\"]*)")
+
+
+@pytest.mark.timeout(900)
+def test_surge_three_moves_three_replacements_per_group_in_the_same_passes(upgrade_cluster, tmp_path):
+    """max_surge 3 with 2 worker groups of 3: after the control plane (always one at a time), all six
+    worker replacements are in flight together, and each group has 3 new instances at once, never 4."""
+    handle, values, start = upgrade_cluster("aws", workers=6, groups=2, rolling_upgrade_max_surge=3)
+    worker_groups = sorted(g for g in start["groups"] if "control-plane" not in g)
+    assert [len(start["groups"][g]) for g in worker_groups] == [3, 3], start["groups"]
+    rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
+    assert rc == 0, output[-6000:]
+    watcher.check(start, max_surge=3)
+    assert watcher.surge_at_once(start, worker_groups) == 3, (
+        "the worker groups never had 3 replacements each at the same time: %s" % watcher.instance_counts[-20:])
+    [control_plane] = start["groups"][next(g for g in start["groups"] if "control-plane" in g)]
+    workers = [n for g in worker_groups for n in start["groups"][g]]
+    # One pass line names all six worker donors in flight: no pair waits for another.
+    together = [int(number) for number, flight in IN_FLIGHT.findall(output) if all(w in flight for w in workers)]
+    assert together, "no pass had all 6 worker donors in flight:\n%s" % "\n".join(
+        "pass %s: %s" % found for found in IN_FLIGHT.findall(output))
+    # The control plane was replaced alone, before any worker.
+    first_worker_pass = min(int(number) for number, flight in IN_FLIGHT.findall(output) if any(w in flight for w in workers))
+    assert all(int(number) < first_worker_pass for number, flight in IN_FLIGHT.findall(output) if control_plane in flight)
+    uh.assert_upgraded(handle, values, start)

@@ -1,0 +1,98 @@
+"""End to end: the rolling_upgrade role's preflight refuses to start while the control-plane etcd is
+unhealthy, names the member at fault, and changes nothing (issue #8); once etcd is healthy again the
+preflight passes.
+
+One sandbox with 3 control planes (one real etcd member each, mutual TLS) and 1 worker. One member is
+frozen with SIGSTOP: it keeps its TCP port but answers nothing, as a hung etcd would, while the other two
+keep quorum and the apiserver (which stores its data in the sandbox's separate storage etcd) stays up.
+SIGCONT restores it without a membership change. The runs after the failing one are in check mode:
+enough to show the preflight passes, and they change nothing either.
+"""
+
+import os
+import signal
+import time
+
+import pytest
+import requests
+
+from ansible_run import run_playbook
+import upgrade_helpers as uh
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CLOUD = "gcp"
+RUN_TIMEOUT = 300
+READ_TASK = "Preflight | read the control-plane etcd members, their health and alarms"
+
+
+def etcd_status(etcd, client_url):
+    response = requests.post(client_url + "/v3/maintenance/status", json={}, verify=etcd["ca"],
+                             cert=(etcd["cert"], etcd["key"]), timeout=5)
+    response.raise_for_status()
+    return response.json()
+
+
+def etcd_healthy(etcd, client_url):
+    try:
+        response = requests.get(client_url + "/health", verify=etcd["ca"], cert=(etcd["cert"], etcd["key"]), timeout=2)
+        return response.status_code == 200 and response.json().get("health") == "true"
+    except requests.RequestException:
+        return False
+
+
+def a_follower(etcd):
+    """(name, member) of a member that is not the leader: freezing it needs no election."""
+    statuses = {name: etcd_status(etcd, m["client_url"]) for name, m in etcd["members"].items()}
+    return next((name, etcd["members"][name]) for name, s in sorted(statuses.items())
+                if s["leader"] != s["header"]["member_id"])
+
+
+def task_results(output, suffix):
+    return [t["hosts"]["localhost"] for play in output["plays"] for t in play["tasks"]
+            if t["task"]["name"].endswith(suffix) and t["hosts"]]
+
+
+@pytest.mark.timeout(900)
+def test_unhealthy_control_plane_etcd_stops_the_run_in_preflight_and_changes_nothing(upgrade_cluster):
+    handle, values, start = upgrade_cluster(CLOUD, control_planes=3, workers=1, groups=1)
+    etcd = handle.cp_etcd()
+    assert len(etcd["members"]) == 3 and all(m["running"] for m in etcd["members"].values()), etcd["members"]
+    frozen, member = a_follower(etcd)
+    before = uh.world(handle, values)
+
+    os.kill(member["pid"], signal.SIGSTOP)  # a process of this test's own sandbox
+    try:
+        rc, output = run_playbook(uh.PLAYBOOK, extra_vars=values, timeout=RUN_TIMEOUT)
+        failures = uh.failed_messages(output)
+        assert rc != 0 and failures, "the run went ahead with etcd member %s frozen" % frozen
+        assert len(failures) == 1 and "control-plane etcd is not healthy" in failures[0], failures
+        assert "etcd member %s (" % frozen in failures[0] and member["client_url"] in failures[0], failures
+        assert "is unreachable" in failures[0], failures
+        [health] = task_results(output, READ_TASK)
+        assert health["healthy"] is False and health["changed"] is False
+        assert sorted(m["name"] for m in health["members"]) == sorted(etcd["members"])
+        assert [h["name"] for h in health["health"] if not h["reachable"]] == [frozen]
+        assert uh.world(handle, values) == before, "the failed preflight changed something"
+        assert not uh.node_annotations_with_prefix(handle)
+
+        # A run that leaves the control plane out does not look at etcd: the worker group alone passes.
+        limited = dict(values)
+        uh.limit_to_groups(limited, start, [g for g in start["group_ids"].values() if "control-plane" not in g])
+        rc, output = run_playbook(uh.PLAYBOOK, extra_vars=limited, check=True, timeout=RUN_TIMEOUT)
+        assert rc == 0, uh.failed_messages(output)
+        assert [r.get("skipped") for r in task_results(output, READ_TASK)] == [True]
+    finally:
+        os.kill(member["pid"], signal.SIGCONT)
+
+    deadline = time.monotonic() + 60
+    while not etcd_healthy(etcd, member["client_url"]):
+        assert time.monotonic() < deadline, "etcd member %s did not recover after SIGCONT" % frozen
+        time.sleep(0.5)
+    rc, output = run_playbook(uh.PLAYBOOK, extra_vars=values, check=True, timeout=RUN_TIMEOUT)
+    assert rc == 0, uh.failed_messages(output)
+    [health] = task_results(output, READ_TASK)
+    assert health["healthy"] is True and health["problems"] == [], health.get("problems")
+    assert len(health["members"]) == 3 and all(h["healthy"] for h in health["health"])
+    assert uh.world(handle, values) == before
+    assert not uh.node_annotations_with_prefix(handle)

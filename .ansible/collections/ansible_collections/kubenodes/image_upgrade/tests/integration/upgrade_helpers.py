@@ -1,0 +1,502 @@
+"""Helpers for the end-to-end upgrade tests: prepare a small cluster through a cloud emulator, run
+playbooks/upgrade_nodes.yml as a subprocess (streamed output, killable), watch the cluster's invariants
+while it runs, and check the end state.
+
+What the watcher can observe reliably, and therefore what it checks:
+- Ready nodes per scaling group come from the apiserver: every Node the simulator registers carries the
+  label sandbox.kubenodes.io/group (set from the instance's group when the Node is created), so a Node is
+  counted in its group from the moment it exists, before the role has annotated it.
+- Instances per group come from the node simulator: every cloud emulator calls its instance hooks when an
+  instance boots and when it is deleted, so the simulator's list of instances not "deleted" is the set of
+  instances that exist in the cloud, joined or not (an instance that never joins is in it too). An
+  instance still being created inside the emulator (before its boot hook) is not seen for that moment;
+  the emulators boot within a second, and the surge bound is checked on every poll, so an excess that
+  lasts longer than one boot is caught.
+"""
+
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import requests
+import yaml
+
+from sandbox import nodesim, scenario
+from tests.ansible_run import REPO, ansible_env
+
+PLAYBOOK = REPO / "playbooks" / "upgrade_nodes.yml"
+RBAC_FILE = REPO / "roles" / "rolling_upgrade" / "files" / "rbac.yml"
+GROUP_LABEL = nodesim.GROUP_LABEL
+CONTROL_PLANE_LABEL = nodesim.ROLE_LABEL
+USER_LABEL = ("team", "blue")
+WORKLOADS = "workloads"
+PREFIX = "image-upgrade.kubenodes.io"
+PROGRESS = re.compile(r"pass (\d+): (\d+)/(\d+) nodes on the image")
+
+# Small and fast: 1 control plane and 2 workers in 2 worker groups make 3 replacements; the simulated
+# nodes join in about a second, so the gates can be short.
+FAST = {
+    "rolling_upgrade_pass_delay": 1,
+    "rolling_upgrade_heir_ready_seconds": 1,
+    "rolling_upgrade_lock_duration": 60,
+    "rolling_upgrade_timeout": 900,
+    # Short chains of passes, so every run also crosses from one chain to the next (tasks/passes.yml).
+    "_rolling_upgrade_passes_per_chain": 3,
+}
+
+
+def label_value(text):
+    """The label value the simulator writes for a cloud ID (its own rule: last 63 safe characters)."""
+    return nodesim._label_value(text)  # pylint: disable=protected-access
+
+
+def is_ready(node):
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", []))
+
+
+def nodes(handle):
+    return handle.kube().request("GET", "/api/v1/nodes").get("items", [])
+
+
+def live_instances(handle):
+    return [i for i in handle.nodesim.instances() if i["state"] != "deleted"]
+
+
+def prepare(handle, cloud, control_planes=1, workers=2, groups=2, **overrides):
+    """Seed the cluster on image A through `cloud`, create image B, put the user label on every node.
+    Returns (role variables, snapshot of the start)."""
+    values = scenario.prepare(str(handle.state_dir), cloud, control_planes=control_planes, workers=workers,
+                              groups=groups, say=lambda *_: None, **dict(FAST, **overrides))
+    values["rolling_upgrade_report_dir"] = str(pathlib.Path(handle.state_dir) / "report")
+    kube = handle.kube()
+    for node in nodes(handle):
+        kube.merge_patch("/api/v1/nodes/" + node["metadata"]["name"], {"metadata": {"labels": dict([USER_LABEL])}})
+    return values, snapshot(handle)
+
+
+def snapshot(handle):
+    """What the end state is compared with: node names and sizes per group, workload counts, autoscaler."""
+    kube = handle.kube()
+    per_group = {}
+    for node in nodes(handle):
+        per_group.setdefault(node["metadata"]["labels"][GROUP_LABEL], []).append(node["metadata"]["name"])
+    autoscaler = kube.request("GET", "/apis/apps/v1/namespaces/kube-system/deployments/cluster-autoscaler")
+    group_ids = {label_value(i["group_id"]): i["group_id"] for i in live_instances(handle)}
+    return {
+        "groups": {group: sorted(names) for group, names in per_group.items()},
+        "group_ids": group_ids,
+        "node_names": sorted(n for names in per_group.values() for n in names),
+        "instances": {i["provider_id"] for i in live_instances(handle)},
+        "autoscaler_replicas": autoscaler["spec"]["replicas"],
+        "workloads": workload_replicas(handle),
+    }
+
+
+def limit_to_groups(values, start, suffixes):
+    """Upgrade only the scaling groups whose ID ends with one of `suffixes` (rolling_upgrade_scaling_groups,
+    with the preflight on: it must leave the other groups' nodes alone); returns their node labels, for
+    assert_upgraded."""
+    chosen = {label: gid for label, gid in start["group_ids"].items() if gid.endswith(tuple(suffixes))}
+    assert len(chosen) == len(suffixes), (suffixes, start["group_ids"])
+    values["rolling_upgrade_scaling_groups"] = sorted(chosen.values())
+    return set(chosen)
+
+
+def workload_replicas(handle):
+    """{kind/name: desired replicas} of the Deployments and StatefulSets in the workloads namespace."""
+    kube = handle.kube()
+    wanted = {}
+    for kind in ("deployments", "statefulsets"):
+        for obj in kube.request("GET", "/apis/apps/v1/namespaces/%s/%s" % (WORKLOADS, kind)).get("items", []):
+            wanted["%s/%s" % (kind, obj["metadata"]["name"])] = obj["spec"]["replicas"]
+    return wanted
+
+
+def node_annotations_with_prefix(handle, prefix=PREFIX):
+    found = {}
+    for node in nodes(handle):
+        keys = [k for k in (node["metadata"].get("annotations") or {}) if k.startswith(prefix + "/")]
+        if keys:
+            found[node["metadata"]["name"]] = keys
+    return found
+
+
+# ---------------------------------------------------------------- running the playbook
+
+
+class PlaybookRun:
+    """ansible-playbook on PLAYBOOK as a subprocess in its own process group, output streamed to a file
+    (the default callback prints a task as it starts, so progress is visible while it runs)."""
+
+    def __init__(self, values, log_path, check=False, extra_args=()):
+        self.values = values
+        self.log_path = pathlib.Path(log_path)
+        self.vars_path = self.log_path.with_suffix(".vars.json")
+        self.vars_path.write_text(json.dumps(values))
+        cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", str(PLAYBOOK),
+               "-e", "@" + str(self.vars_path)]
+        if check:
+            cmd.append("--check")
+        cmd += list(extra_args)
+        env = ansible_env({"ANSIBLE_STDOUT_CALLBACK": "default", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+                           "ANSIBLE_FORCE_COLOR": "0", "PYTHONUNBUFFERED": "1"})
+        self._log = open(self.log_path, "w")  # pylint: disable=consider-using-with
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO),
+                                     start_new_session=True)
+
+    def output(self):
+        return self.log_path.read_text(errors="replace")
+
+    def passes_seen(self):
+        return [int(m.group(1)) for m in PROGRESS.finditer(self.output())]
+
+    def wait(self, timeout):
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError("ansible-playbook still ran after %ss; output tail:\n%s" % (timeout, self.output()[-4000:]))
+        finally:
+            self._log.flush()
+        self.assert_no_secret_in_output()
+        return rc
+
+    def assert_no_secret_in_output(self):
+        """The bearer token the run authenticates with never appears in its output (no_log)."""
+        token = (self.values.get("rolling_upgrade_kube") or {}).get("api_key")
+        if token:
+            assert token not in self.output(), "the bearer token leaked into the output of %s" % self.log_path
+
+    def wait_for(self, predicate, timeout, what):
+        """Wait until predicate(output) holds while the run is alive; False when the run ended first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate(self.output()):
+                return True
+            if self.proc.poll() is not None:
+                return predicate(self.output())
+            time.sleep(0.3)
+        self.kill()
+        raise AssertionError("timed out after %ss waiting for %s; output tail:\n%s" % (timeout, what, self.output()[-4000:]))
+
+    def kill(self):
+        """SIGKILL the whole process group (ansible-playbook and its module processes): an abrupt stop."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=30)
+        self._log.close()
+
+    def close(self):
+        self.kill()
+
+
+def run_upgrade(values, log_path, timeout=600, check=False):
+    """Run the playbook to its end; return (returncode, output text)."""
+    run = PlaybookRun(values, log_path, check=check)
+    try:
+        rc = run.wait(timeout)
+    finally:
+        run.close()
+    return rc, run.output()
+
+
+# ---------------------------------------------------------------- invariants while it runs
+
+
+class Watcher(threading.Thread):
+    """Polls the apiserver and the simulator every `interval` seconds until stopped (or `max_seconds`):
+    per group, the fewest Ready nodes and the most instances that exist at once."""
+
+    def __init__(self, handle, interval=0.5, max_seconds=900):
+        super().__init__(daemon=True, name="upgrade-watcher")
+        self.kube = handle.kube()
+        self.sim = handle.nodesim
+        self.interval = interval
+        self.max_seconds = max_seconds
+        self.stopped = threading.Event()
+        self.min_ready = {}
+        self.max_instances = {}
+        self.instance_counts = []  # per poll, {group: instances that exist}
+        self.samples = 0
+        self.errors = []
+        self._label_of = {}
+
+    def run(self):
+        deadline = time.monotonic() + self.max_seconds
+        while not self.stopped.is_set() and time.monotonic() < deadline:
+            try:
+                self._sample()
+            except Exception as exc:  # noqa: BLE001 - a lost poll is reported, never fatal to the run
+                self.errors.append(repr(exc))
+            self.stopped.wait(self.interval)
+
+    def _sample(self):
+        ready = {}
+        for node in self.kube.request("GET", "/api/v1/nodes").get("items", []):
+            group = node["metadata"]["labels"].get(GROUP_LABEL)
+            ready[group] = ready.get(group, 0) + (1 if is_ready(node) else 0)
+        existing = {}
+        for instance in self.sim.instances():
+            if instance["state"] != "deleted":
+                group = label_value(instance["group_id"])
+                existing[group] = existing.get(group, 0) + 1
+        for group in set(ready) | set(self.min_ready):
+            self.min_ready[group] = min(self.min_ready.get(group, ready.get(group, 0)), ready.get(group, 0))
+        for group, count in existing.items():
+            self.max_instances[group] = max(self.max_instances.get(group, 0), count)
+        self.instance_counts.append(existing)
+        self.samples += 1
+
+    def stop(self):
+        self.stopped.set()
+        self.join(timeout=30)
+
+    def check(self, start, max_surge=1):
+        assert self.samples >= 5, "the watcher saw too little (%d samples, errors %s)" % (self.samples, self.errors[:3])
+        for group, names in start["groups"].items():
+            assert self.min_ready.get(group, 0) >= len(names), (
+                "group %s fell to %s Ready node(s) (started with %d)" % (group, self.min_ready.get(group), len(names)))
+            assert self.max_instances.get(group, 0) <= len(names) + max_surge, (
+                "group %s had %s instances at once (size %d, max_surge %d)"
+                % (group, self.max_instances.get(group), len(names), max_surge))
+
+    def surge_at_once(self, start, groups):
+        """The largest surge every one of `groups` had in the same poll: min over the groups of
+        (instances that exist - starting size), maximised over polls."""
+        return max((min(counts.get(g, 0) - len(start["groups"][g]) for g in groups) for counts in self.instance_counts),
+                   default=0)
+
+
+# ---------------------------------------------------------------- end state
+
+
+def etcd_member_names(handle):
+    """The control-plane etcd's own member list (one real MemberList call over mutual TLS)."""
+    etcd = handle.cp_etcd()
+    errors = []
+    for endpoint in etcd["endpoints"]:
+        try:
+            resp = requests.post(endpoint + "/v3/cluster/member/list", json={}, verify=etcd["ca"],
+                                 cert=(etcd["cert"], etcd["key"]), timeout=10)
+            resp.raise_for_status()
+            return sorted(m.get("name", "") for m in resp.json().get("members", []))
+        except requests.RequestException as exc:
+            errors.append("%s: %s" % (endpoint, exc))
+    raise AssertionError("no control-plane etcd endpoint answered: %s" % errors)
+
+
+def wait_workloads_running(handle, start, timeout=120):
+    """Every Deployment and StatefulSet of the workloads namespace back at its replicas, every pod there
+    Running and Ready on a Ready node; returns the pods."""
+    kube = handle.kube()
+    deadline = time.monotonic() + timeout
+    while True:
+        problems = []
+        ready_nodes = {n["metadata"]["name"] for n in nodes(handle) if is_ready(n)}
+        pods = [p for p in kube.request("GET", "/api/v1/namespaces/%s/pods" % WORKLOADS).get("items", [])
+                if not p["metadata"].get("deletionTimestamp")]
+        for pod in pods:
+            if not nodesim.pod_is_running_ready(pod) or pod["spec"].get("nodeName") not in ready_nodes:
+                problems.append("pod %s %s on %s" % (pod["metadata"]["name"], pod["status"].get("phase"),
+                                                     pod["spec"].get("nodeName")))
+        counts = {}
+        for pod in pods:
+            for ref in pod["metadata"].get("ownerReferences") or []:
+                counts[ref["name"]] = counts.get(ref["name"], 0) + 1
+        for key, replicas in start["workloads"].items():
+            kind, name = key.split("/")
+            have = sum(c for owner, c in counts.items() if owner == name or (kind == "deployments" and owner.startswith(name + "-")))
+            if have != replicas:
+                problems.append("%s has %d pod(s), wants %d" % (key, have, replicas))
+        if not problems:
+            return pods
+        if time.monotonic() > deadline:
+            raise AssertionError("workloads not all Running after %ss: %s" % (timeout, problems[:10]))
+        time.sleep(1)
+
+
+def assert_upgraded(handle, values, start, report=True, groups=None):
+    """The end state of a finished upgrade, checked from the apiserver, the simulator and etcd. `groups`:
+    the node labels of the groups upgraded (default all); the other groups must be untouched."""
+    image = values["rolling_upgrade_image"]
+    groups = set(start["groups"]) if groups is None else set(groups)
+    untouched = sorted(n for g, names in start["groups"].items() if g not in groups for n in names)
+    replaced = sorted(n for g, names in start["groups"].items() if g in groups for n in names)
+    all_nodes = nodes(handle)
+    names = sorted(n["metadata"]["name"] for n in all_nodes)
+    assert not set(names) & set(replaced), "old nodes are still there: %s" % names
+    assert set(untouched) <= set(names), "nodes outside the upgraded groups were removed: %s" % names
+    per_group = {}
+    for node in all_nodes:
+        labels = node["metadata"]["labels"]
+        assert is_ready(node), "%s is not Ready" % node["metadata"]["name"]
+        per_group.setdefault(labels[GROUP_LABEL], []).append(node["metadata"]["name"])
+        if node["metadata"]["name"] in untouched:
+            assert node["status"]["nodeInfo"]["osImage"].lower() != image.lower(), (
+                "%s is outside the upgrade" % node["metadata"]["name"])
+            continue
+        # Node side: what the (simulated) kubelet reports. Not the sandbox's image label: node_pair copies
+        # that label from donor to heir like any non-reserved label, so a heir shows its donor's value.
+        assert node["status"]["nodeInfo"]["osImage"].lower() == image.lower(), (
+            node["metadata"]["name"], node["status"]["nodeInfo"]["osImage"])
+        assert labels.get(USER_LABEL[0]) == USER_LABEL[1], "label %s=%s not copied to %s" % (
+            USER_LABEL + (node["metadata"]["name"],))
+        assert not node["spec"].get("unschedulable"), "%s left cordoned" % node["metadata"]["name"]
+    assert {g: len(v) for g, v in per_group.items()} == {g: len(v) for g, v in start["groups"].items()}
+
+    # Provider side: the instances that exist are exactly the new nodes, all from image B; nothing orphaned.
+    instances = live_instances(handle)
+    assert sorted(i["node_name"] for i in instances) == names, (
+        "instances %s != nodes %s" % (sorted(i["node_name"] for i in instances), names))
+    for instance in instances:
+        if instance["node_name"] not in untouched:
+            assert instance["image"].lower() == image.lower(), (instance["node_name"], instance["image"], image)
+        assert instance["state"] == "ready", instance
+    assert {i["provider_id"] for i in instances} & start["instances"] == {
+        i["provider_id"] for i in instances if i["node_name"] in untouched}
+
+    control_planes = sorted(n["metadata"]["name"] for n in all_nodes if CONTROL_PLANE_LABEL in n["metadata"]["labels"])
+    assert etcd_member_names(handle) == control_planes
+
+    autoscaler = handle.kube().request("GET", "/apis/apps/v1/namespaces/kube-system/deployments/cluster-autoscaler")
+    assert autoscaler["spec"]["replicas"] == start["autoscaler_replicas"]
+
+    pods = wait_workloads_running(handle, start)
+    # Bare pods have no controller: force-drained, they are gone and not recreated.
+    bare = [p["metadata"]["name"] for p in pods if not p["metadata"].get("ownerReferences")
+            and p["spec"].get("nodeName") not in untouched]
+    assert not bare, "bare pods outlived their drained nodes: %s" % bare
+
+    if report:
+        report_dir = pathlib.Path(values["rolling_upgrade_report_dir"])
+        for suffix in ("json", "md", "svg"):
+            assert (report_dir / ("image-upgrade-report." + suffix)).is_file(), "no %s report" % suffix
+        text = (report_dir / "image-upgrade-report.json").read_text()
+        markdown = (report_dir / "image-upgrade-report.md").read_text()
+        for old in replaced:
+            assert old in text and old in markdown, "the report does not name %s" % old
+    return all_nodes
+
+
+# ---------------------------------------------------------------- identities, snapshots, failures
+
+
+def least_privilege_auth(handle):
+    """A ServiceAccount bound only to roles/rolling_upgrade/files/rbac.yml (ClusterRole, and the Role in
+    kube-system), and its token from the TokenRequest API, as kube auth options for the role."""
+    kube = handle.kube()
+    account, namespace = "image-upgrader", "default"
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+    kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts" % namespace, {"metadata": {"name": account}}, ok=(201,))
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    for doc in yaml.safe_load(RBAC_FILE.read_text())["items"]:
+        ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": doc["kind"], "name": doc["metadata"]["name"]}
+        if doc["kind"] == "ClusterRole":
+            kube.request("POST", rbac + "/clusterroles", doc, ok=(201,))
+            kube.request("POST", rbac + "/clusterrolebindings",
+                         {"metadata": {"name": "image-upgrader"}, "roleRef": ref, "subjects": subject}, ok=(201,))
+        elif doc["kind"] == "Role":
+            ns = doc["metadata"]["namespace"]
+            kube.request("POST", rbac + "/namespaces/%s/roles" % ns, doc, ok=(201,))
+            kube.request("POST", rbac + "/namespaces/%s/rolebindings" % ns,
+                         {"metadata": {"name": "image-upgrader"}, "roleRef": ref, "subjects": subject}, ok=(201,))
+        else:
+            raise AssertionError("unexpected kind %s in %s" % (doc["kind"], RBAC_FILE))
+    token = kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts/%s/token" % (namespace, account),
+                         {"spec": {"expirationSeconds": 3600}}, ok=(201,))["status"]["token"]
+    return {"host": handle.apiserver, "api_key": token, "ca_cert": handle.ca}
+
+
+def lease_holder(handle):
+    lease = handle.kube().request("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kubenodes-image-upgrade",
+                                  ok=(200, 404))
+    return ((lease or {}).get("spec") or {}).get("holderIdentity") if lease and lease.get("kind") == "Lease" else None
+
+
+def group_images(values):
+    """{group id: image its new instances get}, read through the collection's own provider for the cloud
+    (an SDK call to the emulator, as an operator's `describe` would be)."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.factory import PROVIDERS, build_provider
+
+    cloud = values["rolling_upgrade_provider"]
+    # The options as Ansible would pass them: every default filled in.
+    options = {key: spec.get("default") for key, spec in PROVIDERS[cloud].ARG_SPEC.items()}
+    options.update(values["rolling_upgrade_" + cloud])
+    provider = build_provider({"provider": cloud, cloud: options})
+    return {group.id: group.image for group in provider.list_groups()}
+
+
+def world(handle, values):
+    """Everything a run could change: node annotations, labels and cordons, instances, the groups' images,
+    the autoscaler, the Lease."""
+    kube = handle.kube()
+    autoscaler = kube.request("GET", "/apis/apps/v1/namespaces/kube-system/deployments/cluster-autoscaler")
+    return {
+        "nodes": {n["metadata"]["name"]: (n["metadata"].get("annotations"), n["metadata"]["labels"],
+                                          bool(n["spec"].get("unschedulable"))) for n in nodes(handle)},
+        "instances": sorted((i["provider_id"], i["state"]) for i in handle.nodesim.instances()),
+        "group_images": group_images(values),
+        "autoscaler": (autoscaler["metadata"]["resourceVersion"], autoscaler["spec"]["replicas"]),
+        "lease": lease_holder(handle),
+    }
+
+
+def missing_image(values):
+    """A well-formed reference to an image that does not exist in the run's cloud, and the part of it an
+    error must quote."""
+    image = values["rolling_upgrade_image"]
+    if values["rolling_upgrade_provider"] == "aws":
+        return "ami-0000000000000dead", "ami-0000000000000dead"
+    return image.rsplit("/", 1)[0] + "/does-not-exist", "does-not-exist"
+
+
+def failed_messages(output):
+    """'task: message' of every failed task in a kubenodes_json callback document."""
+    messages = []
+    for play in output["plays"]:
+        for task in play["tasks"]:
+            for result in task["hosts"].values():
+                if result.get("failed"):
+                    messages.append("%s: %s" % (task["task"]["name"], result.get("msg")))
+    return messages
+
+
+def fatal_message(output):
+    """The message of the last `fatal:` line of a default-callback log."""
+    fatal = [line for line in output.splitlines() if line.startswith("fatal: [localhost]: FAILED! => ")]
+    assert fatal, output[-4000:]
+    return json.loads(fatal[-1].split("=> ", 1)[1]).get("msg", "")
+
+
+def wait_pod_running(kube, namespace, selector, node, timeout=60):
+    """Name of the one Running pod of `selector` (on `node` when given)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = [p for p in kube.request("GET", "/api/v1/namespaces/%s/pods" % namespace,
+                                        params={"labelSelector": selector}).get("items", [])
+                if not p["metadata"].get("deletionTimestamp") and nodesim.pod_is_running_ready(p)]
+        if len(pods) == 1 and (node is None or pods[0]["spec"].get("nodeName") == node):
+            return pods[0]["metadata"]["name"]
+        assert time.monotonic() < deadline, "no Running %s pod on %s: %s" % (selector, node, [
+            (p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods])
+        time.sleep(0.5)
+
+
+def run_watched(handle, values, log_path, timeout=600):
+    """Run the playbook to its end with a Watcher sampling throughout; (returncode, output, stopped watcher)."""
+    watcher = Watcher(handle)
+    watcher.start()
+    try:
+        rc, output = run_upgrade(values, log_path, timeout=timeout)
+    finally:
+        watcher.stop()
+    return rc, output, watcher

@@ -1,0 +1,57 @@
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views
+
+KEYS = core.AnnotationKeys("image-upgrade.kubenodes.io")
+
+
+def node(name, ready=True, cp=False, ip=None, **annotations):
+    labels = {core.CONTROL_PLANE_LABEL: ""} if cp else {}
+    return {"metadata": {"name": name, "labels": labels,
+                         "annotations": {"image-upgrade.kubenodes.io/" + k.replace("_", "-"): v for k, v in annotations.items()}},
+            "spec": {},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                       "addresses": [{"type": "InternalIP", "address": ip}] if ip else []}}
+
+
+NODES = [
+    node("cp-0", cp=True, ip="127.9.0.1", heir="cp-9", phase="drained", phase_since="2026-11-30T10:00:00Z",
+         scaling_group_id="g-cp"),
+    node("cp-9", cp=True, ip="127.9.0.9", donor="cp-0"),
+    node("cp-1", cp=True, ip="fd00::1", ready=False, scaling_group_id="g-cp"),
+    node("w-0", heir="w-9", scaling_group_id="g-w"),
+    node("w-9", ready=False, donor="w-0"),
+    node("w-1", scaling_group_id="g-w"),
+]
+FACTS = {"nodes": {"donor": ["cp-0", "w-0"], "outdated": ["w-1", "cp-1"], "heir": ["cp-9", "w-9"]}}
+
+
+def test_donors_describe_their_pair_and_phase():
+    result = {d["name"]: d for d in facts_views.donors(NODES, FACTS, KEYS)}
+    assert result["cp-0"] == dict(name="cp-0", heir="cp-9", heir_ready=True, group="g-cp", role="control-plane",
+                                  phase="drained", phase_since="2026-11-30T10:00:00Z")
+    assert result["w-0"]["heir_ready"] is False and result["w-0"]["phase"] == "paired" and result["w-0"]["role"] == "worker"
+
+
+def test_not_ready():
+    assert facts_views.not_ready(NODES) == ["cp-1", "w-9"]
+
+
+def test_control_plane_endpoints_ready_first_ipv6_bracketed():
+    assert facts_views.control_plane_endpoints(NODES) == [
+        "https://127.9.0.1:2379", "https://127.9.0.9:2379", "https://[fd00::1]:2379"]
+
+
+def test_replacement_order_control_plane_first_in_flight_first():
+    order = [(r["name"], r["in_flight"]) for r in facts_views.replacement_order(NODES, FACTS, KEYS)]
+    assert order == [("cp-0", True), ("cp-1", False), ("w-0", True), ("w-1", False)]
+
+
+def test_blocking_pdbs_are_those_allowing_no_disruption():
+    pdbs = [
+        {"metadata": {"namespace": "b", "name": "web"}, "spec": {"minAvailable": 3},
+         "status": {"disruptionsAllowed": 0, "currentHealthy": 3, "desiredHealthy": 3, "expectedPods": 3}},
+        {"metadata": {"namespace": "a", "name": "ok"}, "spec": {"minAvailable": 1}, "status": {"disruptionsAllowed": 2}},
+        {"metadata": {"namespace": "a", "name": "new"}, "spec": {"maxUnavailable": 1}},
+    ]
+    result = facts_views.blocking_pdbs(pdbs)
+    assert [(p["namespace"], p["name"]) for p in result] == [("a", "new"), ("b", "web")]
+    assert result[1]["min_available"] == 3 and result[1]["expected_pods"] == 3

@@ -1,0 +1,131 @@
+import copy
+import xml.etree.ElementTree as ET
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
+
+
+def observation(**phases):
+    return {"nodes": {"w-0": {"group": "g1", "heir": "w-9", "role": "worker", "phases": phases,
+                              "evicted": ["ns/a", "ns/b"], "waits": {"pdb": 2}}}}
+
+
+def test_merge_keeps_the_earliest_phase_time_and_is_idempotent():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    report.merge(journal, observation(paired="2026-11-30T10:01:00Z"))
+    once = copy.deepcopy(journal)
+    report.merge(journal, observation(paired="2026-11-30T10:01:00Z"))
+    assert journal == once
+    report.merge(journal, observation(paired="2026-11-30T10:05:00Z", draining="2026-11-30T10:06:00Z"))
+    assert journal["nodes"]["w-0"]["phases"] == {"paired": "2026-11-30T10:01:00Z", "draining": "2026-11-30T10:06:00Z"}
+
+
+def test_merge_unions_evicted_pods_and_keeps_highest_counters():
+    journal = report.new_journal("img-b", None)
+    report.merge(journal, observation())
+    report.merge(journal, {"nodes": {"w-0": {"evicted": ["ns/c", "ns/a"], "waits": {"pdb": 1}, "retries": {"evict": 4}}}})
+    entry = journal["nodes"]["w-0"]
+    assert entry["evicted"] == ["ns/a", "ns/b", "ns/c"]
+    assert entry["waits"] == {"pdb": 2}
+    assert entry["retries"] == {"evict": 4}
+    assert entry["group"] == "g1"
+
+
+def test_merge_ignores_unparseable_times():
+    journal = report.merge(report.new_journal("i", None), observation(paired="not a time"))
+    assert journal["nodes"]["w-0"]["phases"] == {}
+
+
+def test_summary_durations_per_phase_and_wall_time():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    report.merge(journal, observation(paired="2026-11-30T10:00:30Z", draining="2026-11-30T10:01:30Z",
+                                      deleted="2026-11-30T10:04:00Z"))
+    journal["finished"] = "2026-11-30T10:05:00Z"
+    summary = report.summarize(journal)
+    row = summary["nodes"][0]
+    assert row["phase_seconds"] == {"paired": 60, "draining": 150, "deleted": 0}
+    assert row["total_seconds"] == 210
+    assert row["done"] is True
+    assert summary["wall_seconds"] == 300
+    assert summary["nodes_replaced"] == 1 and summary["pods_evicted"] == 2
+
+
+def test_unfinished_node_runs_to_now():
+    journal = report.merge(report.new_journal("i", "2026-11-30T10:00:00Z"), observation(draining="2026-11-30T10:00:00Z"))
+    now = report.parse_time("2026-11-30T10:10:00Z")
+    row = report.summarize(journal, now=now)["nodes"][0]
+    assert row["phase_seconds"] == {"draining": 600} and row["done"] is False
+
+
+def test_markdown_and_svg_render_every_node():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    report.merge(journal, observation(paired="2026-11-30T10:00:30Z", deleted="2026-11-30T10:04:00Z"))
+    report.merge(journal, {"nodes": {"cp-0": {"role": "control-plane", "phases": {"paired": "2026-11-30T10:00:00Z",
+                                                                                  "etcd-removed": "2026-11-30T10:02:00Z"}}}})
+    summary = report.summarize(journal, now=report.parse_time("2026-11-30T10:05:00Z"))
+    text = report.render_markdown(summary)
+    assert "| w-0 | w-9 | g1 | worker |" in text and "| cp-0 |" in text
+    svg = report.render_svg(journal, now=report.parse_time("2026-11-30T10:05:00Z"))
+    root = ET.fromstring(svg)  # well-formed XML
+    rects = [e for e in root.iter() if e.tag.endswith("rect") and e.find("{http://www.w3.org/2000/svg}title") is not None]
+    assert len(rects) == 4  # two phases per node
+
+
+def test_svg_of_an_empty_journal_says_so():
+    assert "no replacement recorded" in report.render_svg(report.new_journal("i", None))
+
+
+def test_retries_given_as_attempt_ids_add_up_across_runs_and_never_double_count():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    for attempt in ("run1#3", "run1#4", "run1#4", "run2#3"):  # run1's pass 4 recorded twice; run2 resumed
+        report.merge(journal, {"nodes": {"w-0": {"retries": {"drain": [attempt]}}}})
+    assert journal["nodes"]["w-0"]["retries"] == {"drain": ["run1#3", "run1#4", "run2#3"]}
+    row = report.summarize(journal, now=report.parse_time("2026-11-30T10:05:00Z"))["nodes"][0]
+    assert row["retries"] == {"drain": 3}
+    assert "drain 3" in report.render_markdown(report.summarize(journal, now=report.parse_time("2026-11-30T10:05:00Z")))
+
+
+def test_instances_removed_without_joining_are_listed_with_their_reason():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    seen = {"instances_removed": {"gce://p/z/w-x": {"group": "g1", "reason": "no Node joined within 30s"}}}
+    report.merge(journal, seen)
+    once = copy.deepcopy(journal)
+    report.merge(journal, seen)
+    assert journal == once
+    summary = report.summarize(journal, now=report.parse_time("2026-11-30T10:05:00Z"))
+    assert summary["instances_removed"] == [{"provider_id": "gce://p/z/w-x", "group": "g1", "reason": "no Node joined within 30s"}]
+    text = report.render_markdown(summary)
+    assert "instances removed without joining: 1" in text
+    assert "| gce://p/z/w-x | g1 | no Node joined within 30s |" in text
+
+
+def _finished_and_in_flight():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    report.merge(journal, {"nodes": {
+        "done-0": {"phases": {"paired": "2026-11-30T10:00:10Z", "deleted": "2026-11-30T10:02:00Z"},
+                   "evicted": ["ns/a", "ns/b", "ns/c"], "retries": {"drain": ["r#1", "r#2"]}},
+        "busy-0": {"phases": {"draining": "2026-11-30T10:03:00Z"}, "evicted": ["ns/d"], "retries": {"drain": ["r#3"]}}}})
+    return journal
+
+
+def test_compact_keeps_the_report_of_finished_replacements_and_leaves_the_others_whole():
+    journal = _finished_and_in_flight()
+    now = report.parse_time("2026-11-30T10:05:00Z")
+    before = report.summarize(journal, now=now)
+    report.compact(journal)
+    assert journal["nodes"]["done-0"]["evicted"] == [] and journal["nodes"]["done-0"]["evicted_count"] == 3
+    assert journal["nodes"]["done-0"]["retries"] == {"drain": 2}
+    assert journal["nodes"]["busy-0"]["evicted"] == ["ns/d"] and "evicted_count" not in journal["nodes"]["busy-0"]
+    after = report.summarize(journal, now=now)
+    assert [(r["node"], r["pods_evicted"], r["retries"]) for r in after["nodes"]] == [
+        (r["node"], r["pods_evicted"], r["retries"]) for r in before["nodes"]]
+    assert after["pods_evicted"] == before["pods_evicted"] == 4
+
+
+def test_a_compacted_journal_stays_idempotent_and_in_flight_nodes_still_accumulate():
+    journal = report.compact(_finished_and_in_flight())
+    once = copy.deepcopy(journal)
+    report.merge(journal, {"nodes": {"done-0": {"evicted": ["ns/a", "ns/b", "ns/c"], "retries": {"drain": ["r#1", "r#2"]}}}})
+    assert journal == once
+    report.merge(journal, {"nodes": {"busy-0": {"evicted": ["ns/e"], "retries": {"drain": ["r#4"]}}}})
+    assert journal["nodes"]["busy-0"]["evicted"] == ["ns/d", "ns/e"]
+    assert journal["nodes"]["busy-0"]["retries"] == {"drain": ["r#3", "r#4"]}
