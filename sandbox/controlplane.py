@@ -5,7 +5,7 @@ kubeconfig and the state file that records every PID.
 Everything lives under one state directory:
   pki/            CA, apiserver serving cert, admin client cert, service-account key pair, token file
   etcd-data/      the storage etcd's data
-  logs/<name>.log one log per process
+  logs/<name>.log one log per process; logs/kube-apiserver-audit.log the ServiceAccounts' requests
   kubeconfig      admin kubeconfig (client certificate)
   state.json      endpoints, credentials paths and PIDs (see State)
 
