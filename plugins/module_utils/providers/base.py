@@ -13,7 +13,7 @@ from __future__ import annotations
 import abc
 import random
 import time
-from typing import List
+from typing import List, Optional
 
 # The plain data (states, roles, Group, Instance) lives in model.py; these names stay importable from here.
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (  # noqa: F401 pylint: disable=unused-import
