@@ -209,10 +209,10 @@ class World:
         return "changed", copy.deepcopy(node)
 
     def record_phase(self, name, phase):
-        """Set a node's phase as an earlier run would have left it (test set-up)."""
+        """Record a node's phase as the role's node_pair `phases` does (core.phase_patch), e.g. after a
+        delegated etcd removal."""
         ann = self.nodes[name]["metadata"]["annotations"]
-        ann[self.prefix + "/phase"] = phase
-        ann[self.prefix + "/phase-since"] = core.format_time(self.now)
+        ann.update(core.phase_patch(self.nodes[name], phase, self.prefix, self.now) or {})
 
     def capacity(self):
         """Ready, schedulable nodes."""
