@@ -5,8 +5,9 @@
 The journal is what a run observed, kept in the cluster so that a resumed run reports on the whole
 upgrade: per replaced node its group, heir, role, the first time each phase was seen, the pods evicted,
 and the waits and retries counted; and every attempt (every run of the playbook on this upgrade): when it
-started, how many passes it made and how it ended. An attempt that never recorded its end was killed. Merging is idempotent: recording the same observation twice changes
-nothing, so a pass that is retried or a run that is resumed never double-counts.
+started, how many passes it made and how it ended. An attempt that never recorded its end was killed.
+Merging is idempotent: recording the same observation twice changes nothing, so a pass that is retried
+or a run that is resumed never double-counts.
 """
 
 from __future__ import annotations
