@@ -12,11 +12,13 @@ rolls it to image B. Arms: the reference's semantics (max_surge 1, max_surge_tot
 """
 
 import argparse
+import concurrent.futures
 import json
 import pathlib
 import re
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
@@ -225,6 +227,7 @@ def main(argv=None):
     parser.add_argument("--join-delay", type=float, default=20.0)
     parser.add_argument("--heir-ready", type=float, default=5.0, help="rolling_upgrade_heir_ready_seconds")
     parser.add_argument("--timeout", type=float, default=3600.0, help="per arm, for ansible-playbook")
+    parser.add_argument("--parallel", type=int, default=1, help="run this many arms at once (default 1)")
     parser.add_argument("--json", default=None, help="write every figure to FILE")
     parser.add_argument("--keep", action="store_true", help="keep each sandbox's state directory (logs)")
     parser.add_argument("--workdir", default=None, help="where the playbook logs go (default: a temp dir)")
@@ -241,7 +244,7 @@ def main(argv=None):
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="kubenodes-makespan-"))
     workdir.mkdir(parents=True, exist_ok=True)
     header = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "commit": world.commit(),
-              "engines": engines, "arms": arms, "control_planes": args.control_planes, "workers": args.workers,
+              "engines": engines, "arms": arms, "parallel": args.parallel, "control_planes": args.control_planes, "workers": args.workers,
               "join_delay_s": args.join_delay, "heir_ready_s": args.heir_ready, "load_start": world.loadavg()}
     counted, burn = world.check_cpu_accounting(workdir)
     header["cpu_accounting_check"] = {"module_burned_s": burn, "wait4_counted_s": round(counted, 2),
@@ -249,15 +252,27 @@ def main(argv=None):
     world.log("makespan benchmark %s; CPU accounting: a module burning %.1f s added %.2f s to the wait4 figure (%s)"
               % (header["commit"], burn, counted, "counted" if counted >= 0.9 * burn else "NOT COUNTED"))
     results = []
-    for arm in arms:              # engines side by side per arm: their figures share the load of the moment
-        for engine in engines:
-            try:
-                results.append(run_arm(args, engine, arm, workdir))
-            except Exception as exc:  # noqa: BLE001 - one broken arm must not lose the others' figures
-                world.log("arm %s/%s FAILED: %r" % (engine, arm, exc))
-                results.append({"engine": engine, "arm": arm, "error": repr(exc), "measured": {}})
+    lock = threading.Lock()
+
+    def one(engine, arm):
+        try:
+            result = run_arm(args, engine, arm, workdir)
+        except Exception as exc:  # noqa: BLE001 - one broken arm must not lose the others' figures
+            world.log("arm %s/%s FAILED: %r" % (engine, arm, exc))
+            result = {"engine": engine, "arm": arm, "error": repr(exc), "measured": {}}
+        with lock:
+            results.append(result)
             if args.json:
                 pathlib.Path(args.json).write_text(json.dumps({"header": header, "results": results}, indent=2))
+
+    # Engines side by side per arm, so that their figures share the load of the moment; with --parallel N,
+    # N arms run at once (each on its own sandbox), which shortens the wall time on a busy machine.
+    todo = [(engine, arm) for arm in arms for engine in engines]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+        for future in [pool.submit(one, engine, arm) for engine, arm in todo]:
+            future.result()
+    order = {key: i for i, key in enumerate(todo)}
+    results.sort(key=lambda r: order[(r["engine"], r["arm"])])
     done = [r for r in results if "error" not in r]
     header["load_end"] = world.loadavg()
     print("\nmakespan benchmark, %s, commit %s, load average %s -> %s, logs in %s"
