@@ -61,16 +61,8 @@ absent:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, kube, node_state
-
-
-def delete_node(api_client, name, resource_version):
-    """DELETE with a precondition on the resourceVersion read, so a node that changed meanwhile is not
-    deleted on stale grounds (the server answers 409)."""
-    body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": resource_version}}
-    kube.raw_request(api_client, "DELETE", "/api/v1/nodes/" + name, body=body)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 
 
 def run(module, api_client):
@@ -90,7 +82,7 @@ def run(module, api_client):
     for name, node in nodes.items():
         if not module.check_mode:
             try:
-                delete_node(api_client, name, node["metadata"].get("resourceVersion"))
+                node_state.delete_node(api_client, name, node["metadata"].get("resourceVersion"))
             except kube.ApiException as exc:
                 if kube.is_status(exc, 404):
                     result["absent"].append(name)
@@ -104,17 +96,15 @@ def run(module, api_client):
 
 
 def main():
-    argument_spec = kube.auth_argument_spec(dict(
+    module = KubenodesModule(argument_spec=dict(
         name=dict(type="list", elements="str", required=True),
         annotation_prefix=dict(type="str", default=core.DEFAULT_PREFIX),
-    ))
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    kube.require_kubernetes(module)
+    ), kube_auth=True, supports_check_mode=True)
     try:
         core.AnnotationKeys(module.params["annotation_prefix"])
     except core.PlanInputError as exc:
         module.fail_json(msg=str(exc))
-    kube.exit_with_client(module, run, "deleting nodes %s" % ", ".join(module.params["name"]))
+    module.run(lambda: run(module, module.kube_client()), "deleting nodes %s" % ", ".join(module.params["name"]))
 
 
 if __name__ == "__main__":
