@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+import rbac_audit
 import upgrade_helpers as uh
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -32,6 +33,8 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     watcher.check(start, max_surge=1)
     uh.assert_upgraded(handle, values, start)
     assert not uh.lease_holder(handle), "the run lock was not released"
+    # Least privilege, measured: what the ServiceAccount asked for (audit log) against rbac.yml, both ways.
+    rbac_audit.check_upgrade(handle)
 
 
 IN_FLIGHT = re.compile(r"pass (\d+): [^\n\"]*?in flight: ([^;\"]*)")
