@@ -85,10 +85,20 @@ class Cluster:
             nodes[name] = None if node.get("kind") != "Node" else (
                 node["metadata"].get("annotations"), node["metadata"].get("labels"),
                 node["spec"].get("taints"), bool(node["spec"].get("unschedulable")))
-        info = _ok(run_module("csp_node", dict(self.cloud, state="info", group=self.group)))
+        # The cloud through the collection's own provider, in-process (a playbook per look would cost seconds).
+        provider = self.provider()
+        instances = provider.list_instances(self.group)
         members = sorted(self.sandbox.cp_etcd()["members"])
-        return dict(nodes=nodes, instances=sorted((i["provider_id"], i["state"], i["image"]) for i in info["instances"]),
-                    group_image=[g["image"] for g in info["groups"]], etcd=members)
+        return dict(nodes=nodes, instances=sorted((i.provider_id, i.state, i.image) for i in instances),
+                    group_image=[g.image for g in provider.list_groups([self.group])], etcd=members)
+
+    def provider(self):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.factory import (  # pylint: disable=import-outside-toplevel
+            PROVIDERS, build_provider)
+
+        options = {key: spec.get("default") for key, spec in PROVIDERS["aws"].ARG_SPEC.items()}
+        options.update(self.cloud["aws"])
+        return build_provider({"provider": "aws", "aws": options})
 
     def facts(self):
         return _ok(run_module("node_image_facts", self.common))
