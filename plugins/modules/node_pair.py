@@ -63,7 +63,9 @@ options:
   phases:
     description:
       - Phases to record on donors or obsolete nodes, after the step succeeded - V(draining), V(drained),
-        V(etcd-removed) (control plane), V(deleting). V(paired) is written by the pairing itself.
+        V(etcd-removed) (control plane). V(paired) is written by the pairing itself.
+      - C(deleting), which earlier releases accepted but never wrote, is no longer accepted; a node that
+        carries it from an older run is still read and goes straight to deletion.
       - Every entry is checked before anything is written; a node that is neither a donor nor obsolete fails
         the task.
     type: list
@@ -78,7 +80,7 @@ options:
         description: The phase it reached.
         type: str
         required: true
-        choices: [paired, draining, drained, etcd-removed, deleting]
+        choices: [paired, draining, drained, etcd-removed]
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
   - kubenodes.image_upgrade.cloud_provider

@@ -49,7 +49,7 @@ def worlds(draw):
         elif kind == "obsolete":
             ann[P + "obsolete"] = "true"
         elif kind == "phase":
-            ann[P + "phase"] = draw(st.sampled_from(list(core.DONOR_PHASES) + ["heir", "replaced"]))
+            ann[P + "phase"] = draw(st.sampled_from(list(core.KNOWN_DONOR_PHASES) + ["heir", "replaced"]))
         if draw(st.booleans()):
             w.nodes[name]["spec"]["unschedulable"] = draw(st.booleans())
     surge = draw(st.sampled_from([1, 2, 3, "50%", "100%"]))
