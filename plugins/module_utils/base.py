@@ -350,6 +350,7 @@ class KubenodesModule(AnsibleModule):
         super().__init__(argument_spec=spec, **kwargs)
         # Validated parameters: env fallbacks and defaults are filled in now.
         self.add_secrets(secret_values(self.argument_spec, self.params))
+        self._unmask_public_key_fields()
         needed = list(requires)
         if kube_auth and "kubernetes" not in needed:
             needed.insert(0, "kubernetes")
@@ -375,6 +376,23 @@ class KubenodesModule(AnsibleModule):
             for spelling in spellings(value) if isinstance(value, str) else ():
                 self._secrets.add(spelling)
                 self.no_log_values.add(spelling)
+
+    def _unmask_public_key_fields(self):
+        """ansible-core takes every value of a no_log dict for a secret: given a GCP key as a dictionary,
+        the project ID, the client e-mail and the URLs were masked wherever they appeared (group IDs
+        included). Keep masking the key material only."""
+        gcp = self.params.get("gcp")
+        contents = gcp.get("service_account_contents") if isinstance(gcp, dict) else None
+        if isinstance(contents, str) and contents.strip().startswith("{"):
+            try:
+                contents = json.loads(contents)
+            except ValueError:
+                contents = None
+        if not isinstance(contents, dict):
+            return
+        for key, value in contents.items():
+            if isinstance(value, str) and str(key).lower() not in SECRET_KEYS and value not in self._secrets:
+                self.no_log_values.discard(value)
 
     def redact(self, text):
         return redact(text, self._secrets | set(self.no_log_values))

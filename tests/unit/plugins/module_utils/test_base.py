@@ -220,3 +220,15 @@ def test_every_module_is_a_kubenodes_module():
         source = path.read_text()
         assert "KubenodesModule(" in source, path.name
         assert "AnsibleModule(" not in source and "import AnsibleModule" not in source, path.name
+
+
+def test_a_gcp_key_dict_masks_its_key_but_not_the_project(capsys):
+    def main():
+        module = base.KubenodesModule(argument_spec={}, cloud=base.CLOUD_REQUIRED, supports_check_mode=True)
+        module.exit_json(group="projects/my-project-42/zones/z/instanceGroupManagers/g", key=PRIVATE_KEY)
+
+    key = dict(gcp_key(), project_id="my-project-42")
+    result, text = run_module(main, dict(provider="gcp", gcp=dict(auth_kind="serviceaccount",
+                                                                  service_account_contents=key)), capsys)
+    assert result["group"] == "projects/my-project-42/zones/z/instanceGroupManagers/g"
+    assert leaks(text) == [], text
