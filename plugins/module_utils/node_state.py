@@ -41,6 +41,13 @@ def read_cloud(provider, scaling_groups=None):
 get_node = kube.get_node
 
 
+def delete_node(api_client, name, resource_version):
+    """DELETE with a precondition on the resourceVersion read, so a node that changed meanwhile is not
+    deleted on stale grounds (the server answers 409)."""
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": resource_version}}
+    kube.raw_request(api_client, "DELETE", "/api/v1/nodes/" + name, body=body)
+
+
 def _merge_patch(api_client, name, body):
     return kube.patch_node(api_client, name, body)
 
