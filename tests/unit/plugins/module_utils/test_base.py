@@ -218,6 +218,8 @@ def test_every_module_is_a_kubenodes_module():
     assert len(modules) >= 11
     for path in modules:
         source = path.read_text()
+        if "def main(" not in source:
+            continue   # the documentation of an action plugin (upgrade_step): no module code runs
         assert "KubenodesModule(" in source, path.name
         assert "AnsibleModule(" not in source and "import AnsibleModule" not in source, path.name
 
