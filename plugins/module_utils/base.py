@@ -48,6 +48,7 @@ def _etcd():
 
     return etcd
 
+
 MASK = "********"
 
 # Keys whose values are secret wherever they appear in structured input (a kubeconfig, a GCP key...).

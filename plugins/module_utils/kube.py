@@ -95,7 +95,8 @@ class ApiCallError(ApiException):
     message, `causes` the messages of details.causes, `retry_after` details.retryAfterSeconds."""
 
     def __init__(self, method, path, status, reason, body, headers=None):  # pylint: disable=super-init-not-called
-        Exception.__init__(self, method, path, status, reason)
+        # The client's ApiException.__init__ wants an HTTP response object; set its attributes here instead.
+        Exception.__init__(self, method, path, status, reason)  # pylint: disable=non-parent-init-called
         self.method = method
         self.path = path
         self.status = status
