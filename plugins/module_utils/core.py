@@ -357,7 +357,7 @@ def annotation_problems(node, keys, now=None, step=None):
         problems.append(_problem(name, step, "phase_in_future", "its phase-history records a time in the future"))
     raw_phase = ann.get(keys.phase)
     phase = (raw_phase or "").strip()
-    if (phase and phase not in DONOR_PHASES + (PHASE_HEIR, PHASE_REPLACED)) or (raw_phase and not phase):
+    if (phase and phase not in KNOWN_DONOR_PHASES + (PHASE_HEIR, PHASE_REPLACED)) or (raw_phase and not phase):
         problems.append(_problem(name, step, "unknown_phase", "phase annotation holds %r, which is no phase"
                                  % raw_phase[:80]))
     elif entries and entries[-1][0] != TRAIL_OBSOLETE and entries[-1][0] != phase:
