@@ -53,6 +53,14 @@ options:
     type: list
     elements: str
     default: []
+  outdated_for:
+    description:
+      - With O(state=absent), the target image of an image upgrade. Each instance to delete must then be outdated
+        according to the cloud - an instance the cloud says runs this image (compared case-insensitively), or
+        whose image the cloud does not report, is refused, the task fails naming each, and nothing is deleted.
+      - This is the cloud's side of the cross-check before an upgrade deletes a replaced node's instance; leave
+        it out to delete instances whatever they run (surplus heirs, failed joins).
+    type: str
   wait:
     description:
       - With O(state=present), wait until the cloud reports every new instance running.
@@ -214,10 +222,8 @@ quota_message:
 """
 
 import time
-import traceback
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_REQUIRED, KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
 
 
@@ -347,6 +353,20 @@ def ensure_absent(module, provider, cloud):
             already_absent.append(node_name)
         else:
             targets[provider.normalize_provider_id(instance.provider_id)] = instance
+    target = (module.params.get("outdated_for") or "").strip()
+    if target:
+        refused = []
+        for key in sorted(targets):
+            instance = targets[key]
+            if not instance.image:
+                refused.append("instance %s: the cloud does not say which image it runs, so it cannot be shown to be "
+                               "outdated" % instance.provider_id)
+            elif instance.image.strip().lower() == target.lower():
+                refused.append("instance %s: the cloud says it already runs the target image %s; it is not outdated"
+                               % (instance.provider_id, target))
+        if refused:
+            module.fail_json(msg="refusing to delete any instance (outdated_for=%s): %s" % (target, "; ".join(refused)),
+                             reason="inconsistent", problems=refused, deleted=[], changed=False)
     deleted, found = [], []
     for key in sorted(targets):
         instance = targets[key]
@@ -385,19 +405,17 @@ def report(module, provider):
 
 
 def main():
-    argument_spec = factory.provider_argument_spec()
-    argument_spec.update(
+    module = KubenodesModule(argument_spec=dict(
         state=dict(type="str", choices=["present", "absent", "info"], default="present"),
         group=dict(type="str"),
         count=dict(type="int", default=1),
         provider_id=dict(type="list", elements="str", default=[]),
         node_name=dict(type="list", elements="str", default=[]),
+        outdated_for=dict(type="str"),
         wait=dict(type="bool", default=False),
         wait_timeout=dict(type="int", default=600),
         wait_sleep=dict(type="int", default=5),
-    )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_if=[("state", "present", ["group"])])
+    ), cloud=CLOUD_REQUIRED, supports_check_mode=True, required_if=[("state", "present", ["group"])])
     state = module.params["state"]
     try:
         provider = factory.build_provider(module.params)
@@ -409,8 +427,7 @@ def main():
         else:
             result = report(module, provider)
     except base.ProviderError as exc:
-        module.fail_json(msg=str(exc), error_code=exc.code, retryable=exc.retryable,
-                         exception=traceback.format_exc())
+        module.fail_from_exception(exc)
     module.exit_json(**result)
 
 

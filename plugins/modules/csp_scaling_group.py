@@ -118,10 +118,7 @@ image:
   sample: ami-0123456789abcdef0
 """
 
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_REQUIRED, KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
 
 
@@ -161,14 +158,11 @@ def ensure_image(module, provider):
 
 
 def main():
-    argument_spec = factory.provider_argument_spec()
-    argument_spec.update(
+    module = KubenodesModule(argument_spec=dict(
         state=dict(type="str", choices=["present", "info"], default="present"),
         group=dict(type="list", elements="str", default=[]),
         image=dict(type="str"),
-    )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_if=[("state", "present", ["image"])])
+    ), cloud=CLOUD_REQUIRED, supports_check_mode=True, required_if=[("state", "present", ["image"])])
     try:
         provider = factory.build_provider(module.params)
         if module.params["state"] == "present":
@@ -177,8 +171,7 @@ def main():
             groups = provider.list_groups(module.params["group"] or None)
             result = dict(changed=False, groups=[g.to_dict() for g in groups])
     except base.ProviderError as exc:
-        module.fail_json(msg=str(exc), error_code=exc.code, retryable=exc.retryable,
-                         exception=traceback.format_exc())
+        module.fail_from_exception(exc)
     module.exit_json(**result)
 
 

@@ -220,14 +220,18 @@ leaving_instances:
   elements: dict
   sample: []
 scaling_groups:
-  description: Per scaling group - its role, image, node counts per group, joining instances, surge limit,
-    extra nodes in flight and instances to create now.
+  description:
+    - Per scaling group - its role, image, node counts per group, joining instances, surge limit, extra nodes in
+      flight and instances to create now.
+    - C(leaving) counts instances whose deletion was requested and that the cloud still lists; they count in
+      C(in_flight) until the cloud no longer lists them. C(held) names nodes this collection created as heirs
+      that are left alone for a problem; they keep their place in C(in_flight).
   returned: always
   type: list
   elements: dict
   sample: [{id: g, name: g, role: worker, image: img, image_current: true, listed: true, nodes: 3, outdated: 1,
-            up_to_date: 1, donor: 1, heir: 1, new: 0, obsolete: 0, joining: 0, surge_limit: 1, in_flight: 1,
-            to_create: 0}]
+            up_to_date: 1, donor: 1, heir: 1, new: 0, obsolete: 0, joining: 0, leaving: 0, held: [], surge_limit: 1,
+            in_flight: 1, to_create: 0}]
 budget:
   description: The surge settings, the extra nodes in flight, how many instances the plan creates, and whether
     workers wait for the control plane.
@@ -336,6 +340,23 @@ done:
   returned: always
   type: bool
   sample: false
+problems:
+  description:
+    - What the cross-checks found inconsistent between the cluster and the cloud, each with C(node), C(step)
+      (the destructive step it would have been, or null), a stable C(code), a C(message) that starts with
+      C(node <name>) and a colon, and C(action) - V(left alone) (the node, and its partner, are in RV(nodes.invalid) and
+      nothing is done to them) or V(corrected) (a cached annotation disagreed with the cloud; the cloud wins).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{node: w-1, step: null, code: garbage_heir, action: left alone,
+            message: "node w-1: heir annotation holds 'garbage!!', which is not a node name"}]
+stop:
+  description: Null, or why the upgrade cannot go on by itself (nodes left alone hold a scaling group's whole
+    surge budget); the role stops with this message.
+  returned: always
+  type: str
+  sample: null
 donors:
   description:
     - Every donor with where its replacement stands - C(name), C(heir), C(heir_ready), C(group), C(role)
@@ -399,18 +420,15 @@ quota:
     limits: []
 """
 
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import facts_views, kube, node_state, quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import (
+    CLOUD_REQUIRED, KubenodesModule, merged_argument_spec)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.core import DEFAULT_JOIN_TIMEOUT, DEFAULT_PREFIX, AnnotationKeys
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 
 
 def argument_spec():
-    spec = kube.auth_argument_spec(dict(
+    return merged_argument_spec(dict(
         image=dict(type="str", required=True),
         annotation_prefix=dict(type="str", default=DEFAULT_PREFIX),
         max_surge=dict(type="raw", default=1),
@@ -422,9 +440,7 @@ def argument_spec():
         heir_ready_seconds=dict(type="int", default=0),
         report_pdbs=dict(type="bool", default=False),
         report_quota=dict(type="bool", default=False),
-    ))
-    spec.update(factory.provider_argument_spec(required=True))
-    return spec
+    ), kube_auth=True, cloud=CLOUD_REQUIRED)
 
 
 def quota_report(provider, result):
@@ -442,9 +458,8 @@ def quota_report(provider, result):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    kube.require_kubernetes(module)
-    module.no_log_values.update(node_state.kubeconfig_secrets(module.params.get("kubeconfig")))
+    module = KubenodesModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module.require("kubernetes")
     try:
         api_client, nodes, result, provider = node_state.plan_from_cluster(module.params)
         keys = AnnotationKeys(result["annotation_prefix"])
@@ -465,9 +480,9 @@ def main():
     except node_state.PlannerFailure as exc:
         module.fail_json(msg=str(exc))
     except kube.ApiException as exc:
-        module.fail_json(msg="cannot list PodDisruptionBudgets: %s" % kube.api_error_message(exc))
+        module.fail_from_exception(exc, "cannot list PodDisruptionBudgets")
     except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg="node_image_facts failed: %s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc())
+        module.fail_from_exception(exc, "node_image_facts: reading the cluster and the cloud")
     result.pop("node_patches", None)
     invalid = result["nodes"]["invalid"]
     if invalid:

@@ -116,15 +116,13 @@ import gzip
 import json
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import auth_argument_spec, is_status, require_kubernetes
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import is_status
 
 try:
     from kubernetes import client as k8s
-except ImportError:  # reported by require_kubernetes
+except ImportError:  # reported by KubenodesModule
     k8s = None
 
 DATA_KEY = "journal.json"
@@ -245,26 +243,23 @@ def delete(module, core):
 
 
 def main():
-    argument_spec = auth_argument_spec(dict(
+    module = KubenodesModule(argument_spec=dict(
         name=dict(type="str", default="kubenodes-image-upgrade-journal"),
         namespace=dict(type="str", default="kube-system"),
         state=dict(type="str", choices=["present", "report", "absent"], default="present"),
         image=dict(type="str"),
         record=dict(type="dict", default={}),
         report_dir=dict(type="path"),
-    ))
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_if=[("state", "report", ["report_dir"])])
-    require_kubernetes(module)
+    ), kube_auth=True, supports_check_mode=True, required_if=[("state", "report", ["report_dir"])])
     action = {"present": record, "report": write_report, "absent": delete}[module.params["state"]]
 
-    def act(mod, client):
+    def act():
         try:
-            return action(mod, k8s.CoreV1Api(client))
+            return action(module, k8s.CoreV1Api(module.kube_client()))
         except OSError as exc:
-            mod.fail_json(msg="cannot write the report to %s: %s" % (mod.params["report_dir"], exc))
+            module.fail_json(msg="cannot write the report to %s: %s" % (module.params["report_dir"], exc))
 
-    kube.exit_with_client(module, act, "journal ConfigMap %s/%s" % (module.params["namespace"], module.params["name"]))
+    module.run(act, "journal ConfigMap %s/%s" % (module.params["namespace"], module.params["name"]))
 
 
 if __name__ == "__main__":

@@ -209,10 +209,12 @@ class World:
         return "changed", copy.deepcopy(node)
 
     def record_phase(self, name, phase):
-        """Record a node's phase as the role's node_pair `phases` does (core.phase_patch), e.g. after a
-        delegated etcd removal."""
-        ann = self.nodes[name]["metadata"]["annotations"]
-        ann.update(core.phase_patch(self.nodes[name], phase, self.prefix, self.now) or {})
+        """Set a node's phase as an earlier run would have left it (test set-up), the way node_pair and the
+        executor record it (core.phase_patch): the phase, its time and the phase trail."""
+        node = self.nodes.get(name)
+        if node is None:
+            return
+        node["metadata"]["annotations"].update(core.phase_patch(node, phase, self.prefix, self.now) or {})
 
     def capacity(self):
         """Ready, schedulable nodes."""
