@@ -37,11 +37,6 @@ DEFAULT_POLL = 2.0
 DEFAULT_SLICE = 60.0
 
 
-# Executor step -> the name of the planner's cross-check for it (plugins/module_utils/core.py).
-_CROSS_CHECKS = {"drain": "check_drain", "etcd_remove": "check_etcd_removal", "delete_instance": "check_instance_deletion",
-                 "delete_node": "check_node_deletion"}
-
-
 class StepFailure(Exception):
     """The upgrade cannot go on: the message names the cause; `details` go into the result."""
 
@@ -89,7 +84,6 @@ class Executor:
         self.sleep = sleep
         self.say = say or (lambda text: None)
         self.passes = 0
-        self.last_instances = []
         self.surge_cap_said = False
         self.timings = {"cloud": 0.0, "kube": 0.0, "drain": 0.0, "etcd": 0.0, "wait": 0.0}
 
@@ -109,7 +103,6 @@ class Executor:
         if self.cloud is not None:
             cloud = self._timed("cloud", self.cloud.read, self.settings.scaling_groups or None)
         groups, instances, errors = cloud if cloud is not None else (None, None, None)
-        self.last_instances = [i for items in (instances or {}).values() for i in items]
         options = planner_options(self.settings)
         normalize = self.cloud.normalize if self.cloud is not None else core.default_normalize
         facts = core.plan_upgrade(nodes, options, groups=groups, instances=instances, group_errors=errors,
@@ -140,16 +133,12 @@ class Executor:
             if heir is None or not core.NodeInfo.from_k8s(heir).ready:
                 raise StepFailure("refusing to drain node %s: its heir %s is not Ready" % (name, item.get("heir")),
                                   step=step, node=name)
-        # The planner's pure cross-checks of cloud against cluster (core.check_<step>), once they exist.
-        check = getattr(core, _CROSS_CHECKS.get(step, ""), None)
-        if check is not None and node is not None:
-            heir = nodes.get(item.get("heir") or "")
-            view = core.CloudView(self.last_instances, self.cloud.normalize if self.cloud else core.default_normalize) \
-                if hasattr(core, "CloudView") else None
-            problems = check(node, heir=heir, target=facts.get("target_image"), cloud=view, keys=keys, now=self.clock())
-            if problems:
-                raise StepFailure("refusing to %s: %s" % (step, "; ".join(p.get("message", str(p)) for p in problems)),
-                                  step=step, node=name, problems=problems)
+        check = getattr(core, "check_step", None)   # the planner's pure cross-checks, when present
+        if check is not None:
+            problem = check(step, item, facts)
+            if problem:
+                raise StepFailure("refusing to %s %s: %s" % (step, name or item.get("provider_id"), problem),
+                                  step=step, node=name)
 
     # -- one pass ------------------------------------------------------------------------------------
     def run_pass(self, facts=None, nodes=None):
