@@ -117,6 +117,9 @@ def resolve_auth(params):
     merged = {k: headers.get(k) or env_headers.get(k) for k in env_headers}
     if any(merged.values()):
         auth["proxy_headers"] = merged
+    # As kubernetes.core does: https://host:6443/ would otherwise make every path start with // (404).
+    if isinstance(auth.get("host"), str):
+        auth["host"] = auth["host"].rstrip("/")
     return auth
 
 
