@@ -211,6 +211,13 @@ quota_message:
   returned: when state is present
   type: str
   sample: ""
+resource_actions:
+  description:
+    - The AWS API actions called, with O(aws.debug_botocore_endpoint_logs=true) (as amazon.aws returns them).
+  returned: when provider is aws and aws.debug_botocore_endpoint_logs is true
+  type: list
+  elements: str
+  sample: [autoscaling:DescribeAutoScalingGroups, ec2:DescribeInstances]
 """
 
 import time
@@ -408,6 +415,7 @@ def main():
             result = ensure_absent(module, provider, cloud)
         else:
             result = report(module, provider)
+        result.update(factory.provider_extras(provider))
     except base.ProviderError as exc:
         module.fail_json(msg=str(exc), error_code=exc.code, retryable=exc.retryable,
                          exception=traceback.format_exc())

@@ -116,6 +116,13 @@ image:
   returned: when state is present
   type: str
   sample: ami-0123456789abcdef0
+resource_actions:
+  description:
+    - The AWS API actions called, with O(aws.debug_botocore_endpoint_logs=true) (as amazon.aws returns them).
+  returned: when provider is aws and aws.debug_botocore_endpoint_logs is true
+  type: list
+  elements: str
+  sample: [autoscaling:DescribeAutoScalingGroups, ec2:DescribeInstances]
 """
 
 import traceback
@@ -176,6 +183,7 @@ def main():
         else:
             groups = provider.list_groups(module.params["group"] or None)
             result = dict(changed=False, groups=[g.to_dict() for g in groups])
+        result.update(factory.provider_extras(provider))
     except base.ProviderError as exc:
         module.fail_json(msg=str(exc), error_code=exc.code, retryable=exc.retryable,
                          exception=traceback.format_exc())
