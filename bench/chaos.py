@@ -139,12 +139,13 @@ def exp_kills(handle, values, workdir, args, rng):
     """Kill at random moments, restart each time; then let a run finish."""
     kills, attempts, survivors = [], [], []
     deadline = time.monotonic() + args.budget
+    stop_killing = time.monotonic() + (args.kill_until if args.kill_until else args.budget)
     final_rc = None
     attempt = 0
     while time.monotonic() < deadline:
         attempt += 1
-        run = world.MeasuredRun(values, workdir / ("kills-%02d.log" % attempt))
-        if len(kills) < args.kills:
+        run = live(world.MeasuredRun(values, workdir / ("kills-%02d.log" % attempt)))
+        if len(kills) < args.kills and time.monotonic() < stop_killing:
             # The preflight alone can outlast a minute under load: most kills are timed from the moment
             # the run reaches its passes, so that they land in every step of a pass, not in the preflight.
             delay = rng.uniform(args.kill_min, args.kill_max)
@@ -176,7 +177,8 @@ def exp_kills(handle, values, workdir, args, rng):
             break
     return {"faults": {"sigkills": len(kills), "kills": kills, "processes_surviving_a_kill": survivors},
             "attempts": attempts, "completed": final_rc == 0,
-            "note": "" if len(kills) >= args.kills else "the upgrade finished after only %d kills" % len(kills)}
+            "note": "" if len(kills) >= args.kills else "only %d kills (of %d asked) before the run was let finish"
+            % (len(kills), args.kills)}
 
 
 def _wait_for_passes(run, deadline):
@@ -218,7 +220,7 @@ def exp_faults(handle, values, workdir, args, rng):
     admin.clear_requests()
     admin.set_faults(error_rate=0.1, codes=(429, 500, 503))
     try:
-        run = world.MeasuredRun(values, workdir / "faults.log")
+        run = live(world.MeasuredRun(values, workdir / "faults.log"))
         rc = run.wait(args.budget)
     finally:
         admin.set_faults()
@@ -229,9 +231,10 @@ def exp_faults(handle, values, workdir, args, rng):
 
 
 def exp_etcd(handle, values, workdir, args, rng):
-    """SIGSTOP one etcd member once a control-plane heir is paired; SIGCONT after --etcd-hold seconds."""
+    """SIGSTOP one etcd member once a control-plane donor is draining (its etcd removal comes next); SIGCONT
+    once the run has refused the removal for 10 s, or after --etcd-hold seconds."""
     watch = world.ClusterWatch(handle).start()
-    run = world.MeasuredRun(values, workdir / "etcd.log")
+    run = live(world.MeasuredRun(values, workdir / "etcd.log"))
     stopped = None
     notes = {}
     try:
@@ -239,7 +242,8 @@ def exp_etcd(handle, values, workdir, args, rng):
         while run.poll() is None and time.monotonic() < deadline and stopped is None:
             nodes, _ = watch.snapshot()
             heirs = [(n, r) for n, r in nodes.items() if n not in watch.initial_nodes and r.get("control_plane")
-                     and r.get("paired") and r.get("donor_of")]
+                     and r.get("paired") and r.get("donor_of")
+                     and set(nodes.get(r["donor_of"], {}).get("phases", {})) & {"draining", "drained"}]
             if heirs:
                 heir, rec = heirs[0]
                 members = handle.cp_etcd()["members"]
@@ -258,16 +262,20 @@ def exp_etcd(handle, values, workdir, args, rng):
         if stopped:
             low = None
             hold_end = time.monotonic() + args.etcd_hold
+            refused_at = None
             while time.monotonic() < hold_end and run.poll() is None:
                 members, _ = etcd_state(handle, skip=(stopped["member"],))
                 if members is not None:
                     low = len(members) if low is None else min(low, len(members))
+                if refused_at is None and _refusals(run.output()[offset:], stopped["member"]):
+                    refused_at = time.monotonic()
+                    stopped["refused_after_s"] = round(time.time() - run.started - stopped["at_s"], 1)
+                if refused_at is not None and time.monotonic() > refused_at + 10:
+                    break
                 time.sleep(1.0)
-            text = run.output()[offset:]
-            named = [line.strip()[:300] for line in text.splitlines()
-                     if stopped["member"] in line and ("unhealthy" in line or "quorum" in line)]
+            named = _refusals(run.output()[offset:], stopped["member"])
             world.signal_process(stopped["pid"], signal.SIGCONT)
-            stopped.update(held_s=args.etcd_hold, fewest_members_while_stopped=low,
+            stopped.update(held_s=round(time.time() - run.started - stopped["at_s"], 1), fewest_members_while_stopped=low,
                            refusal_naming_member=bool(named), refusal_lines=named[:3],
                            removed_while_stopped=(low is not None and low < len(stopped["members_before"] or [])))
             world.log("SIGCONT etcd member %s; refusal naming it seen: %s; fewest members while stopped: %s"
@@ -285,10 +293,15 @@ def exp_etcd(handle, values, workdir, args, rng):
             and not stopped.get("removed_while_stopped")}
 
 
+def _refusals(text, member):
+    return [line.strip()[:300] for line in text.splitlines()
+            if member in line and ("unhealthy" in line or "quorum" in line)]
+
+
 def exp_apiserver(handle, values, workdir, args, rng):
     """Restart kube-apiserver once the first worker donor is cordoned (or after 60-120 s), 3 s down."""
     watch = world.ClusterWatch(handle).start()
-    run = world.MeasuredRun(values, workdir / "apiserver-1.log")
+    run = live(world.MeasuredRun(values, workdir / "apiserver-1.log"))
     restart = None
     attempts = []
     fallback = time.monotonic() + rng.uniform(60, 120)
@@ -308,7 +321,7 @@ def exp_apiserver(handle, values, workdir, args, rng):
         attempts.append({"attempt": 1, "ended": "exit %s" % rc, "after_s": round((run.ended or time.time()) - run.started, 1)})
         if rc != 0:   # a failed run must leave a state a new run resumes from
             world.log("the run exited %s after the restart; resuming with a new run" % rc)
-            again = world.MeasuredRun(values, workdir / "apiserver-2.log")
+            again = live(world.MeasuredRun(values, workdir / "apiserver-2.log"))
             rc2 = again.wait(max(deadline - time.monotonic(), 60))
             attempts.append({"attempt": 2, "ended": "exit %s" % rc2,
                              "after_s": round((again.ended or time.time()) - again.started, 1)})
@@ -317,6 +330,22 @@ def exp_apiserver(handle, values, workdir, args, rng):
     return {"faults": {"apiserver_restart": restart}, "attempts": attempts,
             "completed": attempts[0]["ended"] == "exit 0",
             "resumed_after_failure": len(attempts) > 1 and attempts[-1]["ended"] == "exit 0"}
+
+
+class Interrupted(Exception):
+    """SIGTERM to the benchmark: stop the experiment, kill its run, still read the invariants."""
+
+
+LIVE = []
+
+
+def live(run):
+    LIVE.append(run)
+    return run
+
+
+def _interrupt(signum, frame):
+    raise Interrupted("signal %d" % signum)
 
 
 RUNNERS = {"kills": exp_kills, "faults": exp_faults, "etcd": exp_etcd, "apiserver": exp_apiserver}
@@ -339,6 +368,11 @@ def run_experiment(name, cloud, args, workdir, rng):
         began = time.time()
         try:
             result = RUNNERS[name](handle, values, workdir / cloud, args, rng)
+        except Interrupted as exc:
+            result = {"interrupted": "%s at %s: the run was killed, the invariants below are of that moment"
+                                     % (exc, time.strftime("%H:%M:%S")), "completed": False}
+            for run in LIVE:
+                run.kill()
         finally:
             watcher.stop()
         result["wall_s"] = round(time.time() - began, 1)
@@ -355,6 +389,8 @@ def print_result(r):
     print("faults injected: %s" % json.dumps(r.get("faults"), default=str)[:1500])
     print("attempts: %s" % ", ".join("%s after %ss" % (a["ended"], a["after_s"]) for a in r.get("attempts", [])))
     print("completed: %s%s" % (r.get("completed"), (" (" + r["note"] + ")") if r.get("note") else ""))
+    if r.get("interrupted"):
+        print("INTERRUPTED: %s" % r["interrupted"])
     for name, inv in r.get("invariants", {}).items():
         numbers = {k: v for k, v in inv.items() if k != "ok"}
         print("  [%s] %s: %s" % ("ok" if inv["ok"] else "BROKEN", name, json.dumps(numbers, default=str)))
@@ -364,10 +400,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cloud", choices=("gcp", "azure", "aws"), default=None, help="default: each in turn")
     parser.add_argument("--experiments", default=",".join(EXPERIMENTS))
-    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--kills", type=int, default=None, help="at least this many kills (default 20, --quick 5)")
     parser.add_argument("--kill-min", type=float, default=3.0, help="earliest kill, seconds after a run starts")
     parser.add_argument("--kill-max", type=float, default=60.0, help="latest kill, seconds after a run starts")
-    parser.add_argument("--etcd-hold", type=float, default=45.0, help="seconds the etcd member stays stopped")
+    parser.add_argument("--kill-until", type=float, default=None,
+                        help="start no kill later than this many seconds into the experiment; then a run finishes")
+    parser.add_argument("--etcd-hold", type=float, default=300.0,
+                        help="the longest the etcd member stays stopped (it is resumed 10 s after the first refusal)")
     parser.add_argument("--budget", type=float, default=3600.0, help="wall-time limit per experiment")
     parser.add_argument("--engine", default=None, help="rolling_upgrade_engine (default: the role's default)")
     parser.add_argument("--seed", type=int, default=None)
@@ -376,8 +415,9 @@ def main(argv=None):
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
-    if args.quick:
-        args.kills = min(args.kills, 5)
+    signal.signal(signal.SIGTERM, _interrupt)
+    if args.kills is None:
+        args.kills = 5 if args.quick else 20
     experiments = args.experiments.split(",")
     if set(experiments) - set(EXPERIMENTS):
         parser.error("--experiments: choose from %s" % ",".join(EXPERIMENTS))

@@ -280,6 +280,10 @@ class ClusterWatch:
             donor = (meta.get("annotations") or {}).get(PREFIX + "/donor")
             if donor and rec["paired"] is None:
                 rec["paired"], rec["donor_of"] = now, donor
+            phase = (meta.get("annotations") or {}).get(PREFIX + "/phase")
+            if phase:
+                rec.setdefault("phases", {}).setdefault(phase, now)
+                rec["phase"] = phase
             if rec["cordoned"] is None and node.get("spec", {}).get("unschedulable"):
                 rec["cordoned"] = now
             taints = {t.get("key") for t in node.get("spec", {}).get("taints") or []}
