@@ -67,7 +67,7 @@ def test_older_amazon_aws_variable_names_and_the_called_actions(emulator, group)
 def test_option_beats_environment(emulator, group):
     # eu-west-1 is another region of the emulator: the group is not there
     result = run_module("csp_node_info", {"provider": "aws", "group": group,
-                                     "aws": {"region": "eu-west-1"}}, env=_env(emulator))
+                                          "aws": {"region": "eu-west-1"}}, env=_env(emulator))
     assert result["failed"] and group in result["msg"] and "not exist" in result["msg"]
 
 

@@ -148,7 +148,7 @@ def test_secrets_never_show_and_env_credentials_work(admin, emulator):
     env = {"AZURE_SUBSCRIPTION_ID": options["subscription_id"], "AZURE_ACCESS_TOKEN": "env-token-value-123",
            "AZURE_SECRET": "client-secret-value-456", "AZURE_CLIENT_ID": "app", "AZURE_TENANT": "tenant"}
     result = run_module("csp_node_info", {"provider": "azure", "group": group_id,
-                                     "azure": {"endpoint": options["endpoint"], "ca_bundle": options["ca_bundle"]}},
+                                          "azure": {"endpoint": options["endpoint"], "ca_bundle": options["ca_bundle"]}},
                         env=env)
     assert not result["failed"], result.get("msg")
     assert len(result["instances"]) == 1
@@ -156,7 +156,7 @@ def test_secrets_never_show_and_env_credentials_work(admin, emulator):
     assert "env-token-value-123" not in text and "client-secret-value-456" not in text
 
     given = run_module("csp_node_info", args(admin, group=group_id,
-                                        azure=dict(options, secret="client-secret-value-456")))
+                                             azure=dict(options, secret="client-secret-value-456")))
     assert "client-secret-value-456" not in json.dumps(given)
     assert "sandbox-token" not in json.dumps(given)
 

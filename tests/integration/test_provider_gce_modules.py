@@ -131,13 +131,13 @@ def test_env_credentials_work_and_secrets_never_show(admin):
     assert secret not in json.dumps(result)
     # Given as an option, with an auth_kind it does not belong to: a clear error, still masked.
     bad = run_module("csp_scaling_group_info", dict(provider="gcp", group=[group],
-                                               gcp=dict(auth_kind="anonymous", access_token=secret,
-                                                        project=DEFAULT_PROJECT, endpoint=admin.endpoint)))
+                                                    gcp=dict(auth_kind="anonymous", access_token=secret,
+                                                             project=DEFAULT_PROJECT, endpoint=admin.endpoint)))
     assert bad["failed"] and "only used with auth_kind=accesstoken" in bad["msg"]
     assert secret not in json.dumps(bad)
 
 
 def test_bad_auth_kind_is_refused_by_the_argument_spec(admin):
     result = run_module("csp_scaling_group_info", dict(provider="gcp",
-                                                  gcp=dict(auth_kind="password", endpoint=admin.endpoint)))
+                                                       gcp=dict(auth_kind="password", endpoint=admin.endpoint)))
     assert result["failed"] and "auth_kind" in result["msg"] and "anonymous" in result["msg"]
