@@ -206,10 +206,8 @@ resource_actions:
 """
 
 import time
-import traceback
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_REQUIRED, KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
 
 
@@ -367,8 +365,7 @@ def ensure_absent(module, provider, cloud):
 
 
 def main():
-    argument_spec = factory.provider_argument_spec()
-    argument_spec.update(
+    module = KubenodesModule(argument_spec=dict(
         state=dict(type="str", choices=["present", "absent"], default="present"),
         group=dict(type="str"),
         count=dict(type="int", default=1),
@@ -377,9 +374,7 @@ def main():
         wait=dict(type="bool", default=False),
         wait_timeout=dict(type="int", default=600),
         wait_sleep=dict(type="int", default=5),
-    )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_if=[("state", "present", ["group"])])
+    ), cloud=CLOUD_REQUIRED, supports_check_mode=True, required_if=[("state", "present", ["group"])])
     state = module.params["state"]
     try:
         provider = factory.build_provider(module.params)
@@ -390,8 +385,7 @@ def main():
             result = ensure_absent(module, provider, cloud)
         result.update(factory.provider_extras(provider))
     except base.ProviderError as exc:
-        module.fail_json(msg=str(exc), error_code=exc.code, retryable=exc.retryable,
-                         exception=traceback.format_exc())
+        module.fail_from_exception(exc)
     module.exit_json(**result)
 
 

@@ -125,10 +125,7 @@ resource_actions:
   sample: [autoscaling:DescribeAutoScalingGroups, ec2:DescribeInstances]
 """
 
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_REQUIRED, KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
 
 
@@ -143,16 +140,13 @@ def report(provider, group):
 
 
 def main():
-    argument_spec = factory.provider_argument_spec()
-    argument_spec.update(group=dict(type="str"))
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = KubenodesModule(argument_spec=dict(group=dict(type="str")), cloud=CLOUD_REQUIRED, supports_check_mode=True)
     try:
         provider = factory.build_provider(module.params)
         result = report(provider, module.params["group"])
         result.update(factory.provider_extras(provider))
     except base.ProviderError as exc:
-        module.fail_json(msg=str(exc), error_code=exc.code, retryable=exc.retryable,
-                         exception=traceback.format_exc())
+        module.fail_from_exception(exc)
     module.exit_json(**result)
 
 

@@ -94,25 +94,19 @@ resource_actions:
   sample: [autoscaling:DescribeAutoScalingGroups, ec2:DescribeLaunchTemplateVersions]
 """
 
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_REQUIRED, KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
 
 
 def main():
-    argument_spec = factory.provider_argument_spec()
-    argument_spec.update(group=dict(type="list", elements="str", default=[]))
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = KubenodesModule(argument_spec=dict(group=dict(type="list", elements="str", default=[])), cloud=CLOUD_REQUIRED, supports_check_mode=True)
     try:
         provider = factory.build_provider(module.params)
         groups = provider.list_groups(module.params["group"] or None)
         result = dict(changed=False, groups=[g.to_dict() for g in groups])
         result.update(factory.provider_extras(provider))
     except base.ProviderError as exc:
-        module.fail_json(msg=str(exc), error_code=exc.code, retryable=exc.retryable,
-                         exception=traceback.format_exc())
+        module.fail_from_exception(exc)
     module.exit_json(**result)
 
 
