@@ -81,6 +81,7 @@ paused_replicas:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import auth_argument_spec, is_status, require_kubernetes
 
 try:
@@ -154,6 +155,7 @@ def main():
         annotation_prefix=dict(type="str", default="image-upgrade.kubenodes.io"),
     ))
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    validate.enforce(module, dict(name=validate.object_name, namespace=validate.namespace, annotation_prefix=validate.annotation_prefix))
     require_kubernetes(module)
     kube.exit_with_client(module, lambda m, client: run(m, k8s.AppsV1Api(client)),
                           "Deployment %s/%s" % (module.params["namespace"], module.params["name"]))

@@ -219,6 +219,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 
 
 def _instance_dicts(instances):
@@ -398,6 +399,8 @@ def main():
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            required_if=[("state", "present", ["group"])])
+    validate.enforce(module, dict(count=lambda n, v: validate.integer(n, v, 1, validate.MAX_NODES),
+                                  wait_timeout=validate.seconds, wait_sleep=validate.positive_number))
     state = module.params["state"]
     try:
         provider = factory.build_provider(module.params)

@@ -209,6 +209,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.etcd import (
     HAS_REQUESTS, REQUESTS_IMPORT_ERROR, EtcdError, client_from_params, connection_argument_spec, inspect_cluster,
     validate_connection)
@@ -221,11 +222,7 @@ ARGUMENT_SPEC = connection_argument_spec(dict(
 
 def validate(params):
     """Problems with the options, before anything is contacted."""
-    problems = validate_connection(params)
-    if params["expected_member_count"] is not None and params["expected_member_count"] < 1:
-        problems.append("expected_member_count must be at least 1")
-    if params["timeout"] < 0:
-        problems.append("timeout must not be negative")
+    problems = validate_connection(params) + option_rules.check(params, option_rules.ETCD_INFO_RULES)
     return problems
 
 

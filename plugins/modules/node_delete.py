@@ -64,6 +64,7 @@ absent:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, kube, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 
 
 def delete_node(api_client, name, resource_version):
@@ -109,6 +110,7 @@ def main():
         annotation_prefix=dict(type="str", default=core.DEFAULT_PREFIX),
     ))
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    validate.enforce(module, dict(name=validate.object_names, annotation_prefix=validate.annotation_prefix))
     kube.require_kubernetes(module)
     try:
         core.AnnotationKeys(module.params["annotation_prefix"])

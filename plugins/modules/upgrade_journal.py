@@ -115,6 +115,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import auth_argument_spec, is_status, require_kubernetes
 
@@ -251,6 +252,7 @@ def main():
     ))
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            required_if=[("state", "report", ["report_dir"])])
+    validate.enforce(module, dict(name=validate.object_name, namespace=validate.namespace))
     require_kubernetes(module)
     action = {"present": record, "report": write_report, "absent": delete}[module.params["state"]]
 

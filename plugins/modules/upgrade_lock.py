@@ -113,6 +113,7 @@ import datetime
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import run_lock
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import auth_argument_spec, is_status, require_kubernetes
 
@@ -214,9 +215,9 @@ def main():
         fail_when_held=dict(type="bool", default=True),
     ))
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    validate.enforce(module, dict(name=validate.object_name, namespace=validate.namespace,
+                                  lease_duration=validate.lease_seconds))
     require_kubernetes(module)
-    if module.params["lease_duration"] < 10:
-        module.fail_json(msg="lease_duration must be at least 10 seconds, got %d" % module.params["lease_duration"])
     kube.exit_with_client(module, lambda m, client: run(m, k8s.CoordinationV1Api(client)),
                           "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
 

@@ -73,7 +73,7 @@ def test_lock_check_mode_writes_nothing(sandbox, namespace):
 
 def test_lock_rejects_bad_input_and_unreachable_api(sandbox, namespace, tmp_path):
     short = run_module("upgrade_lock", dict(sandbox.auth_args(), namespace=namespace, lease_duration=1))
-    assert short["failed"] and "at least 10 seconds" in short["msg"]
+    assert short["failed"] and "lease_duration must be a whole number from 10 to 2592000 (seconds), got 1" in short["msg"]
     missing = run_module("upgrade_lock", dict(kubeconfig=str(tmp_path / "nope"), namespace=namespace))
     assert missing["failed"] and "does not exist" in missing["msg"]
 
