@@ -6,6 +6,7 @@ go.etcd.io/etcd/server/v3 (sandbox/gobuild/etcd/go.mod). The cache key is a hash
 go.sum, so a version bump rebuilds and an unchanged tree reuses the binaries in seconds.
 """
 
+import fcntl
 import hashlib
 import os
 import pathlib
@@ -123,22 +124,37 @@ def ensure(quiet=False):
             if not quiet:
                 print("sandbox binaries: reusing %s" % out, flush=True)
             continue
-        if moddir == "kube":
-            version = kube_version()
-            minor = version.lstrip("v").split(".")[1]
-            ldflags = ("-s -w -X k8s.io/component-base/version.gitVersion=%s "
-                       "-X k8s.io/component-base/version.gitMajor=1 "
-                       "-X k8s.io/component-base/version.gitMinor=%s "
-                       "-X k8s.io/component-base/version.gitTreeState=clean" % (version, minor))
-            packages, tags = _KUBE_PKGS, "selinux,notest,grpcnotrace"
-            what = "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl %s" % version
-        else:
-            ldflags, tags, packages = "-s -w", "", [_ETCD_PKG]
-            what = "etcd %s" % etcd_version()
-        print("sandbox binaries: building %s into %s (a cold build takes several minutes)" % (what, out), flush=True)
-        took = _go_build(moddir, out, packages, ldflags, tags, out_name="etcd" if moddir == "etcd" else None)
-        print("sandbox binaries: built %s in %ds" % (what, took), flush=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out.parent / "build.lock", "w") as lock:
+            # Several checkouts running `make setup` at once would race on bin.partial: one builds, the
+            # others wait here and then find the binaries.
+            if not quiet:
+                print("sandbox binaries: waiting for the build lock %s" % lock.name, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            _build_one(moddir, out, wanted, quiet)
     return {name: str(path_of(name)) for name in BINARIES}
+
+
+def _build_one(moddir, out, wanted, quiet):
+    if all((out / n).exists() for n in wanted):
+        if not quiet:
+            print("sandbox binaries: reusing %s" % out, flush=True)
+        return
+    if moddir == "kube":
+        version = kube_version()
+        minor = version.lstrip("v").split(".")[1]
+        ldflags = ("-s -w -X k8s.io/component-base/version.gitVersion=%s "
+                   "-X k8s.io/component-base/version.gitMajor=1 "
+                   "-X k8s.io/component-base/version.gitMinor=%s "
+                   "-X k8s.io/component-base/version.gitTreeState=clean" % (version, minor))
+        packages, tags = _KUBE_PKGS, "selinux,notest,grpcnotrace"
+        what = "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl %s" % version
+    else:
+        ldflags, tags, packages = "-s -w", "", [_ETCD_PKG]
+        what = "etcd %s" % etcd_version()
+    print("sandbox binaries: building %s into %s (a cold build takes several minutes)" % (what, out), flush=True)
+    took = _go_build(moddir, out, packages, ldflags, tags, out_name="etcd" if moddir == "etcd" else None)
+    print("sandbox binaries: built %s in %ds" % (what, took), flush=True)
 
 
 if __name__ == "__main__":

@@ -320,6 +320,12 @@ class Sandbox:
             self._api_client = None
         return down(self.state_dir, say=say)
 
+    def restart(self, name="kube-apiserver", down_seconds=0.0):
+        """Restart one control-plane component in place (controlplane.ControlPlane.restart)."""
+        result = controlplane.ControlPlane(self.state_dir).restart(name, down_seconds=down_seconds)
+        self.state = load_state(self.state_dir)
+        return result
+
     # ----- Kubernetes
     kubeconfig = property(lambda self: self.state["kubeconfig"])
     apiserver = property(lambda self: self.state["apiserver"])

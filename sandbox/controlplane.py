@@ -347,6 +347,41 @@ class ControlPlane:
         status, _ = _https_get(state["apiserver"] + "/api/v1/namespaces/default/serviceaccounts/default", creds)
         return status == 200
 
+    def restart(self, name="kube-apiserver", down_seconds=0.0, timeout=90):
+        """Stop one running component (SIGTERM, as a supervisor restarting it would), wait `down_seconds`,
+        start it again with the very same command line, ports and data, and wait until it serves (the
+        apiserver's /readyz; the others: still running after a second). Records the new PID in the state
+        file, so `down` stops it. Returns {"name", "old_pid", "new_pid", "stopped", "down_s"}."""
+        if name not in self.COMPONENTS:
+            raise SandboxError("restart: %r is not a control-plane component (choose from %s)"
+                               % (name, ", ".join(self.COMPONENTS)))
+        state = load_state(self.state_dir)
+        old_pid = (state or {}).get("pids", {}).get(name)
+        if not old_pid or not pid_alive(old_pid):
+            raise SandboxError("restart: %s is not running in %s; run `up` first" % (name, self.state_dir))
+        try:
+            cmd = pathlib.Path("/proc/%d/cmdline" % old_pid).read_bytes().rstrip(b"\0").split(b"\0")
+        except OSError as exc:
+            raise SandboxError("restart: cannot read the command line of %s (pid %d): %s" % (name, old_pid, exc))
+        cmd = [part.decode() for part in cmd]
+        began = time.monotonic()
+        stopped = stop_pid(old_pid, state["cmd_hints"].get(name, name))
+        time.sleep(max(0.0, float(down_seconds)))
+        proc = spawn(name, cmd, self.log_dir)
+        state["pids"][name] = proc.pid
+        save_state(self.state_dir, state)
+        if name == "kube-apiserver":
+            creds = {k: state[k] for k in ("ca", "admin_cert", "admin_key")}
+            _wait_until(lambda: _https_get(state["apiserver"] + "/readyz", creds)[0] == 200, proc, name,
+                        self.log_dir / (name + ".log"), timeout)
+        else:
+            time.sleep(1.0)
+            if proc.poll() is not None:
+                raise SandboxError("%s exited with code %s after its restart; last lines of its log:\n%s"
+                                   % (name, proc.returncode, log_tail(self.log_dir / (name + ".log"))))
+        return {"name": name, "old_pid": old_pid, "new_pid": proc.pid, "stopped": stopped,
+                "down_s": round(time.monotonic() - began, 2)}
+
     def stop(self, state=None, say=print):
         """Stop the recorded processes in reverse start order; idempotent."""
         state = state or load_state(self.state_dir)

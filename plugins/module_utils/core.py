@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Dict, List, Optional
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
     CREATING,
     DELETING,
     FAILED,

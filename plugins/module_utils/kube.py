@@ -139,7 +139,10 @@ def _load_kubeconfig(auth, configuration):
     except KubeAuthError:
         raise
     except Exception as exc:  # the client raises ConfigException, ValueError, yaml errors...
-        raise KubeAuthError("cannot load kubeconfig %s: %s" % (kubeconfig or "~/.kube/config", exc))
+        # Never quote a kubeconfig given as a dictionary: it holds the credentials.
+        where = "given as a dictionary" if isinstance(kubeconfig, dict) else (kubeconfig or "~/.kube/config")
+        raise KubeAuthError("cannot load kubeconfig %s (context %s): %s: %s"
+                            % (where, context or "current", type(exc).__name__, exc))
 
 
 def build_api_client(params):

@@ -23,12 +23,15 @@ class NodeWriteError(Exception):
 
 def read_cloud(provider, scaling_groups=None):
     """(groups, {group id: [Instance]}, {group id: error message}). A failing group listing is fatal (a
-    ProviderError propagates); one group whose instances cannot be listed is reported, not fatal."""
-    groups = base.with_retries(lambda: provider.list_groups(list(scaling_groups) if scaling_groups else None))
+    ProviderError propagates); one group whose instances cannot be listed is reported, not fatal.
+
+    Each provider call retries throttling, 5xx and dropped connections itself (its _call, bounded by its
+    `retries`); nothing here retries again, which would multiply the attempts (5 x 5 before)."""
+    groups = provider.list_groups(list(scaling_groups) if scaling_groups else None)
     instances, errors = {}, {}
     for group in groups:
         try:
-            instances[group.id] = base.with_retries(lambda gid=group.id: provider.list_instances(gid))
+            instances[group.id] = provider.list_instances(group.id)
         except base.ProviderError as exc:
             errors[group.id] = str(exc)
     return groups, instances, errors
@@ -180,7 +183,7 @@ def plan_from_cluster(params, now=None):
             raise PlannerFailure("cannot use the %s provider (check its credentials and options): %s"
                                  % (params["provider"], exc))
         try:
-            canonical = base.with_retries(lambda: provider.validate_image(options.image.strip()))
+            canonical = provider.validate_image(options.image.strip())   # the provider retries its own calls
         except base.InvalidReferenceError as exc:
             raise PlannerFailure("image %r is not a valid %s image reference: %s" % (options.image, params["provider"], exc))
         except base.NotFoundError as exc:

@@ -344,3 +344,8 @@ ETCD_RULES = {
 }
 # etcd_member_info documents timeout 0 as "read the cluster once".
 ETCD_INFO_RULES = dict(ETCD_RULES, timeout=lambda n, v: seconds(n, v, minimum=0))
+
+
+def checker(rules):
+    """The `validate=` hook of base.KubenodesModule: params -> the problems of the options in `rules`."""
+    return lambda params: check(params, rules)

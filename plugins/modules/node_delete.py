@@ -61,10 +61,9 @@ absent:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, kube, node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 
 
 def delete_node(api_client, name, resource_version):
@@ -105,18 +104,16 @@ def run(module, api_client):
 
 
 def main():
-    argument_spec = kube.auth_argument_spec(dict(
+    module = KubenodesModule(argument_spec=dict(
         name=dict(type="list", elements="str", required=True),
         annotation_prefix=dict(type="str", default=core.DEFAULT_PREFIX),
-    ))
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    validate.enforce(module, dict(name=validate.object_names, annotation_prefix=validate.annotation_prefix))
-    kube.require_kubernetes(module)
+    ), kube_auth=True, supports_check_mode=True,
+       validate=validate.checker(dict(name=validate.object_names, annotation_prefix=validate.annotation_prefix)))
     try:
         core.AnnotationKeys(module.params["annotation_prefix"])
     except core.PlanInputError as exc:
         module.fail_json(msg=str(exc))
-    kube.exit_with_client(module, run, "deleting nodes %s" % ", ".join(module.params["name"]))
+    module.run(lambda: run(module, module.kube_client()), "deleting nodes %s" % ", ".join(module.params["name"]))
 
 
 if __name__ == "__main__":

@@ -190,6 +190,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, kube, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import write_order
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 
 
@@ -225,12 +226,6 @@ def add_phase_patches(result, nodes, phases, options, now):
             entry["annotations"].update(annotations)
             recorded.append(dict(name=item["name"], phase=item["phase"]))
     return recorded
-
-
-def write_order(name, entry, keys):
-    # A new pair is written heir first (its donor annotation), then the donor: an interruption between the
-    # two leaves a half pair that the next run completes.
-    return (0 if (entry.get("annotations") or {}).get(keys.donor) else 1, name)
 
 
 def main():

@@ -110,16 +110,15 @@ expires_at:
 """
 
 import datetime
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import run_lock
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import auth_argument_spec, is_status, require_kubernetes
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import is_status
 
 try:
     from kubernetes import client as k8s
-except ImportError:  # reported by require_kubernetes
+except ImportError:  # reported by KubenodesModule
     k8s = None
 
 
@@ -206,20 +205,18 @@ def run(module, api):
 
 
 def main():
-    argument_spec = auth_argument_spec(dict(
+    module = KubenodesModule(argument_spec=dict(
         name=dict(type="str", default="kubenodes-image-upgrade"),
         namespace=dict(type="str", default="kube-system"),
         state=dict(type="str", choices=["present", "absent"], default="present"),
         holder=dict(type="str"),
         lease_duration=dict(type="int", default=300),
         fail_when_held=dict(type="bool", default=True),
-    ))
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    validate.enforce(module, dict(name=validate.object_name, namespace=validate.namespace,
-                                  lease_duration=validate.lease_seconds))
-    require_kubernetes(module)
-    kube.exit_with_client(module, lambda m, client: run(m, k8s.CoordinationV1Api(client)),
-                          "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
+    ), kube_auth=True, supports_check_mode=True,
+       validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace,
+                                      lease_duration=validate.lease_seconds)))
+    module.run(lambda: run(module, k8s.CoordinationV1Api(module.kube_client())),
+               "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
 
 
 if __name__ == "__main__":

@@ -1067,7 +1067,7 @@ class _Handler(BaseHTTPRequestHandler):
         prefix = "/compute/v1/"
         rel = parsed.path[len(prefix):] if parsed.path.startswith(prefix) else None
         matched = [(r, r[2].match(rel)) for r in ROUTES if rel is not None and r[2].match(rel)]
-        entry = {"method": method, "path": parsed.path, "template": None,
+        entry = {"method": method, "path": parsed.path, "template": None, "at": time.time(),
                  "query": sorted(query), "body": sorted(body) if isinstance(body, dict) else None}
         with state.lock:
             state.request_log.append(entry)
@@ -1097,6 +1097,8 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(faults.latency)
         with state.lock:
             error = faults.pick_error(parsed.path)
+            if error:
+                entry["fault"] = error.code
         if error and not faults.fail_after:
             raise error
         denied = [d for d in faults.deny if d in parsed.path]

@@ -30,9 +30,11 @@ import urllib.parse
 from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
+    CREATING, DELETING, FAILED, RUNNING, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER, Group, Instance,
+)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CREATING, DELETING, FAILED, RUNNING, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER,
-    CloudProvider, Group, Instance, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
+    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
 )
 
 try:

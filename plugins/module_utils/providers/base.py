@@ -3,7 +3,8 @@
 """The one interface every cloud implements (GCP managed instance groups, Azure VM scale sets, AWS auto
 scaling groups), the plain data it returns, and the errors it raises.
 
-The planning core only ever sees Group and Instance values (plain data, no SDK objects). A new cloud is
+The planning core only ever sees Group and Instance values (plain data, no SDK objects, defined in
+model.py). A new cloud is
 one new file in this package that subclasses CloudProvider.
 """
 
@@ -12,51 +13,22 @@ from __future__ import annotations
 import abc
 import random
 import time
-from dataclasses import asdict, dataclass, field
 from typing import List, Optional
 
-# Instance states, the same words on every cloud.
-CREATING = "creating"      # requested, booting, or read as "not found" shortly after creation
-RUNNING = "running"        # the cloud says it runs
-DELETING = "deleting"      # deletion requested or under way
-STOPPED = "stopped"        # stopped or deallocated: exists but will not join
-FAILED = "failed"          # the cloud gave up creating it
-UNKNOWN = "unknown"
-INSTANCE_STATES = (CREATING, RUNNING, DELETING, STOPPED, FAILED, UNKNOWN)
-
-ROLE_CONTROL_PLANE = "control-plane"
-ROLE_WORKER = "worker"
-
-
-@dataclass
-class Group:
-    """A scaling group: GCP MIG (zonal or regional), Azure VMSS or AWS ASG."""
-
-    id: str                       # canonical ID, the value cached in the scaling-group-id annotation
-    name: str                     # the short resource name
-    image: str                    # image that new instances get now
-    role: Optional[str] = None    # ROLE_* when the cloud tags say so; else the core derives it from nodes
-    target_size: Optional[int] = None
-
-    def to_dict(self):
-        return asdict(self)
-
-
-@dataclass
-class Instance:
-    """One instance of a scaling group, as the cloud sees it."""
-
-    provider_id: str              # exactly what the kubelet writes into Node.spec.providerID
-    node_name: str                # the Node name it registers as
-    group_id: str
-    image: str                    # image the instance was created from ("" when the cloud cannot say yet)
-    state: str = UNKNOWN          # one of INSTANCE_STATES
-    created_at: Optional[float] = None   # epoch seconds, for the join deadline
-    name: str = ""                # the cloud's own instance name or ID
-    extra: dict = field(default_factory=dict)
-
-    def to_dict(self):
-        return asdict(self)
+# The plain data (states, roles, Group, Instance) lives in model.py; these names stay importable from here.
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (  # noqa: F401 pylint: disable=unused-import
+    CREATING,
+    DELETING,
+    FAILED,
+    INSTANCE_STATES,
+    ROLE_CONTROL_PLANE,
+    ROLE_WORKER,
+    RUNNING,
+    STOPPED,
+    UNKNOWN,
+    Group,
+    Instance,
+)
 
 
 class ProviderError(Exception):

@@ -32,9 +32,11 @@ import uuid
 from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
+    CREATING, DELETING, FAILED, ROLE_CONTROL_PLANE, ROLE_WORKER, RUNNING, STOPPED, UNKNOWN, Group, Instance,
+)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CREATING, DELETING, FAILED, ROLE_CONTROL_PLANE, ROLE_WORKER, RUNNING, STOPPED, UNKNOWN,
-    CloudProvider, Group, Instance, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
+    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
 )
 
 # google-cloud-compute takes seconds to import; it is loaded only when a GCP provider is built, so modules

@@ -1,10 +1,12 @@
-"""A tiny in-memory world (nodes and cloud instances) for testing the planning core: it applies a plan
-the way the rolling-upgrade role would, and lets instances boot and join. Pure test scaffolding; it
-stands in for the cluster and the clouds only in unit and property tests of the pure core."""
+"""A tiny in-memory world (nodes and cloud instances) for testing the planning core and the executor:
+the production executor (module_utils/executor.py) carries out plans against it through in-memory
+kube, cloud and etcd ports, and time passes so instances boot and join. There is no model of the role
+here: only the outside worlds, and the rules they insist on (no drain before the heir is Ready, no
+deletion of a control-plane node before its etcd member is gone)."""
 
 import copy
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, facts_views
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CREATING, RUNNING, Group, Instance)
 
@@ -31,6 +33,10 @@ def make_node(name, group, image=None, control_plane=False, ready=True, annotati
     }
 
 
+class Killed(Exception):
+    """The run was killed at this moment (the property tests' random interruptions)."""
+
+
 class World:
     def __init__(self, groups, prefix=core.DEFAULT_PREFIX):
         self.prefix = prefix
@@ -41,6 +47,8 @@ class World:
         self.counter = 0
         self.drained = set()
         self.etcd_removed = set()
+        self.created = []
+        self.journal = []
 
     def add_node(self, name, group_id, image, control_plane=False, ready=True, cached=True, annotations=None, labels=None):
         node = make_node(name, group_id if cached else None, image if cached else None, control_plane, ready,
@@ -56,15 +64,140 @@ class World:
                                  groups=[copy.copy(g) for g in self.groups.values()],
                                  instances={k: list(v) for k, v in self.instances.items()}, now=self.now, **kw)
 
-    # -- applying a plan, step by step, like the role does ------------------------------------------
-    def patch_node(self, name, entry):
+    # -- the executor's outside worlds, in memory ------------------------------------------------------
+    def executor(self, options, take=None, etcd_delegated=False, **settings):
+        """The production executor (module_utils/executor.py) wired to this world. `take(kind, item)`
+        returning False kills the run at that moment (the step does not happen, nor anything after it)."""
+        take = take or (lambda kind, item: True)
+        world = self
+
+        class Kube:
+            def list_nodes(self):
+                return copy.deepcopy(list(world.nodes.values()))
+
+            def write_node(self, node, entry):
+                world.gate(take, "patch", node["metadata"]["name"])
+                return world.patch_node(node["metadata"]["name"], entry)
+
+            def uncordon(self, name):
+                world.gate(take, "uncordon", name)
+                if name in world.nodes:
+                    world.nodes[name]["spec"]["unschedulable"] = False
+
+            def drain(self, name):
+                world.gate(take, "drain", name)
+                world.check_drain(name)
+                world.nodes[name]["spec"]["unschedulable"] = True
+                world.drained.add(name)
+                return dict(drained=True, evicted=[], reason="drained")
+
+            def delete_node(self, node):
+                name = node["metadata"]["name"]
+                world.gate(take, "delete-node", name)
+                world.check_delete(name)
+                world.nodes.pop(name, None)
+
+        class Cloud:
+            def read(self, scaling_groups):
+                return ([copy.copy(g) for g in world.groups.values()], {k: list(v) for k, v in world.instances.items()}, {})
+
+            def normalize(self, provider_id):
+                return core.default_normalize(provider_id)
+
+            def set_group_image(self, group_id, image):
+                world.gate(take, "image", group_id)
+                world.groups[group_id].image = image
+
+            def create(self, group_id, count):
+                created = []
+                for _number in range(count):
+                    world.gate(take, "create", group_id)
+                    world.counter += 1
+                    name = "n%d" % world.counter
+                    inst = Instance(provider_id="gce://p/z/" + name, node_name=name, group_id=group_id,
+                                    image=world.groups[group_id].image, state=CREATING, created_at=world.now, name=name)
+                    world.instances[group_id].append(inst)
+                    world.created.append(group_id)
+                    created.append(inst)
+                return created, ""
+
+            def delete(self, provider_ids):
+                for provider_id in provider_ids:
+                    world.gate(take, "delete-instance", provider_id)
+                    world.check_delete_instance(provider_id)
+                    world._drop_instance(provider_id)
+                return list(provider_ids)
+
+        def etcd(item, endpoints, expected_member_count):
+            world.gate(take, "etcd", item["name"])
+            world.etcd_removed.add(item["name"])
+
+        self.journal = []
+        return executor.Executor(executor.Settings(options, **settings), Kube(), Cloud(),
+                                 etcd=None if etcd_delegated else etcd, journal=self.journal.append,
+                                 clock=lambda: world.now, sleep=world.tick)
+
+    def apply(self, result, take=None, **settings):
+        """Carry out one plan (from self.plan) with the executor; a kill (take returning False) ends it."""
+        ex = self.executor(core.Options(image=result["target_image"], annotation_prefix=result["annotation_prefix"],
+                                        max_surge=result["budget"]["max_surge"],
+                                        max_surge_total=result["budget"]["max_surge_total"]), take, **settings)
+        keys = core.AnnotationKeys(result["annotation_prefix"])
+        nodes = list(self.nodes.values())
+        facts = dict(result, donors=facts_views.donors(nodes, result, keys),
+                     control_plane_endpoints=facts_views.control_plane_endpoints(nodes))
+        try:
+            return ex.run_pass(facts=facts, nodes=copy.deepcopy(self.nodes))
+        except Killed:
+            return None
+
+    def run_pass(self, options, take=None, **settings):
+        """One pass of the executor (it reads this world itself); None when killed."""
+        try:
+            return self.executor(options, take, **settings).run_pass()
+        except Killed:
+            return None
+
+    @staticmethod
+    def gate(take, kind, item):
+        if not take(kind, item):
+            raise Killed("killed before %s %s" % (kind, item))
+
+    # -- what the world itself insists on ---------------------------------------------------------------
+    def check_drain(self, name):
+        ann = self.nodes[name]["metadata"]["annotations"]
+        heir = ann.get(self.prefix + "/heir")
+        if heir:
+            node = self.nodes.get(heir)
+            assert node is not None and node["status"]["conditions"][0]["status"] == "True", \
+                "%s drained before its heir %s is Ready" % (name, heir)
+            assert node["metadata"]["annotations"].get(self.prefix + "/donor") == name
+        else:
+            assert ann.get(self.prefix + "/obsolete") == "true", "%s drained but neither donor nor obsolete" % name
+
+    def check_delete(self, name):
         node = self.nodes.get(name)
         if node is None:
             return
         ann = node["metadata"]["annotations"]
+        assert ann.get(self.prefix + "/heir") or ann.get(self.prefix + "/obsolete") == "true", name
+        if core.CONTROL_PLANE_LABEL in node["metadata"]["labels"]:
+            assert name in self.etcd_removed or ann.get(self.prefix + "/phase") in (
+                core.PHASE_ETCD_REMOVED, core.PHASE_DELETING), "%s deleted before its etcd member was removed" % name
+
+    def check_delete_instance(self, provider_id):
+        for name, node in self.nodes.items():
+            if node["spec"]["providerID"].lower() == provider_id.lower():
+                self.check_delete(name)
+
+    def patch_node(self, name, entry):
+        node = self.nodes.get(name)
+        if node is None:
+            return "skipped", None
+        ann = node["metadata"]["annotations"]
         for key, expected in entry.get("expect", {}).items():
             if ann.get(key) != expected:
-                return
+                return "skipped", copy.deepcopy(node)
         for key, value in entry["annotations"].items():
             if value is None:
                 ann.pop(key, None)
@@ -73,55 +206,18 @@ class World:
         node["metadata"]["labels"].update(entry.get("labels") or {})
         if "taints" in entry:
             node["spec"]["taints"] = entry["taints"]
+        return "changed", copy.deepcopy(node)
 
     def record_phase(self, name, phase):
-        node = self.nodes.get(name)
-        if node is None:
-            return
-        ann = node["metadata"]["annotations"]
+        """Set a node's phase as an earlier run would have left it (test set-up)."""
+        ann = self.nodes[name]["metadata"]["annotations"]
         ann[self.prefix + "/phase"] = phase
         ann[self.prefix + "/phase-since"] = core.format_time(self.now)
 
-    def apply(self, result, take=lambda kind, item: True):
-        plan = result["plan"]
-        for name, entry in sorted(result["node_patches"].items()):
-            if take("patch", name):
-                self.patch_node(name, entry)
-        for item in plan["set_group_image"]:
-            if take("image", item["group"]):
-                self.groups[item["group"]].image = item["image"]
-        for item in plan["create"]:
-            for _number in range(item["count"]):
-                if take("create", item["group"]):
-                    self.counter += 1
-                    name = "n%d" % self.counter
-                    self.instances[item["group"]].append(Instance(
-                        provider_id="gce://p/z/" + name, node_name=name, group_id=item["group"],
-                        image=self.groups[item["group"]].image, state=CREATING, created_at=self.now, name=name))
-        for name in plan["uncordon"]:
-            if take("uncordon", name) and name in self.nodes:
-                self.nodes[name]["spec"]["unschedulable"] = False
-        for item in plan["drain"]:
-            if take("drain", item["name"]) and item["name"] in self.nodes:
-                self.nodes[item["name"]]["spec"]["unschedulable"] = True
-                self.drained.add(item["name"])
-                if take("drain-record", item["name"]):
-                    self.record_phase(item["name"], core.PHASE_DRAINED)
-        for item in plan["etcd_remove"]:
-            if take("etcd", item["name"]):
-                self.etcd_removed.add(item["name"])
-                if take("etcd-record", item["name"]):
-                    self.record_phase(item["name"], core.PHASE_ETCD_REMOVED)
-        for item in plan["delete_nodes"]:
-            if take("delete", item["name"]):
-                self.record_phase(item["name"], core.PHASE_DELETING)
-                if take("delete-instance", item["name"]):
-                    self._drop_instance(item["provider_id"])
-                if take("delete-node", item["name"]):
-                    self.nodes.pop(item["name"], None)
-        for item in plan["delete_instances"]:
-            if take("delete-instance", item["provider_id"]):
-                self._drop_instance(item["provider_id"])
+    def capacity(self):
+        """Ready, schedulable nodes."""
+        return sum(1 for n in self.nodes.values()
+                   if n["status"]["conditions"][0]["status"] == "True" and not n["spec"].get("unschedulable"))
 
     def _drop_instance(self, provider_id):
         for gid in self.instances:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
 
-from core_world import NEW, OLD, World, group
+from core_world import NEW, OLD, Killed, World, group
 
 P = core.DEFAULT_PREFIX + "/"
 pytestmark = pytest.mark.timeout(300)
@@ -133,29 +133,34 @@ def test_planning_again_after_applying_never_repeats_an_action(case):
         assert c["group"] not in created_first
 
 
-@SETTINGS
-@given(worlds(), st.integers(0, 2**31 - 1), st.integers(0, 6))
-def test_replanning_from_any_interrupted_state_converges(case, seed, interrupted_passes):
-    w, options = case
-    rng = random.Random(seed)
-    # Some passes where any step may be cut short (the playbook killed at a random moment).
-    for _pass in range(interrupted_passes):
-        result = w.plan(options)
-        check_invariants(w, result, options)
-        w.apply(result, take=lambda kind, item: rng.random() < 0.6)
-        if rng.random() < 0.7:
-            w.tick()
-    # Then uninterrupted passes: it must finish, with every node on the image and nothing left over.
+def executor_pass(w, options, take=None):
+    """One pass of the production executor on the world, with the plan it acted on checked first and the
+    instances it created checked against that plan's budget. Returns the pass result (None when killed)."""
+    ex = w.executor(options, take)
+    facts, nodes = ex.read()
+    check_invariants(w, facts, options)
+    before = list(w.created)
+    try:
+        result = ex.run_pass(facts=facts, nodes=nodes)
+    except Killed:
+        result = None
+    made = w.created[len(before):]
+    for item in facts["plan"]["create"]:
+        assert made.count(item["group"]) <= item["count"]
+    assert set(made) <= {c["group"] for c in facts["plan"]["create"]}
+    return result, facts
+
+
+def finish(w, options):
+    """Uninterrupted passes of the executor: it must finish, with every node on the image and nothing left."""
     limit = 12 * (len(w.nodes) + 2)
     for _pass in range(limit):
-        result = w.plan(options)
-        check_invariants(w, result, options)
-        if result["done"]:
+        result, facts = executor_pass(w, options)
+        if facts["done"]:
             break
-        w.apply(result)
         w.tick()
     else:
-        raise AssertionError("no convergence in %d passes: %s" % (limit, result["plan"]))
+        raise AssertionError("no convergence in %d passes: %s" % (limit, facts["plan"]))
     for name, node in w.nodes.items():
         ann = node["metadata"]["annotations"]
         image = ann.get(P + "node-image")
@@ -164,3 +169,64 @@ def test_replanning_from_any_interrupted_state_converges(case, seed, interrupted
     for items in w.instances.values():
         assert all(core.same(i.image, NEW) for i in items)
     assert all(core.same(g.image, NEW) for g in w.groups.values())
+
+
+@SETTINGS
+@given(worlds(), st.integers(0, 2**31 - 1), st.integers(0, 6))
+def test_replanning_from_any_interrupted_state_converges(case, seed, interrupted_passes):
+    w, options = case
+    rng = random.Random(seed)
+    # Some passes of the executor killed at a random moment (each step may be where the playbook died).
+    for _pass in range(interrupted_passes):
+        executor_pass(w, options, take=lambda kind, item: rng.random() < 0.9)
+        if rng.random() < 0.7:
+            w.tick()
+    finish(w, options)
+
+
+@st.composite
+def clean_worlds(draw):
+    """A cluster before its upgrade: every node Ready, schedulable and on the old image, no leftovers."""
+    n_groups = draw(st.integers(1, 3))
+    has_cp = draw(st.booleans())
+    groups = [group("G%d" % i, role="control-plane" if has_cp and i == 0 else "worker") for i in range(n_groups)]
+    w = World(groups)
+    for g in groups:
+        for j in range(draw(st.integers(1 if g.role == "control-plane" else 0, 3))):
+            w.add_node("%s-n%d" % (g.id.lower(), j), g.id, OLD, control_plane=g.role == "control-plane",
+                       cached=draw(st.booleans()))
+    surge = draw(st.sampled_from([1, 2, 3, "50%", "100%"]))
+    total = draw(st.sampled_from([None, None, 1, 2, 4]))
+    return w, core.Options(image=NEW.lower(), max_surge=surge, max_surge_total=total)
+
+
+@SETTINGS
+@given(clean_worlds(), st.integers(0, 2**31 - 1))
+def test_executor_runs_keep_capacity_and_safety_even_when_killed(case, seed):
+    """Whole runs of the executor's slices, killed at random moments and started again: the world's rules
+    (no drain before the heir is Ready, etcd member removed before a control-plane deletion) hold at every
+    step, capacity never drops below the start, and the run finishes."""
+    w, options = case
+    rng = random.Random(seed)
+    start = w.capacity()
+    cp_nodes = {n for n, node in w.nodes.items() if core.CONTROL_PLANE_LABEL in node["metadata"]["labels"]}
+
+    def take(kind, item):
+        assert w.capacity() >= start
+        return rng.random() < 0.97
+
+    for _slice in range(40 * (len(w.nodes) + 1)):
+        ex = w.executor(options, take, poll=1.0)
+        try:
+            result = ex.run_slice(seconds=30)
+        except Killed:
+            w.tick()
+            continue
+        assert w.capacity() >= start
+        if result["done"]:
+            break
+    else:
+        raise AssertionError("the executor did not finish")
+    assert w.capacity() >= start
+    assert cp_nodes <= w.etcd_removed
+    finish(w, options)

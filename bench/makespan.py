@@ -1,0 +1,293 @@
+"""Makespan of a whole upgrade against its critical-path bound, per engine and surge setting.
+
+    .venv/bin/python bench/makespan.py [--control-planes 1|3] [--workers 8] [--quick] [--engines tasks,step]
+                                       [--arms reference,defaults,surge4] [--json FILE] [--keep]
+
+One fixed world per arm, each on a fresh sandbox with the GCE emulator: 1 (or 3) control-plane nodes and
+8 workers in 2 groups on image A, a 20 s join delay, a Deployment `app` (one replica per worker) with a
+PodDisruptionBudget of maxUnavailable 1 and the cluster-autoscaler Deployment. Then playbooks/upgrade_nodes.yml
+rolls it to image B. Arms: the reference's semantics (max_surge 1, max_surge_total 1), the role's defaults
+(max_surge 1 per group, no cluster-wide cap) and max_surge 4; each for every engine the role offers
+(rolling_upgrade_engine), all in this one invocation. bench/README.md gives the bound's formula.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import pathlib
+import re
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from bench import world  # noqa: E402  pylint: disable=wrong-import-position  (sets the import paths first)
+from bench import bound  # noqa: E402  pylint: disable=wrong-import-position
+from sandbox import scenario, seed  # noqa: E402  pylint: disable=wrong-import-position
+
+ARMS = {
+    "reference": {"rolling_upgrade_max_surge": 1, "rolling_upgrade_max_surge_total": 1},
+    "defaults": {},
+    "surge4": {"rolling_upgrade_max_surge": 4},
+}
+DEFAULT_SURGE, DEFAULT_SURGE_TOTAL = 1, None   # roles/rolling_upgrade/defaults/main.yml
+PASS_LINE = re.compile(r"pass (\d+): \d+/\d+ nodes on the image")
+
+
+def world_objects(namespace, replicas):
+    """The Deployment with its maxUnavailable-1 PDB, and the cluster-autoscaler (pure)."""
+    labels = {"app": "app"}
+    template = seed._pod_template(labels)  # pylint: disable=protected-access
+    objs = [("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+            ("/apis/apps/v1/namespaces/%s/deployments" % namespace, {
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "app"},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": template}}),
+            ("/apis/policy/v1/namespaces/%s/poddisruptionbudgets" % namespace, {
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "app"},
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}})]
+    objs += [o for o in seed.workload_objects() if o[1]["metadata"].get("name") == "cluster-autoscaler"]
+    return objs
+
+
+def prepare(handle, args, knobs):
+    values = scenario.prepare(str(handle.state_dir), "gcp", control_planes=args.control_planes, workers=args.workers,
+                              groups=2, workloads=False, say=world.quiet,
+                              rolling_upgrade_heir_ready_seconds=args.heir_ready, **knobs)
+    kube = handle.kube()
+    objs = world_objects("bench", args.workers)
+    for path, obj in objs:
+        kube.request("POST", path, obj)
+        if obj["kind"] == "Namespace":
+            seed._wait_default_sa(kube, "bench")  # pylint: disable=protected-access
+    seed.wait_pods_running(handle.state, seed.expected_pods(objs, 0), 300, say=world.quiet)
+    handle.nodesim.knobs(join_delay=args.join_delay, jitter=0)
+    return values
+
+
+def delete_times(requests, heirs_gone):
+    """Per donor: seconds from the last deleteInstances request to its group before the donor's instance was
+    gone (its Node got the unreachable taint), as {donor: seconds}. `heirs_gone`: {donor: (group label, t)}."""
+    by_group = {}
+    for req in requests:
+        path = req.get("path", "")
+        if req.get("method") == "POST" and path.endswith("/deleteInstances") and req.get("at"):
+            by_group.setdefault(path.rstrip("/").split("/")[-2], []).append(req["at"])
+    out = {}
+    for donor, (group, gone) in heirs_gone.items():
+        times = [t for igm, ts in by_group.items() if group and group.endswith(igm) for t in ts if t <= gone]
+        if times:
+            out[donor] = gone - max(times)
+    return out
+
+
+def run_arm(args, engine, arm, workdir):
+    knobs = dict(ARMS[arm], **world.engine_vars(engine))
+    label = "%s/%s" % (engine, arm)
+    world.log("arm %s: fresh sandbox, seeding %d+%d nodes" % (label, args.control_planes, args.workers))
+    with world.fresh_sandbox("gcp", keep=args.keep) as handle:
+        values = prepare(handle, args, knobs)
+        admin = handle.cloud("gcp")
+        boot = float(admin.state()["faults"]["boot_delay"])
+        before = {i["provider_id"] for i in handle.nodesim.instances()}
+        watch = world.ClusterWatch(handle).start()
+        load_before = world.loadavg()
+        world.log("arm %s: running the upgrade (load %s)" % (label, load_before))
+        run = world.MeasuredRun(values, workdir / ("%s-%s.log" % (engine, arm)))
+        rc = run.wait(args.timeout)
+        watch.stop()
+        requests = admin.requests()
+        instances = handle.nodesim.instances()
+        nodes_now = upgrade_nodes(handle)
+    started = run.started
+    nodes, _ = watch.snapshot()
+    initial = watch.initial_nodes
+    donors = {n: r for n, r in nodes.items() if n in initial}
+    cp = sorted(n for n, r in donors.items() if r.get("control_plane"))
+    workers = sorted(n for n in donors if n not in cp)
+    groups = {}
+    for name in workers:
+        groups[donors[name]["group"]] = groups.get(donors[name]["group"], 0) + 1
+    drains = watch.drains()
+    deletes = delete_times(requests, {n: (r["group"], r["gone"]) for n, r in donors.items() if r["gone"]})
+    d_w, e_w = bound.median([drains.get(n) for n in workers]), bound.median([deletes.get(n) for n in workers])
+    d_cp, e_cp = bound.median([drains.get(n) for n in cp]), bound.median([deletes.get(n) for n in cp])
+    surge = ARMS[arm].get("rolling_upgrade_max_surge", DEFAULT_SURGE)
+    surge_total = ARMS[arm].get("rolling_upgrade_max_surge_total", DEFAULT_SURGE_TOTAL)
+    crit = bound.critical_path(len(cp), list(groups.values()), surge, surge_total, boot, args.join_delay,
+                               args.heir_ready, d_w, e_w, d_cp, e_cp)
+    creates = [r["at"] for r in requests if r.get("method") == "POST" and r.get("at", 0) >= started
+               and r.get("path", "").endswith(("/createInstances", "/resize"))]
+    heir_boots = [i["created"] for i in instances if i["provider_id"] not in before and i.get("created")]
+    reaction = watch.reaction(args.heir_ready)
+    replaced = sum(1 for n in donors if donors[n]["deleted"])
+    output = run.output()
+    passes = report_passes(values) or max([int(m.group(1)) for m in PASS_LINE.finditer(output)] or [0])
+    makespan = (run.ended or time.time()) - started
+    last_delete = max([r["deleted"] for r in donors.values() if r["deleted"]] or [0]) - started
+    result = {
+        "engine": engine, "arm": arm, "knobs": ARMS[arm], "rc": rc,
+        "completed": rc == 0 and replaced == len(donors) and nodes_now["on_image"] == nodes_now["total"],
+        "nodes": {"control_planes": len(cp), "workers": len(workers), "replaced": replaced,
+                  "on_image_at_end": "%d/%d" % (nodes_now["on_image"], nodes_now["total"])},
+        "makespan_s": round(makespan, 1), "start_to_last_old_node_deleted_s": round(last_delete, 1),
+        "passes": passes,
+        "bound_s": round(crit["bound"], 1), "bound_parts": {k: round(v, 2) for k, v in crit.items()},
+        "ratio": round(makespan / crit["bound"], 2) if crit["bound"] else None,
+        "measured": {"drain_worker_median_s": round(d_w, 2), "delete_worker_median_s": round(e_w, 2),
+                     "drain_cp_median_s": round(d_cp, 2), "delete_cp_median_s": round(e_cp, 2),
+                     "drains_s": {k: round(v, 2) for k, v in sorted(drains.items())},
+                     "deletes_s": {k: round(v, 2) for k, v in sorted(deletes.items())},
+                     "create_boot_s": boot, "join_delay_s": args.join_delay, "heir_ready_s": args.heir_ready},
+        "cpu_s": round(run.cpu or 0, 1),
+        "cpu_s_per_replaced_node": round((run.cpu or 0) / replaced, 2) if replaced else None,
+        "start_to_first_create_s": round(min(creates) - started, 1) if creates else None,
+        "start_to_first_heir_booted_s": round(min(heir_boots) - started, 1) if heir_boots else None,
+        "ready_to_paired_s": _spread([r["ready_to_paired"] for r in reaction.values()]),
+        "ready_to_cordon_minus_gate_s": _spread([r["ready_to_cordon"] for r in reaction.values()]),
+        "load_before": load_before, "load_after": world.loadavg(),
+        "watch_errors": watch.errors[:5],
+    }
+    world.log("arm %s: rc %s, makespan %.0f s, bound %.0f s, ratio %s, %s passes, CPU %.1f s/node"
+              % (label, rc, makespan, crit["bound"], result["ratio"], passes, result["cpu_s_per_replaced_node"] or 0))
+    return result
+
+
+def upgrade_nodes(handle):
+    items = world.upgrade_helpers.nodes(handle)
+    on_image = sum(1 for n in items if scenario.IMAGE_B in (n["status"].get("nodeInfo") or {}).get("osImage", "")
+                   and world.upgrade_helpers.is_ready(n))
+    return {"total": len(items), "on_image": on_image}
+
+
+def report_passes(values):
+    path = pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    summary = data.get("summary", data)
+    return summary.get("passes") or summary.get("slices")
+
+
+def _spread(values):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    return {"n": len(values), "min": round(values[0], 2), "median": round(bound.median(values), 2),
+            "max": round(values[-1], 2)}
+
+
+def ratios(results):
+    """Old against new (first engine against each other) per arm, and reference against surge 4 per engine."""
+    by = {(r["engine"], r["arm"]): r for r in results}
+    engines = sorted({r["engine"] for r in results}, key=lambda e: e != world.TODAY)
+    out = {}
+    for engine in engines[1:]:
+        for arm in ARMS:
+            old, new = by.get((engines[0], arm)), by.get((engine, arm))
+            if not (old and new):
+                continue
+            key = "%s/%s over %s/%s" % (engines[0], arm, engine, arm)
+            out[key] = {f: _div(old.get(f), new.get(f)) for f in
+                        ("makespan_s", "cpu_s_per_replaced_node", "start_to_first_create_s")}
+    for engine in engines:
+        ref, fast = by.get((engine, "reference")), by.get((engine, "surge4"))
+        if ref and fast:
+            out["%s: reference over surge4" % engine] = {"makespan_s": _div(ref["makespan_s"], fast["makespan_s"])}
+    return out
+
+
+def _div(a, b):
+    return round(a / b, 2) if a and b else None
+
+
+def print_table(results):
+    cols = ("engine", "arm", "rc", "makespan_s", "passes", "bound_s", "ratio", "cpu_s_per_replaced_node",
+            "start_to_first_create_s")
+    print("\n| " + " | ".join(cols) + " | drain/delete median s (workers) | Ready->paired s (median/max) | "
+          "Ready->cordon-gate s (median/max) |")
+    print("|" + "---|" * (len(cols) + 3))
+    for r in results:
+        m = r["measured"]
+        rp, rc_ = r["ready_to_paired_s"] or {}, r["ready_to_cordon_minus_gate_s"] or {}
+        print("| " + " | ".join(str(r.get(c)) for c in cols)
+              + " | %s / %s | %s / %s | %s / %s |" % (m["drain_worker_median_s"], m["delete_worker_median_s"],
+                                                     rp.get("median"), rp.get("max"), rc_.get("median"), rc_.get("max")))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--control-planes", type=int, default=1, choices=(1, 3))
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--quick", action="store_true", help="2 workers (1 per group): a fast check of the script")
+    parser.add_argument("--engines", default=None, help="comma-separated (default: every engine the role offers)")
+    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--join-delay", type=float, default=20.0)
+    parser.add_argument("--heir-ready", type=float, default=5.0, help="rolling_upgrade_heir_ready_seconds")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="per arm, for ansible-playbook")
+    parser.add_argument("--parallel", type=int, default=1, help="run this many arms at once (default 1)")
+    parser.add_argument("--json", default=None, help="write every figure to FILE")
+    parser.add_argument("--keep", action="store_true", help="keep each sandbox's state directory (logs)")
+    parser.add_argument("--workdir", default=None, help="where the playbook logs go (default: a temp dir)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.workers = 2
+    engines = args.engines.split(",") if args.engines else world.available_engines()
+    unknown = set(engines) - set(world.available_engines())
+    if unknown:
+        parser.error("--engines %s: the role offers only %s" % (",".join(sorted(unknown)), world.available_engines()))
+    arms = args.arms.split(",")
+    if set(arms) - set(ARMS):
+        parser.error("--arms: choose from %s" % ",".join(ARMS))
+    workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="kubenodes-makespan-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    header = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "commit": world.commit(),
+              "engines": engines, "arms": arms, "parallel": args.parallel, "control_planes": args.control_planes, "workers": args.workers,
+              "join_delay_s": args.join_delay, "heir_ready_s": args.heir_ready, "load_start": world.loadavg()}
+    counted, burn = world.check_cpu_accounting(workdir)
+    header["cpu_accounting_check"] = {"module_burned_s": burn, "wait4_counted_s": round(counted, 2),
+                                      "workers_counted": counted >= 0.9 * burn}
+    world.log("makespan benchmark %s; CPU accounting: a module burning %.1f s added %.2f s to the wait4 figure (%s)"
+              % (header["commit"], burn, counted, "counted" if counted >= 0.9 * burn else "NOT COUNTED"))
+    results = []
+    lock = threading.Lock()
+
+    def one(engine, arm):
+        try:
+            result = run_arm(args, engine, arm, workdir)
+        except Exception as exc:  # noqa: BLE001 - one broken arm must not lose the others' figures
+            world.log("arm %s/%s FAILED: %r" % (engine, arm, exc))
+            result = {"engine": engine, "arm": arm, "error": repr(exc), "measured": {}}
+        with lock:
+            results.append(result)
+            if args.json:
+                pathlib.Path(args.json).write_text(json.dumps({"header": header, "results": results}, indent=2))
+
+    # Engines side by side per arm, so that their figures share the load of the moment; with --parallel N,
+    # N arms run at once (each on its own sandbox), which shortens the wall time on a busy machine.
+    todo = [(engine, arm) for arm in arms for engine in engines]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+        for future in [pool.submit(one, engine, arm) for engine, arm in todo]:
+            future.result()
+    order = {key: i for i, key in enumerate(todo)}
+    results.sort(key=lambda r: order[(r["engine"], r["arm"])])
+    done = [r for r in results if "error" not in r]
+    header["load_end"] = world.loadavg()
+    print("\nmakespan benchmark, %s, commit %s, load average %s -> %s, logs in %s"
+          % (header["date"], header["commit"], header["load_start"], header["load_end"], workdir))
+    print_table(done)
+    rat = ratios(done)
+    for key, value in rat.items():
+        print("ratio %s: %s" % (key, value))
+    for r in results:
+        if "error" in r:
+            print("arm %s/%s did not run: %s" % (r["engine"], r["arm"], r["error"]))
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({"header": header, "results": results, "ratios": rat}, indent=2))
+    return 0 if all(r.get("completed") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

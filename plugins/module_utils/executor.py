@@ -1,0 +1,298 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""The upgrade pass in Python: carry out the planner's plan in the safe order, pass after pass.
+
+One pass reads the nodes and the clouds once, plans (core.plan_upgrade), then acts in this order:
+point the scaling groups at the image; cache annotations, pair, repair and copy labels; create heirs
+within the budget; give back nodes whose pair broke; drain donors whose heir is Ready; remove the etcd
+members of drained control-plane donors; delete the instances and the Node objects of finished
+replacements; delete instances that never joined, failed or were orphaned; record the phases; journal.
+A drain that finishes in a pass goes on to etcd and deletion in the same pass.
+
+The executor takes its outside worlds as arguments, so unit and property tests drive it against an
+in-memory world and the upgrade_step action plugin against the real cluster and clouds:
+  kube:   list_nodes() -> [Node dict]; write_node(node, entry) -> (status, node); uncordon(name);
+          drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node)
+  cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud);
+          set_group_image(group, image); create(group, count) -> (instances, quota message or "");
+          delete(provider_ids) -> deleted ids; normalize(provider_id)
+  etcd:   callable(item, endpoints, expected_member_count) that removes the member of item["node_ip"],
+          or None when the removal is delegated (the step then returns it in `etcd_due`)
+  journal: callable(record) (report.merge format), or None
+  clock/sleep: time.time and time.sleep in production.
+
+Every destructive step (cordon by drain, etcd removal, instance deletion, Node deletion) goes through
+Executor.guard() first: the one place where the safety cross-checks are called.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views, progress
+
+# Seconds between looks while everything waits (a heir joining, a PDB, a deletion): short, because the
+# next step should follow a change within about this long.
+DEFAULT_POLL = 2.0
+DEFAULT_SLICE = 60.0
+
+
+class StepFailure(Exception):
+    """The upgrade cannot go on: the message names the cause; `details` go into the result."""
+
+    def __init__(self, message, **details):
+        super().__init__(message)
+        self.details = details
+
+
+class Settings:
+    """What the executor needs beyond the planner's options."""
+
+    def __init__(self, options, scaling_groups=None, timeout=None, started=None, poll=DEFAULT_POLL,
+                 etcd_endpoints=None, check_mode=False, surge_cap=None, journal_run=None):
+        self.options = options
+        self.scaling_groups = list(scaling_groups or [])
+        self.timeout = timeout
+        self.started = started
+        self.poll = float(poll)
+        self.etcd_endpoints = list(etcd_endpoints or [])
+        self.check_mode = check_mode
+        self.surge_cap = surge_cap
+        self.journal_run = journal_run
+
+
+def planner_options(settings):
+    """The planner's options with the surge held where the cloud's refusals put it."""
+    options = settings.options
+    if settings.surge_cap is None:
+        return options
+    cap = int(settings.surge_cap)
+    if options.max_surge_total is not None:
+        cap = min(cap, int(options.max_surge_total))
+    return core.Options(**dict(options.__dict__, max_surge_total=cap))
+
+
+class Executor:
+    def __init__(self, settings, kube, cloud, etcd=None, journal=None, clock=time.time, sleep=time.sleep,
+                 say=None):
+        self.settings = settings
+        self.kube = kube
+        self.cloud = cloud
+        self.etcd = etcd
+        self.journal = journal
+        self.clock = clock
+        self.sleep = sleep
+        self.say = say or (lambda text: None)
+        self.passes = 0
+        self.surge_cap_said = False
+        self.timings = {"cloud": 0.0, "kube": 0.0, "drain": 0.0, "etcd": 0.0, "wait": 0.0}
+
+    # -- reading -------------------------------------------------------------------------------------
+    def _timed(self, bucket, call, *args):
+        start = time.monotonic()
+        try:
+            return call(*args)
+        finally:
+            self.timings[bucket] += time.monotonic() - start
+
+    def read(self):
+        """Nodes (one LIST) and the clouds (one read per group), then the plan; with the views the
+        progress line and the role use."""
+        nodes = self._timed("kube", self.kube.list_nodes)
+        cloud = None
+        if self.cloud is not None:
+            cloud = self._timed("cloud", self.cloud.read, self.settings.scaling_groups or None)
+        groups, instances, errors = cloud if cloud is not None else (None, None, None)
+        options = planner_options(self.settings)
+        normalize = self.cloud.normalize if self.cloud is not None else core.default_normalize
+        facts = core.plan_upgrade(nodes, options, groups=groups, instances=instances, group_errors=errors,
+                                  now=self.clock(), normalize=normalize,
+                                  scope=self.settings.scaling_groups or None)
+        keys = core.AnnotationKeys(facts["annotation_prefix"])
+        facts.update(donors=facts_views.donors(nodes, facts, keys), not_ready=facts_views.not_ready(nodes),
+                     control_plane_endpoints=facts_views.control_plane_endpoints(nodes))
+        return facts, {n["metadata"]["name"]: n for n in nodes}
+
+    # -- the single place for safety cross-checks -----------------------------------------------------
+    def guard(self, step, item, facts, nodes):
+        """Refuse a destructive step the plan's own facts do not justify. Raises StepFailure."""
+        name = item.get("name")
+        node = nodes.get(name) if name else None
+        keys = core.AnnotationKeys(facts["annotation_prefix"])
+        if step in ("drain", "etcd_remove", "delete_node"):
+            if node is None:
+                if step == "delete_node":
+                    return
+                raise StepFailure("refusing to %s node %s: it no longer exists" % (step, name), step=step, node=name)
+            ann = (node.get("metadata") or {}).get("annotations") or {}
+            if not ann.get(keys.heir) and ann.get(keys.obsolete) != "true":
+                raise StepFailure("refusing to %s node %s: it is neither a donor (no %s annotation) nor obsolete"
+                                  % (step, name, keys.heir), step=step, node=name)
+        if step == "drain" and item.get("reason") == core.DONOR:
+            heir = nodes.get(item.get("heir") or "")
+            if heir is None or not core.NodeInfo.from_k8s(heir).ready:
+                raise StepFailure("refusing to drain node %s: its heir %s is not Ready" % (name, item.get("heir")),
+                                  step=step, node=name)
+        check = getattr(core, "check_step", None)   # the planner's pure cross-checks, when present
+        if check is not None:
+            problem = check(step, item, facts)
+            if problem:
+                raise StepFailure("refusing to %s %s: %s" % (step, name or item.get("provider_id"), problem),
+                                  step=step, node=name)
+
+    # -- one pass ------------------------------------------------------------------------------------
+    def run_pass(self, facts=None, nodes=None):
+        """Read (unless given), act on the plan, and say what was done. Returns a dict: facts, did
+        (list of {step, ...}), moved (whether anything changed that the next look should follow at
+        once), finished (names whose replacement ended), etcd_due (delegated removals)."""
+        self.passes += 1
+        if facts is None:
+            facts, nodes = self.read()
+        plan = facts["plan"]
+        self._check_timeout(facts)
+        did, finished, etcd_due = [], [], []
+        if self.settings.check_mode:
+            return dict(facts=facts, did=did, moved=False, finished=finished, etcd_due=etcd_due, drains=[])
+        options = self.settings.options
+        keys = core.AnnotationKeys(facts["annotation_prefix"])
+
+        for item in plan["set_group_image"]:
+            self._timed("cloud", self.cloud.set_group_image, item["group"], item["image"])
+            did.append(dict(step="set_group_image", group=item["group"]))
+
+        for name in sorted(facts["node_patches"], key=lambda n: write_order(n, facts["node_patches"][n], keys)):
+            node = nodes.get(name)
+            if node is None:
+                continue
+            status, after = self._timed("kube", self.kube.write_node, node, facts["node_patches"][name])
+            if status == "changed":
+                nodes[name] = after
+                did.append(dict(step="patch", name=name))
+
+        created_total, refusals = 0, []
+        for item in plan["create"]:
+            created, refused = self._timed("cloud", self.cloud.create, item["group"], item["count"])
+            created_total += len(created)
+            did.append(dict(step="create", group=item["group"], count=len(created)))
+            if refused:
+                refusals.append(refused)
+        late = [i for i in plan["delete_instances"] if i.get("quota_exceeded")]
+        if refusals or late:
+            self._hold_surge(facts["budget"]["in_flight"] + created_total - len(late), refusals + [i["reason"] for i in late])
+
+        for name in plan["uncordon"]:
+            self._timed("kube", self.kube.uncordon, name)
+            did.append(dict(step="uncordon", name=name))
+
+        drained_now, drains = [], []
+        for item in plan["drain"]:
+            self.guard("drain", item, facts, nodes)
+            outcome = self._timed("drain", self.kube.drain, item["name"])
+            drains.append(dict(outcome, item=item, node=item["name"]))
+            phase = core.PHASE_DRAINED if outcome.get("drained") else core.PHASE_DRAINING
+            self._record_phase(nodes, item["name"], phase)
+            did.append(dict(step="drain", name=item["name"], drained=bool(outcome.get("drained")),
+                            evicted=len(outcome.get("evicted") or [])))
+            if outcome.get("drained"):
+                drained_now.append(item)
+
+        removed_now = []
+        for item in plan["etcd_remove"] + [i for i in drained_now if i.get("control_plane")]:
+            if self.etcd is None:
+                etcd_due.append(dict(name=item["name"], node_ip=item.get("node_ip"), provider_id=item.get("provider_id"),
+                                     group=item.get("group")))
+                continue
+            self.guard("etcd_remove", item, facts, nodes)
+            endpoints = self.settings.etcd_endpoints or facts["control_plane_endpoints"]
+            self._timed("etcd", self.etcd, item, endpoints, len(facts["control_plane_endpoints"]))
+            self._record_phase(nodes, item["name"], core.PHASE_ETCD_REMOVED)
+            did.append(dict(step="etcd_remove", name=item["name"]))
+            removed_now.append(item)
+
+        finishing = plan["delete_nodes"] + [i for i in drained_now if not i.get("control_plane")] + removed_now
+        if finishing:
+            for item in finishing:
+                self.guard("delete_instance", item, facts, nodes)
+            ids = [i["provider_id"] for i in finishing if i.get("provider_id")]
+            if ids:
+                self._timed("cloud", self.cloud.delete, ids)
+            for item in finishing:
+                self.guard("delete_node", item, facts, nodes)
+                if item["name"] in nodes:
+                    self._timed("kube", self.kube.delete_node, nodes[item["name"]])
+                finished.append(item["name"])
+                did.append(dict(step="delete", name=item["name"]))
+
+        if plan["delete_instances"]:
+            for item in plan["delete_instances"]:
+                self.guard("delete_instance", item, facts, nodes)
+            self._timed("cloud", self.cloud.delete, [i["provider_id"] for i in plan["delete_instances"]])
+            did.extend(dict(step="delete_instance", provider_id=i["provider_id"], reason=i.get("reason"))
+                       for i in plan["delete_instances"])
+
+        if self.journal is not None:
+            self._timed("kube", self.journal, progress.journal_record(
+                facts, self.passes, drains, finished, run=self.settings.journal_run))
+        moved = bool(plan["create"] or plan["pairs"] or plan["repairs"] or plan["etcd_remove"] or finishing
+                     or plan["delete_instances"] or plan["set_group_image"] or plan["annotate"] or removed_now
+                     or any(d.get("evicted") for d in drains))
+        return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains)
+
+    def _record_phase(self, nodes, name, phase):
+        node = nodes.get(name)
+        if node is None:
+            return
+        annotations = core.phase_patch(node, phase, self.settings.options, self.clock())
+        if annotations:
+            status, after = self._timed("kube", self.kube.write_node, node, {"annotations": annotations, "expect": {}})
+            if status == "changed":
+                nodes[name] = after
+
+    def _hold_surge(self, in_flight, reasons):
+        cap = max(int(in_flight), 1)
+        if self.settings.surge_cap is None or cap < int(self.settings.surge_cap):
+            self.settings.surge_cap = cap
+        if not self.surge_cap_said:
+            self.surge_cap_said = True
+            self.say("WARNING: the cloud refused new instances for quota or capacity (%s); at most %d replacement(s) "
+                     "stay in flight from now on (rerun with a higher quota to go faster)"
+                     % ("; ".join(str(r) for r in reasons), self.settings.surge_cap))
+
+    def _check_timeout(self, facts):
+        s = self.settings
+        if facts["done"] or s.timeout is None or s.started is None:
+            return
+        if self.clock() - float(s.started) >= float(s.timeout):
+            raise StepFailure("the upgrade did not finish within rolling_upgrade_timeout (%ss); %s"
+                              % (s.timeout, progress.progress_line(facts, self.passes)), reason="timeout")
+
+    # -- a bounded slice -----------------------------------------------------------------------------
+    def run_slice(self, seconds=DEFAULT_SLICE):
+        """Passes until the upgrade is done, a delegated etcd removal is due, a replacement finished, or
+        `seconds` passed. Acts at once after a pass that moved; otherwise looks again after the poll
+        interval. Returns dict(done, passes, facts, did, finished, etcd_due, progress, surge_cap)."""
+        start = self.clock()
+        did, finished = [], []
+        while True:
+            result = self.run_pass()
+            facts = result["facts"]
+            did.extend(result["did"])
+            finished.extend(result["finished"])
+            line = progress.progress_line(facts, self.passes)
+            self.say(line)
+            stop = (facts["done"] or result["etcd_due"] or self.settings.check_mode or finished
+                    or self.clock() - start + (0 if result["moved"] else self.settings.poll) >= seconds)
+            if stop:
+                return dict(done=bool(facts["done"]) and not self.settings.check_mode, passes=self.passes,
+                            facts=facts, did=did, finished=finished, etcd_due=result["etcd_due"],
+                            progress=line, surge_cap=self.settings.surge_cap, timings=dict(self.timings))
+            if not result["moved"]:
+                waited = time.monotonic()
+                self.sleep(self.settings.poll)
+                self.timings["wait"] += time.monotonic() - waited
+
+
+def write_order(name, entry, keys):
+    """A new pair is written heir first (its donor annotation), then the donor: an interruption between
+    the two leaves a half pair that the next pass completes."""
+    return (0 if (entry.get("annotations") or {}).get(keys.donor) else 1, name)

@@ -1,0 +1,102 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""How a pass is shown and journaled (pure formatting): the progress line with the ETA, and the journal
+record of a pass. The role's filters (plugins/filter/upgrade.py) and the upgrade_step action plugin share
+these functions."""
+
+from __future__ import annotations
+
+import datetime
+
+
+def _ago(since, now):
+    if not since:
+        return ""
+    try:
+        moment = datetime.datetime.fromisoformat(str(since).replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    seconds = max(0, int((now - moment).total_seconds()))
+    return " %dm%02ds" % divmod(seconds, 60) if seconds >= 60 else " %ds" % seconds
+
+
+def _duration(seconds):
+    if seconds is None:
+        return "unknown"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return "%dh%02dm" % (hours, minutes) if hours else "%dm%02ds" % (minutes, secs)
+
+
+def _parse(text):
+    return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+
+
+def progress_line(facts, pass_number=0, now=None):
+    """One line per pass: nodes done/total, pairs in flight with their phases, what waits on what, ETA."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    progress = facts.get("progress") or {}
+    parts = ["pass %s: %s/%s nodes on the image (%s%%)" % (
+        pass_number, progress.get("done", 0), progress.get("total", 0), progress.get("percent", 0))]
+    donors = facts.get("donors") or []
+    if donors:
+        parts.append("in flight: " + ", ".join(
+            "%s %s%s (heir %s%s)" % (d["name"], d.get("phase") or "paired", _ago(d.get("phase_since"), now),
+                                     d.get("heir") or "?", " Ready" if d.get("heir_ready") else " not Ready")
+            for d in donors))
+    joining = facts.get("joining") or []
+    if joining:
+        parts.append("%d joining" % len(joining))
+    waits = ["%s: %s" % (b.get("group", "?").rsplit("/", 1)[-1], b.get("reason")) for b in
+             (facts.get("plan") or {}).get("create_blocked") or []]
+    if waits:
+        parts.append("waiting: " + "; ".join(waits))
+    eta = facts.get("eta") or {}
+    if eta.get("seconds") is not None:
+        parts.append("ETA %s (%s)" % (_duration(eta["seconds"]), eta.get("finish")))
+    if facts.get("done"):
+        parts.append("done")
+    return "; ".join(parts)
+
+
+def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=None, run=None):
+    """What this pass saw, as an upgrade_journal record: per donor its group, heir, role and the time it
+    entered its current phase (the journal keeps the earliest time per phase, so phases accumulate);
+    evicted pods from node_drain results; `deleted` names nodes whose replacement finished now. A drain
+    that did not finish in this pass is a retry (the next pass drains again), counted by the attempt ID
+    `run#pass` (`run`: when the run started), so a resumed run adds to the count. Instances the plan
+    deletes without a Node (never joined, failed, orphaned) are recorded with the reason."""
+    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    nodes = {}
+    for donor in facts.get("donors") or []:
+        entry = {"group": donor.get("group"), "heir": donor.get("heir"), "role": donor.get("role"), "phases": {}}
+        if donor.get("phase") and donor.get("phase_since"):
+            entry["phases"][donor["phase"]] = donor["phase_since"]
+        if donor.get("paired_at"):
+            entry["phases"].setdefault("paired", donor["paired_at"])
+        nodes[donor["name"]] = entry
+    for result in drain_results or []:
+        name = result.get("node") or (result.get("item") or {}).get("name")
+        if not name or result.get("skipped") or result.get("failed"):
+            continue
+        entry = nodes.setdefault(name, {"phases": {}})
+        entry["evicted"] = ["%s/%s" % (p.get("namespace"), p.get("pod")) for p in result.get("evicted") or []]
+        started = result.get("drain_started") or stamp
+        entry["phases"].setdefault("draining", started)
+        if result.get("drained"):
+            entry["phases"]["drained"] = stamp
+        else:
+            entry["retries"] = {"drain": ["%s#%s" % (run or "", int(pass_number or 0))]}
+        if result.get("reason") == "pdb_blocked":
+            # Seconds this drain has waited so far; the journal keeps the largest value it sees.
+            entry["waits"] = {"pdb_seconds": int((_parse(stamp) - _parse(started)).total_seconds())}
+    for name in deleted or []:
+        nodes.setdefault(name, {"phases": {}})["phases"]["deleted"] = stamp
+    removed = {i["provider_id"]: {"group": i.get("group"), "reason": i.get("reason")}
+               for i in (facts.get("plan") or {}).get("delete_instances") or [] if i.get("provider_id")}
+    return {"passes": int(pass_number or 0), "nodes": nodes, "instances_removed": removed}
+
+
+def phase_entries(names, phase):
+    """[{name, phase}] for node_pair's phases option."""
+    return [{"name": name, "phase": phase} for name in names or []]

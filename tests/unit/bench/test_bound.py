@@ -1,0 +1,49 @@
+"""The critical-path bound bench/makespan.py divides the makespan by (bench/bound.py, pure arithmetic)."""
+
+import pytest
+
+from bench import bound
+
+
+def test_one_replacement_holds_its_slot_for_create_join_gate_drain_and_delete():
+    assert bound.slot_seconds(0.3, 20, 5, 12.5, 0.2) == pytest.approx(38.0)
+
+
+@pytest.mark.parametrize("sizes, surge, total, expected", [
+    ([4, 4], 1, 1, (8, 1)),        # the reference: one node at a time in the whole cluster
+    ([4, 4], 1, None, (4, 2)),     # the defaults: one per group, both groups at once
+    ([4, 4], 4, None, (1, 8)),     # surge 4: every worker at once
+    ([4, 4], 4, 3, (3, 3)),        # the cluster-wide cap wins over the groups' slots
+    ([3, 1], 2, None, (2, 3)),     # the larger group needs two waves
+    ([4, 4], "50%", None, (2, 4)),  # a percentage of each group, rounded up
+    ([5], "1%", None, (5, 1)),     # at least one when the percentage is above 0
+    ([], 1, None, (0, 0)),
+])
+def test_worker_waves(sizes, surge, total, expected):
+    assert bound.worker_waves(sizes, surge, total) == expected
+
+
+def test_control_planes_go_first_and_one_at_a_time():
+    parts = bound.critical_path(3, [4, 4], 4, None, create=0, join=20, heir_ready=5, drain_worker=10,
+                                delete_worker=1, drain_cp=0, delete_cp=2)
+    assert parts["slot_cp"] == 27 and parts["cp_seconds"] == 81
+    assert parts["slot_worker"] == 36 and parts["waves"] == 1 and parts["worker_seconds"] == 36
+    assert parts["bound"] == 117
+
+
+def test_control_plane_times_default_to_the_workers():
+    parts = bound.critical_path(1, [2], 1, None, 0, 20, 5, 10, 1)
+    assert parts["slot_cp"] == parts["slot_worker"] == 36 and parts["waves"] == 2 and parts["bound"] == 108
+
+
+@pytest.mark.parametrize("surge, total", [(0, None), ("0%", None), (1, 0)])
+def test_a_setting_with_no_slot_is_refused_with_its_value(surge, total):
+    with pytest.raises(ValueError, match="cannot finish"):
+        bound.worker_waves([4, 4], surge, total)
+
+
+def test_median():
+    assert bound.median([3, 1, 2]) == 2
+    assert bound.median([4, 1, 2, 3]) == 2.5
+    assert bound.median([None, 5]) == 5
+    assert bound.median([], default=-1) == -1
