@@ -112,8 +112,9 @@ changed_groups:
   elements: str
   sample: [workers]
 image:
-  description: The canonical form of O(image).
-  returned: when state is present
+  description: The canonical form of O(image); for a GCP image family its current image, so a caller that
+    resolves once (as the rolling_upgrade role does at the start of an upgrade) keeps one exact image.
+  returned: when state is present, or state is info with O(image)
   type: str
   sample: ami-0123456789abcdef0
 """
@@ -128,6 +129,17 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers 
 def plan_image_changes(groups, image):
     """IDs of the groups whose image differs from `image` (pure, for the diff and check mode)."""
     return [g.id for g in groups if g.image != image]
+
+
+def resolve_image(module, provider, image):
+    """The exact image `image` names now, or fail saying what is wrong with the reference."""
+    name = module.params["provider"]
+    try:
+        return provider.validate_image(image.strip())
+    except base.InvalidReferenceError as exc:
+        module.fail_json(msg="image %r is not a valid %s image reference: %s. Nothing was changed" % (image, name, exc))
+    except base.NotFoundError as exc:
+        module.fail_json(msg="image %r does not exist: %s. Nothing was changed" % (image, exc))
 
 
 def ensure_image(module, provider):
@@ -176,6 +188,9 @@ def main():
         else:
             groups = provider.list_groups(module.params["group"] or None)
             result = dict(changed=False, groups=[g.to_dict() for g in groups])
+            if module.params["image"]:
+                # The exact image the reference names now (an image family: its newest image).
+                result["image"] = resolve_image(module, provider, module.params["image"])
     except base.ProviderError as exc:
         module.fail_json(msg=str(exc), error_code=exc.code, retryable=exc.retryable,
                          exception=traceback.format_exc())
