@@ -5,7 +5,7 @@ kubeconfig and the state file that records every PID.
 Everything lives under one state directory:
   pki/            CA, apiserver serving cert, admin client cert, service-account key pair, token file
   etcd-data/      the storage etcd's data
-  logs/<name>.log one log per process
+  logs/<name>.log one log per process; logs/kube-apiserver-audit.log the ServiceAccounts' requests
   kubeconfig      admin kubeconfig (client certificate)
   state.json      endpoints, credentials paths and PIDs (see State)
 
@@ -44,6 +44,15 @@ CONTROLLERS = ",".join([
     "pod-garbage-collector-controller",
 ])
 SERVICE_CIDR = "10.96.0.0/16"
+# Audit: every request a ServiceAccount makes, at Metadata level (who, verb, resource, namespace, name, status;
+# no bodies), into logs/kube-apiserver-audit.log. The tests compare what the collection's ServiceAccount
+# asked for with roles/rolling_upgrade/files/rbac.yml. The admin, controllers and node simulator are not
+# logged (they are no ServiceAccount), so the log stays small.
+AUDIT_LOG = "kube-apiserver-audit.log"
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata", "userGroups": ["system:serviceaccounts"]}, {"level": "None"}],
+}
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 
@@ -275,6 +284,9 @@ class ControlPlane:
 
             # --- kube-apiserver
             say("starting kube-apiserver on %s" % state["apiserver"])
+            audit_policy = self.state_dir / "audit-policy.yaml"
+            audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+            state["audit_log"] = str(self.log_dir / AUDIT_LOG)
             cmd = [exes["kube-apiserver"],
                    "--etcd-servers=" + etcd_url,
                    "--bind-address=127.0.0.1", "--secure-port=%d" % apiserver_port,
@@ -285,6 +297,8 @@ class ControlPlane:
                    "--service-account-key-file=" + creds["sa_pub"],
                    "--service-account-signing-key-file=" + creds["sa_key"],
                    "--authorization-mode=Node,RBAC", "--service-cluster-ip-range=" + SERVICE_CIDR,
+                   "--audit-policy-file=" + str(audit_policy), "--audit-log-path=" + state["audit_log"],
+                   "--audit-log-mode=blocking", "--audit-log-maxbackup=1", "--audit-log-maxsize=100",
                    "--profiling=false", "--v=1"]
             procs["kube-apiserver"] = self._spawn(state, "kube-apiserver", cmd, ports=(apiserver_port,))
             _wait_until(lambda: _https_get(state["apiserver"] + "/readyz", creds)[0] == 200,

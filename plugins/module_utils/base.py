@@ -35,7 +35,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd, kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd, kube, plain_http
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 
@@ -166,6 +166,21 @@ def kubeconfig_file_secrets(kubeconfig):
             # Unparseable: its loader error is what the module reports; mask every long line of it.
             found.update(line.strip() for line in text.splitlines() if len(line.strip()) >= 24)
     return found
+
+
+def public_key_values(contents, keys=SECRET_KEYS):
+    """The values of a GCP service-account key (a dict or its JSON) that are no secret: type, project ID,
+    e-mail, client ID, URLs. ansible-core takes every value inside a no_log dict for a secret, so a key
+    given as a dict would mask its project in every result (the group IDs node_image_facts returns, which
+    the next task then refuses as invalid)."""
+    if isinstance(contents, str):
+        try:
+            contents = json.loads(contents)
+        except ValueError:
+            return set()
+    if not isinstance(contents, dict):
+        return set()
+    return {value for key, value in contents.items() if isinstance(value, str) and str(key).lower() not in keys}
 
 
 def _option_secrets(spec, params):
@@ -338,12 +353,18 @@ class KubenodesModule(AnsibleModule):
         super().__init__(argument_spec=spec, **kwargs)
         # Validated parameters: env fallbacks and defaults are filled in now.
         self.add_secrets(secret_values(self.argument_spec, self.params))
+        gcp = self.params.get("gcp")
+        if isinstance(gcp, dict):
+            for value in public_key_values(gcp.get("service_account_contents")) - self._secrets:
+                self.no_log_values.discard(value)
         needed = list(requires)
         if kube_auth and "kubernetes" not in needed:
             needed.insert(0, "kubernetes")
         self.require(*needed)
         if validate is not None:
             self.validate_with(validate)
+        # A plain http:// endpoint outside loopback: say so, naming the option (plain_http.py).
+        plain_http.warn(self)
 
     # -- secrets -------------------------------------------------------------------------------------
 

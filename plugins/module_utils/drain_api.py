@@ -196,6 +196,47 @@ def parse_timestamp(text):
 
 
 # ---------------------------------------------------------------------------------------------------
+# The drain's own record on the node (node_drain and the upgrade executor share these)
+
+
+def drain_annotation(prefix):
+    """The annotation that records when this collection's drain of a node began."""
+    return "%s/drain-started" % prefix
+
+
+def is_cordoned(node):
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def recorded_drain_start(node, annotation):
+    """When our drain of `node` began, as recorded on it; None unless it is cordoned and carries the record."""
+    if not is_cordoned(node):
+        return None
+    return parse_timestamp(((node.get("metadata") or {}).get("annotations") or {}).get(annotation))
+
+
+def drain_deadline(drain_start, not_before, wait_timeout):
+    """A drain gets wait_timeout from when it began, or from not_before when that is later (a drain an
+    earlier, stopped run began gets a full timeout again)."""
+    return max(drain_start, not_before or drain_start) + wait_timeout
+
+
+def cordon_for_drain(api_client, node_name, annotation, drain_start):
+    patch_node(api_client, node_name, {"spec": {"unschedulable": True},
+                                       "metadata": {"annotations": {annotation: format_timestamp(drain_start)}}})
+
+
+def uncordon(api_client, node_name, annotation):
+    patch_node(api_client, node_name, {"spec": {"unschedulable": None}, "metadata": {"annotations": {annotation: None}}})
+
+
+def timeout_message(node_name, deadline, wait_timeout, report):
+    return ("drain of node %s timed out (deadline %s, wait_timeout %ds); the node stays cordoned; %d pod(s) remain: %s"
+            % (node_name, format_timestamp(deadline), wait_timeout, len(report.blocked) + len(report.pending),
+               "; ".join(core.describe_remaining(report.blocked, report.pending))))
+
+
+# ---------------------------------------------------------------------------------------------------
 # The drain loop
 
 

@@ -296,3 +296,171 @@ def write_order(name, entry, keys):
     """A new pair is written heir first (its donor annotation), then the donor: an interruption between
     the two leaves a half pair that the next pass completes."""
     return (0 if (entry.get("annotations") or {}).get(keys.donor) else 1, name)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The production outside worlds: the real cluster, cloud and etcd, on the module_utils the modules use.
+
+class KubeAccess:
+    """Kubernetes through one API client (kube.build_api_client), as the modules reach it."""
+
+    def __init__(self, api_client, annotation_prefix, drain=None, clock=time.time):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as drain_core
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api
+
+        self.client = api_client
+        self.annotation = drain_api.drain_annotation(annotation_prefix)
+        self.clock = clock
+        drain = dict(drain or {})
+        self.drain_options = drain_core.DrainOptions(
+            ignore_daemonsets=drain.get("ignore_daemonsets", True),
+            delete_emptydir_data=drain.get("delete_emptydir_data", False), force=drain.get("force", False))
+        self.drain_params = drain
+        self.not_before = drain_api.parse_timestamp(drain["not_before"]) if drain.get("not_before") else None
+        drain_api.widen_connection_pool(api_client, int(drain.get("eviction_concurrency") or 10) + 2)
+
+    def list_nodes(self):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
+
+        return kube.list_nodes(self.client)
+
+    def write_node(self, node, entry):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
+
+        try:
+            return node_state.write_node(self.client, node, entry)
+        except node_state.NodeWriteError as exc:
+            raise StepFailure(str(exc), step="patch")
+
+    def uncordon(self, name):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api
+
+        drain_api.uncordon(self.client, name, self.annotation)
+
+    def drain(self, name):
+        """One eviction round (node_drain with wait=false): cordon and record the start first, then evict
+        what the PDBs allow; a drain past its deadline follows on_timeout."""
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as drain_core
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api
+
+        p = self.drain_params
+        node = drain_api.get_node(self.client, name)
+        if node is None:
+            raise StepFailure("node %s disappeared while it was to be drained; run again" % name, step="drain", node=name)
+        recorded = drain_api.recorded_drain_start(node, self.annotation)
+        start = recorded or self.clock()
+        wait_timeout = int(p.get("wait_timeout") or 900)
+        deadline = drain_api.drain_deadline(start, self.not_before, wait_timeout)
+        settings = drain_api.DrainSettings(options=self.drain_options, grace_period=p.get("terminate_grace_period"),
+                                           concurrency=int(p.get("eviction_concurrency") or 10), wait=False,
+                                           deadline=deadline, on_timeout=p.get("on_timeout") or drain_core.ON_TIMEOUT_FAIL)
+        try:
+            first = drain_api.survey(self.client, name, settings)
+            if recorded is None:
+                drain_api.cordon_for_drain(self.client, name, self.annotation, start)
+            report = drain_api.drain_node(self.client, name, settings, first_survey=first)
+        except drain_api.PodsRefused as exc:
+            raise StepFailure("cannot drain node %s: %s" % (name, "; ".join(drain_core.describe_refused(exc.refused))),
+                              step="drain", node=name, reason=drain_core.REASON_PODS_REFUSED)
+        if report.timed_out and settings.on_timeout == drain_core.ON_TIMEOUT_FAIL:
+            raise StepFailure(drain_api.timeout_message(name, deadline, wait_timeout, report), step="drain", node=name,
+                              reason=drain_core.REASON_TIMEOUT, blocked=report.blocked, pending=report.pending)
+        return dict(drained=report.drained, evicted=report.evicted, blocked=report.blocked, pending=report.pending,
+                    reason=report.reason, drain_started=drain_api.format_timestamp(start))
+
+    def delete_node(self, node):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, node_state
+
+        name = node["metadata"]["name"]
+        try:
+            node_state.delete_node(self.client, name, node["metadata"].get("resourceVersion"))
+        except kube.ApiException as exc:
+            if kube.is_status(exc, 404):
+                return
+            if kube.is_status(exc, 409):
+                raise StepFailure("node %s changed while being deleted; run again" % name, step="delete_node", node=name)
+            raise
+
+
+class CloudAccess:
+    """One cloud provider (providers/factory.build_provider), with the instance listing of the last read so
+    deletions skip what is already gone or going."""
+
+    def __init__(self, provider):
+        self.provider = provider
+        self.listed = {}
+
+    def normalize(self, provider_id):
+        return self.provider.normalize_provider_id(provider_id)
+
+    def read(self, scaling_groups):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
+
+        groups, instances, errors = node_state.read_cloud(self.provider, scaling_groups)
+        self.listed = {self.normalize(i.provider_id): i for items in instances.values() for i in items}
+        return groups, instances, errors
+
+    def set_group_image(self, group_id, image):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
+
+        try:
+            base.with_retries(lambda: self.provider.set_group_image(group_id, image))
+        except base.ProviderError as exc:
+            raise StepFailure("setting the image of %s to %s failed: %s" % (group_id, image, exc), step="set_group_image")
+
+    def create(self, group_id, count):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
+
+        created = []
+        for _attempt in range(count):
+            try:
+                created.append(self.provider.create_instance(group_id))
+            except base.QuotaError as exc:
+                return created, str(exc)
+            except base.ProviderError as exc:
+                raise StepFailure("creating an instance in %s failed after %d created: %s" % (group_id, len(created), exc),
+                                  step="create", group=group_id)
+        return created, ""
+
+    def delete(self, provider_ids):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
+
+        deleted = []
+        for provider_id in provider_ids:
+            known = self.listed.get(self.normalize(provider_id))
+            if known is None or known.state == base.DELETING:
+                continue   # already gone, or the cloud deletes it already
+            try:
+                if self.provider.delete_instance(known.provider_id):
+                    deleted.append(known.provider_id)
+            except base.NotFoundError:
+                continue
+            except base.ProviderError as exc:
+                raise StepFailure("deleting %s failed: %s" % (provider_id, exc), step="delete_instance")
+        return deleted
+
+
+class EtcdRemover:
+    """Removes a control-plane node's etcd member in-process (etcd.MemberRemoval, as etcd_member_remove)."""
+
+    def __init__(self, ca_cert, client_cert, client_key, request_timeout=5.0, timeout=60.0, warn=None):
+        self.tls = (ca_cert, client_cert, client_key)
+        self.request_timeout = request_timeout
+        self.timeout = timeout
+        self.warn = warn or (lambda text: None)
+
+    def __call__(self, item, endpoints, expected_member_count):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd
+
+        if not item.get("node_ip"):
+            raise StepFailure("node %s has no InternalIP: its etcd member cannot be found" % item["name"], step="etcd_remove")
+        client = etcd.EtcdClient(list(endpoints), *self.tls, request_timeout=self.request_timeout)
+        removal = etcd.MemberRemoval(client, timeout=self.timeout, expected_member_count=expected_member_count or None,
+                                     warn=self.warn)
+        try:
+            return removal.run(peer_url=etcd.peer_url_for_ip(item["node_ip"]))
+        except etcd.RemovalRefused as exc:
+            raise StepFailure("removing the etcd member of %s refused: %s" % (item["name"], exc), step="etcd_remove",
+                              **exc.details)
+        except etcd.EtcdError as exc:
+            raise StepFailure("removing the etcd member of %s failed: %s" % (item["name"], exc), step="etcd_remove")

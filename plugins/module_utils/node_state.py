@@ -47,6 +47,13 @@ def get_node(api_client, name):
         raise
 
 
+def delete_node(api_client, name, resource_version):
+    """DELETE with a precondition on the resourceVersion read, so a node that changed meanwhile is not
+    deleted on stale grounds (the server answers 409)."""
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": resource_version}}
+    kube.raw_request(api_client, "DELETE", "/api/v1/nodes/" + name, body=body)
+
+
 def _merge_patch(api_client, name, body):
     return kube.merge_patch(api_client, "/api/v1/nodes/" + name, body)
 

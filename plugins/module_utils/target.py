@@ -47,7 +47,8 @@ def decide(journal, image, resolved, new_target=False, where="the journal"):
         if same_reference or new_target:
             return dict(target_image=resolved, new_journal=not same_reference, resumed=same_reference, moved=None)
         raise TargetConflict(_conflict_message(journal, image, resolved, where))
-    if same_reference or _same(recorded, resolved):
+    # The same reference, or the recorded exact image itself (asked directly, or as a family now naming it).
+    if same_reference or _same(recorded, resolved) or _same(recorded, image):
         moved = resolved if resolved and not _same(recorded, resolved) else None
         if moved and new_target:
             return dict(target_image=resolved, new_journal=True, resumed=False, moved=None)

@@ -66,13 +66,6 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import val
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 
 
-def delete_node(api_client, name, resource_version):
-    """DELETE with a precondition on the resourceVersion read, so a node that changed meanwhile is not
-    deleted on stale grounds (the server answers 409)."""
-    body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": resource_version}}
-    kube.raw_request(api_client, "DELETE", "/api/v1/nodes/" + name, body=body)
-
-
 def run(module, api_client):
     keys = core.AnnotationKeys(module.params["annotation_prefix"])
     nodes, result = {}, dict(changed=False, deleted=[], absent=[])
@@ -90,7 +83,7 @@ def run(module, api_client):
     for name, node in nodes.items():
         if not module.check_mode:
             try:
-                delete_node(api_client, name, node["metadata"].get("resourceVersion"))
+                node_state.delete_node(api_client, name, node["metadata"].get("resourceVersion"))
             except kube.ApiException as exc:
                 if kube.is_status(exc, 404):
                     result["absent"].append(name)

@@ -409,7 +409,7 @@ class DrainModule:
 
     @property
     def annotation(self):
-        return "%s/drain-started" % self.params["annotation_prefix"]
+        return api.drain_annotation(self.params["annotation_prefix"])
 
     def read_node(self):
         node = api.get_node(self.client, self.node_name)
@@ -417,9 +417,7 @@ class DrainModule:
             self.fail("node %s not found" % self.node_name, core.REASON_NODE_NOT_FOUND)
         return node
 
-    @staticmethod
-    def is_cordoned(node):
-        return bool((node.get("spec") or {}).get("unschedulable"))
+    is_cordoned = staticmethod(api.is_cordoned)
 
     def set_diff(self, before, after):
         if self.module._diff:
@@ -440,8 +438,7 @@ class DrainModule:
         cordoned = self.is_cordoned(node)
         self.set_diff({"unschedulable": cordoned}, {"unschedulable": False})
         if cordoned and not self.module.check_mode:
-            api.patch_node(self.client, self.node_name,
-                           {"spec": {"unschedulable": None}, "metadata": {"annotations": {self.annotation: None}}})
+            api.uncordon(self.client, self.node_name, self.annotation)
         self.finish(changed=cordoned, unschedulable=False, reason=core.REASON_UNCORDONED)
 
     def settings(self, deadline):
@@ -469,11 +466,10 @@ class DrainModule:
     def drain(self):
         node = self.read_node()
         cordoned = self.is_cordoned(node)
-        annotations = (node.get("metadata") or {}).get("annotations") or {}
-        recorded_start = api.parse_timestamp(annotations.get(self.annotation)) if cordoned else None
+        recorded_start = api.recorded_drain_start(node, self.annotation)
         drain_start = recorded_start or self.started
-        clock_start = max(drain_start, self.not_before or drain_start)
-        deadline = (self.started if self.params["wait"] else clock_start) + self.params["wait_timeout"]
+        deadline = (self.started + self.params["wait_timeout"] if self.params["wait"]
+                    else api.drain_deadline(drain_start, self.not_before, self.params["wait_timeout"]))
         settings = self.settings(deadline)
         self.result.update(drain_started=api.format_timestamp(drain_start), deadline=api.format_timestamp(deadline))
 
@@ -497,10 +493,7 @@ class DrainModule:
             return
 
         if not cordoned or recorded_start is None:
-            api.patch_node(self.client, self.node_name, {
-                "spec": {"unschedulable": True},
-                "metadata": {"annotations": {self.annotation: api.format_timestamp(drain_start)}},
-            })
+            api.cordon_for_drain(self.client, self.node_name, self.annotation, drain_start)
             self.result["changed"] = True
         api.widen_connection_pool(self.client, settings.concurrency + 2)
         try:
@@ -513,11 +506,7 @@ class DrainModule:
                            skipped_pods=report.skipped, forced=report.forced, unschedulable=True,
                            drained=report.drained, reason=report.reason)
         if report.timed_out and self.params["on_timeout"] == core.ON_TIMEOUT_FAIL:
-            self.fail("drain of node %s timed out (deadline %s, wait_timeout %ds); the node stays cordoned; "
-                      "%d pod(s) remain: %s"
-                      % (self.node_name, self.result["deadline"], self.params["wait_timeout"],
-                         len(report.blocked) + len(report.pending),
-                         "; ".join(core.describe_remaining(report.blocked, report.pending))),
+            self.fail(api.timeout_message(self.node_name, deadline, self.params["wait_timeout"], report),
                       core.REASON_TIMEOUT)
         if report.reason == core.REASON_EVICTION_FAILED and report.timed_out:
             self.fail("drain of node %s: forced deletion failed for: %s"

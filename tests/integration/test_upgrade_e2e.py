@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+import rbac_audit
 import upgrade_helpers as uh
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -19,11 +20,13 @@ RUN_TIMEOUT = 600
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("engine", ["tasks", "step"])
 @pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
-def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
+def test_full_upgrade(upgrade_cluster, cloud, engine, tmp_path):
     """1 control plane and 2 workers in 2 worker groups: 3 replacements, one of them a control-plane node
-    (its etcd member goes from 1 to 2 when the heir joins, then back to 1 when the donor's is removed)."""
-    handle, values, start = upgrade_cluster(cloud)
+    (its etcd member goes from 1 to 2 when the heir joins, then back to 1 when the donor's is removed), with
+    either engine (rolling_upgrade_engine)."""
+    handle, values, start = upgrade_cluster(cloud, rolling_upgrade_engine=engine)
     rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
     assert rc == 0, output[-6000:]
     passes = [int(found[0]) for found in uh.PROGRESS.findall(output)]
@@ -32,6 +35,8 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     watcher.check(start, max_surge=1)
     uh.assert_upgraded(handle, values, start)
     assert not uh.lease_holder(handle), "the run lock was not released"
+    # Least privilege, measured: what the ServiceAccount asked for (audit log) against rbac.yml, both ways.
+    rbac_audit.check_upgrade(handle)
 
 
 IN_FLIGHT = re.compile(r"pass (\d+): [^\n\"]*?in flight: ([^;\"]*)")

@@ -25,10 +25,11 @@ import threading
 import time
 
 import requests
-import yaml
 
-from sandbox import nodesim, scenario
+from sandbox import binaries, nodesim, scenario
 from tests.ansible_run import REPO, ansible_env
+
+import rbac_audit
 
 PLAYBOOK = REPO / "playbooks" / "upgrade_nodes.yml"
 RBAC_FILE = REPO / "roles" / "rolling_upgrade" / "files" / "rbac.yml"
@@ -391,28 +392,14 @@ def assert_upgraded(handle, values, start, report=True, groups=None):
 
 
 def least_privilege_auth(handle):
-    """A ServiceAccount bound only to roles/rolling_upgrade/files/rbac.yml (ClusterRole, and the Role in
-    kube-system), and its token from the TokenRequest API, as kube auth options for the role."""
-    kube = handle.kube()
-    account, namespace = "image-upgrader", "default"
-    subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
-    kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts" % namespace, {"metadata": {"name": account}}, ok=(201,))
-    rbac = "/apis/rbac.authorization.k8s.io/v1"
-    for doc in yaml.safe_load(RBAC_FILE.read_text())["items"]:
-        ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": doc["kind"], "name": doc["metadata"]["name"]}
-        if doc["kind"] == "ClusterRole":
-            kube.request("POST", rbac + "/clusterroles", doc, ok=(201,))
-            kube.request("POST", rbac + "/clusterrolebindings",
-                         {"metadata": {"name": "image-upgrader"}, "roleRef": ref, "subjects": subject}, ok=(201,))
-        elif doc["kind"] == "Role":
-            ns = doc["metadata"]["namespace"]
-            kube.request("POST", rbac + "/namespaces/%s/roles" % ns, doc, ok=(201,))
-            kube.request("POST", rbac + "/namespaces/%s/rolebindings" % ns,
-                         {"metadata": {"name": "image-upgrader"}, "roleRef": ref, "subjects": subject}, ok=(201,))
-        else:
-            raise AssertionError("unexpected kind %s in %s" % (doc["kind"], RBAC_FILE))
-    token = kube.request("POST", "/api/v1/namespaces/%s/serviceaccounts/%s/token" % (namespace, account),
-                         {"spec": {"expirationSeconds": 3600}}, ok=(201,))["status"]["token"]
+    """The ServiceAccount roles/rolling_upgrade/files/rbac.yml ships, with its bindings, applied as a user
+    would (`kubectl apply -f rbac.yml`, as shipped), and its token (`kubectl create token`), as kube auth
+    options for the role."""
+    kubectl = [str(binaries.path_of("kubectl")), "--kubeconfig", handle.kubeconfig]
+    subprocess.run(kubectl + ["apply", "-f", str(RBAC_FILE)], check=True, capture_output=True, text=True, timeout=60)
+    namespace, account = rbac_audit.service_account(rbac_audit.shipped(RBAC_FILE))
+    token = subprocess.run(kubectl + ["create", "token", account, "-n", namespace, "--duration", "2h"],
+                           check=True, capture_output=True, text=True, timeout=60).stdout.strip()
     return {"host": handle.apiserver, "api_key": token, "ca_cert": handle.ca}
 
 

@@ -31,6 +31,11 @@ def test_the_exact_image_of_the_upgrade_asked_by_another_reference_goes_on():
     assert target.decide(journal(), V1, V1) == dict(target_image=V1, new_journal=False, resumed=True, moved=None)
 
 
+def test_the_recorded_image_asked_directly_without_resolving_goes_on():
+    # the step engine writes the journal with the exact image and no target_image
+    assert target.decide(journal(), V1, None) == dict(target_image=V1, new_journal=False, resumed=True, moved=None)
+
+
 def test_another_image_while_unfinished_is_refused_naming_new_target():
     with pytest.raises(target.TargetConflict) as err:
         target.decide(journal(), V2, V2, where="journal ConfigMap kube-system/j")

@@ -1,0 +1,220 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""upgrade_step: runs the upgrade executor (module_utils/executor.py) in the controller process for one
+bounded slice. The role repeats this one task with `until: <result>.done`; documentation is in
+plugins/modules/upgrade_step.py."""
+
+from __future__ import annotations
+
+import json
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import executor, kube, node_state, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
+
+display = Display()
+
+# The clients (and the SDKs they imported) live as long as the worker process: `until` runs every retry
+# of the task in the same process, each with a new action object.
+_ENGINES = {}
+_MAX_SLICE = 60
+
+DRAIN_SPEC = dict(
+    ignore_daemonsets=dict(type="bool", default=True),
+    delete_emptydir_data=dict(type="bool", default=False),
+    force=dict(type="bool", default=False),
+    terminate_grace_period=dict(type="int"),
+    eviction_concurrency=dict(type="int", default=10),
+    wait_timeout=dict(type="int", default=900),
+    on_timeout=dict(type="str", choices=["fail", "force", "continue"], default="fail"),
+    not_before=dict(type="str"),
+)
+ETCD_SPEC = dict(
+    delegated=dict(type="bool", default=False),
+    endpoints=dict(type="list", elements="str", default=[]),
+    ca_cert=dict(type="path", default="/etc/kubernetes/pki/etcd/ca.crt"),
+    client_cert=dict(type="path", default="/etc/kubernetes/pki/etcd/healthcheck-client.crt"),
+    client_key=dict(type="path", default="/etc/kubernetes/pki/etcd/healthcheck-client.key", no_log=False),
+    request_timeout=dict(type="float", default=5),
+    timeout=dict(type="int", default=60),
+)
+LOCK_SPEC = dict(
+    holder=dict(type="str", required=True),
+    name=dict(type="str", default="kubenodes-image-upgrade"),
+    namespace=dict(type="str", default="kube-system"),
+    lease_duration=dict(type="int", default=600),
+)
+JOURNAL_SPEC = dict(
+    name=dict(type="str", default="kubenodes-image-upgrade-journal"),
+    namespace=dict(type="str", default="kube-system"),
+    run=dict(type="str"),
+)
+
+
+def argument_spec():
+    spec = kube.auth_argument_spec(dict(
+        image=dict(type="str", required=True),
+        annotation_prefix=dict(type="str", default="image-upgrade.kubenodes.io"),
+        max_surge=dict(type="raw", default=1),
+        max_surge_total=dict(type="int"),
+        join_timeout=dict(type="int", default=1800),
+        heir_ready_seconds=dict(type="int", default=0),
+        scaling_groups=dict(type="list", elements="str", default=[]),
+        exclude_labels=dict(type="list", elements="str", default=[]),
+        copy_taints=dict(type="bool", default=False),
+        drain=dict(type="dict", default={}, options=DRAIN_SPEC),
+        etcd=dict(type="dict", default={}, options=ETCD_SPEC),
+        lock=dict(type="dict", options=LOCK_SPEC),
+        journal=dict(type="dict", options=JOURNAL_SPEC),
+        timeout=dict(type="int"),
+        started=dict(type="float"),
+        slice_seconds=dict(type="int", default=_MAX_SLICE),
+        poll_interval=dict(type="float", default=executor.DEFAULT_POLL),
+        passes=dict(type="int", default=0),
+        surge_cap=dict(type="int"),
+    ))
+    spec.update(factory.provider_argument_spec(required=True))
+    return spec
+
+
+def _key(args):
+    return json.dumps({k: v for k, v in args.items() if k not in ("passes", "surge_cap")}, sort_keys=True, default=str)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        valid, args = self.validate_argument_spec(argument_spec=argument_spec())
+        del valid
+        check_mode = bool(self._task.check_mode or self._play_context.check_mode)
+        if not 1 <= args["slice_seconds"] <= _MAX_SLICE:
+            raise AnsibleActionFail("slice_seconds must be between 1 and %d, got %d" % (_MAX_SLICE, args["slice_seconds"]))
+        key = _key(args) + str(check_mode)
+        engine = _ENGINES.get(key)
+        try:
+            if engine is None:
+                engine = _ENGINES[key] = self._build(args, check_mode)
+            outcome = engine.run_slice(seconds=args["slice_seconds"])
+        except executor.StepFailure as exc:
+            _ENGINES.pop(key, None)
+            self._flush(args, engine, task_vars)
+            result.update(failed=True, msg=str(exc), done=False, **exc.details)
+            return self._finish(result, engine, args)
+        except (provider_base.ProviderError, node_state.PlannerFailure, node_state.NodeWriteError) as exc:
+            _ENGINES.pop(key, None)
+            result.update(failed=True, msg="upgrade step failed: %s" % exc, done=False)
+            return self._finish(result, engine, args)
+        except kube.ApiException as exc:
+            _ENGINES.pop(key, None)
+            result.update(failed=True, msg="upgrade step: a Kubernetes call failed: %s" % kube.api_error_message(exc),
+                          done=False)
+            return self._finish(result, engine, args)
+        facts = outcome["facts"]
+        if check_mode:
+            self._show_plan(facts)
+        self._flush(args, engine, task_vars)
+        if not check_mode and args.get("lock"):
+            self._renew_lock(args, task_vars)
+        if outcome["done"] or check_mode:
+            _ENGINES.pop(key, None)
+        result.update(
+            changed=bool(outcome["did"]),
+            done=bool(outcome["done"]) or check_mode,
+            progress_line=outcome["progress"],
+            did=outcome["did"],
+            finished=outcome["finished"],
+            etcd_due=outcome["etcd_due"],
+            progress=facts["progress"],
+            eta=facts["eta"],
+            plan=facts["plan"],
+            budget=facts["budget"],
+            donors=facts["donors"],
+            control_plane_endpoints=facts["control_plane_endpoints"],
+            timings={k: round(v, 2) for k, v in outcome["timings"].items()},
+        )
+        return self._finish(result, engine, args)
+
+    @staticmethod
+    def _finish(result, engine, args):
+        result["passes"] = engine.passes if engine is not None else args["passes"]
+        result["surge_cap"] = engine.settings.surge_cap if engine is not None else args["surge_cap"]
+        return result
+
+    # -- building the executor once per process ---------------------------------------------------------
+    def _build(self, args, check_mode):
+        options = node_state.planner_options(args)
+        options.validate()
+        try:
+            api_client = kube.build_api_client(args)
+        except kube.KubeAuthError as exc:
+            raise executor.StepFailure("cannot reach Kubernetes: %s" % exc)
+        try:
+            provider = factory.build_provider(args)
+            canonical = provider_base.with_retries(lambda: provider.validate_image(options.image.strip()))
+        except provider_base.NotFoundError as exc:
+            raise executor.StepFailure("image %r does not exist: %s" % (options.image, exc))
+        except provider_base.ProviderError as exc:
+            raise executor.StepFailure("cannot use the %s provider with image %r: %s" % (args["provider"], options.image, exc))
+        if canonical:
+            options.image = canonical
+        etcd_args = args["etcd"]
+        remover = None
+        if not etcd_args["delegated"]:
+            remover = executor.EtcdRemover(etcd_args["ca_cert"], etcd_args["client_cert"], etcd_args["client_key"],
+                                           request_timeout=etcd_args["request_timeout"], timeout=etcd_args["timeout"],
+                                           warn=display.warning)
+        settings = executor.Settings(options, scaling_groups=args["scaling_groups"], timeout=args["timeout"],
+                                     started=args["started"], poll=args["poll_interval"],
+                                     etcd_endpoints=etcd_args["endpoints"], check_mode=check_mode,
+                                     surge_cap=args["surge_cap"], journal_run=(args.get("journal") or {}).get("run"))
+        engine = executor.Executor(settings, executor.KubeAccess(api_client, options.annotation_prefix, args["drain"]),
+                                   executor.CloudAccess(provider), etcd=remover, say=display.display)
+        engine.passes = args["passes"]
+        engine.pending_journal = {}
+        if args.get("journal") and not check_mode:
+            engine.journal = lambda record: report.merge(engine.pending_journal, record)
+        return engine
+
+    # -- journal and lock: the modules' own code, once per slice -----------------------------------------
+    def _auth(self, args):
+        return {k: args[k] for k in kube.AUTH_ARG_SPEC if args.get(k) is not None}
+
+    def _flush(self, args, engine, task_vars):
+        if engine is None or not getattr(engine, "pending_journal", None) or not args.get("journal"):
+            return
+        record, engine.pending_journal = engine.pending_journal, {}
+        journal = args["journal"]
+        module_args = dict(self._auth(args), name=journal["name"], namespace=journal["namespace"],
+                           image=args["image"], record=record)
+        answer = self._execute_module(module_name="kubenodes.image_upgrade.upgrade_journal", module_args=module_args,
+                                      task_vars=task_vars)
+        if answer.get("failed"):
+            display.warning("the journal could not be written (the next slice tries again): %s" % answer.get("msg"))
+            report.merge(record, engine.pending_journal)
+            engine.pending_journal = record
+
+    def _renew_lock(self, args, task_vars):
+        lock = args["lock"]
+        module_args = dict(self._auth(args), holder=lock["holder"], name=lock["name"], namespace=lock["namespace"],
+                           lease_duration=lock["lease_duration"])
+        answer = self._execute_module(module_name="kubenodes.image_upgrade.upgrade_lock", module_args=module_args,
+                                      task_vars=task_vars)
+        if answer.get("failed"):
+            raise AnsibleActionFail("renewing the run lock %s/%s failed: %s" % (lock["namespace"], lock["name"], answer.get("msg")))
+
+    @staticmethod
+    def _show_plan(facts):
+        plan = facts["plan"]
+        display.display("plan (check mode, nothing changed):")
+        for key in ("set_group_image", "create", "create_blocked", "pairs", "repairs", "label_copies", "uncordon",
+                    "drain", "waiting_for_heir", "etcd_remove", "delete_nodes", "delete_instances"):
+            if plan.get(key):
+                display.display("  %s: %s" % (key, json.dumps(plan[key], sort_keys=True, default=str)))

@@ -1,0 +1,321 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+
+# The action plugin plugins/action/upgrade_step.py does the work in the controller process; this file
+# holds its documentation.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: upgrade_step
+short_description: Run the image upgrade for one bounded slice, in the controller process
+version_added: 1.1.0
+description:
+  - Reads the nodes and the clouds, plans (as M(kubenodes.image_upgrade.node_image_facts) does) and carries
+    the plan out in the safe order, pass after pass, for at most O(slice_seconds) - point the scaling groups at
+    the image, cache annotations and pair new nodes with donors, copy labels, create heirs within the surge
+    budget, uncordon nodes whose pair broke, drain donors whose heir is Ready, remove the etcd members of
+    drained control-plane donors, delete the replaced instances and Node objects, and clean up instances that
+    never joined, failed or were orphaned.
+  - It returns when the upgrade is done, when a replacement finished, when a delegated etcd removal is due
+    (RV(etcd_due)), or after O(slice_seconds). Repeat it with C(until) on RV(done); every retry of the task runs
+    in the same worker process and keeps its clients and imported SDKs.
+  - After a pass that changed something it looks again at once; while everything waits (a heir joining, a
+    PodDisruptionBudget, a deletion) it looks again every O(poll_interval) seconds.
+  - Prints one progress line per pass while it runs.
+  - An action plugin; it runs on the controller and ignores C(delegate_to). The modules it replaces in a
+    pass stay available for playbooks that compose the steps themselves.
+author:
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
+options:
+  image:
+    description:
+      - The image every node should run, in the cloud's format.
+    type: str
+    required: true
+  annotation_prefix:
+    description:
+      - Prefix of the node annotations that hold the upgrade state.
+    type: str
+    default: image-upgrade.kubenodes.io
+  max_surge:
+    description:
+      - Extra nodes in flight per worker scaling group, an integer or a percentage such as V(25%).
+    type: raw
+    default: 1
+  max_surge_total:
+    description:
+      - Optional cap on the extra nodes in flight in the whole cluster.
+    type: int
+  join_timeout:
+    description:
+      - Seconds a new instance may take to register its Node before it is deleted.
+    type: int
+    default: 1800
+  heir_ready_seconds:
+    description:
+      - Seconds a heir must have been Ready before its donor is drained.
+    type: int
+    default: 0
+  scaling_groups:
+    description:
+      - Only these scaling group IDs; all the groups the provider discovers when empty.
+    type: list
+    elements: str
+    default: []
+  exclude_labels:
+    description:
+      - Label (and taint) keys never copied from donor to heir.
+    type: list
+    elements: str
+    default: []
+  copy_taints:
+    description:
+      - Also copy the donor's taints to its heir.
+    type: bool
+    default: false
+  drain:
+    description:
+      - How donors are drained, as the like-named options of M(kubenodes.image_upgrade.node_drain).
+        Each pass runs one eviction round per donor (node_drain with C(wait=false)).
+    type: dict
+    default: {}
+    suboptions:
+      ignore_daemonsets:
+        description: Leave DaemonSet pods on the node.
+        type: bool
+        default: true
+      delete_emptydir_data:
+        description: Evict pods with emptyDir volumes (their data is lost).
+        type: bool
+        default: false
+      force:
+        description: Also delete pods that no controller manages.
+        type: bool
+        default: false
+      terminate_grace_period:
+        description: Grace period for evicted pods, in seconds; the pod's own when unset.
+        type: int
+      eviction_concurrency:
+        description: Evictions sent at once.
+        type: int
+        default: 10
+      wait_timeout:
+        description: Seconds a drain may take from when it began (or from O(drain.not_before)).
+        type: int
+        default: 900
+      on_timeout:
+        description: What to do with a drain past its timeout.
+        type: str
+        choices: [fail, force, continue]
+        default: fail
+      not_before:
+        description: RFC 3339 UTC time; a drain that began earlier gets its full timeout from then.
+        type: str
+  etcd:
+    description:
+      - How the etcd member of a drained control-plane donor is removed.
+    type: dict
+    default: {}
+    suboptions:
+      delegated:
+        description:
+          - V(true) when etcd is reached through a control-plane host. The step then removes no member itself; it
+            returns the removals due in RV(etcd_due) for a delegated M(kubenodes.image_upgrade.etcd_member_remove)
+            task, and the next call deletes the node once its phase says C(etcd-removed).
+          - V(false) removes the member from the controller, with the checks of M(kubenodes.image_upgrade.etcd_member_remove).
+        type: bool
+        default: false
+      endpoints:
+        description: etcd client URLs; the control-plane nodes' C(https://<InternalIP>:2379) when empty.
+        type: list
+        elements: str
+        default: []
+      ca_cert:
+        description: CA certificate file of the etcd server certificates.
+        type: path
+        default: /etc/kubernetes/pki/etcd/ca.crt
+      client_cert:
+        description: Client certificate file signed by the etcd CA.
+        type: path
+        default: /etc/kubernetes/pki/etcd/healthcheck-client.crt
+      client_key:
+        description: Key of O(etcd.client_cert).
+        type: path
+        default: /etc/kubernetes/pki/etcd/healthcheck-client.key
+      request_timeout:
+        description: Seconds for one etcd request.
+        type: float
+        default: 5
+      timeout:
+        description: Seconds one removal may take, checks and leader move included.
+        type: int
+        default: 60
+  lock:
+    description:
+      - The run lock to renew once per slice (M(kubenodes.image_upgrade.upgrade_lock)). Not renewed when unset.
+    type: dict
+    suboptions:
+      holder:
+        description: The holder that took the lock.
+        type: str
+        required: true
+      name:
+        description: Name of the Lease.
+        type: str
+        default: kubenodes-image-upgrade
+      namespace:
+        description: Namespace of the Lease.
+        type: str
+        default: kube-system
+      lease_duration:
+        description: Seconds the lease lasts after each renewal.
+        type: int
+        default: 600
+  journal:
+    description:
+      - The journal ConfigMap (M(kubenodes.image_upgrade.upgrade_journal)) that gets what each pass saw, once
+        per slice. Not written when unset.
+    type: dict
+    suboptions:
+      name:
+        description: Name of the ConfigMap.
+        type: str
+        default: kubenodes-image-upgrade-journal
+      namespace:
+        description: Namespace of the ConfigMap.
+        type: str
+        default: kube-system
+      run:
+        description: When the run started (RFC 3339); identifies the run's drain attempts in the journal.
+        type: str
+  timeout:
+    description:
+      - Seconds the whole upgrade may take from O(started); past that the step fails with the progress line.
+    type: int
+  started:
+    description:
+      - When the run started, in epoch seconds.
+    type: float
+  slice_seconds:
+    description:
+      - The longest a call runs, 1 to 60 seconds.
+    type: int
+    default: 60
+  poll_interval:
+    description:
+      - Seconds between looks while everything waits.
+    type: float
+    default: 2
+  passes:
+    description:
+      - Passes of this run so far (after a delegated etcd removal), so pass numbers go on.
+    type: int
+    default: 0
+  surge_cap:
+    description:
+      - At most this many replacements in flight, because the cloud refused instances earlier in this run
+        (RV(surge_cap) of the previous call).
+    type: int
+extends_documentation_fragment:
+  - kubenodes.image_upgrade.kube_auth
+  - kubenodes.image_upgrade.cloud_provider
+  - kubenodes.image_upgrade.gcp
+  - kubenodes.image_upgrade.azure
+  - kubenodes.image_upgrade.aws
+attributes:
+  check_mode:
+    support: full
+    description:
+      - Reads, plans and prints the whole plan of the next pass; changes nothing and returns RV(done) true.
+  diff_mode:
+    support: none
+    description:
+      - No diff.
+requirements:
+  - kubernetes (the Python client)
+  - the SDK of the chosen cloud
+notes:
+  - A run killed at any moment resumes from the node annotations and the clouds' instance lists; the step
+    keeps no state of its own beyond RV(surge_cap) and RV(passes).
+"""
+
+EXAMPLES = r"""
+- name: Upgrade, one slice at a time
+  kubenodes.image_upgrade.upgrade_step:
+    provider: gcp
+    gcp:
+      project: my-project
+    image: projects/my-project/global/images/node-v2
+    max_surge: 2
+  register: step
+  until: step.done or step.failed or step.etcd_due | length > 0
+  retries: 1000
+  delay: 0
+"""
+
+RETURN = r"""
+done:
+  description: Every node runs the image and nothing is left over.
+  returned: always
+  type: bool
+progress_line:
+  description: Nodes done of total, the pairs in flight with their phases, what waits on what, and the ETA.
+  returned: success
+  type: str
+did:
+  description: What the slice did, one entry per step (C(step) and the node, group or instance).
+  returned: success
+  type: list
+  elements: dict
+finished:
+  description: Donors whose replacement ended in this slice.
+  returned: success
+  type: list
+  elements: str
+etcd_due:
+  description: Drained control-plane donors whose etcd member is to be removed by a delegated task (O(etcd.delegated)).
+  returned: success
+  type: list
+  elements: dict
+passes:
+  description: Passes of this run so far.
+  returned: always
+  type: int
+surge_cap:
+  description: The surge held after the cloud refused instances, or null.
+  returned: always
+  type: int
+progress:
+  description: Counts (total, done, in_flight, remaining, percent).
+  returned: success
+  type: dict
+eta:
+  description: The estimated time left, when two replacements have finished.
+  returned: success
+  type: dict
+plan:
+  description: The plan of the last pass, as node_image_facts returns it.
+  returned: success
+  type: dict
+budget:
+  description: The surge budget of the last pass.
+  returned: success
+  type: dict
+donors:
+  description: The donors with their heir and phase.
+  returned: success
+  type: list
+  elements: dict
+control_plane_endpoints:
+  description: The control-plane nodes' etcd client URLs.
+  returned: success
+  type: list
+  elements: str
+timings:
+  description: Seconds this call spent on the cloud, on Kubernetes, on drains, on etcd and waiting.
+  returned: success
+  type: dict
+"""
