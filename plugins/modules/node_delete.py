@@ -101,7 +101,7 @@ def main():
         name=dict(type="list", elements="str", required=True),
         annotation_prefix=dict(type="str", default=core.DEFAULT_PREFIX),
     ), kube_auth=True, supports_check_mode=True,
-       validate=validate.checker(dict(name=validate.object_names, annotation_prefix=validate.annotation_prefix)))
+        validate=validate.checker(dict(name=validate.object_names, annotation_prefix=validate.annotation_prefix)))
     try:
         core.AnnotationKeys(module.params["annotation_prefix"])
     except core.PlanInputError as exc:

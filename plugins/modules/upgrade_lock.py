@@ -213,8 +213,7 @@ def main():
         lease_duration=dict(type="int", default=300),
         fail_when_held=dict(type="bool", default=True),
     ), kube_auth=True, supports_check_mode=True,
-       validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace,
-                                      lease_duration=validate.lease_seconds)))
+        validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace, lease_duration=validate.lease_seconds)))
     module.run(lambda: run(module, k8s.CoordinationV1Api(module.kube_client())),
                "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
 
