@@ -134,7 +134,8 @@ def run_arm(args, engine, arm, workdir):
         "makespan_s": round(makespan, 1), "start_to_last_old_node_deleted_s": round(last_delete, 1),
         "passes": passes,
         "bound_s": round(crit["bound"], 1), "bound_parts": {k: round(v, 2) for k, v in crit.items()},
-        "ratio": round(makespan / crit["bound"], 2) if crit["bound"] else None,
+        # Only a finished upgrade has a makespan to compare with the bound of the whole world.
+        "ratio": round(makespan / crit["bound"], 2) if crit["bound"] and rc == 0 else None,
         "measured": {"drain_worker_median_s": round(d_w, 2), "delete_worker_median_s": round(e_w, 2),
                      "drain_cp_median_s": round(d_cp, 2), "delete_cp_median_s": round(e_cp, 2),
                      "drains_s": {k: round(v, 2) for k, v in sorted(drains.items())},
@@ -181,7 +182,7 @@ def _spread(values):
 
 def ratios(results):
     """Old against new (first engine against each other) per arm, and reference against surge 4 per engine."""
-    by = {(r["engine"], r["arm"]): r for r in results}
+    by = {(r["engine"], r["arm"]): r for r in results if r.get("completed")}   # a stopped arm compares with nothing
     engines = sorted({r["engine"] for r in results}, key=lambda e: e != world.TODAY)
     out = {}
     for engine in engines[1:]:

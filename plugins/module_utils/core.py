@@ -8,7 +8,7 @@ and property-tested without a cluster or a cloud.
 
 State lives in node annotations under one prefix (see AnnotationKeys) and in the clouds' instance
 lists. A donor (old node) goes through the phases
-    paired -> draining -> drained -> [etcd-removed (control plane only)] -> deleting -> gone
+    paired -> draining -> drained -> [etcd-removed (control plane only)] -> gone
 and its heir (new node) through
     heir -> replaced (its donor is gone; the heir is now an ordinary up-to-date node).
 """
@@ -40,8 +40,12 @@ PHASE_PAIRED = "paired"
 PHASE_DRAINING = "draining"
 PHASE_DRAINED = "drained"
 PHASE_ETCD_REMOVED = "etcd-removed"
-PHASE_DELETING = "deleting"
-DONOR_PHASES = (PHASE_PAIRED, PHASE_DRAINING, PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING)
+PHASE_DELETING = "deleting"   # read only: see KNOWN_DONOR_PHASES
+DONOR_PHASES = (PHASE_PAIRED, PHASE_DRAINING, PHASE_DRAINED, PHASE_ETCD_REMOVED)
+# Every phase a donor may carry. `deleting` was defined and accepted by earlier releases but never written
+# (deleting the instance and the Node are idempotent steps that need no record); a node an older run left
+# with it still resumes as before: it never serves again and goes straight to deletion.
+KNOWN_DONOR_PHASES = DONOR_PHASES + (PHASE_DELETING,)
 # Heir phases.
 PHASE_HEIR = "heir"
 PHASE_REPLACED = "replaced"
@@ -628,7 +632,7 @@ class _Planner:
                             heir_ready_since=format_time(h.info.ready_since) if h is not None and h.info.ready_since else None)
             else:
                 heir_ready, gate = True, dict(heir=None, heir_ready=None, heir_ready_since=None)
-            phase = s.phase if s.phase in DONOR_PHASES else PHASE_PAIRED
+            phase = s.phase if s.phase in KNOWN_DONOR_PHASES else PHASE_PAIRED
             ip = s.info.internal_ips[0] if s.info.internal_ips else None
             # What follows a drain rides along, so a drain that finishes at once goes on in the same pass.
             leaving = dict(control_plane=s.info.control_plane, node_ip=ip, provider_id=s.info.provider_id,

@@ -2,8 +2,8 @@
 # Apache License 2.0 (see LICENSE)
 """The Kubernetes calls of node_drain, and the drain loop that strings them together.
 
-Calls go through the kubernetes client's ApiClient (so every auth option of kube.py applies) but
-send and return plain JSON dicts, which is what the pure core in drain.py takes. Evictions of many
+Calls go through kube.request (so every auth option of kube.py applies, and errors are kube.ApiCallError)
+and send and return plain JSON dicts, which is what the pure core in drain.py takes. Evictions of many
 pods run in a bounded thread pool. The loop takes its clock and sleep as arguments so tests can
 drive it without waiting.
 """
@@ -11,73 +11,22 @@ drive it without waiting.
 from __future__ import annotations
 
 import datetime
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import List, Optional
-from urllib.parse import quote
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as core
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import ApiException
 
-# (connect, read) seconds for one API call; nothing may hang.
-REQUEST_TIMEOUT = (10, 30)
+# Kubernetes is reached one way (kube.py): these names are kube's, kept here for the callers of drain_api.
+REQUEST_TIMEOUT = kube.REQUEST_TIMEOUT
 PAGE_SIZE = 500
-
-
-class ApiCallError(Exception):
-    """A non-2xx answer of the API server, with what it said."""
-
-    def __init__(self, method, path, status, reason, body):
-        self.method = method
-        self.path = path
-        self.status = status
-        self.reason = reason
-        self.body = body if isinstance(body, dict) else {}
-        self.message = self.body.get("message") or (body if isinstance(body, str) else "") or reason or ""
-        details = self.body.get("details") or {}
-        self.causes = [c.get("message") or c.get("reason") or "" for c in details.get("causes") or []]
-        self.retry_after = details.get("retryAfterSeconds")
-        super().__init__("%s %s: %s %s: %s" % (method, path, status, reason, self.message))
-
-
-def _decode(raw):
-    try:
-        return json.loads(raw) if raw else {}
-    except ValueError:
-        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-
-
-def request(api_client, method, path, query=None, body=None, content_type="application/json", timeout=REQUEST_TIMEOUT):
-    """One API call with a (connect, read) timeout (kube.raw_request); returns the decoded JSON body or
-    raises ApiCallError."""
-    try:
-        return kube.raw_request(api_client, method, path, query=query, body=body, content_type=content_type,
-                                timeout=timeout) or {}
-    except ApiException as exc:
-        raise ApiCallError(method, path, exc.status, exc.reason, _decode(exc.body))
-
-
-def _path(*parts):
-    return "/".join(quote(p, safe="") if i else p for i, p in enumerate(parts))
-
-
-def get_node(api_client, name):
-    """The Node as a dict, or None when it does not exist."""
-    try:
-        return request(api_client, "GET", _path("/api/v1/nodes", name))
-    except ApiCallError as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
-def patch_node(api_client, name, patch):
-    """JSON merge patch of a Node (None values delete keys)."""
-    return request(api_client, "PATCH", _path("/api/v1/nodes", name), body=patch,
-                   content_type="application/merge-patch+json")
+ApiCallError = kube.ApiCallError
+request = kube.request
+get_node = kube.get_node
+patch_node = kube.patch_node
+_path = kube.path_of
 
 
 def list_pods_on_node(api_client, node_name, label_selector=None):

@@ -2,9 +2,12 @@
 # Apache License 2.0 (see LICENSE)
 """Kubernetes access for every module of the collection: the authentication options (the same names,
 aliases and K8S_AUTH_* environment variables as kubernetes.core), the API client built from them,
-and a few raw calls that return plain dicts for the pure core.
+and the one way calls go out: request()/raw_request() send and return plain JSON dicts (what the pure
+core takes), with a (connect, read) timeout, and raise one error type, ApiCallError (a subclass of the
+client's ApiException, so typed-client errors and raw errors are caught alike). get_node, patch_node and
+list_nodes are the node calls every module and module_utils use.
 
-This file imports without the kubernetes package; modules call require_kubernetes() first.
+This file imports without the kubernetes package; modules get the dependency check from module_utils/base.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import copy
 import json
 import os
 import traceback
+from urllib.parse import quote
 
 try:
     from kubernetes.client.rest import ApiException
@@ -71,6 +75,43 @@ AUTH_ARG_MAP = dict(
 
 _BOOL_OPTIONS = ("validate_certs",)
 _LIST_OPTIONS = ("impersonate_groups",)
+
+
+# (connect, read) seconds for one API call; nothing may hang.
+REQUEST_TIMEOUT = (10, 30)
+
+
+def _decode(raw):
+    try:
+        return json.loads(raw) if raw else {}
+    except (ValueError, TypeError):
+        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+
+
+class ApiCallError(ApiException):
+    """A non-2xx answer of the API server, with what it said: the one error type of Kubernetes calls.
+
+    `body` is the decoded Status object ({} when the answer was not JSON), `message` the server's
+    message, `causes` the messages of details.causes, `retry_after` details.retryAfterSeconds."""
+
+    def __init__(self, method, path, status, reason, body, headers=None):  # pylint: disable=super-init-not-called
+        # The client's ApiException.__init__ wants an HTTP response object; set its attributes here instead.
+        Exception.__init__(self, method, path, status, reason)  # pylint: disable=non-parent-init-called
+        self.method = method
+        self.path = path
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        decoded = _decode(body) if isinstance(body, (str, bytes)) else body
+        self.body = decoded if isinstance(decoded, dict) else {}
+        text = decoded if isinstance(decoded, str) else ""
+        self.message = self.body.get("message") or text or reason or ""
+        details = self.body.get("details") or {}
+        self.causes = [c.get("message") or c.get("reason") or "" for c in details.get("causes") or []]
+        self.retry_after = details.get("retryAfterSeconds")
+
+    def __str__(self):
+        return "%s %s: %s %s: %s" % (self.method, self.path, self.status, self.reason, self.message)
 
 
 class KubeAuthError(Exception):
@@ -222,6 +263,9 @@ def api_error_message(exc):
     status = getattr(exc, "status", None)
     body = getattr(exc, "body", None)
     message = None
+    if isinstance(exc, ApiCallError):
+        text = "%s %s" % (status, exc.reason) if status else str(exc.reason)
+        return "%s: %s" % (text, exc.message) if exc.message and exc.message != exc.reason else text
     if body:
         try:
             data = json.loads(body)
@@ -235,10 +279,11 @@ def api_error_message(exc):
 
 def exit_with_client(module, action, where):
     """Build the API client from the module's auth options, call `action(module, api_client)` and exit with
-    the dict it returns. Every failure ends in fail_json naming `where` and the cause, never a traceback
-    alone: bad auth options, API errors (status and the server's message), and unreachable servers."""
-    import traceback
-
+    the dict it returns; every failure ends in fail_json naming `where`, the cause and what to do (through
+    the module base's fail_from_exception when the module is a KubenodesModule)."""
+    if hasattr(module, "fail_from_exception"):
+        module.run(lambda: action(module, module.kube_client()), where)
+        return
     try:
         result = action(module, build_api_client(module.params))
     except KubeAuthError as exc:
@@ -254,26 +299,59 @@ def exit_with_client(module, action, where):
 
 def raw_request(api_client, method, path, query=None, body=None, content_type="application/json", timeout=60):
     """One API call with plain-dict JSON in and out (no model objects: fast, and what the pure core
-    takes). Raises ApiException for a non-2xx answer. The response is read in full so the connection
-    goes back to the pool. `timeout` (seconds) bounds connecting and reading, so a hung server cannot hang
-    a module. Works with the kubernetes client before and after its 2025 generator change."""
+    takes). Raises ApiCallError for a non-2xx answer. The response is read in full so the connection
+    goes back to the pool. `timeout` (seconds, or (connect, read)) bounds connecting and reading, so a hung
+    server cannot hang a module. Works with the kubernetes client before and after its 2025 generator change."""
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type
     query_params = list((query or {}).items()) or None
     if hasattr(api_client, "param_serialize"):
-        request = api_client.param_serialize(method=method, resource_path=path, query_params=query_params,
-                                             header_params=headers, body=body, auth_settings=["BearerToken"])
-        response = api_client.call_api(*request, _request_timeout=timeout)
+        request_args = api_client.param_serialize(method=method, resource_path=path, query_params=query_params,
+                                                  header_params=headers, body=body, auth_settings=["BearerToken"])
+        response = api_client.call_api(*request_args, _request_timeout=timeout)
         data = response.read()
         if not 200 <= response.status <= 299:
-            raise ApiException.from_response(http_resp=response, body=None, data=None)
+            raise ApiCallError(method, path, response.status, response.reason, data,
+                               headers=dict(response.getheaders() or {}) if hasattr(response, "getheaders") else None)
     else:  # kubernetes < 33: call_api(path, method, ...) raises on non-2xx itself
-        response = api_client.call_api(path, method, query_params=query_params, header_params=headers, body=body,
-                                       auth_settings=["BearerToken"], _preload_content=False,
-                                       _return_http_data_only=True, _request_timeout=timeout)
+        try:
+            response = api_client.call_api(path, method, query_params=query_params, header_params=headers, body=body,
+                                           auth_settings=["BearerToken"], _preload_content=False,
+                                           _return_http_data_only=True, _request_timeout=timeout)
+        except ApiCallError:
+            raise
+        except ApiException as exc:
+            raise ApiCallError(method, path, exc.status, exc.reason, exc.body, headers=getattr(exc, "headers", None))
         data = response.data
     return json.loads(data) if data else None
+
+
+def request(api_client, method, path, query=None, body=None, content_type="application/json", timeout=REQUEST_TIMEOUT):
+    """raw_request() with the (connect, read) timeout of REQUEST_TIMEOUT; {} for an empty answer."""
+    return raw_request(api_client, method, path, query=query, body=body, content_type=content_type,
+                       timeout=timeout) or {}
+
+
+def path_of(*parts):
+    """An API path from a prefix and names, each name URL-quoted: path_of("/api/v1/nodes", name)."""
+    return "/".join(quote(p, safe="") if i else p for i, p in enumerate(parts))
+
+
+def get_node(api_client, name):
+    """The Node as a plain dict, or None when it does not exist."""
+    try:
+        return request(api_client, "GET", path_of("/api/v1/nodes", name))
+    except ApiCallError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def patch_node(api_client, name, patch):
+    """JSON merge patch of a Node (None values delete keys; metadata.resourceVersion makes it conditional)."""
+    return request(api_client, "PATCH", path_of("/api/v1/nodes", name), body=patch,
+                   content_type="application/merge-patch+json")
 
 
 def raw_get(api_client, path, query=None):

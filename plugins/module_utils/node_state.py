@@ -37,14 +37,8 @@ def read_cloud(provider, scaling_groups=None):
     return groups, instances, errors
 
 
-def get_node(api_client, name):
-    """The Node as a plain dict, or None when it does not exist."""
-    try:
-        return kube.raw_get(api_client, "/api/v1/nodes/" + name)
-    except kube.ApiException as exc:
-        if getattr(exc, "status", None) == 404:
-            return None
-        raise
+# Nodes are read and patched through kube.py, the one way to Kubernetes (names kept for callers).
+get_node = kube.get_node
 
 
 def delete_node(api_client, name, resource_version):
@@ -55,7 +49,7 @@ def delete_node(api_client, name, resource_version):
 
 
 def _merge_patch(api_client, name, body):
-    return kube.merge_patch(api_client, "/api/v1/nodes/" + name, body)
+    return kube.patch_node(api_client, name, body)
 
 
 def pending_changes(node, entry):
@@ -219,26 +213,9 @@ def plan_from_cluster(params, now=None):
     return api_client, {n["metadata"]["name"]: n for n in node_list}, result, provider
 
 
-_KUBECONFIG_SECRET_KEYS = ("token", "password", "client-key-data", "client-certificate-data", "id-token",
-                           "refresh-token", "access-token", "secret")
-
-
 def kubeconfig_secrets(kubeconfig):
-    """Secret values inside a kubeconfig given as a dictionary, for module.no_log_values (a path is not
-    read here: its content never reaches the module's result)."""
-    found = set()
+    """Secret values inside a kubeconfig given as a dictionary, for module.no_log_values (the module base
+    registers them for every module; kept for callers)."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import base as module_base
 
-    def walk(value):
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if isinstance(item, str) and str(key).lower() in _KUBECONFIG_SECRET_KEYS and item:
-                    found.add(item)
-                else:
-                    walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    if isinstance(kubeconfig, dict):
-        walk(kubeconfig)
-    return found
+    return module_base.secrets_in(kubeconfig) if isinstance(kubeconfig, dict) else set()

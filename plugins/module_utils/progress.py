@@ -65,7 +65,8 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
     evicted pods from node_drain results; `deleted` names nodes whose replacement finished now. A drain
     that did not finish in this pass is a retry (the next pass drains again), counted by the attempt ID
     `run#pass` (`run`: when the run started), so a resumed run adds to the count. Instances the plan
-    deletes without a Node (never joined, failed, orphaned) are recorded with the reason."""
+    deletes without a Node (never joined, failed, orphaned) are recorded with the reason. With `run`, the
+    attempt `run` is recorded with its passes so far."""
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
     nodes = {}
     for donor in facts.get("donors") or []:
@@ -94,7 +95,11 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
         nodes.setdefault(name, {"phases": {}})["phases"]["deleted"] = stamp
     removed = {i["provider_id"]: {"group": i.get("group"), "reason": i.get("reason")}
                for i in (facts.get("plan") or {}).get("delete_instances") or [] if i.get("provider_id")}
-    return {"passes": int(pass_number or 0), "nodes": nodes, "instances_removed": removed}
+    record = {"passes": int(pass_number or 0), "nodes": nodes, "instances_removed": removed}
+    if run:
+        # This attempt's passes so far (the report sums every attempt's).
+        record["attempts"] = {run: {"started": run, "passes": int(pass_number or 0)}}
+    return record
 
 
 def phase_entries(names, phase):

@@ -4,8 +4,10 @@
 
 The journal is what a run observed, kept in the cluster so that a resumed run reports on the whole
 upgrade: per replaced node its group, heir, role, the first time each phase was seen, the pods evicted,
-and the waits and retries counted. Merging is idempotent: recording the same observation twice changes
-nothing, so a pass that is retried or a run that is resumed never double-counts.
+and the waits and retries counted; and every attempt (every run of the playbook on this upgrade): when it
+started, how many passes it made and how it ended. An attempt that never recorded its end was killed.
+Merging is idempotent: recording the same observation twice changes nothing, so a pass that is retried
+or a run that is resumed never double-counts.
 """
 
 from __future__ import annotations
@@ -45,11 +47,16 @@ def new_journal(image, started):
     return {"image": image, "started": started, "finished": None, "passes": 0, "nodes": {}}
 
 
+OUTCOMES = ("done", "failed")  # what an attempt records at its end; one that recorded none was killed
+
+
 def merge(journal, record):
     """Fold one observation into the journal and return it. `record` may hold:
     image, started, finished, passes (max kept); nodes: {donor: {group, heir, role, phases: {phase: time},
     evicted: [namespace/pod], waits: {reason: count}, retries: {step: count or [attempt id]}, error}};
-    instances_removed: {provider_id: {group, reason}} (instances deleted without ever being a node).
+    instances_removed: {provider_id: {group, reason}} (instances deleted without ever being a node);
+    attempts: {attempt ID: {started, passes, outcome (done or failed), ended}} (passes: the largest seen;
+    started: the first; outcome and ended: the last given).
     Phase times keep the earliest seen; evicted pods are a set; a counter given as a number keeps the
     largest value seen (each pass reports totals so far, never increments), one given as a list of attempt
     IDs is a set whose size is the count (so passes of several runs add up, and a repeated pass does not)."""
@@ -82,6 +89,20 @@ def merge(journal, record):
             totals = entry.setdefault(counter, {})
             for key, value in (seen.get(counter) or {}).items():
                 totals[key] = _merge_counter(totals.get(key), value)
+    attempts = journal.setdefault("attempts", {})
+    for attempt_id, seen in (record.get("attempts") or {}).items():
+        seen = seen or {}
+        entry = attempts.setdefault(str(attempt_id), {})
+        if seen.get("started") and not entry.get("started"):
+            entry["started"] = seen["started"]
+        if seen.get("passes") is not None:
+            entry["passes"] = max(int(entry.get("passes") or 0), int(seen["passes"] or 0))
+        if seen.get("outcome") in OUTCOMES:
+            entry["outcome"] = seen["outcome"]
+        if seen.get("ended"):
+            entry["ended"] = seen["ended"]
+    if not attempts:
+        del journal["attempts"]
     removed = journal.setdefault("instances_removed", {})
     for provider_id, seen in (record.get("instances_removed") or {}).items():
         removed.setdefault(provider_id, {}).update({k: v for k, v in (seen or {}).items() if v})
@@ -141,6 +162,23 @@ def segments(entry, end=None):
     return result
 
 
+def attempt_rows(journal):
+    """[{id, started, ended, outcome, passes}] of every attempt, oldest first. An attempt that recorded no
+    end was killed (its process stopped without a word), unless it is the newest: that one may still run
+    and is "unfinished"."""
+    attempts = journal.get("attempts") or {}
+    ordered = sorted(attempts.items(), key=lambda item: (parse_time(item[1].get("started") or item[0])
+                                                         or datetime.datetime.min.replace(tzinfo=datetime.timezone.utc), item[0]))
+    rows = []
+    for index, (attempt_id, entry) in enumerate(ordered):
+        outcome = entry.get("outcome")
+        if outcome not in OUTCOMES:
+            outcome = "unfinished" if index == len(ordered) - 1 else "killed"
+        rows.append({"id": attempt_id, "started": entry.get("started") or attempt_id, "ended": entry.get("ended") or "",
+                     "outcome": outcome, "passes": int(entry.get("passes") or 0)})
+    return rows
+
+
 def summarize(journal, now=None):
     """The report as one dict: totals, wall time and per-node rows with phase durations in seconds."""
     started = parse_time(journal.get("started"))
@@ -170,12 +208,19 @@ def summarize(journal, now=None):
             "done": is_finished(entry),
             "error": entry.get("error") or "",
         })
+    attempts = attempt_rows(journal)
+    outcomes = {}
+    for attempt in attempts:
+        outcomes[attempt["outcome"]] = outcomes.get(attempt["outcome"], 0) + 1
     return {
         "image": journal.get("image"),
         "started": journal.get("started"),
         "finished": journal.get("finished"),
         "wall_seconds": int((end - started).total_seconds()) if started and end else None,
-        "passes": journal.get("passes") or 0,
+        # Every attempt's passes: the wall time covers them all too.
+        "passes": sum(a["passes"] for a in attempts) if attempts else (journal.get("passes") or 0),
+        "attempts": attempts,
+        "attempt_outcomes": outcomes,
         "nodes_replaced": sum(1 for r in rows if r["done"]),
         "nodes_total": len(rows),
         "pods_evicted": sum(r["pods_evicted"] for r in rows),
@@ -203,6 +248,11 @@ def render_markdown(summary):
         "- nodes replaced: %d of %d; pods evicted: %d; instances removed without joining: %d" % (
             summary["nodes_replaced"], summary["nodes_total"], summary["pods_evicted"],
             len(summary.get("instances_removed") or [])),
+    ]
+    attempts = summary.get("attempts") or []
+    if attempts:
+        lines.append("- attempts: %d (%s); passes summed over all of them" % (len(attempts), _outcome_counts(attempts)))
+    lines += [
         "",
         "| node | heir | group | role | total | phases | pods evicted | waits | retries |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -222,8 +272,21 @@ def render_markdown(summary):
                   "| instance | group | reason |", "|---|---|---|"]
         lines += ["| %s | %s | %s |" % (i["provider_id"], i.get("group") or "-", (i.get("reason") or "-").replace("|", "/"))
                   for i in removed]
+    if attempts:
+        lines += ["", "Attempts (runs of the playbook on this upgrade; one that never recorded its end was killed):", "",
+                  "| attempt | started | ended | how it ended | passes |", "|---|---|---|---|---|"]
+        lines += ["| %d | %s | %s | %s | %d |" % (index, a["started"], a["ended"] or "-", a["outcome"], a["passes"])
+                  for index, a in enumerate(attempts, 1)]
     lines.append("")
     return "\n".join(lines)
+
+
+def _outcome_counts(attempts):
+    counts = {}
+    for attempt in attempts:
+        counts[attempt["outcome"]] = counts.get(attempt["outcome"], 0) + 1
+    order = ("killed", "failed", "done", "unfinished")
+    return ", ".join("%d %s" % (counts[o], o) for o in order if o in counts)
 
 
 def render_svg(journal, now=None, width=960, bar_height=18, gap=6):
@@ -232,7 +295,13 @@ def render_svg(journal, now=None, width=960, bar_height=18, gap=6):
     names = sorted(journal.get("nodes") or {})
     bars = [(name, segments(journal["nodes"][name], end)) for name in names]
     times = [t for _name, segs in bars for _phase, a, b in segs for t in (a, b)]
+    attempts = [(a, parse_time(a["started"])) for a in attempt_rows(journal)]
+    attempts = [(a, moment) for a, moment in attempts if moment]
+    if times:
+        times += [moment for _a, moment in attempts]
     label_width, top, legend_height = 220, 40, 30
+    if attempts:
+        top += 16
     height = top + len(bars) * (bar_height + gap) + legend_height + 20
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">'
            % (width, height),
@@ -256,6 +325,16 @@ def render_svg(journal, now=None, width=960, bar_height=18, gap=6):
                        % (x, y, w, bar_height, colour, html.escape(name), html.escape(phase),
                           _duration((stop - start).total_seconds())))
     axis_y = top + len(bars) * (bar_height + gap) + 4
+    if attempts:
+        out.append('<text x="%d" y="%d">attempts: %d (%s); passes: %d</text>' % (
+            label_width, 36, len(attempts), html.escape(_outcome_counts([a for a, _m in attempts])),
+            sum(a["passes"] for a, _m in attempts)))
+    for index, (attempt, moment) in enumerate(attempts, 1):
+        x = label_width + (moment - origin).total_seconds() * scale
+        out.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#555555" stroke-dasharray="3,3">'
+                   '<title>attempt %d started %s, %s after %d pass(es)</title></line>'
+                   % (x, top - 4, x, axis_y, index, html.escape(attempt["started"]), html.escape(attempt["outcome"]),
+                      attempt["passes"]))
     out.append('<text x="%d" y="%d">0</text>' % (label_width, axis_y + 10))
     out.append('<text x="%d" y="%d" text-anchor="end">%s</text>' % (width - 20, axis_y + 10, _duration(span)))
     legend_x = 10

@@ -78,15 +78,13 @@ paused_replicas:
   type: int
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import auth_argument_spec, is_status, require_kubernetes
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import is_status
 
 try:
     from kubernetes import client as k8s
-except ImportError:  # reported by require_kubernetes
+except ImportError:  # reported by KubenodesModule
     k8s = None
 
 
@@ -148,17 +146,16 @@ def run(module, apps):
 
 
 def main():
-    argument_spec = auth_argument_spec(dict(
+    module = KubenodesModule(argument_spec=dict(
         name=dict(type="str", default="cluster-autoscaler"),
         namespace=dict(type="str", default="kube-system"),
         state=dict(type="str", choices=["paused", "restored"], required=True),
         annotation_prefix=dict(type="str", default="image-upgrade.kubenodes.io"),
-    ))
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    validate.enforce(module, dict(name=validate.object_name, namespace=validate.namespace, annotation_prefix=validate.annotation_prefix))
-    require_kubernetes(module)
-    kube.exit_with_client(module, lambda m, client: run(m, k8s.AppsV1Api(client)),
-                          "Deployment %s/%s" % (module.params["namespace"], module.params["name"]))
+    ), kube_auth=True, supports_check_mode=True,
+        validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace,
+                                       annotation_prefix=validate.annotation_prefix)))
+    module.run(lambda: run(module, k8s.AppsV1Api(module.kube_client())),
+               "Deployment %s/%s" % (module.params["namespace"], module.params["name"]))
 
 
 if __name__ == "__main__":

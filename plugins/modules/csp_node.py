@@ -214,10 +214,8 @@ quota_message:
 """
 
 import time
-import traceback
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_REQUIRED, KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 
@@ -386,8 +384,7 @@ def report(module, provider):
 
 
 def main():
-    argument_spec = factory.provider_argument_spec()
-    argument_spec.update(
+    module = KubenodesModule(argument_spec=dict(
         state=dict(type="str", choices=["present", "absent", "info"], default="present"),
         group=dict(type="str"),
         count=dict(type="int", default=1),
@@ -396,11 +393,9 @@ def main():
         wait=dict(type="bool", default=False),
         wait_timeout=dict(type="int", default=600),
         wait_sleep=dict(type="int", default=5),
-    )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_if=[("state", "present", ["group"])])
-    validate.enforce(module, dict(count=lambda n, v: validate.integer(n, v, 1, validate.MAX_NODES),
-                                  wait_timeout=validate.seconds, wait_sleep=validate.positive_number))
+    ), cloud=CLOUD_REQUIRED, supports_check_mode=True, required_if=[("state", "present", ["group"])],
+        validate=validate.checker(dict(count=lambda n, v: validate.integer(n, v, 1, validate.MAX_NODES),
+                                       wait_timeout=validate.seconds, wait_sleep=validate.positive_number)))
     state = module.params["state"]
     try:
         provider = factory.build_provider(module.params)
@@ -412,8 +407,7 @@ def main():
         else:
             result = report(module, provider)
     except base.ProviderError as exc:
-        module.fail_json(msg=str(exc), error_code=exc.code, retryable=exc.retryable,
-                         exception=traceback.format_exc())
+        module.fail_from_exception(exc)
     module.exit_json(**result)
 
 

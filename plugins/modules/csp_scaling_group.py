@@ -119,10 +119,7 @@ image:
   sample: ami-0123456789abcdef0
 """
 
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_REQUIRED, KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
 
 
@@ -173,14 +170,11 @@ def ensure_image(module, provider):
 
 
 def main():
-    argument_spec = factory.provider_argument_spec()
-    argument_spec.update(
+    module = KubenodesModule(argument_spec=dict(
         state=dict(type="str", choices=["present", "info"], default="present"),
         group=dict(type="list", elements="str", default=[]),
         image=dict(type="str"),
-    )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_if=[("state", "present", ["image"])])
+    ), cloud=CLOUD_REQUIRED, supports_check_mode=True, required_if=[("state", "present", ["image"])])
     try:
         provider = factory.build_provider(module.params)
         if module.params["state"] == "present":
@@ -192,8 +186,7 @@ def main():
                 # The exact image the reference names now (an image family: its newest image).
                 result["image"] = resolve_image(module, provider, module.params["image"])
     except base.ProviderError as exc:
-        module.fail_json(msg=str(exc), error_code=exc.code, retryable=exc.retryable,
-                         exception=traceback.format_exc())
+        module.fail_from_exception(exc)
     module.exit_json(**result)
 
 

@@ -205,19 +205,16 @@ reason:
   type: str
 """
 
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule, merged_argument_spec
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.etcd import (
-    HAS_REQUESTS, REQUESTS_IMPORT_ERROR, EtcdError, client_from_params, connection_argument_spec, inspect_cluster,
-    validate_connection)
+    EtcdError, client_from_params, inspect_cluster, validate_connection)
 
-ARGUMENT_SPEC = connection_argument_spec(dict(
+# The etcd connection options and the module's own.
+ARGUMENT_SPEC = merged_argument_spec(dict(
     expected_member_count=dict(type="int"),
     timeout=dict(type="int", default=10),
-))
+), etcd_connection=True)
 
 
 def validate(params):
@@ -227,17 +224,13 @@ def validate(params):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    if not HAS_REQUESTS:
-        module.fail_json(msg=missing_required_lib("requests"), exception=REQUESTS_IMPORT_ERROR)
-    problems = validate(module.params)
-    if problems:
-        module.fail_json(msg="invalid options: " + "; ".join(problems), reason="invalid")
+    module = KubenodesModule(argument_spec=ARGUMENT_SPEC, requires=("requests",),
+                             validate=validate, supports_check_mode=True)
     try:
         result = inspect_cluster(client_from_params(module.params), module.params["expected_member_count"],
                                  timeout=module.params["timeout"])
     except EtcdError as exc:
-        module.fail_json(msg=str(exc), reason=exc.kind, exception=traceback.format_exc())
+        module.fail_from_exception(exc)
     module.exit_json(changed=False, **result)
 
 

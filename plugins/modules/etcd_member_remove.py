@@ -240,16 +240,14 @@ reason:
   type: str
 """
 
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule, merged_argument_spec
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.etcd import (
-    HAS_REQUESTS, REQUESTS_IMPORT_ERROR, EtcdError, MemberRemoval, RemovalRefused, client_from_params,
-    connection_argument_spec, normalize_url, peer_url_for_ip, validate_connection)
+    EtcdError, MemberRemoval, RemovalRefused, client_from_params, normalize_url, peer_url_for_ip,
+    validate_connection)
 
-ARGUMENT_SPEC = connection_argument_spec(dict(
+# The etcd connection options and the module's own.
+ARGUMENT_SPEC = merged_argument_spec(dict(
     node_ip=dict(type="str"),
     peer_port=dict(type="int", default=2380),
     peer_url=dict(type="str"),
@@ -258,7 +256,7 @@ ARGUMENT_SPEC = connection_argument_spec(dict(
     allow_learner=dict(type="bool", default=False),
     force=dict(type="bool", default=False),
     timeout=dict(type="int", default=60),
-))
+), etcd_connection=True)
 
 SELECTORS = ["node_ip", "peer_url", "member_name"]
 
@@ -287,18 +285,15 @@ def member_labels(members):
 
 
 def main():
-    module = AnsibleModule(
+    module = KubenodesModule(
         argument_spec=ARGUMENT_SPEC,
+        requires=("requests",),
+        validate=validate,
         mutually_exclusive=[SELECTORS],
         required_one_of=[SELECTORS],
         supports_check_mode=True,
     )
-    if not HAS_REQUESTS:
-        module.fail_json(msg=missing_required_lib("requests"), exception=REQUESTS_IMPORT_ERROR)
     params = module.params
-    problems = validate(params)
-    if problems:
-        module.fail_json(msg="invalid options: " + "; ".join(problems), reason="invalid")
 
     peer_url = params["peer_url"]
     if params["node_ip"] is not None:
@@ -315,7 +310,7 @@ def main():
     except RemovalRefused as exc:
         module.fail_json(msg=str(exc), reason=exc.kind, **exc.details)
     except EtcdError as exc:
-        module.fail_json(msg=str(exc), reason=exc.kind, exception=traceback.format_exc())
+        module.fail_from_exception(exc)
 
     if module._diff:
         result["diff"] = {"before": {"members": member_labels(result["members_before"])},

@@ -331,17 +331,11 @@ elapsed:
 import time
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as core
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api as api
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import (
-    KubeAuthError,
-    auth_argument_spec,
-    build_api_client,
-    require_kubernetes,
-)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import KubeAuthError, build_api_client
 
 ARGUMENT_SPEC = dict(
     name=dict(type="str", required=True, aliases=["node"]),
@@ -529,7 +523,6 @@ class DrainModule:
 
     def run(self):
         self.validate()
-        require_kubernetes(self.module)
         try:
             self.client = build_api_client(self.params)
         except KubeAuthError as exc:
@@ -552,7 +545,7 @@ class DrainModule:
 
 
 def main():
-    module = AnsibleModule(argument_spec=auth_argument_spec(ARGUMENT_SPEC), supports_check_mode=True)
+    module = KubenodesModule(argument_spec=ARGUMENT_SPEC, kube_auth=True, supports_check_mode=True)
     DrainModule(module).run()
 
 

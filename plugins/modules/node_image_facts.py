@@ -399,18 +399,15 @@ quota:
     limits: []
 """
 
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import facts_views, kube, node_state, quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import (
+    CLOUD_REQUIRED, KubenodesModule, merged_argument_spec)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.core import DEFAULT_JOIN_TIMEOUT, DEFAULT_PREFIX, AnnotationKeys
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 
 
 def argument_spec():
-    spec = kube.auth_argument_spec(dict(
+    return merged_argument_spec(dict(
         image=dict(type="str", required=True),
         annotation_prefix=dict(type="str", default=DEFAULT_PREFIX),
         max_surge=dict(type="raw", default=1),
@@ -422,9 +419,7 @@ def argument_spec():
         heir_ready_seconds=dict(type="int", default=0),
         report_pdbs=dict(type="bool", default=False),
         report_quota=dict(type="bool", default=False),
-    ))
-    spec.update(factory.provider_argument_spec(required=True))
-    return spec
+    ), kube_auth=True, cloud=CLOUD_REQUIRED)
 
 
 def quota_report(provider, result):
@@ -442,9 +437,8 @@ def quota_report(provider, result):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    kube.require_kubernetes(module)
-    module.no_log_values.update(node_state.kubeconfig_secrets(module.params.get("kubeconfig")))
+    module = KubenodesModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module.require("kubernetes")
     try:
         api_client, nodes, result, provider = node_state.plan_from_cluster(module.params)
         keys = AnnotationKeys(result["annotation_prefix"])
@@ -465,9 +459,9 @@ def main():
     except node_state.PlannerFailure as exc:
         module.fail_json(msg=str(exc))
     except kube.ApiException as exc:
-        module.fail_json(msg="cannot list PodDisruptionBudgets: %s" % kube.api_error_message(exc))
+        module.fail_from_exception(exc, "cannot list PodDisruptionBudgets")
     except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg="node_image_facts failed: %s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc())
+        module.fail_from_exception(exc, "node_image_facts: reading the cluster and the cloud")
     result.pop("node_patches", None)
     invalid = result["nodes"]["invalid"]
     if invalid:

@@ -63,7 +63,9 @@ options:
   phases:
     description:
       - Phases to record on donors or obsolete nodes, after the step succeeded - V(draining), V(drained),
-        V(etcd-removed) (control plane), V(deleting). V(paired) is written by the pairing itself.
+        V(etcd-removed) (control plane). V(paired) is written by the pairing itself.
+      - C(deleting), which earlier releases accepted but never wrote, is no longer accepted; a node that
+        carries it from an older run is still read and goes straight to deletion.
       - Every entry is checked before anything is written; a node that is neither a donor nor obsolete fails
         the task.
     type: list
@@ -78,7 +80,7 @@ options:
         description: The phase it reached.
         type: str
         required: true
-        choices: [paired, draining, drained, etcd-removed, deleting]
+        choices: [paired, draining, drained, etcd-removed]
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
   - kubenodes.image_upgrade.cloud_provider
@@ -185,17 +187,15 @@ nodes:
 """
 
 import time
-import traceback
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, kube, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import (
+    CLOUD_OPTIONAL, KubenodesModule, merged_argument_spec)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import write_order
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 
 
 def argument_spec():
-    spec = kube.auth_argument_spec(dict(
+    return merged_argument_spec(dict(
         image=dict(type="str", required=True),
         annotation_prefix=dict(type="str", default=core.DEFAULT_PREFIX),
         scaling_groups=dict(type="list", elements="str", default=[]),
@@ -205,9 +205,7 @@ def argument_spec():
             name=dict(type="str", required=True),
             phase=dict(type="str", required=True, choices=list(core.DONOR_PHASES)),
         )),
-    ))
-    spec.update(factory.provider_argument_spec(required=False))
-    return spec
+    ), kube_auth=True, cloud=CLOUD_OPTIONAL)
 
 
 def add_phase_patches(result, nodes, phases, options, now):
@@ -229,9 +227,8 @@ def add_phase_patches(result, nodes, phases, options, now):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    kube.require_kubernetes(module)
-    module.no_log_values.update(node_state.kubeconfig_secrets(module.params.get("kubeconfig")))
+    module = KubenodesModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module.require("kubernetes")
     now = time.time()
     try:
         api_client, nodes, result = node_state.plan_from_cluster(module.params, now=now)[:3]
@@ -241,7 +238,7 @@ def main():
     except node_state.PlannerFailure as exc:
         module.fail_json(msg=str(exc))
     except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg="node_pair failed: %s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc())
+        module.fail_from_exception(exc, "node_pair: reading the cluster and the cloud")
 
     plan = result["plan"]
     patches = result["node_patches"]

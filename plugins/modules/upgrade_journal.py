@@ -14,7 +14,8 @@ description:
     reports on the whole upgrade.
   - Recording is idempotent (earliest phase times are kept, evicted pods form a set, counters keep the highest
     total seen), so a retried pass never double-counts.
-  - With O(state=report), writes the report as JSON, Markdown and an SVG timeline with one bar per replaced node.
+  - With O(state=report), writes the report as JSON, Markdown and an SVG timeline with one bar per replaced node,
+    covering every attempt of the upgrade (each run of the playbook, how it ended, its passes).
   - The journal is plain JSON under the ConfigMap key C(journal.json) while it is under 512 KiB. A larger one
     (a ConfigMap holds at most 1 MiB) keeps only the counts of pods evicted and retries of finished replacements,
     and one still larger is stored gzipped under the C(binaryData) key C(journal.json.gz).
@@ -63,8 +64,11 @@ options:
       - The observation to merge. Keys C(started), C(finished), C(passes), and C(nodes), a dictionary from the
         replaced node's name to C(group), C(heir), C(role), C(phases) (phase name to ISO 8601 time),
         C(evicted) (list of C(namespace/pod)), C(waits) and C(retries) (name to a count so far, or to a list of
-        distinct attempt IDs whose number is the count), C(error); and C(instances_removed), a dictionary from
-        a providerID to the C(group) and C(reason) of an instance deleted without ever becoming a node.
+        distinct attempt IDs whose number is the count), C(error); C(instances_removed), a dictionary from
+        a providerID to the C(group) and C(reason) of an instance deleted without ever becoming a node; and
+        C(attempts), a dictionary from an attempt ID (one run of the playbook) to its C(started) time, its
+        C(passes) so far, and at its end its C(outcome) (V(done) or V(failed)) and C(ended) time. An attempt
+        that never recorded its end counts as killed in the report, which sums the passes of every attempt.
     type: dict
     default: {}
   report_dir:
@@ -141,16 +145,14 @@ import gzip
 import json
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report, target
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import is_status
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import auth_argument_spec, is_status, require_kubernetes
 
 try:
     from kubernetes import client as k8s
-except ImportError:  # reported by require_kubernetes
+except ImportError:  # reported by KubenodesModule
     k8s = None
 
 DATA_KEY = "journal.json"
@@ -312,7 +314,7 @@ def delete(module, core):
 
 
 def main():
-    argument_spec = auth_argument_spec(dict(
+    module = KubenodesModule(argument_spec=dict(
         name=dict(type="str", default="kubenodes-image-upgrade-journal"),
         namespace=dict(type="str", default="kube-system"),
         state=dict(type="str", choices=["present", "report", "absent"], default="present"),
@@ -321,22 +323,19 @@ def main():
         new_target=dict(type="bool", default=False),
         record=dict(type="dict", default={}),
         report_dir=dict(type="path"),
-    ))
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_if=[("state", "report", ["report_dir"])])
-    validate.enforce(module, dict(name=validate.object_name, namespace=validate.namespace))
-    require_kubernetes(module)
+    ), kube_auth=True, supports_check_mode=True, required_if=[("state", "report", ["report_dir"])],
+        validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace)))
     action = {"present": record, "report": write_report, "absent": delete}[module.params["state"]]
 
-    def act(mod, client):
+    def act():
         try:
-            return action(mod, k8s.CoreV1Api(client))
+            return action(module, k8s.CoreV1Api(module.kube_client()))
         except MalformedJournal as exc:
-            mod.fail_json(msg=str(exc), reason="malformed_journal")
+            module.fail_json(msg=str(exc), reason="malformed_journal")
         except OSError as exc:
-            mod.fail_json(msg="cannot write the report to %s: %s" % (mod.params["report_dir"], exc))
+            module.fail_json(msg="cannot write the report to %s: %s" % (module.params["report_dir"], exc))
 
-    kube.exit_with_client(module, act, "journal ConfigMap %s/%s" % (module.params["namespace"], module.params["name"]))
+    module.run(act, "journal ConfigMap %s/%s" % (module.params["namespace"], module.params["name"]))
 
 
 if __name__ == "__main__":

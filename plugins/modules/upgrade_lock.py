@@ -13,8 +13,11 @@ description:
     it at the end, so that two runs (two AWX jobs, two operators) never replace nodes of one cluster at
     the same time.
   - A Lease held by another run is taken over only when it has expired (its holder stopped renewing it),
-    or when it was held by a run on this same host whose process is gone (a run killed with SIGKILL resumes
-    at once).
+    or when it was held by a run on this same host none of whose processes is alive (a run killed with
+    SIGKILL resumes at once). A run counts as alive while its ansible-playbook process, any worker it
+    forked (recognised by the playbook's command line and environment, which forked workers keep), or any
+    module carrying its holder identity in the environment variable C(KUBENODES_IMAGE_UPGRADE_RUN) is
+    alive. The role exports that variable to every task after it takes the lock.
   - Every write carries the resourceVersion it read, so two runs racing for a free Lease cannot both win.
 author:
   - kubenodes.image_upgrade maintainers (!UNKNOWN)
@@ -38,8 +41,9 @@ options:
     default: present
   holder:
     description:
-      - Identity of this run. By default C(<hostname>/<pid of ansible-playbook>/<its start time>), which is
-        unique per run and lets a later run on the same host see that the holder's process is gone.
+      - Identity of this run. By default C(<hostname>/<pid of ansible-playbook>/<its start time>/<fingerprint>)
+        (the fingerprint is a hash of the playbook's command line and environment), which is unique per run and
+        lets a later run on the same host see whether any process of the holder's run is still alive.
       - Give a fixed value (for example the AWX job ID) to make the identity explicit.
     type: str
   lease_duration:
@@ -110,6 +114,7 @@ expires_at:
 """
 
 import datetime
+import socket
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import run_lock
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
@@ -152,6 +157,18 @@ def write_lease(api, name, namespace, lease, spec):
     return api.replace_namespaced_lease(name, namespace, lease)
 
 
+def live_processes_note(holder):
+    """'; its processes ... are alive on this host' when the holder is a run on this host."""
+    parsed = run_lock.parse_holder(holder)
+    if parsed is None or parsed[0] != socket.gethostname():
+        return ""
+    pids = run_lock.local_run_processes(holder)
+    if not pids:
+        return ""
+    return ("; its process(es) %s still run on this host (a playbook, worker or module of that run): wait for them"
+            " to end, or stop them, before starting another run" % ", ".join(str(pid) for pid in pids[:10]))
+
+
 def run(module, api):
     params = module.params
     name, namespace = params["name"], params["namespace"]
@@ -177,8 +194,9 @@ def run(module, api):
                               expires_at=run_lock.format_time(expires) if expires else "")
                 # Also in the result when not failing: a playbook that waits with `until` shows it when the
                 # wait runs out.
-                result["msg"] = ("another upgrade run holds Lease %s/%s: %s (until %s unless renewed)"
-                                 % (namespace, name, spec["holderIdentity"], result["expires_at"] or "unknown"))
+                result["msg"] = ("another upgrade run holds Lease %s/%s: %s (until %s unless renewed)%s"
+                                 % (namespace, name, spec["holderIdentity"], result["expires_at"] or "unknown",
+                                    live_processes_note(spec["holderIdentity"])))
                 if params["fail_when_held"]:
                     module.fail_json(**result)
                 return result

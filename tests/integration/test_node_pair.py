@@ -89,7 +89,7 @@ def test_pairs_are_completed_promoted_labelled_and_phased(sandbox, new_nodes):
 
     # One bad entry fails the task and nothing of the batch is written.
     rv = _node(sandbox, d1)["metadata"]["resourceVersion"]
-    bad = pair(sandbox, prefix, phases=[{"name": d1, "phase": "deleting"}, {"name": d2, "phase": "drained"}])
+    bad = pair(sandbox, prefix, phases=[{"name": d1, "phase": "etcd-removed"}, {"name": d2, "phase": "drained"}])
     assert bad["failed"] and d2 in bad["msg"] and "neither a donor" in bad["msg"], bad
     assert _node(sandbox, d1)["metadata"]["resourceVersion"] == rv
 

@@ -1,52 +1,149 @@
-"""End to end, issue #8: an upgrade SIGKILLed at random points several times and started again finishes
-the job from what the cluster and the cloud show, with nothing lost and nothing created twice. On each
-cloud: 1 control plane and 2 workers in 2 worker groups (3 replacements), the role authenticating as a
-ServiceAccount bound only to the role's rbac.yml."""
+"""End to end, issues #8 and #13: an upgrade killed again and again, each time with its whole process tree
+(the playbook, the workers ansible-core detaches with setsid() and the modules they run), at moments that
+include every destructive step, and started again, finishes the job from what the cluster and the cloud
+show, with nothing lost and nothing created twice. 1 control plane and 2 workers in 2 worker groups
+(3 replacements), the role authenticating as a ServiceAccount bound only to the role's rbac.yml.
 
+The first kill begins as the old, incomplete one (the playbook's process group only) while the module
+creating heirs is frozen: the run lock must see that run as alive while its orphaned worker and module
+live, and free once they are gone."""
+
+import json
+import os
+import pathlib
 import random
+import signal
 import time
 
 import pytest
 
 import upgrade_helpers as uh
+from tests.ansible_run import run_module
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RUN_TIMEOUT = 600
+LOCK = "kube-system/kubenodes-image-upgrade"
+
+# The moments to kill at, in the order an upgrade reaches them: (what, the collection's modules whose
+# process running means the step is under way, the watcher's events that show the step began).
+DESTRUCTIVE = [
+    ("heir creation", {"csp_node"}, {"instance-created"}),
+    ("cordon and drain", {"node_drain"}, {"cordon", "eviction"}),
+    ("etcd member removal", {"etcd_member_remove"}, {"etcd-removal"}),
+    ("instance deletion", set(), {"instance-deletion"}),
+    ("Node deletion", {"node_delete"}, {"node-deletion"}),
+]
+
+
+def wait_for_moment(run, watcher, modules, events, since, timeout):
+    """Wait until one of `modules` runs in this run's process tree, or the watcher saw one of `events`
+    after `since`; returns what happened (a string), or None when the run ended or `timeout` passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and run.proc.poll() is None:
+        running = set(run.modules_running()) & modules
+        if running:
+            return "module %s running" % sorted(running)[0]
+        seen = watcher.seen(events, since)
+        if seen:
+            return "%s of %s seen" % (seen[0][1], seen[0][2])
+        time.sleep(0.15)
+    return None
+
+
+def lock_module(values, **args):
+    return run_module("upgrade_lock", dict(values["rolling_upgrade_kube"], **args))
+
+
+def running_module(run, name):
+    """The process of module `name` of this run, carrying the run's Lease identity the role exports; or None."""
+    for proc in run.processes().values():
+        match = uh.ANSIBALLZ.search(proc["cmdline"])
+        if match and match.group(1) == name and b"KUBENODES_IMAGE_UPGRADE_RUN=" in proc["environ"]:
+            return proc
+    return None
+
+
+def orphaned_module_keeps_the_lock(handle, values, run, module):
+    """Freeze `module` (a process of `run`) and kill only the playbook's process group, the incomplete kill:
+    another run must not take the Lease while the orphaned worker and module live, and must take it at once
+    when the rest of the tree is killed too. Returns the processes that kill found."""
+    os.kill(module["pid"], signal.SIGSTOP)
+    holder = uh.lease_holder(handle)
+    run.kill_playbook_only()
+    orphans = run.processes()
+    assert module["pid"] in orphans and len(orphans) >= 2, (
+        "expected the module and its setsid() worker to outlive the playbook's process group: %s" % orphans)
+    blocked = lock_module(values)
+    assert blocked["failed"] and not blocked["acquired"], blocked
+    assert holder in blocked["msg"] and str(module["pid"]) in blocked["msg"], blocked["msg"]
+    assert uh.lease_holder(handle) == holder
+    killed = run.kill()
+    assert {module["pid"]} < {pid for pid, _cmdline in killed}, killed
+    taken = lock_module(values)
+    assert taken["acquired"] and taken["action"] == "take-over", taken
+    released = lock_module(values, holder=taken["holder"], state="absent")
+    assert released["action"] == "release", released
+    return killed
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
-def test_killed_at_random_points_and_resumed(upgrade_cluster, cloud, tmp_path):
-    handle, values, start = upgrade_cluster(cloud)
-    rng = random.Random("killed-" + cloud)
-    watcher = uh.Watcher(handle)
+@pytest.mark.parametrize("cloud,engine", [("gcp", "tasks")])
+def test_killed_at_every_destructive_step_and_resumed(upgrade_cluster, cloud, engine, tmp_path):
+    handle, values, start = upgrade_cluster(cloud, rolling_upgrade_engine=engine) if engine != "tasks" else upgrade_cluster(cloud)
+    rng = random.Random("killed-%s-%s" % (cloud, engine))
+    watcher = uh.Watcher(handle, etcd=True)
     watcher.start()
     kills = []
     try:
-        # Three runs SIGKILLed (with every module process) at seeded random moments after they have
-        # shown progress; each later run resumes from what the cluster and the cloud show.
-        for attempt in range(3):
+        # Whole-tree kills at each destructive step, in the order the upgrade reaches them, a random moment
+        # (up to 0.8 s) after the step began; each later run resumes from what the cluster and the cloud show.
+        for attempt, (what, modules, events) in enumerate(DESTRUCTIVE):
             run = uh.PlaybookRun(values, tmp_path / ("killed-%d.log" % attempt))
+            began = time.monotonic()
             try:
-                wanted_pass = rng.randint(1, 3)
-                alive = run.wait_for(lambda out, n=wanted_pass: len(uh.PROGRESS.findall(out)) >= n, RUN_TIMEOUT,
-                                     "pass %d of run %d" % (wanted_pass, attempt))
-                time.sleep(rng.uniform(0, 6))
-                if run.proc.poll() is None and alive:
-                    kills.append((attempt, wanted_pass, uh.PROGRESS.findall(run.output())[-1:]))
+                if attempt == 0:
+                    # The first kill begins as the old, incomplete one, inside "Create heirs".
+                    module = None
+                    while module is None and run.proc.poll() is None and time.monotonic() < began + RUN_TIMEOUT:
+                        module = running_module(run, "csp_node")
+                        time.sleep(0.1)
+                    assert module, "no csp_node module ran:\n" + run.output()[-4000:]
+                    killed = orphaned_module_keeps_the_lock(handle, values, run, module)
+                    kills.append((what, "module csp_node frozen, playbook group killed, then the rest", len(killed)))
+                    continue
+                moment = wait_for_moment(run, watcher, modules, events, began, RUN_TIMEOUT)
+                time.sleep(rng.uniform(0, 0.8))
+                if run.proc.poll() is None and moment:
+                    killed = run.kill()
+                    kills.append((what, moment, len(killed)))
+                    assert not run.processes(), "processes of the killed run live on: %s" % run.processes()
             finally:
                 run.kill()
             run.assert_no_secret_in_output()
+            # The run before was killed whole: this one took the lock at once, never waited for it.
+            assert "another upgrade run holds" not in run.output(), run.output()[-3000:]
             if run.proc.returncode == 0:
                 break
         rc, output = uh.run_upgrade(values, tmp_path / "final.log", timeout=RUN_TIMEOUT)
     finally:
         watcher.stop()
+    print("kills:", kills)
     assert rc == 0, output[-6000:]
-    assert len(kills) >= 2, "the runs finished before they could be killed: %s" % kills
+    assert "another upgrade run holds" not in output
+    hit = [what for what, _moment, _count in kills]
+    assert len(hit) >= 5, "the runs finished before they could be killed: %s" % kills
+    missed = [what for what, _m, _e in DESTRUCTIVE if what not in hit]
+    assert not missed, "no kill during %s: %s" % (missed, kills)
     watcher.check(start, max_surge=1)
-    uh.assert_upgraded(handle, values, start, report=False)
+    uh.assert_upgraded(handle, values, start, report=True)
+    assert uh.lease_holder(handle) is None, "the run lock was not released"
+    # The report covers the whole upgrade: every killed attempt, the one that finished, all their passes.
+    summary = json.loads((pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.json").read_text())
+    outcomes = [a["outcome"] for a in summary["attempts"]]
+    assert outcomes[-1] == "done" and outcomes.count("killed") >= len(kills), (outcomes, kills)
+    assert summary["passes"] == sum(a["passes"] for a in summary["attempts"])
+    assert summary["passes"] > summary["attempts"][-1]["passes"] > 0, summary["attempts"]
     # Nothing was created twice: exactly one new instance per replaced node ever existed.
     created = [i for i in handle.nodesim.instances() if i["provider_id"] not in start["instances"]]
     assert len(created) == len(start["node_names"]), sorted((i["node_name"], i["state"]) for i in created)

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import requests
 
@@ -95,6 +96,7 @@ def snapshot(handle):
         "node_names": sorted(n for names in per_group.values() for n in names),
         "instances": {i["provider_id"] for i in live_instances(handle)},
         "autoscaler_replicas": autoscaler["spec"]["replicas"],
+        "control_planes": sum(1 for n in nodes(handle) if CONTROL_PLANE_LABEL in n["metadata"]["labels"]),
         "workloads": workload_replicas(handle),
     }
 
@@ -128,14 +130,102 @@ def node_annotations_with_prefix(handle, prefix=PREFIX):
     return found
 
 
+# ---------------------------------------------------------------- process trees
+
+RUN_MARKER = "KUBENODES_TEST_RUN"
+ANSIBALLZ = re.compile(r"AnsiballZ_([A-Za-z0-9_]+)\.py")
+
+
+def process_table():
+    """{pid: {pid, ppid, state, start, cmdline, environ}} of every process /proc shows (Linux)."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        try:
+            with open("/proc/%d/stat" % pid) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            try:
+                with open("/proc/%d/environ" % pid, "rb") as handle:
+                    environ = handle.read()
+            except OSError:
+                environ = b""
+        except (OSError, IndexError, ValueError):
+            continue
+        table[pid] = {"pid": pid, "ppid": int(fields[1]), "state": fields[0], "start": int(fields[19]),
+                      "cmdline": cmdline, "environ": environ}
+    return table
+
+
+def process_tree(root_pid, marker=None, table=None):
+    """The live processes of a run: `root_pid`, everything below it through parent links, every process
+    whose environment holds RUN_MARKER=<marker> (what ansible-core's setsid() workers and their modules
+    inherit, even once re-parented) and everything below those. Zombies are left out: they cannot act."""
+    table = process_table() if table is None else table
+    needle = ("%s=%s" % (RUN_MARKER, marker)).encode() if marker else None
+    roots = [root_pid] + [pid for pid, proc in table.items()
+                          if needle and needle in proc["environ"].split(b"\0")]
+    children = {}
+    for proc in table.values():
+        children.setdefault(proc["ppid"], []).append(proc["pid"])
+    found, todo = set(), [pid for pid in roots if pid in table]
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, ()))
+    return {pid: table[pid] for pid in found if table[pid]["state"] not in ("Z", "X")}
+
+
+def kill_tree(root_pid, marker=None, timeout=30):
+    """Kill a run's whole process tree (process_tree) so that nothing of it acts afterwards: SIGSTOP every
+    process found, top-down, and look again until every process of the tree is stopped (a stopped process
+    cannot fork, so a child forked meanwhile is found in the next round); then SIGKILL them all and wait
+    until they are gone. Returns [(pid, command line)] of the processes killed."""
+    deadline = time.monotonic() + timeout
+    stopped = {}
+    while True:
+        tree = process_tree(root_pid, marker)
+        fresh = sorted((pid for pid in tree if pid not in stopped), key=lambda pid: tree[pid]["start"])
+        for pid in fresh:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                continue
+            stopped[pid] = tree[pid]["cmdline"]
+        if not fresh and all(proc["state"] == "T" for proc in tree.values()):
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError("could not freeze the tree of %d within %ss: %s" % (root_pid, timeout, sorted(
+                (pid, proc["state"], proc["cmdline"][:80]) for pid, proc in tree.items())))
+        time.sleep(0.02)
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    while True:
+        left = [pid for pid in process_tree(root_pid, marker) if pid in stopped]
+        if not left:
+            return sorted(stopped.items())
+        if time.monotonic() > deadline:
+            raise AssertionError("processes %s outlived SIGKILL for %ss" % (left, timeout))
+        time.sleep(0.05)
+
+
 # ---------------------------------------------------------------- running the playbook
 
 
 class PlaybookRun:
     """ansible-playbook on PLAYBOOK as a subprocess in its own process group, output streamed to a file
-    (the default callback prints a task as it starts, so progress is visible while it runs)."""
+    (the default callback prints a task as it starts, so progress is visible while it runs). Every process
+    of the run (workers, modules and what they start) inherits RUN_MARKER=<self.marker> in its environment,
+    so kill() finds them all, even the ones that called setsid() or lost their parent."""
 
-    def __init__(self, values, log_path, check=False, extra_args=()):
+    def __init__(self, values, log_path, check=False, extra_args=(), env=None):
         self.values = values
         self.log_path = pathlib.Path(log_path)
         self.vars_path = self.log_path.with_suffix(".vars.json")
@@ -145,8 +235,10 @@ class PlaybookRun:
         if check:
             cmd.append("--check")
         cmd += list(extra_args)
-        env = ansible_env({"ANSIBLE_STDOUT_CALLBACK": "default", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
-                           "ANSIBLE_FORCE_COLOR": "0", "PYTHONUNBUFFERED": "1"})
+        self.marker = uuid.uuid4().hex
+        env = ansible_env(dict({"ANSIBLE_STDOUT_CALLBACK": "default", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+                                "ANSIBLE_FORCE_COLOR": "0", "PYTHONUNBUFFERED": "1", RUN_MARKER: self.marker},
+                               **(env or {})))
         self._log = open(self.log_path, "w")  # pylint: disable=consider-using-with
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO),
                                      start_new_session=True)
@@ -186,15 +278,33 @@ class PlaybookRun:
         self.kill()
         raise AssertionError("timed out after %ss waiting for %s; output tail:\n%s" % (timeout, what, self.output()[-4000:]))
 
+    def processes(self):
+        """The live processes of this run: {pid: process (see process_table)}."""
+        return process_tree(self.proc.pid, self.marker)
+
+    def modules_running(self):
+        """Names of the collection's modules this run executes right now (AnsiballZ_<name>.py processes)."""
+        return sorted({m.group(1) for proc in self.processes().values() for m in [ANSIBALLZ.search(proc["cmdline"])] if m})
+
     def kill(self):
-        """SIGKILL the whole process group (ansible-playbook and its module processes): an abrupt stop."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """An abrupt stop of the whole run: every process of its tree, including the workers ansible-core
+        detaches with setsid() and the modules they run, frozen with SIGSTOP until none is left to fork,
+        then SIGKILLed (kill_tree). Returns the processes killed."""
+        killed = kill_tree(self.proc.pid, self.marker)
+        try:
             self.proc.wait(timeout=30)
-        self._log.close()
+        finally:
+            self._log.close()
+        return killed
+
+    def kill_playbook_only(self):
+        """SIGKILL only the ansible-playbook process group, as `kill -9 -PGID` does: the workers (own
+        sessions) and their modules live on. For tests of what a run does about such orphans."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=30)
 
     def close(self):
         self.kill()
@@ -214,22 +324,33 @@ def run_upgrade(values, log_path, timeout=600, check=False):
 
 
 class Watcher(threading.Thread):
-    """Polls the apiserver and the simulator every `interval` seconds until stopped (or `max_seconds`):
-    per group, the fewest Ready nodes and the most instances that exist at once."""
+    """Polls the apiserver, the simulator and (with `etcd=True`) the control-plane etcd every `interval`
+    seconds until stopped (or `max_seconds`): per group, the fewest Ready nodes and the most instances that
+    exist at once; the fewest etcd members; and the destructive steps it saw begin, as events
+    (time.monotonic(), kind, name) with kind one of EVENTS. Reusable (bench/chaos.py): check() asserts the
+    invariants against a start snapshot, wait_event() waits for a kind of step to begin."""
 
-    def __init__(self, handle, interval=0.5, max_seconds=900):
+    EVENTS = ("instance-created", "cordon", "eviction", "etcd-removal", "instance-deletion", "node-deletion")
+
+    def __init__(self, handle, interval=0.5, max_seconds=900, etcd=False):
         super().__init__(daemon=True, name="upgrade-watcher")
+        self.handle = handle
         self.kube = handle.kube()
         self.sim = handle.nodesim
         self.interval = interval
         self.max_seconds = max_seconds
+        self.etcd = etcd
         self.stopped = threading.Event()
         self.min_ready = {}
         self.max_instances = {}
         self.instance_counts = []  # per poll, {group: instances that exist}
+        self.min_etcd_members = None
         self.samples = 0
         self.errors = []
+        self.events = []
+        self._changed = threading.Condition()
         self._label_of = {}
+        self._last = None
 
     def run(self):
         deadline = time.monotonic() + self.max_seconds
@@ -242,26 +363,77 @@ class Watcher(threading.Thread):
 
     def _sample(self):
         ready = {}
-        for node in self.kube.request("GET", "/api/v1/nodes").get("items", []):
+        node_list = self.kube.request("GET", "/api/v1/nodes").get("items", [])
+        for node in node_list:
             group = node["metadata"]["labels"].get(GROUP_LABEL)
             ready[group] = ready.get(group, 0) + (1 if is_ready(node) else 0)
         existing = {}
+        live = set()
         for instance in self.sim.instances():
             if instance["state"] != "deleted":
                 group = label_value(instance["group_id"])
                 existing[group] = existing.get(group, 0) + 1
+                live.add(instance["provider_id"])
+        pods = self.kube.request("GET", "/api/v1/namespaces/%s/pods" % WORKLOADS).get("items", [])
+        members = set()
+        if self.etcd:
+            try:
+                members = set(etcd_member_names(self.handle))
+            except AssertionError as exc:  # no member answered this poll: the other invariants still count
+                self.errors.append(repr(exc))
+                members = self._last["members"] if self._last else set()
         for group in set(ready) | set(self.min_ready):
             self.min_ready[group] = min(self.min_ready.get(group, ready.get(group, 0)), ready.get(group, 0))
         for group, count in existing.items():
             self.max_instances[group] = max(self.max_instances.get(group, 0), count)
+        if self.etcd and members:
+            self.min_etcd_members = len(members) if self.min_etcd_members is None else min(self.min_etcd_members, len(members))
         self.instance_counts.append(existing)
+        now = {
+            "nodes": {n["metadata"]["name"] for n in node_list},
+            "cordoned": {n["metadata"]["name"] for n in node_list if n["spec"].get("unschedulable")},
+            "evicting": {p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")},
+            "instances": live,
+            "members": members,
+        }
+        if self._last is not None:
+            last = self._last
+            found = [("instance-created", sorted(now["instances"] - last["instances"])),
+                     ("cordon", sorted(now["cordoned"] - last["cordoned"])),
+                     ("eviction", sorted(now["evicting"] - last["evicting"])),
+                     ("etcd-removal", sorted(last["members"] - now["members"])),
+                     ("instance-deletion", sorted(last["instances"] - now["instances"])),
+                     ("node-deletion", sorted(last["nodes"] - now["nodes"]))]
+            stamp = time.monotonic()
+            with self._changed:
+                self.events.extend((stamp, kind, name) for kind, names in found for name in names)
+                self._changed.notify_all()
+        self._last = now
         self.samples += 1
+
+    def seen(self, kinds, since=0.0):
+        """Events of `kinds` seen after `since` (a time.monotonic() value)."""
+        with self._changed:
+            return [event for event in self.events if event[1] in kinds and event[0] > since]
+
+    def wait_event(self, kinds, since, timeout):
+        """The first event of `kinds` after `since`, waiting up to `timeout` seconds; None if none came."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                found = [event for event in self.events if event[1] in kinds and event[0] > since]
+                if found or time.monotonic() > deadline or self.stopped.is_set():
+                    return found[0] if found else None
+                self._changed.wait(min(0.5, max(0.0, deadline - time.monotonic())))
 
     def stop(self):
         self.stopped.set()
         self.join(timeout=30)
 
     def check(self, start, max_surge=1):
+        """The invariants while it ran: Ready nodes per group never below the start, instances per group
+        never above the start plus `max_surge`, and (with etcd) never fewer etcd members than control planes
+        at the start."""
         assert self.samples >= 5, "the watcher saw too little (%d samples, errors %s)" % (self.samples, self.errors[:3])
         for group, names in start["groups"].items():
             assert self.min_ready.get(group, 0) >= len(names), (
@@ -269,6 +441,9 @@ class Watcher(threading.Thread):
             assert self.max_instances.get(group, 0) <= len(names) + max_surge, (
                 "group %s had %s instances at once (size %d, max_surge %d)"
                 % (group, self.max_instances.get(group), len(names), max_surge))
+        if self.etcd:
+            assert self.min_etcd_members is not None and self.min_etcd_members >= start["control_planes"], (
+                "etcd fell to %s member(s) (started with %d control planes)" % (self.min_etcd_members, start["control_planes"]))
 
     def surge_at_once(self, start, groups):
         """The largest surge every one of `groups` had in the same poll: min over the groups of
@@ -478,9 +653,9 @@ def wait_pod_running(kube, namespace, selector, node, timeout=60):
         time.sleep(0.5)
 
 
-def run_watched(handle, values, log_path, timeout=600):
+def run_watched(handle, values, log_path, timeout=600, etcd=False):
     """Run the playbook to its end with a Watcher sampling throughout; (returncode, output, stopped watcher)."""
-    watcher = Watcher(handle)
+    watcher = Watcher(handle, etcd=etcd)
     watcher.start()
     try:
         rc, output = run_upgrade(values, log_path, timeout=timeout)

@@ -42,6 +42,7 @@ def test_journal_record_from_facts_and_drain_results():
     record = journal_record(facts, 3, drains, ["w-0"], now=NOW, run="2026-11-30T10:00:00Z")
     nodes = record["nodes"]
     assert record["passes"] == 3
+    assert record["attempts"] == {"2026-11-30T10:00:00Z": {"started": "2026-11-30T10:00:00Z", "passes": 3}}
     assert nodes["w-1"]["phases"] == {"draining": "2026-11-30T10:04:20Z"}
     assert nodes["w-1"]["evicted"] == ["web/a"] and nodes["w-1"]["waits"] == {"pdb_seconds": 40}
     assert nodes["w-1"]["heir"] == "w-9" and nodes["w-1"]["role"] == "worker"

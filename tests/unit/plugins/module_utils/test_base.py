@@ -208,3 +208,29 @@ def test_validate_hook_fails_before_anything_is_contacted(capsys):
 
     result, _text = run_module(main, {}, capsys)
     assert result["msg"] == "invalid options: count must be at least 1, got 0" and result["reason"] == "invalid"
+
+
+def test_every_module_is_a_kubenodes_module():
+    """One base for all: no module builds a bare AnsibleModule (it would miss the secret handling)."""
+    import pathlib
+
+    modules = sorted((pathlib.Path(base.__file__).parent.parent / "modules").glob("*.py"))
+    assert len(modules) >= 11
+    for path in modules:
+        source = path.read_text()
+        if "def main(" not in source:
+            continue   # the documentation of an action plugin (upgrade_step): no module code runs
+        assert "KubenodesModule(" in source, path.name
+        assert "AnsibleModule(" not in source and "import AnsibleModule" not in source, path.name
+
+
+def test_a_gcp_key_dict_masks_its_key_but_not_the_project(capsys):
+    def main():
+        module = base.KubenodesModule(argument_spec={}, cloud=base.CLOUD_REQUIRED, supports_check_mode=True)
+        module.exit_json(group="projects/my-project-42/zones/z/instanceGroupManagers/g", key=PRIVATE_KEY)
+
+    key = dict(gcp_key(), project_id="my-project-42")
+    result, text = run_module(main, dict(provider="gcp", gcp=dict(auth_kind="serviceaccount",
+                                                                  service_account_contents=key)), capsys)
+    assert result["group"] == "projects/my-project-42/zones/z/instanceGroupManagers/g"
+    assert leaks(text) == [], text

@@ -473,3 +473,12 @@ def test_an_instance_refused_late_for_quota_is_deleted_and_says_so():
     assert deletions["refused"]["reason"] == "the cloud failed to create it: QUOTA_EXCEEDED: Quota 'CPUS' exceeded"
     assert deletions["broken"]["quota_exceeded"] is False
     assert deletions["broken"]["reason"] == "the cloud failed to create it"
+
+
+def test_deleting_is_read_from_older_runs_but_never_recorded():
+    # Earlier releases accepted phase=deleting but never wrote it; it is refused now, and a node carrying it
+    # still resumes straight to deletion (test_obsolete_node_whose_instance_is_gone_is_still_removed).
+    node = {"metadata": {"name": "old-1", "annotations": {P + "heir": "new-1"}}, "spec": {}, "status": {}}
+    with pytest.raises(core.PlanInputError, match="deleting"):
+        core.phase_patch(node, core.PHASE_DELETING, core.DEFAULT_PREFIX, 0)
+    assert core.PHASE_DELETING in core.KNOWN_DONOR_PHASES and core.PHASE_DELETING not in core.DONOR_PHASES

@@ -49,7 +49,7 @@ def worlds(draw):
         elif kind == "obsolete":
             ann[P + "obsolete"] = "true"
         elif kind == "phase":
-            ann[P + "phase"] = draw(st.sampled_from(list(core.DONOR_PHASES) + ["heir", "replaced"]))
+            ann[P + "phase"] = draw(st.sampled_from(list(core.KNOWN_DONOR_PHASES) + ["heir", "replaced"]))
         if draw(st.booleans()):
             w.nodes[name]["spec"]["unschedulable"] = draw(st.booleans())
     surge = draw(st.sampled_from([1, 2, 3, "50%", "100%"]))
@@ -122,15 +122,19 @@ def test_invariants_hold_on_any_state(case):
 def test_planning_again_after_applying_never_repeats_an_action(case):
     w, options = case
     first = w.plan(options)
+    before = {g: {i.provider_id for i in insts} for g, insts in w.instances.items()}
     w.apply(first)
     second = w.plan(options)
     check_invariants(w, second, options)
     repeated = action_keys(first) & action_keys(second)
     assert not repeated, repeated
-    # Instances already asked for fill the budget: no group gets more than its room again.
+    # Instances already asked for fill the budget: no group gets more than its room again, unless the
+    # pass itself gave room back (the executor finishes a drained donor or an obsolete node in the same
+    # pass, and its instance no longer counts).
+    freed = {g for g, ids in before.items() if ids - {i.provider_id for i in w.instances.get(g, [])}}
     created_first = {c["group"] for c in first["plan"]["create"]}
     for c in second["plan"]["create"]:
-        assert c["group"] not in created_first
+        assert c["group"] not in created_first - freed
 
 
 def executor_pass(w, options, take=None):

@@ -129,3 +129,60 @@ def test_a_compacted_journal_stays_idempotent_and_in_flight_nodes_still_accumula
     report.merge(journal, {"nodes": {"busy-0": {"evicted": ["ns/e"], "retries": {"drain": ["r#4"]}}}})
     assert journal["nodes"]["busy-0"]["evicted"] == ["ns/d", "ns/e"]
     assert journal["nodes"]["busy-0"]["retries"] == {"drain": ["r#3", "r#4"]}
+
+
+def killed_series():
+    """Three attempts of one upgrade: killed after 4 passes, failed after 2, done after 3; the first
+    attempt's passes recorded twice (a retried journal write) must not count twice."""
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    for record in (
+            {"started": "2026-11-30T10:00:00Z", "attempts": {"2026-11-30T10:00:00Z": {"started": "2026-11-30T10:00:00Z", "passes": 0}}},
+            {"attempts": {"2026-11-30T10:00:00Z": {"passes": 4}}},
+            {"attempts": {"2026-11-30T10:00:00Z": {"passes": 4}}},
+            {"attempts": {"2026-11-30T10:02:00Z": {"started": "2026-11-30T10:02:00Z", "passes": 2}}},
+            {"passes": 2, "attempts": {"2026-11-30T10:02:00Z": {"passes": 2, "outcome": "failed", "ended": "2026-11-30T10:03:00Z"}}},
+            {"attempts": {"2026-11-30T10:04:00Z": {"started": "2026-11-30T10:04:00Z", "passes": 3}}},
+            {"finished": "2026-11-30T10:06:00Z", "passes": 3,
+             "attempts": {"2026-11-30T10:04:00Z": {"passes": 3, "outcome": "done", "ended": "2026-11-30T10:06:00Z"}}}):
+        report.merge(journal, record)
+    report.merge(journal, observation(paired="2026-11-30T10:01:00Z", deleted="2026-11-30T10:05:00Z"))
+    return journal
+
+
+def test_the_report_covers_every_attempt_and_sums_their_passes():
+    summary = report.summarize(killed_series())
+    assert [(a["started"], a["outcome"], a["passes"]) for a in summary["attempts"]] == [
+        ("2026-11-30T10:00:00Z", "killed", 4), ("2026-11-30T10:02:00Z", "failed", 2), ("2026-11-30T10:04:00Z", "done", 3)]
+    assert summary["passes"] == 9
+    assert summary["attempt_outcomes"] == {"killed": 1, "failed": 1, "done": 1}
+    assert summary["wall_seconds"] == 360  # from the first attempt's start to the end
+    markdown = report.render_markdown(summary)
+    assert "passes: 9" in markdown
+    assert "attempts: 3 (1 killed, 1 failed, 1 done)" in markdown
+    assert "| 1 | 2026-11-30T10:00:00Z | - | killed | 4 |" in markdown
+    assert "| 3 | 2026-11-30T10:04:00Z | 2026-11-30T10:06:00Z | done | 3 |" in markdown
+    svg = report.render_svg(killed_series())
+    root = ET.fromstring(svg)
+    titles = [el.text for el in root.iter("{http://www.w3.org/2000/svg}title")]
+    assert any(t.startswith("attempt 1 started 2026-11-30T10:00:00Z, killed after 4 pass") for t in titles), titles
+    assert any("attempts: 3 (1 killed, 1 failed, 1 done); passes: 9" == (el.text or "")
+               for el in root.iter("{http://www.w3.org/2000/svg}text"))
+
+
+def test_the_newest_attempt_without_an_end_is_unfinished_not_killed():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    report.merge(journal, {"attempts": {"a": {"started": "2026-11-30T10:00:00Z", "passes": 1}}})
+    report.merge(journal, {"attempts": {"b": {"started": "2026-11-30T10:01:00Z", "passes": 2}}})
+    assert [a["outcome"] for a in report.summarize(journal)["attempts"]] == ["killed", "unfinished"]
+    # An outcome other than done or failed is not taken: only the run itself says how it ended.
+    report.merge(journal, {"attempts": {"a": {"outcome": "bogus"}}})
+    assert report.summarize(journal)["attempts"][0]["outcome"] == "killed"
+
+
+def test_a_journal_without_attempts_keeps_its_passes_and_shape():
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    report.merge(journal, {"passes": 5})
+    assert "attempts" not in journal
+    summary = report.summarize(journal)
+    assert summary["passes"] == 5 and summary["attempts"] == []
+    assert "attempts:" not in report.render_markdown(summary)

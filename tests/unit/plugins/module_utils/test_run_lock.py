@@ -39,21 +39,117 @@ def test_foreign_lease_of_a_dead_local_run_is_taken_over_before_expiry():
     assert run_lock.decide(spec("other", 5), "me", NOW, is_dead=lambda h: True)[0] == run_lock.TAKE_OVER
 
 
-def test_dead_local_run_detection():
-    def ticks(pid):
-        return {100: 5000}.get(pid)
+def proc(pid, ppid=1, start=6000, fingerprint=None, run=None, state="S"):
+    return {"pid": pid, "ppid": ppid, "sid": pid, "start": start, "state": state, "fingerprint": fingerprint, "run": run}
 
-    assert run_lock.holder_is_dead_local_run("h1/100/5000", "h1", ticks) is False   # same process, alive
-    assert run_lock.holder_is_dead_local_run("h1/100/4000", "h1", ticks) is True    # PID reused by another
-    assert run_lock.holder_is_dead_local_run("h1/200/4000", "h1", ticks) is True    # process gone
-    assert run_lock.holder_is_dead_local_run("h2/200/4000", "h1", ticks) is False   # other host: cannot tell
-    assert run_lock.holder_is_dead_local_run("awx-job-42", "h1", ticks) is False    # foreign format
-    assert run_lock.holder_is_dead_local_run("h1/x/y", "h1", ticks) is False
+
+HOLDER = "h1/100/5000/f00d"
+
+
+def dead(holder, processes, own=()):
+    return run_lock.holder_is_dead_local_run(holder, "h1", processes=processes, own=own)
+
+
+def test_a_run_lives_while_its_playbook_lives():
+    assert dead(HOLDER, [proc(100, start=5000)]) is False
+    assert dead("h1/100/5000", [proc(100, start=5000)]) is False        # the older form, without fingerprint
+    assert dead(HOLDER, [proc(100, start=4000)]) is True                # PID reused by another process
+    assert dead(HOLDER, []) is True                                     # every process gone
+    assert dead(HOLDER, [proc(100, start=5000, state="Z")]) is True     # a zombie cannot act
+
+
+def test_a_run_lives_while_a_worker_it_forked_lives_after_the_playbook_died():
+    # ansible-core forks workers (same command line and environment: the same fingerprint) that call
+    # os.setsid(); killed with its process group, the playbook leaves them re-parented to PID 1.
+    assert dead(HOLDER, [proc(300, ppid=1, start=5100, fingerprint="f00d")]) is False
+    # A process with that fingerprint started before the playbook is not one of its workers.
+    assert dead(HOLDER, [proc(300, ppid=1, start=4900, fingerprint="f00d")]) is True
+    assert dead(HOLDER, [proc(300, ppid=1, start=5100, fingerprint="beef")]) is True
+
+
+def test_a_run_lives_while_one_of_its_modules_lives_even_when_stopped():
+    module = proc(400, ppid=1, start=5200, fingerprint="cafe", run=HOLDER, state="T")
+    assert dead(HOLDER, [module]) is False
+    assert dead(HOLDER, [dict(module, run="h1/999/1/f00d")]) is True
+    # A child of a module (the command it runs) keeps the run alive too, through its parent.
+    assert dead(HOLDER, [module, proc(401, ppid=400, start=5300)]) is False
+    assert run_lock.run_processes(HOLDER, [module, proc(401, ppid=400, start=5300), proc(402, start=5300)]) == [400, 401]
+
+
+def test_the_asking_run_is_never_evidence_of_the_holder():
+    """A rerun of the same command has the same fingerprint: its own playbook and workers must not make the
+    killed run look alive (else it would wait for itself until the Lease expires)."""
+    table = [proc(10, ppid=1, start=100), proc(500, ppid=10, start=7000, fingerprint="f00d"),
+             proc(501, ppid=500, start=7100, fingerprint="f00d"), proc(502, ppid=501, start=7200)]
+    own = run_lock.own_run_pids(table, playbook_pid=500, own_pid=502)
+    assert own == {500, 501, 502}
+    assert dead(HOLDER, table, own=own) is True
+    assert dead(HOLDER, table + [proc(300, ppid=1, start=5100, fingerprint="f00d")], own=own) is False
+
+
+def test_holders_of_another_host_or_form_are_never_judged_dead():
+    assert run_lock.holder_is_dead_local_run("h2/200/4000/f00d", "h1", processes=[]) is False
+    assert run_lock.holder_is_dead_local_run("awx-job-42", "h1", processes=[]) is False
+    assert run_lock.holder_is_dead_local_run("h1/x/y", "h1", processes=[]) is False
+    assert run_lock.parse_holder("h1/100/5000/-") == ("h1", 100, 5000, None)
+    assert run_lock.parse_holder("h1/100/5000/f00d") == ("h1", 100, 5000, "f00d")
+    assert run_lock.parse_holder("a/b/c/d/e") is None
+
+
+def test_an_orphaned_setsid_worker_of_a_killed_playbook_keeps_its_run_alive(tmp_path):
+    """Real processes: a 'playbook' forks a 'worker' that calls setsid (as ansible-core's does); the
+    playbook is SIGKILLed. The holder stays live until the worker ends."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ready = tmp_path / "worker.pid"
+    script = ("import os, time\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    os.setsid()\n"
+              "    open(%r, 'w').write(str(os.getpid()))\n"
+              "    time.sleep(120)\n"
+              "    os._exit(0)\n"
+              "time.sleep(120)\n" % str(ready))
+    playbook = subprocess.Popen([sys.executable, "-c", script])
+    worker = None
+    try:
+        deadline = time.monotonic() + 30
+        while not (ready.exists() and ready.read_text()):
+            assert time.monotonic() < deadline, "the worker did not start"
+            time.sleep(0.05)
+        worker = int(ready.read_text())
+        me = run_lock.read_process(playbook.pid)
+        holder = "%s/%d/%d/%s" % (run_lock.socket.gethostname(), playbook.pid, me["start"], me["fingerprint"])
+        assert run_lock.read_process(worker)["fingerprint"] == me["fingerprint"]
+        assert run_lock.local_run_processes(holder) == sorted([playbook.pid, worker])
+        os.kill(playbook.pid, signal.SIGKILL)
+        playbook.wait(timeout=30)
+        assert run_lock.local_run_processes(holder) == [worker]
+        assert not run_lock.holder_is_dead_local_run(holder)
+        os.kill(worker, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while run_lock.read_process(worker) and run_lock.read_process(worker)["state"] not in ("Z", "X"):
+            assert time.monotonic() < deadline, "the worker did not die"
+            time.sleep(0.05)
+        assert run_lock.holder_is_dead_local_run(holder)
+    finally:
+        for pid in (playbook.pid, worker):
+            try:
+                os.kill(pid, signal.SIGKILL) if pid else None
+            except ProcessLookupError:
+                pass
+        playbook.wait(timeout=30)
 
 
 def test_default_holder_names_this_host_and_a_live_process():
     holder = run_lock.default_holder()
-    assert not run_lock.holder_is_dead_local_run(holder)
+    host, pid, _ticks, fingerprint = run_lock.parse_holder(holder)
+    assert host == run_lock.socket.gethostname() and fingerprint
+    assert pid in run_lock.run_processes(holder, run_lock.process_table())
 
 
 def test_holder_pid_is_the_topmost_playbook_process_not_a_per_task_worker(tmp_path):

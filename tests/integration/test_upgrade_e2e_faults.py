@@ -1,0 +1,38 @@
+"""End to end, issue #13 (the short CI version of the chaos benchmark's fault experiment): a whole small
+upgrade while the cloud answers 10 % of its calls with 429, 500 or 503 finishes, with the invariants held
+throughout (Ready nodes never below the start, the surge never exceeded, etcd never below its members) and
+at the end (every node on the image, nothing orphaned, the autoscaler restored, the lock released).
+1 control plane and 2 workers in 2 worker groups on Azure, whose emulator logs each answer's status."""
+
+import collections
+
+import pytest
+
+import upgrade_helpers as uh
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+FAULT_CODES = (429, 500, 503)
+
+
+@pytest.mark.timeout(900)
+def test_upgrade_finishes_while_a_tenth_of_cloud_calls_fail(upgrade_cluster, tmp_path):
+    handle, values, start = upgrade_cluster("azure")
+    admin = handle.cloud("azure")
+    admin.clear_requests()
+    admin.set_faults(error_rate=0.1, codes=FAULT_CODES, seed=13)
+    try:
+        rc, output, watcher = uh.run_watched(handle, values, tmp_path / "faults.log", etcd=True)
+    finally:
+        statuses = collections.Counter(entry.get("status") for entry in admin.requests())
+        admin.set_faults()
+    injected = {code: statuses[code] for code in FAULT_CODES}
+    print("cloud answers by status:", dict(statuses))
+    assert rc == 0, output[-6000:]
+    total = sum(statuses.values())
+    assert total >= 30, "too few cloud calls to mean anything: %s" % dict(statuses)
+    # About a tenth of the calls failed, with every code among them (seeded: the draw is reproducible).
+    assert sum(injected.values()) >= 0.05 * total and all(injected.values()), dict(statuses)
+    watcher.check(start, max_surge=1)
+    uh.assert_upgraded(handle, values, start)
+    assert uh.lease_holder(handle) is None, "the run lock was not released"
