@@ -62,7 +62,7 @@ OBSOLETE = "obsolete"
 INVALID = "invalid"
 NODE_GROUPS = (OUTDATED, UP_TO_DATE, DONOR, HEIR, NEW, OBSOLETE, INVALID)
 
-_RESERVED_LABEL = re.compile(r"^(?:.+\.)?(?:kubernetes\.io|k8s\.io)(?:/.*)?$")
+_RESERVED_DOMAINS = ("kubernetes.io", "k8s.io")
 _SURGE = re.compile(r"^\s*(\d+)\s*(%?)\s*$")
 
 
@@ -73,7 +73,8 @@ class PlanInputError(ValueError):
 class AnnotationKeys:
     """Full annotation keys under one prefix."""
 
-    NAMES = ("scaling-group-id", "node-image", "heir", "donor", "obsolete", "phase", "phase-since", "started-at")
+    NAMES = ("scaling-group-id", "node-image", "heir", "donor", "obsolete", "phase", "phase-since", "phase-history",
+             "started-at")
 
     def __init__(self, prefix=DEFAULT_PREFIX):
         # One rule for every module (validate.annotation_prefix): no default in place of an empty prefix.
@@ -88,6 +89,7 @@ class AnnotationKeys:
         self.obsolete = prefix + "/obsolete"
         self.phase = prefix + "/phase"
         self.phase_since = prefix + "/phase-since"
+        self.phase_history = prefix + "/phase-history"
         self.started_at = prefix + "/started-at"
 
     def short(self, key):
@@ -103,13 +105,14 @@ def same(a, b):
 
 
 def is_reserved_label(key):
-    """Labels that belong to Kubernetes or the cloud and are never copied from donor to heir: the
-    reference rule (an optional `<anything>.` prefix, then kubernetes.io or k8s.io, then optionally
-    `/...`) plus any key whose prefix ends in kubernetes.io or k8s.io."""
-    if _RESERVED_LABEL.match(key):
-        return True
-    prefix = key.split("/", 1)[0] if "/" in key else ""
-    return prefix.endswith("kubernetes.io") or prefix.endswith("k8s.io")
+    """Labels that belong to Kubernetes and are never copied from donor to heir: exactly those whose
+    prefix (the part before `/`) is kubernetes.io or k8s.io, or a subdomain of one of them
+    (`node.kubernetes.io/x`, `foo.k8s.io/y`). `mykubernetes.io/x`, `notk8s.io/team`, `example.com/kubernetes.io`
+    and keys without a prefix are user labels."""
+    if "/" not in (key or ""):
+        return False
+    prefix = key.split("/", 1)[0].lower()
+    return any(prefix == domain or prefix.endswith("." + domain) for domain in _RESERVED_DOMAINS)
 
 
 def copyable_labels(labels, exclude=()):
@@ -254,6 +257,303 @@ class Options:
 
 
 # ---------------------------------------------------------------------------------------------------
+# Cross-checks before every destructive step (cordon, drain, etcd removal, instance deletion, Node
+# deletion). Pure functions of plain data: the planner, the executor and the modules that act on their own
+# (node_drain, node_delete, csp_node) call the same ones. Each returns a list of problems; an empty list
+# means the cloud and the cluster agree and the step may be taken. A problem is a dict with `node`,
+# `step`, `code` and a `message` that starts with "node <name>: " and says what is inconsistent.
+
+STEP_CORDON = "cordon"
+STEP_DRAIN = "drain"
+STEP_ETCD_REMOVAL = "etcd-removal"
+STEP_INSTANCE_DELETION = "instance-deletion"
+STEP_NODE_DELETION = "node-deletion"
+DESTRUCTIVE_STEPS = (STEP_CORDON, STEP_DRAIN, STEP_ETCD_REMOVAL, STEP_INSTANCE_DELETION, STEP_NODE_DELETION)
+
+# The phase trail (annotation <prefix>/phase-history): every phase this collection recorded for the
+# node's current replacement, in order, as `phase@time` entries separated by commas. A step after the drain
+# is only taken when the trail shows the drain (and, for a control-plane node, the etcd removal).
+TRAIL_OBSOLETE = "obsolete"
+_TRAIL_RANK = {PHASE_HEIR: 0, PHASE_PAIRED: 0, TRAIL_OBSOLETE: 1, PHASE_DRAINING: 2, PHASE_DRAINED: 3,
+               PHASE_ETCD_REMOVED: 4, PHASE_DELETING: 5, PHASE_REPLACED: 6}
+CLOCK_SKEW = 600          # seconds a recorded time may lie in the future (clocks of the hosts that ran us)
+_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def valid_node_name(name):
+    """A Node name must be a DNS subdomain (RFC 1123): lower case, digits, '-' and '.', at most 253."""
+    return isinstance(name, str) and 0 < len(name) <= 253 and bool(_NODE_NAME.match(name))
+
+
+def parse_trail(text):
+    """([(phase, epoch)], error message or None) from a phase-history annotation."""
+    entries = []
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        phase, _sep, stamp = part.partition("@")
+        when = parse_time(stamp)
+        if phase not in _TRAIL_RANK or when is None:
+            return entries, "its phase-history annotation holds %r, which is not a phase@time entry this collection writes" % part[:80]
+        entries.append((phase, when))
+    return entries, None
+
+
+def trail_with(annotations, keys, phase, now, reset=False):
+    """The phase-history value after recording `phase` at `now` (a fresh trail with reset=True)."""
+    entries = [] if reset else parse_trail((annotations or {}).get(keys.phase_history))[0]
+    entries.append((phase, now))
+    return ",".join("%s@%s" % (p, format_time(t)) for p, t in entries)
+
+
+def _as_info(node):
+    if node is None or isinstance(node, NodeInfo):
+        return node
+    return NodeInfo.from_k8s(node)
+
+
+class CloudView:
+    """What the cloud says about instances, for the cross-checks: the listed instances by providerID.
+    `complete` says whether every group the nodes could be in was listed, so that an instance missing from
+    the view is really absent from the cloud."""
+
+    def __init__(self, instances, normalize=default_normalize, complete=True):
+        self.normalize = normalize
+        self.complete = complete
+        self.by_provider_id = {}
+        for inst in instances or []:
+            self.by_provider_id[normalize(inst.provider_id)] = inst
+
+    def instance(self, info):
+        if info is None or not info.provider_id:
+            return None
+        return self.by_provider_id.get(self.normalize(info.provider_id))
+
+
+def _problem(name, step, code, message):
+    return dict(node=name, step=step, code=code, message="node %s: %s" % (name, message))
+
+
+def annotation_problems(node, keys, now=None, step=None):
+    """What is wrong with one node's own upgrade annotations, whoever wrote them: a heir or donor
+    annotation that is no node name or names the node itself, an obsolete mark this collection did not
+    record, a phase trail that is unreadable, out of order, in the future or disagrees with the phase."""
+    info = _as_info(node)
+    ann, name, problems = info.annotations, info.name, []
+    for key, what in ((keys.heir, "heir"), (keys.donor, "donor")):
+        value = ann.get(key)
+        if value is None or value == "":
+            continue
+        if not valid_node_name(value):
+            problems.append(_problem(name, step, "garbage_" + what, "%s annotation holds %r, which is not a node name"
+                                     % (what, value[:80])))
+        elif value == name:
+            problems.append(_problem(name, step, "self_" + what, "%s annotation names the node itself" % what))
+    entries, error = parse_trail(ann.get(keys.phase_history))
+    if error:
+        problems.append(_problem(name, step, "garbage_trail", error))
+    ranks = [_TRAIL_RANK[p] for p, _t in entries]
+    if any(b <= a for a, b in zip(ranks, ranks[1:])) or any(b < a for (_p, a), (_q, b) in zip(entries, entries[1:])):
+        problems.append(_problem(name, step, "phases_out_of_order", "its phase-history %r is out of order"
+                                 % ann.get(keys.phase_history)[:200]))
+    if now is not None and any(t > now + CLOCK_SKEW for _p, t in entries):
+        problems.append(_problem(name, step, "phase_in_future", "its phase-history records a time in the future"))
+    raw_phase = ann.get(keys.phase)
+    phase = (raw_phase or "").strip()
+    if (phase and phase not in KNOWN_DONOR_PHASES + (PHASE_HEIR, PHASE_REPLACED)) or (raw_phase and not phase):
+        problems.append(_problem(name, step, "unknown_phase", "phase annotation holds %r, which is no phase"
+                                 % raw_phase[:80]))
+    elif entries and entries[-1][0] != TRAIL_OBSOLETE and entries[-1][0] != phase:
+        problems.append(_problem(name, step, "phase_not_recorded", "phase annotation says %s but its phase-history "
+                                 "ends with %s" % (phase or "nothing", entries[-1][0])))
+    elif phase in (PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING) and phase not in [p for p, _t in entries]:
+        problems.append(_problem(name, step, "phase_not_recorded", "phase annotation says %s, but this collection "
+                                 "did not record it (no %s entry in its phase-history annotation)" % (phase, phase)))
+    if ann.get(keys.obsolete) == "true" and TRAIL_OBSOLETE not in [p for p, _t in entries]:
+        problems.append(_problem(name, step, "obsolete_not_recorded", "obsolete=true was not set by this collection "
+                                 "(no obsolete entry in its phase-history annotation)"))
+    return problems
+
+
+# What each step needs the node's phase to be, and which recorded phases must be on its trail.
+def _phase_needs(step, control_plane, obsolete):
+    if step in (STEP_CORDON, STEP_DRAIN):
+        return ("", PHASE_PAIRED, PHASE_DRAINING), ()
+    if step == STEP_ETCD_REMOVAL:
+        return (PHASE_DRAINED,), (PHASE_DRAINED,)
+    if control_plane:
+        return (PHASE_ETCD_REMOVED, PHASE_DELETING), (PHASE_DRAINED, PHASE_ETCD_REMOVED)
+    return (PHASE_DRAINED, PHASE_DELETING), (PHASE_DRAINED,)
+
+
+def _leaving_checks(step, node, heir, target, cloud, keys, now):
+    info, heir = _as_info(node), _as_info(heir)
+    keys = keys or AnnotationKeys()
+    name, ann = info.name, info.annotations
+    problems = annotation_problems(info, keys, now, step)
+    obsolete = ann.get(keys.obsolete) == "true"
+    heir_name = ann.get(keys.heir) or ""
+    if not obsolete and not heir_name:
+        problems.append(_problem(name, step, "not_leaving", "it is neither a donor (no %s annotation) nor obsolete"
+                                 % keys.heir))
+        return problems
+    phase = (ann.get(keys.phase) or "").strip()
+    allowed, needed = _phase_needs(step, info.control_plane, obsolete)
+    trail = [p for p, _t in parse_trail(ann.get(keys.phase_history))[0]]
+    if step == STEP_ETCD_REMOVAL and not info.control_plane:
+        problems.append(_problem(name, step, "not_control_plane", "it is no control-plane node (no %s label)"
+                                 % CONTROL_PLANE_LABEL))
+    if phase not in allowed:
+        problems.append(_problem(name, step, "phase_order", "its phase is %s; the %s comes only at phase %s"
+                                 % (phase or "(none)", step, " or ".join(p or "(none)" for p in allowed))))
+    missing = [p for p in needed if p not in trail]
+    if missing:
+        problems.append(_problem(name, step, "phase_not_recorded", "this collection did not record %s for it (its "
+                                 "phase-history annotation has no %s entry)" % (", ".join(missing), missing[0])))
+    if needed and not info.unschedulable:
+        problems.append(_problem(name, step, "not_cordoned", "it is not cordoned, so it was not drained"))
+    donor_inst = cloud.instance(info) if cloud is not None else None
+    if cloud is not None:
+        if donor_inst is None and step in (STEP_CORDON, STEP_DRAIN, STEP_ETCD_REMOVAL) and cloud.complete:
+            problems.append(_problem(name, step, "instance_missing", "the cloud does not list its instance %s"
+                                     % (info.provider_id or "(no providerID)")))
+        if donor_inst is not None and not obsolete:
+            if not donor_inst.image:
+                problems.append(_problem(name, step, "image_unknown", "the cloud does not say which image its "
+                                         "instance runs, so it cannot be shown to be outdated"))
+            elif target and same(donor_inst.image, target):
+                problems.append(_problem(name, step, "not_outdated", "the cloud says its instance already runs the "
+                                         "target image %s; it is not outdated" % target))
+    if obsolete:
+        return problems
+    if not valid_node_name(heir_name) or heir_name == name:
+        return problems       # named by annotation_problems
+    if heir is None:
+        problems.append(_problem(name, step, "heir_missing", "heir annotation names %s, which does not exist" % heir_name))
+        return problems
+    if heir.name != heir_name:
+        problems.append(_problem(name, step, "heir_mismatch", "heir annotation names %s, but %s was given as its heir"
+                                 % (heir_name, heir.name)))
+        return problems
+    back = heir.annotations.get(keys.donor) or ""
+    if back != name:
+        problems.append(_problem(name, step, "not_mutual", "heir annotation names %s, whose donor annotation names %s; "
+                                 "the pair is not mutual" % (heir_name, back or "nothing")))
+    if not heir.ready:
+        problems.append(_problem(name, step, "heir_not_ready", "its heir %s is not Ready" % heir_name))
+    if heir.annotations.get(keys.obsolete) == "true":
+        problems.append(_problem(name, step, "heir_obsolete", "its heir %s is marked obsolete" % heir_name))
+    heir_inst = cloud.instance(heir) if cloud is not None else None
+    if cloud is not None:
+        if heir_inst is None:
+            problems.append(_problem(name, step, "heir_instance_missing", "the cloud does not list the instance of its "
+                                     "heir %s (%s)" % (heir_name, heir.provider_id or "no providerID")))
+        else:
+            if donor_inst is not None and not same(donor_inst.group_id, heir_inst.group_id):
+                problems.append(_problem(name, step, "heir_other_group", "its heir %s is in scaling group %s, not in "
+                                         "its group %s" % (heir_name, heir_inst.group_id, donor_inst.group_id)))
+            if not heir_inst.image:
+                problems.append(_problem(name, step, "heir_image_unknown", "the cloud does not say which image its "
+                                         "heir %s runs" % heir_name))
+            elif target and not same(heir_inst.image, target):
+                problems.append(_problem(name, step, "heir_not_on_target", "the cloud says its heir %s runs %s, not the "
+                                         "target image %s" % (heir_name, heir_inst.image, target)))
+    if heir_inst is None or donor_inst is None:
+        # What the cluster says, where the cloud cannot be asked (a module used on its own).
+        mine, theirs = ann.get(keys.group), heir.annotations.get(keys.group)
+        if mine and theirs and not same(mine, theirs):
+            problems.append(_problem(name, step, "heir_other_group", "its heir %s is in scaling group %s, not in its "
+                                     "group %s" % (heir_name, theirs, mine)))
+    if heir_inst is None:
+        heir_image, my_image = heir.annotations.get(keys.image), ann.get(keys.image)
+        if target and heir_image and not same(heir_image, target):
+            problems.append(_problem(name, step, "heir_not_on_target", "its heir %s runs %s, not the target image %s"
+                                     % (heir_name, heir_image, target)))
+        elif heir_image and my_image and same(heir_image, my_image):
+            problems.append(_problem(name, step, "heir_not_newer", "its heir %s runs the same image %s" % (heir_name, heir_image)))
+    return problems
+
+
+def check_cordon(node, heir=None, target=None, cloud=None, keys=None, now=None):
+    """Before cordoning `node` (a donor or an obsolete node). `heir` is the Node its heir annotation names
+    (None when absent), `target` the upgrade's image, `cloud` a CloudView (None when the cloud cannot be
+    asked: its checks are then made on the cached annotations). Returns the problems (empty: go ahead)."""
+    return _leaving_checks(STEP_CORDON, node, heir, target, cloud, keys, now)
+
+
+def check_drain(node, heir=None, target=None, cloud=None, keys=None, now=None):
+    """Before draining `node` (evicting its pods); the same agreement as for the cordon."""
+    return _leaving_checks(STEP_DRAIN, node, heir, target, cloud, keys, now)
+
+
+def check_etcd_removal(node, heir=None, target=None, cloud=None, keys=None, now=None):
+    """Before removing the etcd member of control-plane `node`: also its drain must be recorded."""
+    return _leaving_checks(STEP_ETCD_REMOVAL, node, heir, target, cloud, keys, now)
+
+
+def check_instance_deletion(node, heir=None, target=None, cloud=None, keys=None, now=None):
+    """Before deleting the instance of `node`: its drain (and etcd removal) must be recorded, and the cloud
+    must say the instance is outdated (an instance already gone is no problem)."""
+    return _leaving_checks(STEP_INSTANCE_DELETION, node, heir, target, cloud, keys, now)
+
+
+def check_node_deletion(node, heir=None, target=None, cloud=None, keys=None, now=None):
+    """Before deleting the Node object of `node`; the same agreement as for its instance."""
+    return _leaving_checks(STEP_NODE_DELETION, node, heir, target, cloud, keys, now)
+
+
+CHECKS = {STEP_CORDON: check_cordon, STEP_DRAIN: check_drain, STEP_ETCD_REMOVAL: check_etcd_removal,
+          STEP_INSTANCE_DELETION: check_instance_deletion, STEP_NODE_DELETION: check_node_deletion}
+
+# The executor's step names, and the checks each runs.
+_EXECUTOR_STEPS = {"drain": ((STEP_CORDON, STEP_DRAIN), "drain"), "etcd_remove": ((STEP_ETCD_REMOVAL,), "etcd_remove"),
+                   "delete_instance": ((STEP_INSTANCE_DELETION,), None), "delete_node": ((STEP_NODE_DELETION,), None)}
+
+
+def check_step(step, item, facts, nodes=None, instances=None, now=None):
+    """The executor's entry point: before `step` ("drain", "etcd_remove", "delete_instance", "delete_node")
+    on plan entry `item` of `facts` (a plan_upgrade result). Returns None when the step may go ahead, else
+    the problems' messages joined by "; ".
+
+    Without `nodes`, it only checks that the plan holds that entry for that step (the planner ran the
+    cross-checks when it planned it). With `nodes` ({name: Node dict} as fresh as the executor has them)
+    the cluster side is checked again on them, and with `instances` ({group: [Instance]} or a list, as the
+    cloud was read for this plan) the cloud side too."""
+    checks, plan_key = _EXECUTOR_STEPS[step]
+    plan = facts.get("plan") or {}
+    name = item.get("name")
+    if step == "delete_instance" and not name:
+        # An instance without a Node (never joined, failed, orphaned): only what the plan found.
+        listed = {(i.get("provider_id") or "").lower() for i in plan.get("delete_instances") or []}
+        if (item.get("provider_id") or "").lower() not in listed:
+            return "instance %s is not in the plan's delete_instances" % item.get("provider_id")
+        for node in (nodes or {}).values():
+            if default_normalize((node.get("spec") or {}).get("providerID")) == default_normalize(item.get("provider_id")):
+                return "instance %s has a Node (%s); it is no instance without a node" % (
+                    item.get("provider_id"), node["metadata"]["name"])
+        return None
+    if plan_key is not None and name not in [e.get("name") for e in plan.get(plan_key) or []] and \
+            name not in [e.get("name") for e in plan.get("drain") or []]:
+        return "node %s: the plan has no %s step for it" % (name, step)
+    if nodes is None:
+        return None
+    node = nodes.get(name)
+    if node is None:
+        return None if step in ("delete_node", "delete_instance") else "node %s: it no longer exists" % name
+    keys = AnnotationKeys(facts.get("annotation_prefix") or DEFAULT_PREFIX)
+    heir = nodes.get(((node.get("metadata") or {}).get("annotations") or {}).get(keys.heir) or "")
+    cloud = None
+    if instances is not None:
+        listed = [i for items in instances.values() for i in items] if isinstance(instances, dict) else list(instances)
+        cloud = CloudView(listed)
+    problems = []
+    for check in checks:
+        problems.extend(CHECKS[check](node, heir, facts.get("target_image"), cloud, keys, now))
+    return "; ".join(p["message"] for p in problems) or None
+
+
+# ---------------------------------------------------------------------------------------------------
 # The plan
 
 @dataclass
@@ -294,6 +594,7 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     planner = _Planner(nodes, options, groups, instances, group_errors, now, normalize, scope)
     planner.locate_nodes()
     planner.classify()
+    planner.screen()
     planner.clear_stale_halves()
     planner.check_pairs()
     planner.pair_new_nodes()
@@ -339,10 +640,13 @@ class _Planner:
         self.node_patches = {}   # name -> {"annotations": {...}, "labels": {...}, "taints": [...], "expect": {...}}
         self.repairs, self.pairs, self.obsolete_marks, self.annotate, self.label_copies = [], [], [], [], []
         self.joining, self.delete_instances, self.leaving = [], [], []
-        self.joining_count, self.joining_old, self.failed_count = {}, {}, {}
+        self.joining_count, self.joining_old, self.failed_count, self.leaving_count = {}, {}, {}, {}
         self.drain, self.waiting, self.etcd_remove, self.delete_nodes, self.uncordon = [], [], [], [], []
         self.group_reports, self.create, self.blocked = [], [], []
         self.in_flight_total, self.cp_busy = 0, False
+        self.problems, self.held, self.stop = [], {}, None
+        self.cloud_view = CloudView([i for items in self.instance_lists.values() for i in items], normalize,
+                                    complete=self.cloud_consulted and not self.group_errors)
 
     def patch(self, name, annotations=None, expect=None):
         entry = self.node_patches.setdefault(name, {"annotations": {}, "expect": {}})
@@ -365,11 +669,16 @@ class _Planner:
             state.category, state.reason = INVALID, "no providerID"
             return
         inst = self.by_provider_id.get(self.normalize(info.provider_id))
-        if keys.group in ann:
-            group_id = ann[keys.group]
-        elif inst is not None:
+        # The cloud is the source of truth for where an instance belongs and what it runs: a cached
+        # annotation that disagrees with it is corrected, never believed.
+        if inst is not None:
             group_id = inst.group_id
-            state.cache[keys.group] = group_id
+            if keys.group not in ann or not same(ann[keys.group], group_id):
+                state.cache[keys.group] = group_id
+                if keys.group in ann:
+                    self._corrected(state, "scaling-group-id", ann[keys.group], group_id)
+        elif keys.group in ann:
+            group_id = ann[keys.group]
         else:
             group_id = None
         # A node this collection marked obsolete is removed even when its scaling group cannot be told any
@@ -410,11 +719,14 @@ class _Planner:
             state.out_of_scope = True
             return
         state.group_id = self.group_index[gkey].id if self.cloud_consulted else group_id
-        if keys.image in ann:
-            state.image = ann[keys.image]
-        elif inst is not None and inst.image:
+        if inst is not None and inst.image:
             state.image = inst.image
-            state.cache[keys.image] = inst.image
+            if keys.image not in ann or not same(ann[keys.image], inst.image):
+                state.cache[keys.image] = inst.image
+                if keys.image in ann:
+                    self._corrected(state, "node-image", ann[keys.image], inst.image)
+        elif keys.image in ann:
+            state.image = ann[keys.image]
         elif ours_to_remove:
             state.image = ""
         else:
@@ -423,6 +735,11 @@ class _Planner:
                             "no %s annotation and its instance was not found" % keys.image)
             return
         self._read_phase(state)
+
+    def _corrected(self, state, what, cached, cloud):
+        self.problems.append(dict(node=state.name, step=None, code="cache_disagrees", action="corrected",
+                                  message="node %s: its cached %s annotation says %s but the cloud says %s; the cloud "
+                                          "wins and the annotation is corrected" % (state.name, what, cached, cloud)))
 
     def _read_phase(self, state):
         ann = state.info.annotations
@@ -444,6 +761,52 @@ class _Planner:
                 s.partner = ann.get(keys.donor)
             else:
                 s.category = UP_TO_DATE  # decided below: new or up to date
+
+    # 2b. Inconsistent annotations are named problems, and the nodes they are on are left alone (invalid):
+    #     garbage or self-referencing heir/donor names, 2-cycles, pairs across scaling groups, phase trails
+    #     out of order, obsolete marks this collection did not record. So is the partner such a node names.
+    def screen(self):
+        keys, found = self.keys, {}
+        for s in self.valid:
+            if s.category == INVALID:
+                continue
+            problems = annotation_problems(s.info, keys, self.now)
+            ann = s.info.annotations
+            for key, back, what in ((keys.heir, keys.donor, "heir"), (keys.donor, keys.heir, "donor")):
+                other = self.by_name.get(ann.get(key) or "")
+                if other is None or other is s:
+                    continue
+                if other.info.annotations.get(key) == s.name:
+                    problems.append(_problem(s.name, None, "cycle", "%s annotation names %s, whose %s annotation names "
+                                             "%s back (a cycle)" % (what, other.name, what, s.name)))
+                elif (other.info.annotations.get(back) == s.name and other.category != INVALID and other.group_id
+                      and s.group_id and not same(other.group_id, s.group_id)):
+                    # A pair (both halves written) across scaling groups; a one-sided name is only a dangling half.
+                    message = "%s annotation names %s, which is in scaling group %s, not in its group %s" % (
+                        what, other.name, other.group_id, s.group_id)
+                    problems.append(_problem(s.name, None, "pair_across_groups", message))
+            if problems:
+                found[s.name] = problems
+        for name in list(found):
+            s = self.by_name[name]
+            ann = s.info.annotations
+            for key in (keys.heir, keys.donor):
+                other = self.by_name.get(ann.get(key) or "")
+                if other is not None and other.name not in found and other.category != INVALID:
+                    back = other.info.annotations
+                    if back.get(keys.heir) == name or back.get(keys.donor) == name:
+                        found[other.name] = [_problem(other.name, None, "partner_has_problem", "its partner %s is left "
+                                                      "alone: %s" % (name, found[name][0]["message"]))]
+        for name in sorted(found):
+            self._hold(self.by_name[name], found[name])
+        self.valid = [s for s in self.states if s.category != INVALID]
+
+    def _hold(self, state, problems):
+        """Leave a node alone: invalid, with its problems named."""
+        state.category = INVALID
+        state.reason = "; ".join(p["message"] for p in problems)
+        state.cache = {}
+        self.problems.extend(dict(p, action="left alone") for p in problems)
 
     # Stale halves that mean nothing on this side (a current node cannot be a donor, nor an old one an heir).
     def clear_stale_halves(self):
@@ -468,15 +831,18 @@ class _Planner:
                 h.phase = PHASE_REPLACED
                 started = h.info.annotations.get(keys.started_at) or h.info.annotations.get(keys.phase_since)
                 self.patch(h.name, {keys.donor: None, keys.phase: PHASE_REPLACED, keys.phase_since: stamp,
+                                    keys.phase_history: trail_with(h.info.annotations, keys, PHASE_REPLACED, self.now),
                                     keys.started_at: started}, expect={keys.donor: h.partner})
                 self.repairs.append(dict(name=h.name, action="promote", donor=h.partner))
             elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
                 continue
-            elif d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir):
+            elif (d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir)
+                  and h.phase == PHASE_HEIR):
+                # Only a heir this collection wrote (phase heir, written with the donor annotation, heir first)
+                # completes a half pair.
                 d.category, d.partner, d.paired_now = DONOR, h.name, True
                 d.phase = PHASE_PAIRED
-                self.patch(d.name, {keys.heir: h.name, keys.phase: PHASE_PAIRED, keys.phase_since: stamp},
-                           expect={keys.heir: None})
+                self.patch(d.name, self._pair_annotations(keys.heir, h.name, PHASE_PAIRED), expect={keys.heir: None})
                 self.repairs.append(dict(name=d.name, action="complete", heir=h.name))
             else:
                 h.category, h.partner = UP_TO_DATE, None
@@ -487,12 +853,14 @@ class _Planner:
             if h is not None and h.category == HEIR and h.partner == d.name:
                 continue
             if (h is not None and h.category == UP_TO_DATE and same(h.group_id, d.group_id) and h.phase != PHASE_REPLACED
-                    and not h.info.annotations.get(keys.donor) and h.info.annotations.get(keys.obsolete) != "true"):
+                    and not h.info.annotations.get(keys.donor) and h.info.annotations.get(keys.obsolete) != "true"
+                    and (h.phase == PHASE_HEIR or keys.image not in h.info.annotations)):
+                # The other half is only written on a node that could be a new heir (never seen before): an
+                # up-to-date node that has served for long is never made the heir of a donor by its annotation.
                 h.category, h.partner = HEIR, d.name
                 h.phase = PHASE_HEIR
                 d.paired_now = True
-                heir_annotations = {keys.donor: d.name, keys.phase: PHASE_HEIR, keys.phase_since: stamp,
-                                    keys.started_at: stamp}
+                heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR), **{keys.started_at: stamp})
                 self.patch(h.name, dict(h.cache, **heir_annotations), expect={keys.donor: None})
                 h.cache = {}
                 self.repairs.append(dict(name=h.name, action="complete", donor=d.name))
@@ -503,6 +871,11 @@ class _Planner:
                 # The phase stays: a drained node that is outdated again must be uncordoned (see `uncordon`).
                 self.patch(d.name, {keys.heir: None}, expect={keys.heir: d.info.annotations.get(keys.heir)})
                 self.repairs.append(dict(name=d.name, action="unpair", heir=d.info.annotations.get(keys.heir)))
+
+    def _pair_annotations(self, key, partner, phase):
+        """One half of a new pair: the partner's name, the phase and a fresh phase trail."""
+        return {key: partner, self.keys.phase: phase, self.keys.phase_since: self.stamp,
+                self.keys.phase_history: trail_with({}, self.keys, phase, self.now, reset=True)}
 
     # 4. New nodes: current image, unpaired, never settled. Pair them with outdated nodes of their group.
     def pair_new_nodes(self):
@@ -520,17 +893,18 @@ class _Planner:
                     d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
                     s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
                     self.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id))
-                    heir_annotations = {keys.donor: d.name, keys.phase: PHASE_HEIR, keys.phase_since: stamp,
-                                        keys.started_at: stamp}
+                    heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR),
+                                            **{keys.started_at: stamp})
                     self.patch(s.name, dict(s.cache, **heir_annotations), expect={keys.donor: None})
                     s.cache = {}
-                    self.patch(d.name, {keys.heir: s.name, keys.phase: PHASE_PAIRED, keys.phase_since: stamp},
-                               expect={keys.heir: None})
+                    self.patch(d.name, self._pair_annotations(keys.heir, s.name, PHASE_PAIRED), expect={keys.heir: None})
                 elif s.phase == PHASE_HEIR:
                     # It was created as a heir and no donor needs it any more: surplus, remove it.
                     s.category = NEW
                     self.obsolete_marks.append(s.name)
-                    self.patch(s.name, dict(s.cache, **{keys.obsolete: "true", keys.phase: None, keys.phase_since: stamp}))
+                    self.patch(s.name, dict(s.cache, **{
+                        keys.obsolete: "true", keys.phase: None, keys.phase_since: stamp,
+                        keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.now)}))
                     s.cache = {}
                 # A never-seen node that nothing needs is simply up to date; we cannot prove we created it,
                 # so it is never deleted.
@@ -584,7 +958,9 @@ class _Planner:
                 entry = dict(provider_id=inst.provider_id, node_name=inst.node_name, group=group.id, state=inst.state,
                              image=inst.image, created_at=format_time(inst.created_at) if inst.created_at else None)
                 if inst.state == DELETING:
+                    # Deletion requested: it still occupies the group until the cloud no longer lists it.
                     self.leaving.append(entry)
+                    self.leaving_count[gkey] = self.leaving_count.get(gkey, 0) + 1
                     continue
                 expired = inst.created_at is not None and self.now - inst.created_at > timeout
                 current = not inst.image or same(inst.image, self.target)
@@ -637,9 +1013,23 @@ class _Planner:
             # What follows a drain rides along, so a drain that finishes at once goes on in the same pass.
             leaving = dict(control_plane=s.info.control_plane, node_ip=ip, provider_id=s.info.provider_id,
                            group=s.group_id)
+            heir_info = self.by_name[s.partner].info if cat == DONOR and s.partner in self.by_name else None
+            cloud = self.cloud_view if self.cloud_consulted else None
+
+            def agreed(*steps):
+                """The cross-checks of these steps all pass; else the node (and its heir) are left alone."""
+                problems = []
+                for step in steps:
+                    problems.extend(CHECKS[step](s.info, heir_info, self.target, cloud, keys, now))
+                if problems:
+                    self._hold_leaving(s, problems)
+                return not problems
+
             if phase in (PHASE_PAIRED, PHASE_DRAINING):
-                if heir_ready:
+                if heir_ready and agreed(STEP_CORDON, STEP_DRAIN):
                     self.drain.append(dict(name=s.name, reason=cat, **gate, **leaving))
+                elif heir_ready:
+                    continue
                 else:
                     # A heir that is not Ready within join_timeout of the pairing will likely never be: say so
                     # (the reference waited forever without a word).
@@ -648,10 +1038,26 @@ class _Planner:
                     self.waiting.append(dict(name=s.name, since=format_time(s.phase_since) if s.phase_since else None,
                                              overdue=overdue, **gate))
             elif phase == PHASE_DRAINED and s.info.control_plane:
-                self.etcd_remove.append(dict(name=s.name, node_ip=ip, provider_id=s.info.provider_id, group=s.group_id))
-            else:
+                if agreed(STEP_ETCD_REMOVAL):
+                    self.etcd_remove.append(dict(name=s.name, node_ip=ip, provider_id=s.info.provider_id,
+                                                 group=s.group_id))
+            elif agreed(STEP_INSTANCE_DELETION, STEP_NODE_DELETION):
                 self.delete_nodes.append(dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
                                               control_plane=s.info.control_plane))
+
+    def _hold_leaving(self, state, problems):
+        seen, unique = set(), []
+        for p in problems:
+            if p["message"] not in seen:
+                seen.add(p["message"])
+                unique.append(p)
+        self._hold(state, unique)
+        self.final[state.name] = INVALID
+        h = self.by_name.get(state.partner or "")
+        if h is not None and self.final.get(h.name) == HEIR and h.partner == state.name:
+            self._hold(h, [_problem(h.name, unique[0]["step"], "partner_has_problem", "its donor %s is left alone: %s"
+                                    % (state.name, unique[0]["message"]))])
+            self.final[h.name] = INVALID
 
     # 8. Budgets and creations, control plane first and one at a time.
     def creations(self):
@@ -665,6 +1071,7 @@ class _Planner:
                 role = ROLE_CONTROL_PLANE if any(s.info.control_plane for s in members) else ROLE_WORKER
             roles[gkey] = role
         budgets = {}
+        problem_nodes = {p["node"] for p in self.problems if p.get("action") == "left alone"}
         for gkey in sorted(self.group_index, key=lambda k: (roles[k] != ROLE_CONTROL_PLANE, k)):
             group = self.group_index[gkey]
             members = self.by_group.get(gkey, [])
@@ -674,15 +1081,22 @@ class _Planner:
             base = count[OUTDATED] + count[DONOR] + count[UP_TO_DATE]
             limit = 1 if roles[gkey] == ROLE_CONTROL_PLANE else surge_limit(options.max_surge, base)
             joining = self.joining_count.get(gkey, 0)
-            in_flight = count[HEIR] + count[OBSOLETE] + joining + self.failed_count.get(gkey, 0)
+            leaving = self.leaving_count.get(gkey, 0)
+            # Nodes left alone for a problem that this collection created as heirs keep their slot (they are
+            # extra instances of this upgrade); anything else was there before and is part of the start.
+            held = sorted(s.name for s in self.states if s.name in problem_nodes and s.group_id
+                          and _group_key(s.group_id) == gkey and same(s.image, self.target)
+                          and PHASE_HEIR in [p for p, _t in parse_trail(s.info.annotations.get(self.keys.phase_history))[0]])
+            in_flight = count[HEIR] + count[OBSOLETE] + joining + self.failed_count.get(gkey, 0) + leaving + len(held)
             self.in_flight_total += in_flight
             demand = max(0, count[OUTDATED] - (joining - self.joining_old.get(gkey, 0)))
-            budgets[gkey] = dict(limit=limit, in_flight=in_flight, demand=demand)
+            budgets[gkey] = dict(limit=limit, in_flight=in_flight, demand=demand, held=held)
             self.group_reports.append(dict(id=group.id, name=group.name, role=roles[gkey], image=group.image,
                                            image_current=same(group.image, self.target),
                                            listed=gkey in self.instance_lists, nodes=len(members),
                                            **{k: count[k] for k in NODE_GROUPS if k != INVALID},
-                                           joining=joining, surge_limit=limit, in_flight=in_flight))
+                                           joining=joining, leaving=leaving, held=held, surge_limit=limit,
+                                           in_flight=in_flight))
         cluster_room = None
         if options.max_surge_total is not None:
             cluster_room = max(0, int(options.max_surge_total) - self.in_flight_total)
@@ -706,6 +1120,12 @@ class _Planner:
             else:
                 count = min(want, room)
                 reason = None if count else "surge budget used (%d of %d in flight)" % (budget["in_flight"], budget["limit"])
+            if want and not count and budget["held"] and budget["in_flight"] <= len(budget["held"]) + 0 \
+                    and budget["in_flight"] >= budget["limit"]:
+                # Nothing will free the budget by itself: going on means waiting for ever.
+                reason = "surge budget held by node(s) left alone for a problem: %s" % ", ".join(budget["held"])
+                self.stop = self.stop or ("scaling group %s cannot go on: %s; resolve the problem(s) named in "
+                                          "`problems`, then run again" % (report["id"], reason))
             if count and cluster_room is not None:
                 count = min(count, cluster_room)
                 if not count:
@@ -774,6 +1194,8 @@ class _Planner:
             progress=dict(total=total, done=done_count, in_flight=in_progress, remaining=remaining, percent=percent),
             eta=eta,
             done=done,
+            problems=self.problems,
+            stop=self.stop,
             node_patches=self.node_patches,
         )
 
@@ -813,4 +1235,5 @@ def phase_patch(node, phase, options, now):
         raise PlanInputError("node %s is neither a donor (no %s annotation) nor obsolete" % (info.name, keys.heir))
     if ann.get(keys.phase) == phase:
         return None
-    return {keys.phase: phase, keys.phase_since: format_time(now)}
+    return {keys.phase: phase, keys.phase_since: format_time(now),
+            keys.phase_history: trail_with(ann, keys, phase, now)}

@@ -51,6 +51,12 @@ def progress_line(facts, pass_number=0, now=None):
              (facts.get("plan") or {}).get("create_blocked") or []]
     if waits:
         parts.append("waiting: " + "; ".join(waits))
+    # Inconsistencies the cross-checks found: each named, and the node left alone (issue 13).
+    alone = [p["message"] for p in facts.get("problems") or [] if p.get("action") == "left alone"]
+    if alone:
+        parts.append("left alone: " + "; ".join(alone[:5]) + ("; and %d more" % (len(alone) - 5) if len(alone) > 5 else ""))
+    if facts.get("stop"):
+        parts.append("cannot go on: " + facts["stop"])
     eta = facts.get("eta") or {}
     if eta.get("seconds") is not None:
         parts.append("ETA %s (%s)" % (_duration(eta["seconds"]), eta.get("finish")))

@@ -53,6 +53,14 @@ options:
     type: list
     elements: str
     default: []
+  outdated_for:
+    description:
+      - With O(state=absent), the target image of an image upgrade. Each instance to delete must then be outdated
+        according to the cloud - an instance the cloud says runs this image (compared case-insensitively), or
+        whose image the cloud does not report, is refused, the task fails naming each, and nothing is deleted.
+      - This is the cloud's side of the cross-check before an upgrade deletes a replaced node's instance; leave
+        it out to delete instances whatever they run (surplus heirs, failed joins).
+    type: str
   wait:
     description:
       - With O(state=present), wait until the cloud reports every new instance running.
@@ -346,6 +354,20 @@ def ensure_absent(module, provider, cloud):
             already_absent.append(node_name)
         else:
             targets[provider.normalize_provider_id(instance.provider_id)] = instance
+    target = (module.params.get("outdated_for") or "").strip()
+    if target:
+        refused = []
+        for key in sorted(targets):
+            instance = targets[key]
+            if not instance.image:
+                refused.append("instance %s: the cloud does not say which image it runs, so it cannot be shown to be "
+                               "outdated" % instance.provider_id)
+            elif instance.image.strip().lower() == target.lower():
+                refused.append("instance %s: the cloud says it already runs the target image %s; it is not outdated"
+                               % (instance.provider_id, target))
+        if refused:
+            module.fail_json(msg="refusing to delete any instance (outdated_for=%s): %s" % (target, "; ".join(refused)),
+                             reason="inconsistent", problems=refused, deleted=[], changed=False)
     deleted, found = [], []
     for key in sorted(targets):
         instance = targets[key]
@@ -390,6 +412,7 @@ def main():
         count=dict(type="int", default=1),
         provider_id=dict(type="list", elements="str", default=[]),
         node_name=dict(type="list", elements="str", default=[]),
+        outdated_for=dict(type="str"),
         wait=dict(type="bool", default=False),
         wait_timeout=dict(type="int", default=600),
         wait_sleep=dict(type="int", default=5),

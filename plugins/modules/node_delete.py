@@ -13,6 +13,12 @@ description:
     gone from the cloud (see M(kubenodes.image_upgrade.csp_node)).
   - Any other node is refused, so a mistake cannot delete a node that is not being replaced. A donor is a node
     with the C(<annotation_prefix>/heir) annotation; an obsolete node has C(<annotation_prefix>/obsolete=true).
+  - Before anything is deleted, every node is cross-checked against the cluster, also when the module is used on
+    its own. A donor's heir must exist, be Ready, name it as its donor, be in its scaling group and run a
+    different image; the node must be cordoned, and this collection must have recorded its drain (and, for a
+    control-plane node, its etcd removal) in C(<annotation_prefix>/phase-history). An obsolete node must have
+    been marked by this collection. Any disagreement fails the task naming each problem in RV(problems), and
+    nothing is deleted.
   - The delete carries a precondition on the resourceVersion read, so a node that changed in between is not
     deleted on stale grounds. A node already gone is not an error.
 author:
@@ -59,7 +65,17 @@ absent:
   returned: always
   type: list
   elements: str
+problems:
+  description:
+    - "Why nodes were refused (empty on success). Each names the node, the step, a stable code and a message
+      such as C(node w-1: heir annotation names w-9, which does not exist)."
+  returned: always
+  type: list
+  elements: dict
+  sample: [{node: w-1, step: node-deletion, code: heir_missing, message: "node w-1: heir annotation names w-9, which does not exist"}]
 """
+
+import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, kube, node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
@@ -68,7 +84,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base impor
 
 def run(module, api_client):
     keys = core.AnnotationKeys(module.params["annotation_prefix"])
-    nodes, result = {}, dict(changed=False, deleted=[], absent=[])
+    nodes, result = {}, dict(changed=False, deleted=[], absent=[], problems=[])
     # Check every node first: one refused node means nothing is deleted.
     for name in module.params["name"]:
         node = node_state.get_node(api_client, name)
@@ -79,7 +95,14 @@ def run(module, api_client):
         if not annotations.get(keys.heir) and annotations.get(keys.obsolete) != "true":
             module.fail_json(msg="node %s is neither a donor (no %s annotation) nor obsolete; refusing to delete it"
                              % (name, keys.heir), **result)
+        heir_name = annotations.get(keys.heir) or ""
+        heir = node_state.get_node(api_client, heir_name) if core.valid_node_name(heir_name) else None
+        # The cluster's side of the cross-check (the cloud's was made when its instance was deleted).
+        result["problems"].extend(core.check_node_deletion(node, heir, keys=keys, now=time.time()))
         nodes[name] = node
+    if result["problems"]:
+        module.fail_json(msg="refusing to delete any node; the cluster disagrees with the upgrade's records: %s"
+                         % "; ".join(p["message"] for p in result["problems"]), **result)
     for name, node in nodes.items():
         if not module.check_mode:
             try:

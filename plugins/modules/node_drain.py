@@ -19,6 +19,12 @@ description:
     refused with HTTP 429 (a PDB allows no disruption now) is retried with backoff until the deadline.
   - By default one pass is made (cordon, evict, report what is left) so that a task C(until) loop
     shows progress; with O(wait=true) the module waits up to O(wait_timeout) itself.
+  - A node that an image upgrade is replacing (it carries the C(<annotation_prefix>/heir) or
+    C(<annotation_prefix>/obsolete) annotation) is cordoned or drained only when the cluster agrees with that
+    record, also when the module is used on its own - the heir exists, is Ready, names this node as its
+    donor, is in its scaling group and runs another image; the phase is one before the drain; an obsolete mark
+    was set by this collection. Otherwise nothing changes and the task fails with RV(reason=inconsistent)
+    and each problem in RV(problems). Nodes without these annotations are drained as asked.
   - The result is structured - lists of evicted, pending, blocked and skipped pods (RV(skipped_pods),
     because Ansible reserves C(skipped) for tasks that did not run), each blocked pod with the PDB that
     blocks it and its C(disruptionsAllowed), and a stable RV(reason) code for C(until) expressions.
@@ -210,7 +216,8 @@ reason:
     - V(drained) (nothing left to evict), V(evicting) (pods still terminating or waiting), V(pdb_blocked)
       (a PDB refused an eviction), V(eviction_failed) (another API error refused one), V(timeout),
       V(forced), V(pods_refused) (a pod may not be removed with these options), V(cordoned),
-      V(uncordoned), V(node_not_found), V(invalid_selector), V(api_error).
+      V(uncordoned), V(node_not_found), V(invalid_selector), V(api_error), V(inconsistent) (the node's upgrade
+      annotations disagree with the cluster; see RV(problems)).
   returned: always
   type: str
   sample: pdb_blocked
@@ -321,6 +328,14 @@ deadline:
   returned: success
   type: str
   sample: "2026-11-30T04:20:00Z"
+problems:
+  description:
+    - "With RV(reason=inconsistent), why the node was not touched - each with the node, the step, a stable
+      code and a message such as C(node w-1: heir annotation holds 'garbage!!', which is not a node name)."
+  returned: when reason is inconsistent
+  type: list
+  elements: dict
+  sample: [{node: w-1, step: drain, code: heir_not_ready, message: "node w-1: its heir w-7 is not Ready"}]
 elapsed:
   description: Seconds this task took.
   returned: always
@@ -331,6 +346,7 @@ elapsed:
 import time
 import traceback
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core as planner
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as core
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api as api
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
@@ -411,6 +427,22 @@ class DrainModule:
             self.fail("node %s not found" % self.node_name, core.REASON_NODE_NOT_FOUND)
         return node
 
+    def cross_check(self, node, step):
+        """A node an upgrade is replacing is only cordoned or drained when the cluster agrees with the record
+        (planner.check_cordon / check_drain, the cluster's side); other nodes are drained as asked."""
+        keys = planner.AnnotationKeys(self.params["annotation_prefix"])
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        if not annotations.get(keys.heir) and annotations.get(keys.obsolete) != "true":
+            return
+        heir_name = annotations.get(keys.heir) or ""
+        heir = api.get_node(self.client, heir_name) if planner.valid_node_name(heir_name) else None
+        check = planner.check_cordon if step == "cordon" else planner.check_drain
+        problems = check(node, heir, keys=keys, now=time.time())
+        if problems:
+            self.fail("refusing to %s node %s; the cluster disagrees with the upgrade's record of it: %s"
+                      % (step, self.node_name, "; ".join(p["message"] for p in problems)), "inconsistent",
+                      problems=problems)
+
     is_cordoned = staticmethod(api.is_cordoned)
 
     def set_diff(self, before, after):
@@ -422,6 +454,8 @@ class DrainModule:
     def cordon(self):
         node = self.read_node()
         cordoned = self.is_cordoned(node)
+        if not cordoned:
+            self.cross_check(node, "cordon")
         self.set_diff({"unschedulable": cordoned}, {"unschedulable": True})
         if not cordoned and not self.module.check_mode:
             api.patch_node(self.client, self.node_name, {"spec": {"unschedulable": True}})
@@ -460,6 +494,7 @@ class DrainModule:
     def drain(self):
         node = self.read_node()
         cordoned = self.is_cordoned(node)
+        self.cross_check(node, "drain")
         recorded_start = api.recorded_drain_start(node, self.annotation)
         drain_start = recorded_start or self.started
         deadline = (self.started + self.params["wait_timeout"] if self.params["wait"]

@@ -220,14 +220,18 @@ leaving_instances:
   elements: dict
   sample: []
 scaling_groups:
-  description: Per scaling group - its role, image, node counts per group, joining instances, surge limit,
-    extra nodes in flight and instances to create now.
+  description:
+    - Per scaling group - its role, image, node counts per group, joining instances, surge limit, extra nodes in
+      flight and instances to create now.
+    - C(leaving) counts instances whose deletion was requested and that the cloud still lists; they count in
+      C(in_flight) until the cloud no longer lists them. C(held) names nodes this collection created as heirs
+      that are left alone for a problem; they keep their place in C(in_flight).
   returned: always
   type: list
   elements: dict
   sample: [{id: g, name: g, role: worker, image: img, image_current: true, listed: true, nodes: 3, outdated: 1,
-            up_to_date: 1, donor: 1, heir: 1, new: 0, obsolete: 0, joining: 0, surge_limit: 1, in_flight: 1,
-            to_create: 0}]
+            up_to_date: 1, donor: 1, heir: 1, new: 0, obsolete: 0, joining: 0, leaving: 0, held: [], surge_limit: 1,
+            in_flight: 1, to_create: 0}]
 budget:
   description: The surge settings, the extra nodes in flight, how many instances the plan creates, and whether
     workers wait for the control plane.
@@ -336,6 +340,23 @@ done:
   returned: always
   type: bool
   sample: false
+problems:
+  description:
+    - What the cross-checks found inconsistent between the cluster and the cloud, each with C(node), C(step)
+      (the destructive step it would have been, or null), a stable C(code), a C(message) that starts with
+      C(node <name>) and a colon, and C(action) - V(left alone) (the node, and its partner, are in RV(nodes.invalid) and
+      nothing is done to them) or V(corrected) (a cached annotation disagreed with the cloud; the cloud wins).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{node: w-1, step: null, code: garbage_heir, action: left alone,
+            message: "node w-1: heir annotation holds 'garbage!!', which is not a node name"}]
+stop:
+  description: Null, or why the upgrade cannot go on by itself (nodes left alone hold a scaling group's whole
+    surge budget); the role stops with this message.
+  returned: always
+  type: str
+  sample: null
 donors:
   description:
     - Every donor with where its replacement stands - C(name), C(heir), C(heir_ready), C(group), C(role)

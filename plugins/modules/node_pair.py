@@ -21,7 +21,10 @@ description:
     C(obsolete=true).
   - Copies the donor's labels (and with O(copy_taints) its taints) to the heir, except reserved keys
     (C(*kubernetes.io/*), C(*k8s.io/*)) and O(exclude_labels). Labels only the heir has are kept.
-  - Records the phase a donor or obsolete node has reached (O(phases)), with its time.
+  - Records the phase a donor or obsolete node has reached (O(phases)), with its time, and appends it to the
+    node's phase trail (C(<annotation_prefix>/phase-history)), which the steps after a drain require.
+  - Nodes whose annotations disagree with the cluster or the cloud (see RV(nodes)) are left alone - nothing is
+    written on them, and a phase requested for one fails the task, naming the problem.
   - Every write is a JSON merge patch that carries the node's resourceVersion; a conflict re-reads the node
     and retries, and a change that no longer applies is skipped and reported.
 author:
@@ -211,6 +214,10 @@ def argument_spec():
 def add_phase_patches(result, nodes, phases, options, now):
     """Merge the requested phase records into the planner's patches; fail before any write on bad input."""
     recorded = []
+    left_alone = {}
+    for problem in result.get("problems") or []:
+        if problem.get("action") == "left alone":
+            left_alone.setdefault(problem["node"], problem["message"])
     for item in phases:
         node = nodes.get(item["name"])
         if node is None:
@@ -219,6 +226,10 @@ def add_phase_patches(result, nodes, phases, options, now):
             annotations = core.phase_patch(node, item["phase"], options, now)
         except core.PlanInputError as exc:
             raise node_state.PlannerFailure("phases: %s" % exc)
+        if annotations and item["name"] in left_alone:
+            # A node the cross-checks leave alone gets no record either: its state stays as it was found.
+            raise node_state.PlannerFailure("phases: node %s is left alone, so no phase is recorded on it: %s"
+                                            % (item["name"], left_alone[item["name"]]))
         if annotations:
             entry = result["node_patches"].setdefault(item["name"], {"annotations": {}, "expect": {}})
             entry["annotations"].update(annotations)

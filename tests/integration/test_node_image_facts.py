@@ -100,6 +100,9 @@ def test_one_replacement_step_by_step_on_aws(sandbox, cloud_admin):
         assert fourth["replacement_order"][0]["name"] == donor and fourth["replacement_order"][0]["in_flight"]
         assert fourth["progress"]["in_flight"] == 1
 
+        # Steps after the drain need it done (the node cordoned) and recorded (issue 13: a recorded phase alone
+        # is no proof). The cordon is cross-checked too: the pair is mutual and the heir Ready.
+        _ok(run_module("node_drain", dict(sandbox.auth_args(), name=donor, state="cordoned", annotation_prefix=prefix)))
         pair(phases=[{"name": donor, "phase": "drained"}])
         fifth = facts()
         assert fifth["plan"]["drain"] == []

@@ -81,7 +81,10 @@ def test_pairs_are_completed_promoted_labelled_and_phased(sandbox, new_nodes):
     assert not again["failed"] and again["changed"] is False and again["changed_nodes"] == [], again
     assert sorted(again["nodes"]["donor"]) == [d1] and sorted(again["nodes"]["outdated"]) == [d2]
 
-    # Phases: recorded once, then unchanged.
+    # Phases: recorded once, then unchanged. A drained donor is cordoned (node_drain did it; the cordon is
+    # cross-checked: the pair is mutual and the heir Ready); a recorded drain without one is a named problem.
+    cordoned = run_module("node_drain", dict(sandbox.auth_args(), name=d1, state="cordoned", annotation_prefix=prefix))
+    assert not cordoned["failed"], cordoned
     drained = pair(sandbox, prefix, phases=[{"name": d1, "phase": "drained"}])
     assert drained["changed"] and drained["phases"] == [{"name": d1, "phase": "drained"}], drained
     assert _ann(sandbox, d1)[p + "phase"] == "drained"
@@ -156,8 +159,9 @@ def test_write_retries_on_conflict_with_a_stale_resource_version(sandbox, new_no
 
 
 def test_continues_a_half_done_upgrade_of_the_reference_operator(sandbox, new_nodes):
-    """The Constellation node operator's annotations: a pair it made stays a pair, its obsolete node stays
-    obsolete, and the phases this collection adds are recorded next to them."""
+    """The Constellation node operator's annotations: a pair it made stays a pair and the phases this
+    collection adds are recorded next to them. Its obsolete mark is no proof this collection may remove
+    the node (reworked, issue 13): that node is left alone, named, and no phase is recorded on it."""
     p = "constellation.edgeless.systems/"
     group = "grp-ref-" + uuid.uuid4().hex[:6]
     donor, heir, extra, waiting = new_nodes(4, group=group)
@@ -168,20 +172,26 @@ def test_continues_a_half_done_upgrade_of_the_reference_operator(sandbox, new_no
     _annotate(sandbox, extra, {p + "obsolete": "true"})
     try:
         result = pair(sandbox, "constellation.edgeless.systems", scaling_groups=[group],
-                      phases=[{"name": donor, "phase": "drained"}, {"name": extra, "phase": "draining"}])
+                      phases=[{"name": donor, "phase": "drained"}])
         assert not result["failed"], result
         assert result["repairs"] == [] and result["pairs"] == [] and result["obsolete"] == []
-        assert sorted(result["changed_nodes"]) == sorted([donor, extra])
+        assert result["changed_nodes"] == [donor]
         assert result["nodes"]["donor"] == [donor] and result["nodes"]["heir"] == [heir]
-        assert result["nodes"]["obsolete"] == [extra] and result["nodes"]["outdated"] == [waiting]
+        assert result["nodes"]["outdated"] == [waiting] and result["nodes"]["obsolete"] == []
+        [alone] = result["nodes"]["invalid"]
+        assert alone["name"] == extra and "obsolete=true was not set by this collection" in alone["reason"]
         assert _ann(sandbox, donor)[p + "phase"] == "drained" and _ann(sandbox, donor)[p + "heir"] == heir
-        assert _ann(sandbox, extra)[p + "phase"] == "draining"
+        before = _ann(sandbox, extra)
+        refused = pair(sandbox, "constellation.edgeless.systems", scaling_groups=[group],
+                       phases=[{"name": extra, "phase": "draining"}])
+        assert refused["failed"] and "node %s is left alone" % extra in refused["msg"], refused
+        assert _ann(sandbox, extra) == before
     finally:
         # Other tests must not find reference-operator state in the shared sandbox.
         for name in (donor, heir, extra, waiting):
             sandbox.kube().merge_patch("/api/v1/nodes/" + name, {"metadata": {"annotations": {
                 p + k: None for k in ("scaling-group-id", "node-image", "heir", "donor", "obsolete", "phase",
-                                      "phase-since")}}})
+                                      "phase-since", "phase-history")}}})
 
 
 def test_copy_taints_adds_the_donors_own_taints_once(sandbox, new_nodes):

@@ -209,10 +209,12 @@ class World:
         return "changed", copy.deepcopy(node)
 
     def record_phase(self, name, phase):
-        """Set a node's phase as an earlier run would have left it (test set-up)."""
-        ann = self.nodes[name]["metadata"]["annotations"]
-        ann[self.prefix + "/phase"] = phase
-        ann[self.prefix + "/phase-since"] = core.format_time(self.now)
+        """Set a node's phase as an earlier run would have left it (test set-up), the way node_pair and the
+        executor record it (core.phase_patch): the phase, its time and the phase trail."""
+        node = self.nodes.get(name)
+        if node is None:
+            return
+        node["metadata"]["annotations"].update(core.phase_patch(node, phase, self.prefix, self.now) or {})
 
     def capacity(self):
         """Ready, schedulable nodes."""
