@@ -28,29 +28,35 @@ options:
         aliases: [aws_region, ec2_region]
       profile:
         description:
-          - A named profile of the shared AWS configuration files. Falls back to E(AWS_PROFILE).
+          - A named profile of the shared AWS configuration files. Falls back to E(AWS_PROFILE), then
+            E(AWS_DEFAULT_PROFILE).
           - Mutually exclusive with O(aws.access_key).
         type: str
         aliases: [aws_profile]
       access_key:
         description:
-          - The AWS access key ID. Falls back to E(AWS_ACCESS_KEY_ID). Give O(aws.secret_key) with it.
+          - The AWS access key ID. Give O(aws.secret_key) with it.
+          - Falls back to E(AWS_ACCESS_KEY_ID), then E(AWS_ACCESS_KEY), then E(EC2_ACCESS_KEY), as in amazon.aws;
+            AWX's I(Amazon Web Services) credential sets E(AWS_ACCESS_KEY_ID).
         type: str
         aliases: [aws_access_key_id, aws_access_key]
       secret_key:
         description:
-          - The AWS secret access key. Falls back to E(AWS_SECRET_ACCESS_KEY).
+          - The AWS secret access key. Falls back to E(AWS_SECRET_ACCESS_KEY), then E(AWS_SECRET_KEY), then
+            E(EC2_SECRET_KEY).
         type: str
         aliases: [aws_secret_access_key, aws_secret_key]
       session_token:
         description:
-          - The session token of temporary credentials. Falls back to E(AWS_SESSION_TOKEN).
+          - The session token of temporary credentials. Falls back to E(AWS_SESSION_TOKEN), then
+            E(AWS_SECURITY_TOKEN) (what AWX's AWS credential sets for an STS token), then E(EC2_SECURITY_TOKEN).
         type: str
         aliases: [aws_session_token]
       endpoint_url:
         description:
           - One URL for the EC2 and Auto Scaling APIs instead of the public AWS endpoints, for example a
-            local emulator or a private endpoint. Falls back to E(AWS_ENDPOINT_URL).
+            local emulator or a private endpoint. Falls back to E(AWS_ENDPOINT_URL), then E(AWS_URL), then
+            E(EC2_URL).
         type: str
         aliases: [aws_endpoint_url]
       aws_ca_bundle:
@@ -62,6 +68,21 @@ options:
           - Whether to verify the endpoints' TLS certificates.
         type: bool
         default: true
+      aws_config:
+        description:
+          - Parameters of the botocore client configuration (C(botocore.config.Config)), as in amazon.aws, for
+            example C(proxies), C(connect_timeout), C(read_timeout) or C(max_pool_connections).
+          - C(retries) is ignored, because the provider retries throttled and failed calls itself.
+        type: dict
+      debug_botocore_endpoint_logs:
+        description:
+          - Record every AWS API action called and return them as C(resource_actions) (for example
+            C(ec2:DescribeInstances)), as amazon.aws does, to write a least-privilege IAM policy.
+            M(kubenodes.image_upgrade.csp_node), M(kubenodes.image_upgrade.csp_scaling_group) and their
+            C(_info) modules return it.
+          - Falls back to E(ANSIBLE_DEBUG_BOTOCORE_LOGS).
+        type: bool
+        default: false
       group_tags:
         description:
           - When the scaling groups are not named, only auto scaling groups that carry all these tags are

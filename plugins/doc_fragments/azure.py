@@ -33,11 +33,15 @@ options:
       auth_source:
         description:
           - Where the credentials come from, as in azure.azcollection.
-          - V(auto) uses O(azure.profile) when given, then O(azure.client_id) with O(azure.secret), then the
-            C([default]) profile of C(~/.azure/credentials), then the Azure SDK's default chain (environment,
-            workload identity, managed identity, Azure CLI).
-          - V(env) and V(credential_file) use a service principal from the options (or E(AZURE_CLIENT_ID),
-            E(AZURE_SECRET), E(AZURE_TENANT)) or from the profile of C(~/.azure/credentials).
+          - V(auto) uses O(azure.profile) when given, then O(azure.client_id) with O(azure.secret), then
+            O(azure.client_id) with O(azure.x509_certificate_path), then O(azure.ad_user) with O(azure.password),
+            then the C([default]) profile of C(~/.azure/credentials), then the Azure SDK's default chain
+            (environment, workload identity, managed identity, Azure CLI).
+          - V(env) and V(credential_file) use a service principal or a user from the options (or E(AZURE_CLIENT_ID),
+            E(AZURE_SECRET), E(AZURE_TENANT), E(AZURE_AD_USER), E(AZURE_PASSWORD)) or from the profile of
+            C(~/.azure/credentials).
+          - AWX's I(Microsoft Azure Resource Manager) credential sets either the service principal or the user
+            variables, so both work unchanged.
           - V(msi) uses the managed identity of the machine (O(azure.client_id) picks a user-assigned one);
             V(cli) uses the logged-in Azure CLI.
           - Falls back to E(ANSIBLE_AZURE_AUTH_SOURCE). Ignored when O(azure.access_token) is set.
@@ -84,6 +88,46 @@ options:
             C(az account get-access-token)). Any string works against the local emulator.
           - When set, O(azure.auth_source) is not used. Falls back to E(AZURE_ACCESS_TOKEN).
         type: str
+      ad_user:
+        description:
+          - A Microsoft Entra user name (C(user@example.com)) for a password login, with O(azure.password).
+            O(azure.tenant) defaults to C(organizations) and O(azure.client_id) to the Azure CLI's public client.
+          - Microsoft deprecates this login (it cannot do multifactor authentication); prefer a service principal.
+          - Falls back to E(AZURE_AD_USER).
+        type: str
+      password:
+        description:
+          - The password of O(azure.ad_user). Falls back to E(AZURE_PASSWORD).
+        type: str
+      x509_certificate_path:
+        description:
+          - A PEM file with a service principal's certificate and private key, used with O(azure.client_id) and
+            O(azure.tenant) instead of O(azure.secret). Falls back to E(AZURE_X509_CERTIFICATE_PATH).
+        type: path
+      thumbprint:
+        description:
+          - The SHA-1 thumbprint of the certificate in O(azure.x509_certificate_path). When given, it must match
+            that certificate, so a wrong file fails before any call. Falls back to E(AZURE_THUMBPRINT).
+        type: str
+      cert_validation_mode:
+        description:
+          - V(ignore) turns off the verification of the TLS certificates of Resource Manager and of the login
+            endpoint (only for test clouds); V(validate) verifies them (the default behaviour).
+          - Falls back to E(AZURE_CERT_VALIDATION_MODE), then E(AZURE_CERT_VALIDATION).
+        type: str
+        choices: [validate, ignore]
+      api_profile:
+        description:
+          - The Azure API profile, as in azure.azcollection. Only V(latest) is supported (Azure Stack Hub's
+            hybrid profiles are not); another value fails before any call.
+        type: str
+        default: latest
+      disable_instance_discovery:
+        description:
+          - Skip the login's instance discovery and authority validation, for private or disconnected clouds
+            whose login host Microsoft does not know (and for the local emulator).
+        type: bool
+        default: false
       endpoint:
         description:
           - The Azure Resource Manager base URL (C(https://) only), for sovereign clouds, Azure Stack and the

@@ -81,6 +81,12 @@ options:
           - Applies to these API calls only, even when E(REQUESTS_CA_BUNDLE) is set.
           - Falls back to E(GCP_CA_BUNDLE).
         type: path
+      env_type:
+        description:
+          - Where the run comes from, added to the User-Agent of the API calls as in google.cloud (AWX's
+            I(Google Compute Engine) credential sets V(tower)). It changes nothing else.
+          - Falls back to E(GCP_ENV_TYPE).
+        type: str
       operation_timeout:
         description:
           - Seconds to wait for each long-running operation (creating or deleting instances, inserting an

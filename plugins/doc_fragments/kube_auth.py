@@ -88,9 +88,17 @@ options:
     type: str
   impersonate_groups:
     description:
-      - Group to impersonate (one group). Falls back to E(K8S_AUTH_IMPERSONATE_GROUPS).
+      - Groups to impersonate, each sent as its own C(Impersonate-Group) header. Needs O(impersonate_user).
+      - Falls back to E(K8S_AUTH_IMPERSONATE_GROUPS), comma-separated.
     type: list
     elements: str
+  persist_config:
+    description:
+      - Whether the kubeconfig file is rewritten with refreshed tokens (for auth providers that refresh them,
+        such as OIDC), as in kubernetes.core. Off unless this is V(true).
+      - Only applies to a kubeconfig file, not to O(kubeconfig) given as a dictionary.
+      - Falls back to E(K8S_AUTH_PERSIST_CONFIG); V(0), V(false) and V(no) mean false.
+    type: bool
 requirements:
   - kubernetes (the Python client) >= 32.0.0
 notes:

@@ -14,6 +14,19 @@ def _infos(nodes):
     return [n if isinstance(n, core.NodeInfo) else core.NodeInfo.from_k8s(n) for n in nodes]
 
 
+def _group_of(info, facts, keys):
+    """The node's scaling group: its annotation, else the one this same plan is about to write there
+    (plan.annotate), as on a cluster nobody has upgraded yet."""
+    group = info.annotations.get(keys.group)
+    if group:
+        return group
+    short = keys.short(keys.group)
+    for entry in (facts.get("plan") or {}).get("annotate") or []:
+        if entry.get("name") == info.name and (entry.get("annotations") or {}).get(short):
+            return entry["annotations"][short]
+    return None
+
+
 def donors(nodes, facts, keys):
     """Per donor of facts['nodes']['donor']: heir, group, role, phase and since, whether the heir is Ready."""
     infos = {n.name: n for n in _infos(nodes)}
@@ -28,7 +41,7 @@ def donors(nodes, facts, keys):
             name=name,
             heir=ann.get(keys.heir) or None,
             heir_ready=bool(heir and heir.ready),
-            group=ann.get(keys.group) or None,
+            group=_group_of(info, facts, keys),
             role=core.ROLE_CONTROL_PLANE if info.control_plane else core.ROLE_WORKER,
             phase=ann.get(keys.phase) or core.PHASE_PAIRED,
             phase_since=ann.get(keys.phase_since) or None,
@@ -59,7 +72,7 @@ def replacement_order(nodes, facts, keys):
             info = infos.get(name)
             if info is None:
                 continue
-            rows.append(dict(name=name, group=info.annotations.get(keys.group) or None,
+            rows.append(dict(name=name, group=_group_of(info, facts, keys),
                              role=core.ROLE_CONTROL_PLANE if info.control_plane else core.ROLE_WORKER,
                              in_flight=category == core.DONOR))
     rows.sort(key=lambda r: (r["role"] != core.ROLE_CONTROL_PLANE, not r["in_flight"], (r["group"] or "").lower(), r["name"]))

@@ -53,6 +53,7 @@ AUTH_ARG_SPEC = dict(
     ),
     impersonate_user=dict(type="str"),
     impersonate_groups=dict(type="list", elements="str"),
+    persist_config=dict(type="bool"),
 )
 
 # Ansible option name -> the kubernetes client's name, also tried as K8S_AUTH_<CLIENT NAME>.
@@ -71,9 +72,10 @@ AUTH_ARG_MAP = dict(
     no_proxy="no_proxy",
     impersonate_user="impersonate_user",
     impersonate_groups="impersonate_groups",
+    persist_config="persist_config",
 )
 
-_BOOL_OPTIONS = ("validate_certs",)
+_BOOL_OPTIONS = ("validate_certs", "persist_config")
 _LIST_OPTIONS = ("impersonate_groups",)
 
 
@@ -158,6 +160,9 @@ def resolve_auth(params):
     merged = {k: headers.get(k) or env_headers.get(k) for k in env_headers}
     if any(merged.values()):
         auth["proxy_headers"] = merged
+    # As kubernetes.core does: https://host:6443/ would otherwise make every path start with // (404).
+    if isinstance(auth.get("host"), str):
+        auth["host"] = auth["host"].rstrip("/")
     return auth
 
 
@@ -176,7 +181,10 @@ def _load_kubeconfig(auth, configuration):
                 for path in files.split(os.pathsep):
                     if not os.path.exists(path):
                         raise KubeAuthError("kubeconfig file %s does not exist" % path)
-            config.load_kube_config(config_file=files, context=context, client_configuration=configuration)
+            # persist_config as in kubernetes.core: write refreshed tokens (OIDC, exec) back to the file only
+            # when asked.
+            config.load_kube_config(config_file=files, context=context, client_configuration=configuration,
+                                    persist_config=bool(auth.get("persist_config")))
     except KubeAuthError:
         raise
     except Exception as exc:  # the client raises ConfigException, ValueError, yaml errors...
@@ -245,12 +253,33 @@ def build_api_client(params):
     if auth.get("impersonate_user"):
         api_client.set_default_header("Impersonate-User", auth["impersonate_user"])
     groups = auth.get("impersonate_groups") or []
-    if len(groups) > 1:
-        # The client sends one value per header name; a comma-joined value would name a single group.
-        raise KubeAuthError("impersonate_groups: only one group is supported, got %s" % ", ".join(groups))
-    if groups:
+    if len(groups) == 1:
         api_client.set_default_header("Impersonate-Group", groups[0])
+    elif groups:
+        _send_impersonate_groups(api_client, groups)
     return api_client
+
+
+def _send_impersonate_groups(api_client, groups):
+    """Send one Impersonate-Group header line per group, as the API server reads them (it does not split a
+    comma-joined value). The client keeps its headers in a plain dict, one value per name, so the lines
+    are added where each request goes to urllib3, whose HTTPHeaderDict sends every value of a name."""
+    try:
+        from urllib3 import HTTPHeaderDict
+    except ImportError:  # urllib3 < 2
+        from urllib3._collections import HTTPHeaderDict
+
+    rest_client = api_client.rest_client
+    send = rest_client.request
+
+    def request(method, url, *args, **kwargs):
+        headers = HTTPHeaderDict(kwargs.pop("headers", None) or {})
+        headers.discard("Impersonate-Group")
+        for group in groups:
+            headers.add("Impersonate-Group", group)
+        return send(method, url, *args, headers=headers, **kwargs)
+
+    rest_client.request = request
 
 
 def is_status(exc, *statuses):

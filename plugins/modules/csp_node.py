@@ -7,11 +7,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: csp_node
-short_description: Create, delete and report instances of a cloud scaling group
+short_description: Create and delete instances of a cloud scaling group
 version_added: 1.0.0
 description:
   - Adds instances to a scaling group (GCP managed instance group, Azure VM scale set or AWS auto scaling
-    group), removes instances from it, or reports its instances and their states.
+    group), or removes instances from it. M(kubenodes.image_upgrade.csp_node_info) reports them.
   - Each created instance is returned with the Kubernetes node name it will register as and its providerID,
     so the caller can wait for the node to join.
   - A create refused for quota or capacity does not fail the task; the result says so in
@@ -24,9 +24,8 @@ options:
       - V(present) creates O(count) new instances in O(group).
       - V(absent) deletes the instances named by O(provider_id) or O(node_name) and shrinks their group.
         Instances already gone count as deleted.
-      - V(info) reports the instances of O(group), or of every scaling group when O(group) is not given.
     type: str
-    choices: [present, absent, info]
+    choices: [present, absent]
     default: present
   group:
     description:
@@ -128,20 +127,12 @@ EXAMPLES = r"""
     group: projects/my-project/zones/europe-west1-b/instanceGroupManagers/workers
     node_name:
       - workers-abcd
-
-- name: Report the instances of an Azure scale set
-  kubenodes.image_upgrade.csp_node:
-    provider: azure
-    state: info
-    group: /subscriptions/0000/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/workers
-  register: group_instances
 """
 
 RETURN = r"""
 instances:
   description:
     - With O(state=present), the instances created (empty in check mode).
-    - With O(state=info), the instances of the group (or of every group).
     - With O(state=absent), the instances found and deleted (or that would be, in check mode).
   returned: always
   type: list
@@ -191,12 +182,6 @@ provider_ids:
   type: list
   elements: str
   sample: [aws:///us-east-1a/i-0123456789abcdef0]
-groups:
-  description: With O(state=info), the scaling groups reported (ID, name, image, role, target size).
-  returned: when state is info
-  type: list
-  elements: dict
-  sample: [{id: workers, name: workers, image: ami-0123456789abcdef0, role: worker, target_size: 3}]
 deleted:
   description: With O(state=absent), providerIDs of the instances deleted now (or that would be, in check mode).
   returned: when state is absent
@@ -219,6 +204,13 @@ quota_message:
   returned: when state is present
   type: str
   sample: ""
+resource_actions:
+  description:
+    - The AWS API actions called, with O(aws.debug_botocore_endpoint_logs=true) (as amazon.aws returns them).
+  returned: when provider is aws and aws.debug_botocore_endpoint_logs is true
+  type: list
+  elements: str
+  sample: [autoscaling:DescribeAutoScalingGroups, ec2:DescribeInstances]
 """
 
 import time
@@ -395,19 +387,9 @@ def ensure_absent(module, provider, cloud):
                 node_names=[i.node_name for i in found], provider_ids=[i.provider_id for i in found])
 
 
-def report(module, provider):
-    group = module.params["group"]
-    groups = provider.list_groups([group] if group else None)
-    instances = []
-    for grp in groups:
-        instances.extend(provider.list_instances(grp.id))
-    return dict(changed=False, groups=[g.to_dict() for g in groups], instances=_instance_dicts(instances),
-                node_names=[i.node_name for i in instances], provider_ids=[i.provider_id for i in instances])
-
-
 def main():
     module = KubenodesModule(argument_spec=dict(
-        state=dict(type="str", choices=["present", "absent", "info"], default="present"),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
         group=dict(type="str"),
         count=dict(type="int", default=1),
         provider_id=dict(type="list", elements="str", default=[]),
@@ -425,10 +407,9 @@ def main():
         cloud = factory.PROVIDERS[module.params["provider"]]
         if state == "present":
             result = ensure_present(module, provider)
-        elif state == "absent":
-            result = ensure_absent(module, provider, cloud)
         else:
-            result = report(module, provider)
+            result = ensure_absent(module, provider, cloud)
+        result.update(factory.provider_extras(provider))
     except base.ProviderError as exc:
         module.fail_from_exception(exc)
     module.exit_json(**result)

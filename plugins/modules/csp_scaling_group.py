@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: csp_scaling_group
-short_description: Read and set the image that new instances of cloud scaling groups get
+short_description: Set the image that new instances of cloud scaling groups get
 version_added: 1.0.0
 description:
   - With O(state=present), makes the scaling groups in O(group) create new instances from O(image). Existing
@@ -17,16 +17,15 @@ description:
     the default.
   - The image is checked first (well-formed and existing in the cloud), and every group is read before any
     is changed, so bad input changes nothing.
-  - With O(state=info), reports the groups (all discoverable ones when O(group) is empty) and their images.
+  - M(kubenodes.image_upgrade.csp_scaling_group_info) reports the groups and their images.
 author:
   - kubenodes.image_upgrade maintainers (!UNKNOWN)
 options:
   state:
     description:
       - V(present) sets the image of every group in O(group); groups that already use it are left alone.
-      - V(info) only reports.
     type: str
-    choices: [present, info]
+    choices: [present]
     default: present
   group:
     description:
@@ -68,14 +67,6 @@ EXAMPLES = r"""
       - control-planes
       - workers
     image: ami-0123456789abcdef0
-
-- name: Report every scale set's image
-  kubenodes.image_upgrade.csp_scaling_group:
-    provider: azure
-    azure:
-      subscription_id: "00000000-0000-0000-0000-000000000000"
-    state: info
-  register: scale_sets
 """
 
 RETURN = r"""
@@ -107,16 +98,22 @@ groups:
       sample: 3
 changed_groups:
   description: IDs of the groups whose image was changed (or would be, in check mode).
-  returned: when state is present
+  returned: always
   type: list
   elements: str
   sample: [workers]
 image:
-  description: The canonical form of O(image); for a GCP image family its current image, so a caller that
-    resolves once (as the rolling_upgrade role does at the start of an upgrade) keeps one exact image.
-  returned: when state is present, or state is info with O(image)
+  description: The canonical form of O(image).
+  returned: always
   type: str
   sample: ami-0123456789abcdef0
+resource_actions:
+  description:
+    - The AWS API actions called, with O(aws.debug_botocore_endpoint_logs=true) (as amazon.aws returns them).
+  returned: when provider is aws and aws.debug_botocore_endpoint_logs is true
+  type: list
+  elements: str
+  sample: [autoscaling:DescribeAutoScalingGroups, ec2:DescribeInstances]
 """
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_REQUIRED, KubenodesModule
@@ -128,19 +125,12 @@ def plan_image_changes(groups, image):
     return [g.id for g in groups if g.image != image]
 
 
-def resolve_image(module, provider, image):
-    """The exact image `image` names now, or fail saying what is wrong with the reference."""
-    name = module.params["provider"]
-    try:
-        return provider.validate_image(image.strip())
-    except base.InvalidReferenceError as exc:
-        module.fail_json(msg="image %r is not a valid %s image reference: %s. Nothing was changed" % (image, name, exc))
-    except base.NotFoundError as exc:
-        module.fail_json(msg="image %r does not exist: %s. Nothing was changed" % (image, exc))
-
-
 def ensure_image(module, provider):
     group_ids, image = module.params["group"], module.params["image"]
+    if not group_ids and module.check_mode and image:
+        # No group in check mode: only the exact image the reference names now (a family: its newest image),
+        # as the rolling_upgrade role resolves it once per upgrade.
+        return dict(changed=False, changed_groups=[], image=provider.validate_image(image.strip()), groups=[])
     if not group_ids:
         module.fail_json(msg="state=present needs at least one group")
     if not image:
@@ -171,20 +161,14 @@ def ensure_image(module, provider):
 
 def main():
     module = KubenodesModule(argument_spec=dict(
-        state=dict(type="str", choices=["present", "info"], default="present"),
+        state=dict(type="str", choices=["present"], default="present"),
         group=dict(type="list", elements="str", default=[]),
         image=dict(type="str"),
     ), cloud=CLOUD_REQUIRED, supports_check_mode=True, required_if=[("state", "present", ["image"])])
     try:
         provider = factory.build_provider(module.params)
-        if module.params["state"] == "present":
-            result = ensure_image(module, provider)
-        else:
-            groups = provider.list_groups(module.params["group"] or None)
-            result = dict(changed=False, groups=[g.to_dict() for g in groups])
-            if module.params["image"]:
-                # The exact image the reference names now (an image family: its newest image).
-                result["image"] = resolve_image(module, provider, module.params["image"])
+        result = ensure_image(module, provider)
+        result.update(factory.provider_extras(provider))
     except base.ProviderError as exc:
         module.fail_from_exception(exc)
     module.exit_json(**result)

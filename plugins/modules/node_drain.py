@@ -545,8 +545,12 @@ class DrainModule:
 
     def predict(self, cordoned, recorded_start, pods, decisions):
         to_evict = [pods[d.key] for d in decisions if d.action == core.EVICT]
-        pdbs = api.list_pdbs(self.client, [d.namespace for d in decisions if d.action == core.EVICT]) if to_evict else []
-        accepted, blocked = core.predict_evictions(to_evict, pdbs or [])
+        if self.params["disable_eviction"]:
+            # A plain DELETE, as the real run sends: PodDisruptionBudgets do not apply.
+            accepted, blocked = to_evict, []
+        else:
+            pdbs = api.list_pdbs(self.client, [d.namespace for d in decisions if d.action == core.EVICT]) if to_evict else []
+            accepted, blocked = core.predict_evictions(to_evict, pdbs or [])
         pending = [core.pod_ref(d.namespace, d.name, status="terminating") for d in decisions if d.action == core.TERMINATING]
         evicted = [core.pod_ref(*core.pod_key(p)) for p in accepted]
         skipped = [core.pod_ref(d.namespace, d.name, reason=d.causes[0], message=d.message)

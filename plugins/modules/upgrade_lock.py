@@ -114,6 +114,7 @@ expires_at:
 """
 
 import datetime
+import json
 import socket
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import run_lock
@@ -127,11 +128,27 @@ except ImportError:  # reported by KubenodesModule
     k8s = None
 
 
+def is_missing_lease(status, body):
+    """Whether an API answer (HTTP status, response body) says the Lease does not exist: a 404 whose body is
+    a Status with reason NotFound for kind leases. Any other 404 (a host URL with a path the API server does
+    not serve, a proxy's error page) is an error, not an absent Lease."""
+    if status != 404:
+        return False
+    try:
+        data = json.loads(body) if isinstance(body, (str, bytes)) else body
+    except ValueError:
+        return False
+    if not isinstance(data, dict):
+        return False
+    return (data.get("kind") == "Status" and data.get("reason") == "NotFound"
+            and (data.get("details") or {}).get("kind") == "leases")
+
+
 def read_lease(api, name, namespace):
     try:
         return api.read_namespaced_lease(name, namespace)
     except Exception as exc:  # pylint: disable=broad-except
-        if is_status(exc, 404):
+        if is_status(exc, 404) and is_missing_lease(404, getattr(exc, "body", None)):
             return None
         raise
 

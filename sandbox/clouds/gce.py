@@ -24,6 +24,7 @@ import argparse
 import base64
 import fnmatch
 import hashlib
+import collections
 import itertools
 import json
 import os
@@ -163,6 +164,9 @@ class GceState:
         self.igms = {}          # (project, "zones"|"regions", scope, name) -> igm (with private "_" keys)
         self.operations = {}    # (project, "zones"|"regions"|"global", scope, name) -> operation
         self.request_log = []
+        # User-Agent and x-goog-api-client (where google-cloud-compute puts its client_info) -> requests;
+        # kept out of the request log, whose shapes tests compare.
+        self.user_agents = collections.Counter()
         self.request_ids = {}   # requestId -> operation key, so a retried mutation is not applied twice
         self.service_accounts = {}   # client_email -> public key PEM (the key JSON holds the private key)
         self.tokens = set()          # bearer tokens the API accepts when faults.require_auth is on
@@ -1071,6 +1075,7 @@ class _Handler(BaseHTTPRequestHandler):
                  "query": sorted(query), "body": sorted(body) if isinstance(body, dict) else None}
         with state.lock:
             state.request_log.append(entry)
+            state.user_agents["%s | %s" % (self.headers.get("User-Agent", ""), self.headers.get("x-goog-api-client", ""))] += 1
             if state.faults.require_auth:
                 self._authenticate(state)
         if not matched:

@@ -37,3 +37,26 @@ def test_build_install_and_document_every_module(tmp_path):
         assert "kubenodes.image_upgrade.%s " % name in listed, name
         doc = run([BIN / "ansible-doc", "kubenodes.image_upgrade." + name], env=env)
         assert str(installed_root) in doc and "EXAMPLES" in doc, name
+
+
+@pytest.mark.timeout(300)
+def test_ansible_lint_cache_is_neither_tracked_nor_shipped(tmp_path):
+    """A plain `ansible-lint` leaves .ansible/ (its collection cache) in the tree: git ignores it and the
+    build leaves it out (it nearly doubled the tarball)."""
+    probe = REPO / ".ansible" / "collections" / "probe.txt"
+    ignored = subprocess.run(["git", "-C", REPO, "check-ignore", "-q", "--no-index", probe], check=False)
+    assert ignored.returncode == 0, ".ansible/ is not in .gitignore"
+    tree = tmp_path / "tree"
+    files = subprocess.run(["git", "-C", REPO, "ls-files", "-z"], capture_output=True, check=True).stdout.split(b"\0")
+    for name in filter(None, files):
+        source = REPO / os.fsdecode(name)
+        if source.is_file():
+            (tree / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
+            (tree / os.fsdecode(name)).write_bytes(source.read_bytes())
+    cache = tree / ".ansible" / "collections" / "ansible_collections" / "some" / "thing"
+    cache.mkdir(parents=True)
+    (cache / "plugin.py").write_text("# a cached collection\n")
+    run([BIN / "ansible-galaxy", "collection", "build", "--force", "--output-path", tmp_path, tree])
+    [tarball] = tmp_path.glob("kubenodes-image_upgrade-*.tar.gz")
+    listing = run(["tar", "tzf", tarball]).splitlines()
+    assert not [line for line in listing if line == ".ansible" or line.startswith(".ansible/")], "the build ships .ansible/"

@@ -18,7 +18,7 @@ def _ids(cloud, group):
 
 def test_info_reports_the_group(cloud):
     group = cloud.group(size=2)
-    result = run_module("csp_node", dict(cloud.options, state="info", group=group))
+    result = run_module("csp_node_info", dict(cloud.options, group=group))
     assert not result["failed"], result.get("msg")
     assert result["changed"] is False
     assert [g["id"] for g in result["groups"]] == [group]

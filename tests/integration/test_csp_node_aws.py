@@ -36,23 +36,38 @@ def _env(emulator):
 
 
 def test_credentials_from_environment_and_never_in_output(emulator, group):
-    result = run_module("csp_node", {"provider": "aws", "state": "info", "group": group}, env=_env(emulator))
+    result = run_module("csp_node_info", {"provider": "aws", "group": group}, env=_env(emulator))
     assert not result["failed"], result.get("msg")
     assert len(result["instances"]) == 2
     assert SECRET not in json.dumps(result)
     # the same secret given as an option (with an amazon.aws alias) is masked too
-    args = {"provider": "aws", "state": "info", "group": group,
+    args = {"provider": "aws", "group": group,
             "aws": {"aws_region": emulator.region, "aws_endpoint_url": emulator.endpoint,
                     "aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": SECRET}}
-    result = run_module("csp_node", args)
+    result = run_module("csp_node_info", args)
     assert not result["failed"], result.get("msg")
     assert SECRET not in json.dumps(result)
 
 
+def test_older_amazon_aws_variable_names_and_the_called_actions(emulator, group):
+    """AWS_ACCESS_KEY, AWS_SECRET_KEY, AWS_SECURITY_TOKEN (what AWX writes for an STS token) and AWS_URL, as
+    amazon.aws reads them; debug_botocore_endpoint_logs returns the actions called."""
+    env = {"AWS_ACCESS_KEY": "AKIDEXAMPLE", "AWS_SECRET_KEY": SECRET, "AWS_SECURITY_TOKEN": SECRET + "-token",
+           "AWS_DEFAULT_REGION": emulator.region, "AWS_URL": emulator.endpoint, "ANSIBLE_DEBUG_BOTOCORE_LOGS": "1"}
+    result = run_module("csp_node_info", {"provider": "aws", "group": group}, env=env)
+    assert not result["failed"], result.get("msg")
+    assert len(result["instances"]) == 2
+    assert "autoscaling:DescribeAutoScalingGroups" in result["resource_actions"], result["resource_actions"]
+    assert SECRET not in json.dumps(result)
+    groups = run_module("csp_scaling_group_info", {"provider": "aws", "group": [group]}, env=env)
+    assert not groups["failed"] and [g["id"] for g in groups["groups"]] == [group], groups
+    assert "resource_actions" in groups
+
+
 def test_option_beats_environment(emulator, group):
     # eu-west-1 is another region of the emulator: the group is not there
-    result = run_module("csp_node", {"provider": "aws", "state": "info", "group": group,
-                                     "aws": {"region": "eu-west-1"}}, env=_env(emulator))
+    result = run_module("csp_node_info", {"provider": "aws", "group": group,
+                                          "aws": {"region": "eu-west-1"}}, env=_env(emulator))
     assert result["failed"] and group in result["msg"] and "not exist" in result["msg"]
 
 
@@ -61,7 +76,7 @@ def test_throttling_is_retried_within_the_task(emulator, group):
     admin.clear_requests()
     admin.set_faults(fail_next=2, codes=(429,))
     try:
-        result = run_module("csp_node", {"provider": "aws", "state": "info", "group": group}, env=_env(emulator))
+        result = run_module("csp_node_info", {"provider": "aws", "group": group}, env=_env(emulator))
     finally:
         admin.set_faults()
     assert not result["failed"], result.get("msg")

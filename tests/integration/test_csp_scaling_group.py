@@ -47,11 +47,11 @@ def test_set_image_check_diff_apply_idempotent(cloud):
 
 def test_info_reports_groups_and_images(cloud):
     group = cloud.group(size=1, role="control-plane")
-    result = run_module("csp_scaling_group", dict(cloud.options, state="info", group=[group]))
+    result = run_module("csp_scaling_group_info", dict(cloud.options, group=[group]))
     assert not result["failed"], result.get("msg")
     assert result["changed"] is False
     assert [(g["id"], g["image"]) for g in result["groups"]] == [(group, cloud.image("base"))]
-    everything = run_module("csp_scaling_group", dict(cloud.options, state="info"))
+    everything = run_module("csp_scaling_group_info", dict(cloud.options))
     assert group in [g["id"] for g in everything["groups"]]
 
 

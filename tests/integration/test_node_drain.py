@@ -382,7 +382,12 @@ def test_pod_under_two_pdbs_is_named_and_disable_eviction_deletes_it(sandbox, ku
     assert entry["cause"] == "multiple_pdbs" and entry["pdb"] == "by-app, by-tier"
     assert "more than one" in entry["message"]
 
-    # disable_eviction: a plain DELETE, which PDBs do not see.
+    # disable_eviction: a plain DELETE, which PDBs do not see. Check mode predicts just that on the node
+    # the drain above cordoned (kubernetes.core's k8s_drain target: no PDB block, changed, pod named).
+    predicted = drain(sandbox, donor, check=True, disable_eviction=True)
+    assert predicted["failed"] is False and predicted["changed"] is True, predicted
+    assert names(predicted["evicted"]) == [entry["pod"]] and predicted["blocked"] == [], predicted
+    assert [p["metadata"]["name"] for p in pods_on(kube, namespace, donor)] == [entry["pod"]]
     deleted = drain(sandbox, donor, disable_eviction=True, wait=True, wait_timeout=60, wait_sleep=1)
     assert deleted["failed"] is False and deleted["reason"] == "drained", deleted
     assert names(deleted["evicted"]) == [entry["pod"]]

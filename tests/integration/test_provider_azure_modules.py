@@ -87,7 +87,7 @@ def test_csp_node_present_check_mode_then_for_real_with_wait(admin, emulator):
         assert instance["provider_id"].startswith("azure:///subscriptions/%s/resourceGroups/" % emu.SUBSCRIPTION)
         assert instance["image"] == image and instance["group_id"] == group_id
 
-    info = run_module("csp_node", args(admin, state="info", group=group_id))
+    info = run_module("csp_node_info", args(admin, group=group_id))
     assert not info["failed"] and info["changed"] is False
     assert len(info["instances"]) == 3
     assert info["groups"][0]["target_size"] == 3 and info["groups"][0]["image"] == image
@@ -147,16 +147,16 @@ def test_secrets_never_show_and_env_credentials_work(admin, emulator):
     options = admin.provider_options()["azure"]
     env = {"AZURE_SUBSCRIPTION_ID": options["subscription_id"], "AZURE_ACCESS_TOKEN": "env-token-value-123",
            "AZURE_SECRET": "client-secret-value-456", "AZURE_CLIENT_ID": "app", "AZURE_TENANT": "tenant"}
-    result = run_module("csp_node", {"provider": "azure", "state": "info", "group": group_id,
-                                     "azure": {"endpoint": options["endpoint"], "ca_bundle": options["ca_bundle"]}},
+    result = run_module("csp_node_info", {"provider": "azure", "group": group_id,
+                                          "azure": {"endpoint": options["endpoint"], "ca_bundle": options["ca_bundle"]}},
                         env=env)
     assert not result["failed"], result.get("msg")
     assert len(result["instances"]) == 1
     text = json.dumps(result)
     assert "env-token-value-123" not in text and "client-secret-value-456" not in text
 
-    given = run_module("csp_node", args(admin, state="info", group=group_id,
-                                        azure=dict(options, secret="client-secret-value-456")))
+    given = run_module("csp_node_info", args(admin, group=group_id,
+                                             azure=dict(options, secret="client-secret-value-456")))
     assert "client-secret-value-456" not in json.dumps(given)
     assert "sandbox-token" not in json.dumps(given)
 

@@ -119,3 +119,15 @@ def test_https_endpoint_with_ca_bundle_even_when_requests_ca_bundle_is_set(tmp_p
         assert err.value.code == "TLS_VERIFY_FAILED" and not err.value.retryable
         assert "gcp.ca_bundle" in str(err.value)
         assert len(admin.requests()) == before
+
+
+def test_env_type_goes_into_the_user_agent(emulator, admin):
+    """AWX's GCE credential sets GCP_ENV_TYPE=tower; as in google.cloud it only marks the User-Agent."""
+    emulator.state.user_agents.clear()
+    key = admin.create_service_account("agent-" + EMAIL)
+    provider = gce.from_params(_options(admin, auth_kind="serviceaccount", service_account_contents=json.dumps(key),
+                                        env_type="tower"))
+    assert "projects/%s/zones/" % DEFAULT_PROJECT in " ".join(_group_ids(provider))
+    agents = [agent for agent in emulator.state.user_agents if agent]
+    assert agents and all("kubenodes.image_upgrade env/tower" in agent for agent in agents), agents
+    assert gce.user_agent({}) == "kubenodes.image_upgrade" and gce.user_agent({"env_type": " "}) == "kubenodes.image_upgrade"

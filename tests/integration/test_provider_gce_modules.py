@@ -125,19 +125,19 @@ def test_env_credentials_work_and_secrets_never_show(admin):
     secret = "ya29.SECRET-%s" % uuid.uuid4().hex
     env = {"GCP_AUTH_KIND": "accesstoken", "GCP_ACCESS_TOKEN": secret, "GCP_PROJECT": DEFAULT_PROJECT,
            "GCP_COMPUTE_ENDPOINT": admin.endpoint}
-    result = run_module("csp_scaling_group", dict(provider="gcp", state="info", group=[group]), env=env)
+    result = run_module("csp_scaling_group_info", dict(provider="gcp", group=[group]), env=env)
     assert not result["failed"], result.get("msg")
     assert [g["id"] for g in result["groups"]] == [group] and result["groups"][0]["image"] == image
     assert secret not in json.dumps(result)
     # Given as an option, with an auth_kind it does not belong to: a clear error, still masked.
-    bad = run_module("csp_scaling_group", dict(provider="gcp", state="info", group=[group],
-                                               gcp=dict(auth_kind="anonymous", access_token=secret,
-                                                        project=DEFAULT_PROJECT, endpoint=admin.endpoint)))
+    bad = run_module("csp_scaling_group_info", dict(provider="gcp", group=[group],
+                                                    gcp=dict(auth_kind="anonymous", access_token=secret,
+                                                             project=DEFAULT_PROJECT, endpoint=admin.endpoint)))
     assert bad["failed"] and "only used with auth_kind=accesstoken" in bad["msg"]
     assert secret not in json.dumps(bad)
 
 
 def test_bad_auth_kind_is_refused_by_the_argument_spec(admin):
-    result = run_module("csp_scaling_group", dict(provider="gcp", state="info",
-                                                  gcp=dict(auth_kind="password", endpoint=admin.endpoint)))
+    result = run_module("csp_scaling_group_info", dict(provider="gcp",
+                                                       gcp=dict(auth_kind="password", endpoint=admin.endpoint)))
     assert result["failed"] and "auth_kind" in result["msg"] and "anonymous" in result["msg"]

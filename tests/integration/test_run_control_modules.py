@@ -78,6 +78,53 @@ def test_lock_rejects_bad_input_and_unreachable_api(sandbox, namespace, tmp_path
     assert missing["failed"] and "does not exist" in missing["msg"]
 
 
+def test_lock_with_awx_bearer_token_variables_and_a_trailing_slash_host(sandbox, namespace):
+    """AWX's Kubernetes bearer-token credential, as its injector writes it, with a host ending in '/'
+    (AWX's own tests use one): the slash is dropped as kubernetes.core does, so the paths are not '//...'."""
+    env = {"K8S_AUTH_HOST": sandbox.apiserver + "/", "K8S_AUTH_API_KEY": sandbox.admin_token,
+           "K8S_AUTH_VERIFY_SSL": "True", "K8S_AUTH_SSL_CA_CERT": str(sandbox.ca)}
+    args = dict(name="run-lock", namespace=namespace, holder="awx-job-1")
+    taken = run_module("upgrade_lock", args, env=env)
+    assert taken["acquired"] and taken["action"] == "acquire", taken
+    released = run_module("upgrade_lock", dict(args, state="absent"), env=env)
+    assert released["changed"] and released["action"] == "release", released
+    lease = k8s.CoordinationV1Api(sandbox.api_client()).read_namespaced_lease("run-lock", namespace)
+    assert not lease.spec.holder_identity
+
+
+def test_lock_release_fails_on_a_404_that_is_not_a_missing_lease(sandbox, namespace):
+    """Only the API server's NotFound for the Lease means 'nothing to release'. A host URL with a path the
+    API server does not serve answers 404 too; releasing must fail then, not report success."""
+    env = {"K8S_AUTH_HOST": sandbox.apiserver + "/not-served", "K8S_AUTH_API_KEY": sandbox.admin_token,
+           "K8S_AUTH_SSL_CA_CERT": str(sandbox.ca)}
+    result = run_module("upgrade_lock", dict(name="run-lock", namespace=namespace, holder="awx-job-1",
+                                             state="absent"), env=env)
+    assert result["failed"], result
+    assert "Lease %s/run-lock" % namespace in result["msg"] and "404" in result["msg"], result["msg"]
+    assert sandbox.admin_token not in json.dumps(result)
+
+
+def test_lock_impersonating_a_user_in_several_groups(sandbox, namespace):
+    """impersonate_groups with two groups sends both: only the second one may write Leases here."""
+    rbac = k8s.RbacAuthorizationV1Api(sandbox.api_client())
+    rbac.create_namespaced_role(namespace, k8s.V1Role(
+        metadata=k8s.V1ObjectMeta(name="lease-writer"),
+        rules=[k8s.V1PolicyRule(api_groups=["coordination.k8s.io"], resources=["leases"],
+                                verbs=["get", "create", "update"])]))
+    rbac.create_namespaced_role_binding(namespace, k8s.V1RoleBinding(
+        metadata=k8s.V1ObjectMeta(name="lease-writer"),
+        role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="lease-writer"),
+        subjects=[k8s.RbacV1Subject(kind="Group", name="lease-writers", api_group="rbac.authorization.k8s.io")]))
+    args = dict(sandbox.auth_args(), name="run-lock", namespace=namespace, holder="awx-job-2",
+                impersonate_user="awx-operator")
+    only_first = run_module("upgrade_lock", dict(args, impersonate_groups=["readers"]))
+    assert only_first["failed"] and "403" in only_first["msg"], only_first
+    both = run_module("upgrade_lock", dict(args, impersonate_groups=["readers", "lease-writers"]))
+    assert both["failed"] is False and both["acquired"], both
+    lease = k8s.CoordinationV1Api(sandbox.api_client()).read_namespaced_lease("run-lock", namespace)
+    assert lease.spec.holder_identity == "awx-job-2"
+
+
 def autoscaler(sandbox, namespace, state, check=False, diff=False):
     return run_module("autoscaler_pause", dict(sandbox.auth_args(), namespace=namespace, state=state), check=check, diff=diff)
 

@@ -44,14 +44,20 @@ except ImportError:  # pragma: no cover - reported by from_params()
 ARG_SPEC = dict(
     region=dict(type="str", aliases=["aws_region", "ec2_region"],
                 fallback=(env_fallback, ["AWS_REGION", "AWS_DEFAULT_REGION"])),
-    profile=dict(type="str", aliases=["aws_profile"], fallback=(env_fallback, ["AWS_PROFILE"])),
+    # The environment variables amazon.aws reads, in its order (AWX's AWS credential sets AWS_ACCESS_KEY_ID,
+    # AWS_SECRET_ACCESS_KEY and AWS_SECURITY_TOKEN).
+    profile=dict(type="str", aliases=["aws_profile"], fallback=(env_fallback, ["AWS_PROFILE", "AWS_DEFAULT_PROFILE"])),
     access_key=dict(type="str", aliases=["aws_access_key_id", "aws_access_key"], no_log=False,
-                    fallback=(env_fallback, ["AWS_ACCESS_KEY_ID"])),
+                    fallback=(env_fallback, ["AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY", "EC2_ACCESS_KEY"])),
     secret_key=dict(type="str", aliases=["aws_secret_access_key", "aws_secret_key"], no_log=True,
-                    fallback=(env_fallback, ["AWS_SECRET_ACCESS_KEY"])),
+                    fallback=(env_fallback, ["AWS_SECRET_ACCESS_KEY", "AWS_SECRET_KEY", "EC2_SECRET_KEY"])),
     session_token=dict(type="str", aliases=["aws_session_token"], no_log=True,
-                       fallback=(env_fallback, ["AWS_SESSION_TOKEN"])),
-    endpoint_url=dict(type="str", aliases=["aws_endpoint_url"], fallback=(env_fallback, ["AWS_ENDPOINT_URL"])),
+                       fallback=(env_fallback, ["AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "EC2_SECURITY_TOKEN"])),
+    endpoint_url=dict(type="str", aliases=["aws_endpoint_url"],
+                      fallback=(env_fallback, ["AWS_ENDPOINT_URL", "AWS_URL", "EC2_URL"])),
+    aws_config=dict(type="dict"),
+    debug_botocore_endpoint_logs=dict(type="bool", default=False,
+                                      fallback=(env_fallback, ["ANSIBLE_DEBUG_BOTOCORE_LOGS"])),
     aws_ca_bundle=dict(type="path", fallback=(env_fallback, ["AWS_CA_BUNDLE"])),
     validate_certs=dict(type="bool", default=True),
     group_tags=dict(type="dict"),
@@ -233,6 +239,29 @@ def vcpu_limit(region, quota_value, running, vcpus_of, group_types):
                              "EC2 in %s" % region, quota_value, usage, per_group, unit=quota.UNIT_VCPUS)
 
 
+def action_name(endpoint_prefix, operation):
+    """An API action as IAM policies and amazon.aws's resource_actions name it: ec2:DescribeInstances."""
+    return "%s:%s" % (endpoint_prefix, operation)
+
+
+# Set by the provider whatever aws_config says: with_retries() retries (see the module docstring), so
+# botocore must not retry as well.
+_FIXED_CONFIG = dict(retries={"total_max_attempts": 1})
+
+
+def client_config(aws_config=None):
+    """The botocore Config of every client: the provider's defaults, then the user's aws_config (as in
+    amazon.aws: any botocore.config.Config parameter, e.g. proxies or read_timeout), except retries."""
+    config = botocore.config.Config(connect_timeout=10, read_timeout=30, user_agent_extra="kubenodes.image_upgrade")
+    if aws_config:
+        try:
+            config = config.merge(botocore.config.Config(**aws_config))
+        except TypeError as exc:
+            raise ProviderError("aws.aws_config: %s; give botocore.config.Config parameters such as "
+                                "connect_timeout, read_timeout or proxies" % exc)
+    return config.merge(botocore.config.Config(**_FIXED_CONFIG))
+
+
 def _epoch(value):
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
@@ -249,18 +278,20 @@ class AwsProvider(CloudProvider):
     name = "aws"
 
     def __init__(self, session, endpoint_url=None, verify=None, create_timeout=120.0, poll_interval=2.0,
-                 retry_attempts=6, retry_base_delay=0.5, sleep=time.sleep, clock=time.time, group_tags=None):
-        config = botocore.config.Config(
-            retries={"total_max_attempts": 1},  # with_retries() does it, see the module docstring
-            connect_timeout=10, read_timeout=30,
-            user_agent_extra="kubenodes.image_upgrade",
-        )
+                 retry_attempts=6, retry_base_delay=0.5, sleep=time.sleep, clock=time.time, group_tags=None,
+                 aws_config=None, record_actions=False):
+        config = client_config(aws_config)
         kwargs = dict(config=config, endpoint_url=endpoint_url or None)
         if verify is not None:
             kwargs["verify"] = verify
         self.ec2 = session.client("ec2", **kwargs)
         self.autoscaling = session.client("autoscaling", **kwargs)
         self.servicequotas = session.client("service-quotas", **kwargs)
+        # debug_botocore_endpoint_logs: every API action called, as amazon.aws returns them (resource_actions).
+        self.resource_actions = [] if record_actions else None
+        if record_actions:
+            for client in (self.ec2, self.autoscaling, self.servicequotas):
+                client.meta.events.register("before-call", self._record_action)
         self.region = session.region_name
         self.create_timeout = create_timeout
         self.group_tags = dict(group_tags or {})
@@ -271,6 +302,10 @@ class AwsProvider(CloudProvider):
         self._clock = clock
 
     # -- plumbing -----------------------------------------------------------------------------------
+
+    def _record_action(self, model=None, **_kwargs):
+        if model is not None:
+            self.resource_actions.append(action_name(model.service_model.endpoint_prefix, model.name))
 
     def _call(self, client, operation, **kwargs):
         method = getattr(client, operation)
@@ -646,4 +681,5 @@ def from_params(options):
     elif options.get("aws_ca_bundle"):
         verify = options["aws_ca_bundle"]
     return AwsProvider(session, endpoint_url=options.get("endpoint_url"), verify=verify,
-                       group_tags=options.get("group_tags"))
+                       group_tags=options.get("group_tags"), aws_config=options.get("aws_config"),
+                       record_actions=bool(options.get("debug_botocore_endpoint_logs")))

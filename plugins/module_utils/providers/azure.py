@@ -19,8 +19,10 @@ The parsing and mapping functions at the top are pure; AzureProvider below does 
 
 from __future__ import annotations
 
+import base64
 import configparser
 import datetime
+import hashlib
 import os
 import re
 import threading
@@ -467,6 +469,14 @@ ARG_SPEC = dict(
     cloud_environment=dict(type="str", default="AzureCloud", fallback=(env_fallback, ["AZURE_CLOUD_ENVIRONMENT"])),
     adfs_authority_url=dict(type="str", fallback=(env_fallback, ["AZURE_ADFS_AUTHORITY_URL"])),
     access_token=dict(type="str", no_log=True, fallback=(env_fallback, ["AZURE_ACCESS_TOKEN"])),
+    ad_user=dict(type="str", fallback=(env_fallback, ["AZURE_AD_USER"])),
+    password=dict(type="str", no_log=True, fallback=(env_fallback, ["AZURE_PASSWORD"])),
+    x509_certificate_path=dict(type="path", fallback=(env_fallback, ["AZURE_X509_CERTIFICATE_PATH"])),
+    thumbprint=dict(type="str", no_log=False, fallback=(env_fallback, ["AZURE_THUMBPRINT"])),
+    cert_validation_mode=dict(type="str", choices=["validate", "ignore"],
+                              fallback=(env_fallback, ["AZURE_CERT_VALIDATION_MODE", "AZURE_CERT_VALIDATION"])),
+    api_profile=dict(type="str", default="latest"),
+    disable_instance_discovery=dict(type="bool", default=False),
     endpoint=dict(type="str"),
     ca_bundle=dict(type="path"),
     resource_group=dict(type="str", fallback=(env_fallback, ["AZURE_RESOURCE_GROUP"])),
@@ -487,22 +497,74 @@ def read_credential_file(path, profile):
     return dict(parser.items(profile))
 
 
+# The public client ID azure.azcollection (and the Azure CLI) uses for a user's password login when no
+# client_id is given.
+AZURE_CLI_CLIENT_ID = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"
+_CREDENTIAL_KEYS = ("subscription_id", "client_id", "secret", "tenant", "ad_user", "password",
+                    "x509_certificate_path", "thumbprint")
+
+
+def certificate_thumbprint(pem_text):
+    """The SHA-1 thumbprint (upper-case hex, as the Azure portal shows it) of the first certificate in a
+    PEM text, or None when it holds none."""
+    match = re.search(r"-----BEGIN CERTIFICATE-----(.+?)-----END CERTIFICATE-----", pem_text, re.S)
+    if not match:
+        return None
+    der = base64.b64decode("".join(match.group(1).split()))
+    return hashlib.sha1(der).hexdigest().upper()  # nosec - the thumbprint Azure names certificates by
+
+
+def _check_certificate(settings):
+    path = settings["x509_certificate_path"]
+    try:
+        with open(path) as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise ProviderError("azure.x509_certificate_path %s cannot be read: %s" % (path, exc))
+    found = certificate_thumbprint(text)
+    if found is None or "PRIVATE KEY-----" not in text:
+        raise ProviderError("azure.x509_certificate_path %s must be a PEM file with the service principal's "
+                            "certificate and its private key" % path)
+    wanted = (settings.get("thumbprint") or "").replace(":", "").replace(" ", "").upper()
+    if wanted and wanted != found:
+        raise ProviderError("azure.thumbprint %s does not match the certificate in %s (its thumbprint is %s); "
+                            "give the thumbprint of that certificate, or leave azure.thumbprint out"
+                            % (settings["thumbprint"], path, found))
+
+
 def resolve_auth(options, environ=None, credential_file=None):
     """Decide how to authenticate, without touching the network. Returns (kind, settings) where kind is one of
-    token, client_secret, msi, cli, default; settings hold subscription_id and what the credential needs.
-    Mirrors azure.azcollection's order for auth_source=auto: profile, explicit service principal, environment
-    (already merged into options by env_fallback), [default] of the credentials file, then the SDK's chain."""
+    token, client_secret, certificate, user_password, msi, cli, default; settings hold subscription_id and
+    what the credential needs.
+    Mirrors azure.azcollection's order for auth_source=auto: profile, explicit service principal (secret or
+    certificate) or user, environment (already merged into options by env_fallback; AWX's Azure credential
+    sets AZURE_CLIENT_ID/AZURE_SECRET/AZURE_TENANT or AZURE_AD_USER/AZURE_PASSWORD), [default] of the
+    credentials file, then the SDK's chain."""
     environ = os.environ if environ is None else environ
     credential_file = credential_file or os.path.join(os.path.expanduser("~"), ".azure", "credentials")
     source = options.get("auth_source") or "auto"
-    settings = {k: options.get(k) for k in ("subscription_id", "client_id", "secret", "tenant")}
+    settings = {k: options.get(k) for k in _CREDENTIAL_KEYS}
 
     def from_profile(name):
         section = read_credential_file(credential_file, name)
         if not section:
             raise ProviderError("azure: profile %r not found in %s" % (name, credential_file))
-        for key in ("subscription_id", "client_id", "secret", "tenant"):
+        for key in _CREDENTIAL_KEYS:
             settings[key] = settings.get(key) or section.get(key)
+
+    def given():
+        """The kind of credential the settings hold, or None."""
+        if settings["client_id"] and settings["secret"]:
+            return "client_secret"
+        if settings["client_id"] and settings["x509_certificate_path"]:
+            return "certificate"
+        if settings["ad_user"] and settings["password"]:
+            return "user_password"
+        return None
+
+    def partly_given():
+        """The kind the settings start to name, so that the error names what is missing of it."""
+        return given() or ("user_password" if settings["ad_user"] and not settings["client_id"] else "client_secret")
 
     if options.get("access_token"):
         kind = "token"
@@ -512,28 +574,47 @@ def resolve_auth(options, environ=None, credential_file=None):
         kind = "cli"
     elif source == "credential_file":
         from_profile(options.get("profile") or "default")
-        kind = "client_secret"
+        kind = partly_given()
     elif source == "env":
-        kind = "client_secret"
+        kind = partly_given()
     else:
         if options.get("profile"):
             from_profile(options["profile"])
-            kind = "client_secret"
-        elif settings["client_id"] and settings["secret"]:
-            kind = "client_secret"
+            kind = partly_given()
+        elif given():
+            kind = given()
         elif read_credential_file(credential_file, "default"):
             from_profile("default")
-            kind = "client_secret"
+            kind = partly_given()
         else:
             kind = "default"
-    if kind == "client_secret":
-        missing = [k for k in ("client_id", "secret", "tenant") if not settings.get(k)]
-        if missing:
-            raise ProviderError("azure: auth_source=%s needs %s (options, AZURE_* variables or the credentials "
-                                "file)" % (source, ", ".join(missing)))
+    needs = {"client_secret": ("client_id", "secret", "tenant"),
+             "certificate": ("client_id", "x509_certificate_path", "tenant"),
+             "user_password": ("ad_user", "password")}.get(kind, ())
+    missing = [k for k in needs if not settings.get(k)]
+    if missing:
+        raise ProviderError("azure: auth_source=%s needs %s (options, AZURE_* variables or the credentials "
+                            "file)" % (source, ", ".join(missing)))
+    if kind == "certificate":
+        _check_certificate(settings)
     if not settings.get("subscription_id"):
         raise ProviderError("azure: no subscription; set azure.subscription_id or AZURE_SUBSCRIPTION_ID")
     return kind, settings
+
+
+def check_api_profile(options):
+    profile = options.get("api_profile") or "latest"
+    if profile != "latest":
+        raise ProviderError("azure.api_profile %r is not supported: the provider calls one Compute API version; "
+                            "use latest (the default)" % profile)
+
+
+def transport_verify(options):
+    """What azure-core's connection_verify gets, for Resource Manager and the login alike: the CA bundle,
+    False with cert_validation_mode=ignore, or None for the system's trust store."""
+    if options.get("cert_validation_mode") == "ignore":
+        return False
+    return options.get("ca_bundle") or None
 
 
 def resolve_cloud(options):
@@ -575,8 +656,21 @@ def build_credential(kind, settings, options, authority):
     from azure import identity  # pylint: disable=import-outside-toplevel
 
     extra = {"authority": authority} if authority else {}
+    if options.get("disable_instance_discovery"):
+        extra["disable_instance_discovery"] = True
+    verify = transport_verify(options)
+    if verify is not None:
+        extra["connection_verify"] = verify
     if kind == "client_secret":
         return identity.ClientSecretCredential(settings["tenant"], settings["client_id"], settings["secret"], **extra)
+    if kind == "certificate":
+        return identity.CertificateCredential(settings["tenant"], settings["client_id"],
+                                              certificate_path=settings["x509_certificate_path"], **extra)
+    if kind == "user_password":
+        return identity.UsernamePasswordCredential(settings.get("client_id") or AZURE_CLI_CLIENT_ID,
+                                                   settings["ad_user"], settings["password"],
+                                                   tenant_id=settings.get("tenant") or "organizations",
+                                                   **extra)
     if kind == "msi":
         return identity.ManagedIdentityCredential(client_id=options.get("client_id"))
     if kind == "cli":
@@ -590,6 +684,7 @@ def from_params(options):
         raise ProviderError("azure: the Python packages azure-mgmt-compute, azure-core and azure-identity are "
                             "needed (pip install azure-mgmt-compute azure-identity): %s" % AZURE_IMPORT_ERROR)
     options = dict(options or {})
+    check_api_profile(options)
     endpoint, authority, scope = resolve_cloud(options)
     kind, settings = resolve_auth(options)
     try:
@@ -597,7 +692,7 @@ def from_params(options):
     except ImportError as exc:
         raise ProviderError("azure: auth_source %s needs the azure-identity package: %s" % (options.get("auth_source"), exc))
     return AzureProvider(credential, settings["subscription_id"], endpoint=endpoint, credential_scope=scope,
-                         ca_bundle=options.get("ca_bundle"), resource_group=options.get("resource_group"),
+                         ca_bundle=transport_verify(options), resource_group=options.get("resource_group"),
                          location=options.get("location"),
                          timeout=options.get("timeout") or 600,
                          polling_interval=options.get("polling_interval"),
@@ -638,8 +733,9 @@ class AzureProvider(CloudProvider):
         if sub not in self._clients:
             kwargs = dict(base_url=self.endpoint, credential_scopes=[self.credential_scope],
                           polling_interval=self.polling_interval, retry_total=self.sdk_retries)
-            if self.ca_bundle:
+            if self.ca_bundle or self.ca_bundle is False:
                 # Applied per request by azure-core, so REQUESTS_CA_BUNDLE in the environment cannot override it.
+                # False: cert_validation_mode=ignore.
                 kwargs["connection_verify"] = self.ca_bundle
             self._clients[sub] = ComputeManagementClient(self.credential, subscription_id or self.subscription_id,
                                                          **kwargs)

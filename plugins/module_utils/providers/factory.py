@@ -24,3 +24,10 @@ def build_provider(params):
     """The CloudProvider for params['provider'], configured from params[<provider>]."""
     name = params["provider"]
     return PROVIDERS[name].from_params(params.get(name) or {})
+
+
+def provider_extras(provider):
+    """What a module adds to its result from the provider: the AWS actions called with
+    aws.debug_botocore_endpoint_logs (resource_actions, as amazon.aws returns them)."""
+    actions = getattr(provider, "resource_actions", None)
+    return {} if actions is None else {"resource_actions": sorted(set(actions))}

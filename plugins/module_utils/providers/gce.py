@@ -100,7 +100,18 @@ ARG_SPEC = dict(
     endpoint=dict(type="str", fallback=(env_fallback, ["GCP_COMPUTE_ENDPOINT"])),
     ca_bundle=dict(type="path", fallback=(env_fallback, ["GCP_CA_BUNDLE"])),
     operation_timeout=dict(type="int", default=600),
+    env_type=dict(type="str", fallback=(env_fallback, ["GCP_ENV_TYPE"])),
 )
+
+USER_AGENT = "kubenodes.image_upgrade"
+
+
+def user_agent(options):
+    """The User-Agent of the API calls. env_type (GCP_ENV_TYPE; AWX's GCE credential sets tower) is
+    added to it, as google.cloud does, so the project's audit logs tell where a call came from."""
+    env_type = (options.get("env_type") or "").strip()
+    return "%s env/%s" % (USER_AGENT, env_type) if env_type else USER_AGENT
+
 
 # ---- formats (pure) ------------------------------------------------------------------------------------
 _URL_PREFIX_RE = re.compile(r"^https?://[^/]+/compute/(?:v1|beta|alpha)/")
@@ -454,7 +465,10 @@ class GceProvider(CloudProvider):
         client = self._clients.get(kind)
         if client is None:
             cls = getattr(compute_v1, kind)
-            client = cls(credentials=self._credentials, client_options=self._client_options)
+            from google.api_core.gapic_v1.client_info import ClientInfo  # pylint: disable=import-outside-toplevel
+
+            client = cls(credentials=self._credentials, client_options=self._client_options,
+                         client_info=ClientInfo(user_agent=user_agent(self.options)))
             self._use_ca_bundle(client)
             self._clients[kind] = client
         return client

@@ -56,3 +56,10 @@ def test_every_variable_is_in_the_readme_table_with_its_default():
             assert shown == "required", (name, shown)
         else:
             assert shown == _shown(value), "README shows %s for %s, defaults/main.yml has %r" % (shown, name, value)
+
+
+def test_the_readme_is_markdown_without_ansible_doc_markup():
+    # C(), V(), M(), O(), E() and I() render only in ansible-doc; on a Markdown page they show raw.
+    markup = re.compile(r"\b[CVMOEI]\([^)]*\)")
+    raw = [line for line in (ROLE / "README.md").read_text().splitlines() if markup.search(line)]
+    assert not raw, "ansible-doc markup in roles/rolling_upgrade/README.md:\n" + "\n".join(raw)

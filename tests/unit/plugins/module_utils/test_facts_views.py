@@ -55,3 +55,22 @@ def test_blocking_pdbs_are_those_allowing_no_disruption():
     result = facts_views.blocking_pdbs(pdbs)
     assert [(p["namespace"], p["name"]) for p in result] == [("a", "new"), ("b", "web")]
     assert result[1]["min_available"] == 3 and result[1]["expected_pods"] == 3
+
+
+def test_replacement_order_and_donors_take_the_group_the_plan_is_about_to_annotate():
+    # A cluster nobody has upgraded yet: no scaling-group annotation, only this plan's annotate entry
+    # (the first check-mode plan used to say "node w-5 in None").
+    nodes = [node("w-5"), node("w-6", heir="w-7"), node("w-7", donor="w-6")]
+    facts = {"nodes": {"outdated": ["w-5"], "donor": ["w-6"], "heir": ["w-7"]},
+             "plan": {"annotate": [{"name": "w-5", "annotations": {"scaling-group-id": "g-new", "node-image": "a"}},
+                                   {"name": "w-6", "annotations": {"scaling-group-id": "g-old"}}]}}
+    order = facts_views.replacement_order(nodes, facts, KEYS)
+    assert [(r["name"], r["group"]) for r in order] == [("w-6", "g-old"), ("w-5", "g-new")]
+    assert [d["group"] for d in facts_views.donors(nodes, facts, KEYS)] == ["g-old"]
+
+
+def test_the_annotation_wins_over_the_plan_and_a_node_in_neither_has_no_group():
+    nodes = [node("w-1", scaling_group_id="g-w"), node("w-2")]
+    facts = {"nodes": {"outdated": ["w-1", "w-2"]},
+             "plan": {"annotate": [{"name": "w-1", "annotations": {"scaling-group-id": "other"}}]}}
+    assert {r["name"]: r["group"] for r in facts_views.replacement_order(nodes, facts, KEYS)} == {"w-1": "g-w", "w-2": None}

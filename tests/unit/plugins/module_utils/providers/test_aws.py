@@ -173,7 +173,7 @@ def test_argument_spec_mirrors_amazon_aws():
     assert set(spec["access_key"]["aliases"]) == {"aws_access_key_id", "aws_access_key"}
     assert set(spec["secret_key"]["aliases"]) == {"aws_secret_access_key", "aws_secret_key"}
     assert spec["region"]["fallback"][1] == ["AWS_REGION", "AWS_DEFAULT_REGION"]
-    assert spec["endpoint_url"]["fallback"][1] == ["AWS_ENDPOINT_URL"]
+    assert spec["endpoint_url"]["fallback"][1] == ["AWS_ENDPOINT_URL", "AWS_URL", "EC2_URL"]
     assert spec["aws_ca_bundle"]["fallback"][1] == ["AWS_CA_BUNDLE"]
 
 

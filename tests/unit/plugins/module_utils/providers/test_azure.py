@@ -304,7 +304,7 @@ def test_arg_spec_matches_doc_fragment():
         assert documented.get("default") == spec.get("default"), name
         assert documented.get("choices") == spec.get("choices"), name
     secrets = {n for n, s in az.ARG_SPEC.items() if s.get("no_log")}
-    assert secrets == {"secret", "access_token"}
+    assert secrets == {"secret", "access_token", "password"}
 
 
 def test_env_fallbacks_mirror_azure_azcollection():
