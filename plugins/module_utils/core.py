@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Dict, List, Optional
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
     CREATING,
     DELETING,
@@ -76,9 +77,10 @@ class AnnotationKeys:
              "started-at")
 
     def __init__(self, prefix=DEFAULT_PREFIX):
-        prefix = (prefix or "").strip().strip("/")
-        if not prefix or not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", prefix) or len(prefix) > 253:
-            raise PlanInputError("annotation_prefix %r is not a DNS subdomain (like %s)" % (prefix, DEFAULT_PREFIX))
+        # One rule for every module (validate.annotation_prefix): no default in place of an empty prefix.
+        problem = validate.annotation_prefix("annotation_prefix", prefix)
+        if problem:
+            raise PlanInputError(problem)
         self.prefix = prefix
         self.group = prefix + "/scaling-group-id"
         self.image = prefix + "/node-image"
@@ -245,8 +247,10 @@ class Options:
         if not isinstance(self.image, str) or not self.image.strip() or any(c.isspace() for c in self.image.strip()):
             raise PlanInputError("image must be a non-empty image reference without spaces, got %r" % (self.image,))
         surge_limit(self.max_surge, 1)
-        if self.max_surge_total is not None and (isinstance(self.max_surge_total, bool) or int(self.max_surge_total) < 0):
-            raise PlanInputError("max_surge_total must be a non-negative integer, got %r" % (self.max_surge_total,))
+        # The rules of the modules and the role (validate.py): 0 would never replace a node, 10**20 is no count.
+        for problem in validate.check(dict(max_surge=self.max_surge, max_surge_total=self.max_surge_total),
+                                      validate.SURGE_RULES):
+            raise PlanInputError(problem)
         if self.join_timeout is None or float(self.join_timeout) <= 0:
             raise PlanInputError("join_timeout must be a positive number of seconds, got %r" % (self.join_timeout,))
         return AnnotationKeys(self.annotation_prefix)

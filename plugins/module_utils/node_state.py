@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
 
 CONFLICT_ATTEMPTS = 6
@@ -141,10 +141,11 @@ def planner_options(params):
 
     return core.Options(
         image=params.get("image"),
-        annotation_prefix=params.get("annotation_prefix") or core.DEFAULT_PREFIX,
-        max_surge=params.get("max_surge", 1) if params.get("max_surge") is not None else 1,
+        # No default in place of an empty or zero value: validate.PLANNER_RULES refuses those first.
+        annotation_prefix=params.get("annotation_prefix", core.DEFAULT_PREFIX),
+        max_surge=params.get("max_surge", 1),
         max_surge_total=params.get("max_surge_total"),
-        join_timeout=params.get("join_timeout") or core.DEFAULT_JOIN_TIMEOUT,
+        join_timeout=params.get("join_timeout", core.DEFAULT_JOIN_TIMEOUT),
         exclude_labels=tuple(params.get("exclude_labels") or ()),
         copy_taints=bool(params.get("copy_taints")),
         heir_ready_seconds=params.get("heir_ready_seconds") or 0,
@@ -159,6 +160,9 @@ def plan_from_cluster(params, now=None):
     image lookup, whatever the number of nodes."""
     from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
 
+    problems = validate.check(params, validate.PLANNER_RULES)
+    if problems:
+        raise PlannerFailure("; ".join(problems) + ". Nothing was changed")
     options = planner_options(params)
     try:
         options.validate()

@@ -78,6 +78,7 @@ paused_replicas:
   type: int
 """
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import is_status
 
@@ -150,7 +151,9 @@ def main():
         namespace=dict(type="str", default="kube-system"),
         state=dict(type="str", choices=["paused", "restored"], required=True),
         annotation_prefix=dict(type="str", default="image-upgrade.kubenodes.io"),
-    ), kube_auth=True, supports_check_mode=True)
+    ), kube_auth=True, supports_check_mode=True,
+        validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace,
+                                       annotation_prefix=validate.annotation_prefix)))
     module.run(lambda: run(module, k8s.AppsV1Api(module.kube_client())),
                "Deployment %s/%s" % (module.params["namespace"], module.params["name"]))
 

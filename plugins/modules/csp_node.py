@@ -217,6 +217,7 @@ import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_REQUIRED, KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 
 
 def _instance_dicts(instances):
@@ -397,7 +398,9 @@ def main():
         wait=dict(type="bool", default=False),
         wait_timeout=dict(type="int", default=600),
         wait_sleep=dict(type="int", default=5),
-    ), cloud=CLOUD_REQUIRED, supports_check_mode=True, required_if=[("state", "present", ["group"])])
+    ), cloud=CLOUD_REQUIRED, supports_check_mode=True, required_if=[("state", "present", ["group"])],
+        validate=validate.checker(dict(count=lambda n, v: validate.integer(n, v, 1, validate.MAX_NODES),
+                                       wait_timeout=validate.seconds, wait_sleep=validate.positive_number)))
     state = module.params["state"]
     try:
         provider = factory.build_provider(module.params)

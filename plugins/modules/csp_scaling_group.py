@@ -127,6 +127,10 @@ def plan_image_changes(groups, image):
 
 def ensure_image(module, provider):
     group_ids, image = module.params["group"], module.params["image"]
+    if not group_ids and module.check_mode and image:
+        # No group in check mode: only the exact image the reference names now (a family: its newest image),
+        # as the rolling_upgrade role resolves it once per upgrade.
+        return dict(changed=False, changed_groups=[], image=provider.validate_image(image.strip()), groups=[])
     if not group_ids:
         module.fail_json(msg="state=present needs at least one group")
     if not image:

@@ -205,6 +205,7 @@ reason:
   type: str
 """
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule, merged_argument_spec
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.etcd import (
     EtcdError, client_from_params, inspect_cluster, validate_connection)
@@ -218,11 +219,7 @@ ARGUMENT_SPEC = merged_argument_spec(dict(
 
 def validate(params):
     """Problems with the options, before anything is contacted."""
-    problems = validate_connection(params)
-    if params["expected_member_count"] is not None and params["expected_member_count"] < 1:
-        problems.append("expected_member_count must be at least 1")
-    if params["timeout"] < 0:
-        problems.append("timeout must not be negative")
+    problems = validate_connection(params) + option_rules.check(params, option_rules.ETCD_INFO_RULES)
     return problems
 
 

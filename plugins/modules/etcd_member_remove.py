@@ -240,6 +240,7 @@ reason:
   type: str
 """
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule, merged_argument_spec
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.etcd import (
     EtcdError, MemberRemoval, RemovalRefused, client_from_params, normalize_url, peer_url_for_ip,
@@ -262,9 +263,8 @@ SELECTORS = ["node_ip", "peer_url", "member_name"]
 
 def validate(params):
     """Problems with the options, before anything is contacted (nothing is changed on bad input)."""
-    problems = validate_connection(params)
-    if not 1 <= params["peer_port"] <= 65535:
-        problems.append("peer_port must be between 1 and 65535")
+    problems = validate_connection(params) + option_rules.check(
+        params, dict(option_rules.ETCD_RULES, peer_port=lambda n, v: option_rules.integer(n, v, 1, 65535)))
     if params["node_ip"] is not None:
         try:
             peer_url_for_ip(params["node_ip"], params["peer_port"])
@@ -277,10 +277,6 @@ def validate(params):
             problems.append("peer_url: %s" % exc)
     if params["member_name"] is not None and not params["member_name"]:
         problems.append("member_name must not be empty")
-    if params["timeout"] <= 0:
-        problems.append("timeout must be positive")
-    if params["expected_member_count"] is not None and params["expected_member_count"] < 1:
-        problems.append("expected_member_count must be at least 1")
     return problems
 
 

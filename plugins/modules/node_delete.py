@@ -78,6 +78,7 @@ problems:
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, kube, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 
 
@@ -122,7 +123,8 @@ def main():
     module = KubenodesModule(argument_spec=dict(
         name=dict(type="list", elements="str", required=True),
         annotation_prefix=dict(type="str", default=core.DEFAULT_PREFIX),
-    ), kube_auth=True, supports_check_mode=True)
+    ), kube_auth=True, supports_check_mode=True,
+        validate=validate.checker(dict(name=validate.object_names, annotation_prefix=validate.annotation_prefix)))
     try:
         core.AnnotationKeys(module.params["annotation_prefix"])
     except core.PlanInputError as exc:

@@ -349,6 +349,7 @@ import traceback
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core as planner
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as core
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api as api
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import KubeAuthError, build_api_client
 
@@ -368,6 +369,15 @@ ARGUMENT_SPEC = dict(
     not_before=dict(type="str"),
     on_timeout=dict(type="str", choices=["fail", "force", "continue"], default="fail"),
     annotation_prefix=dict(type="str", default="image-upgrade.kubenodes.io"),
+)
+
+OPTION_RULES = dict(
+    name=option_rules.object_name,
+    terminate_grace_period=option_rules.optional_seconds,
+    eviction_concurrency=lambda n, v: option_rules.integer(n, v, 1, option_rules.MAX_EVICTION_CONCURRENCY),
+    wait_timeout=option_rules.seconds,
+    wait_sleep=option_rules.positive_number,
+    annotation_prefix=option_rules.annotation_prefix,
 )
 
 
@@ -395,21 +405,13 @@ class DrainModule:
 
     def validate(self):
         p = self.params
-        if p["terminate_grace_period"] is not None and p["terminate_grace_period"] < 0:
-            self.fail("terminate_grace_period must be 0 or more, got %d" % p["terminate_grace_period"], "invalid_argument")
-        if not 1 <= p["eviction_concurrency"] <= 100:
-            self.fail("eviction_concurrency must be between 1 and 100, got %d" % p["eviction_concurrency"], "invalid_argument")
-        if p["wait_timeout"] < 1:
-            self.fail("wait_timeout must be at least 1 second, got %d" % p["wait_timeout"], "invalid_argument")
-        if p["wait_sleep"] <= 0:
-            self.fail("wait_sleep must be more than 0, got %s" % p["wait_sleep"], "invalid_argument")
+        problems = option_rules.check(p, OPTION_RULES)
+        if problems:
+            self.fail("; ".join(problems) + ". Nothing was changed", "invalid_argument")
         self.not_before = api.parse_timestamp(p["not_before"]) if p["not_before"] else None
         if p["not_before"] and self.not_before is None:
             self.fail("not_before must be an RFC 3339 UTC time such as 2026-11-30T10:00:00Z, got %r" % p["not_before"],
                       "invalid_argument")
-        prefix = p["annotation_prefix"]
-        if not core.is_dns_subdomain(prefix):
-            self.fail("annotation_prefix must be a DNS subdomain such as example.com, got %r" % prefix, "invalid_argument")
         try:
             self.label_selector = core.join_selectors(p["pod_selectors"])
         except core.SelectorError as exc:

@@ -42,9 +42,23 @@ options:
     default: present
   image:
     description:
-      - The image the run upgrades to. A journal kept for another image belongs to an earlier upgrade and is
-        started afresh.
+      - The image the run upgrades to, as asked for (an image family reference stays a family reference here).
+      - A finished journal of another image belongs to an earlier upgrade and is started afresh. An unfinished
+        one of another image is refused unless O(new_target) is set.
     type: str
+  target_image:
+    description:
+      - The exact image this run resolved O(image) to. The journal records the exact image of an upgrade once, at
+        its start, and returns it as RV(target_image) to every later call and every resumed run of the same
+        upgrade, so all its heirs get that image even when an image family has moved on since.
+    type: str
+  new_target:
+    description:
+      - Start a new upgrade to O(image) / O(target_image) although the journal holds an unfinished upgrade to
+        another image (nodes already on the old target are then replaced again). Without it such a call fails,
+        naming this option and changing nothing.
+    type: bool
+    default: false
   record:
     description:
       - The observation to merge. Keys C(started), C(finished), C(passes), and C(nodes), a dictionary from the
@@ -98,6 +112,21 @@ journal:
   description: The journal after the call.
   returned: always
   type: dict
+target_image:
+  description: The exact image every heir of this upgrade gets (recorded at its start, or O(target_image) for a
+    new upgrade); null when neither it nor O(target_image) is known.
+  returned: when state is present
+  type: str
+  sample: projects/p/global/images/node-v2-20261201
+resumed:
+  description: Whether the call goes on with an unfinished upgrade of the journal.
+  returned: when state is present
+  type: bool
+moved:
+  description: The image O(image) resolves to now when it differs from the upgrade's recorded target (an image
+    family published into since the upgrade started), else null. The recorded target is kept.
+  returned: when state is present
+  type: str
 summary:
   description: Totals, wall time, and per node the phase durations in seconds (with O(state=report)).
   returned: when state is report
@@ -116,9 +145,10 @@ import gzip
 import json
 import os
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report, target
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import is_status
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 
 try:
     from kubernetes import client as k8s
@@ -132,19 +162,46 @@ GZIP_KEY = "journal.json.gz"
 PLAIN_LIMIT = 512 * 1024
 
 
+class MalformedJournal(Exception):
+    """The journal ConfigMap exists but does not hold a journal this module wrote."""
+
+
+def journal_problem(journal):
+    """Why a decoded journal is not one this module wrote, or None."""
+    if not isinstance(journal, dict):
+        return "it holds %s, not a JSON object" % type(journal).__name__
+    if not isinstance(journal.get("nodes", {}), dict):
+        return "its nodes are %s, not an object" % type(journal.get("nodes")).__name__
+    for key in ("image", "target_image", "started", "finished"):
+        if journal.get(key) is not None and not isinstance(journal[key], str):
+            return "its %s is %r, not a string" % (key, journal[key])
+    return None
+
+
 def read_journal(core, name, namespace):
+    """(ConfigMap or None, journal dict or None). Raises MalformedJournal, saying how to reset it, when the
+    ConfigMap holds something else: overwriting it would lose what it holds, using it would mislead."""
     try:
         config_map = core.read_namespaced_config_map(name, namespace)
     except Exception as exc:  # pylint: disable=broad-except
         if is_status(exc, 404):
             return None, None
         raise
+    packed = (config_map.binary_data or {}).get(GZIP_KEY)
     try:
-        packed = (config_map.binary_data or {}).get(GZIP_KEY)
         text = gzip.decompress(base64.b64decode(packed)).decode("utf-8") if packed else (config_map.data or {}).get(DATA_KEY)
-        return config_map, json.loads(text) if text else None
-    except (ValueError, OSError):
-        return config_map, None
+        journal = json.loads(text) if text else None
+    except (ValueError, OSError) as exc:
+        problem = "its %s is not %s: %s" % (GZIP_KEY if packed else DATA_KEY, "gzipped JSON" if packed else "JSON", exc)
+    else:
+        problem = journal_problem(journal) if journal is not None else None
+    if problem:
+        raise MalformedJournal(
+            "the journal ConfigMap %s/%s is malformed (%s), so this upgrade's journal cannot be read or written. "
+            "Look at it (kubectl -n %s get configmap %s -o yaml), then delete it to start the journal afresh "
+            "(kubectl -n %s delete configmap %s, or upgrade_journal state=absent); the report then covers only "
+            "the runs after that" % (namespace, name, problem, namespace, name, namespace, name))
+    return config_map, journal
 
 
 def journal_payload(journal):
@@ -172,20 +229,31 @@ def write_journal(core, name, namespace, config_map, journal):
 
 def record(module, core):
     params = module.params
+    where = "journal ConfigMap %s/%s" % (params["namespace"], params["name"])
     for _attempt in range(3):
         config_map, journal = read_journal(core, params["name"], params["namespace"])
         before = copy.deepcopy(journal)
-        if journal is None or (params["image"] and journal.get("image") and
-                               journal["image"].lower() != params["image"].lower()):
+        decision = dict(target_image=(journal or {}).get("target_image"), new_journal=journal is None,
+                        resumed=False, moved=None)
+        if params["image"] or params["target_image"]:
+            try:
+                decision = target.decide(journal, params["image"], params["target_image"], params["new_target"],
+                                         where=where)
+            except target.TargetConflict as exc:
+                module.fail_json(msg=str(exc), reason="target_conflict", journal=journal)
+        if decision["new_journal"]:
             journal = report.new_journal(params["image"], params["record"].get("started"))
+        if decision["target_image"]:
+            journal["target_image"] = decision["target_image"]
         merged = report.merge(journal, params["record"])
+        outcome = dict(target_image=decision["target_image"], resumed=decision["resumed"], moved=decision["moved"])
         if merged == before:
-            return dict(changed=False, journal=merged)
+            return dict(changed=False, journal=merged, **outcome)
         if module.check_mode:
-            return dict(changed=True, journal=merged)
+            return dict(changed=True, journal=merged, **outcome)
         try:
             write_journal(core, params["name"], params["namespace"], config_map, merged)
-            return dict(changed=True, journal=merged)
+            return dict(changed=True, journal=merged, **outcome)
         except Exception as exc:  # pylint: disable=broad-except
             if not is_status(exc, 409):  # a conflict: someone wrote meanwhile; read and merge again
                 raise
@@ -230,7 +298,10 @@ def write_report(module, core):
 
 def delete(module, core):
     params = module.params
-    config_map, journal = read_journal(core, params["name"], params["namespace"])
+    try:
+        config_map, journal = read_journal(core, params["name"], params["namespace"])
+    except MalformedJournal:  # deleting is how a malformed journal is reset
+        config_map, journal = True, None
     if config_map is None:
         return dict(changed=False, journal={})
     if not module.check_mode:
@@ -248,14 +319,19 @@ def main():
         namespace=dict(type="str", default="kube-system"),
         state=dict(type="str", choices=["present", "report", "absent"], default="present"),
         image=dict(type="str"),
+        target_image=dict(type="str"),
+        new_target=dict(type="bool", default=False),
         record=dict(type="dict", default={}),
         report_dir=dict(type="path"),
-    ), kube_auth=True, supports_check_mode=True, required_if=[("state", "report", ["report_dir"])])
+    ), kube_auth=True, supports_check_mode=True, required_if=[("state", "report", ["report_dir"])],
+        validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace)))
     action = {"present": record, "report": write_report, "absent": delete}[module.params["state"]]
 
     def act():
         try:
             return action(module, k8s.CoreV1Api(module.kube_client()))
+        except MalformedJournal as exc:
+            module.fail_json(msg=str(exc), reason="malformed_journal")
         except OSError as exc:
             module.fail_json(msg="cannot write the report to %s: %s" % (module.params["report_dir"], exc))
 

@@ -118,6 +118,7 @@ import json
 import socket
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import run_lock
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import is_status
 
@@ -246,9 +247,8 @@ def main():
         holder=dict(type="str"),
         lease_duration=dict(type="int", default=300),
         fail_when_held=dict(type="bool", default=True),
-    ), kube_auth=True, supports_check_mode=True)
-    if module.params["lease_duration"] < 10:
-        module.fail_json(msg="lease_duration must be at least 10 seconds, got %d" % module.params["lease_duration"])
+    ), kube_auth=True, supports_check_mode=True,
+        validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace, lease_duration=validate.lease_seconds)))
     module.run(lambda: run(module, k8s.CoordinationV1Api(module.kube_client())),
                "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
 

@@ -73,7 +73,7 @@ def test_lock_check_mode_writes_nothing(sandbox, namespace):
 
 def test_lock_rejects_bad_input_and_unreachable_api(sandbox, namespace, tmp_path):
     short = run_module("upgrade_lock", dict(sandbox.auth_args(), namespace=namespace, lease_duration=1))
-    assert short["failed"] and "at least 10 seconds" in short["msg"]
+    assert short["failed"] and "lease_duration must be a whole number from 10 to 2592000 (seconds), got 1" in short["msg"]
     missing = run_module("upgrade_lock", dict(kubeconfig=str(tmp_path / "nope"), namespace=namespace))
     assert missing["failed"] and "does not exist" in missing["msg"]
 
@@ -184,9 +184,19 @@ def test_journal_records_idempotently_and_reports(sandbox, namespace, tmp_path):
     assert "| w-0 | w-9 | g | worker |" in (tmp_path / "image-upgrade-report.md").read_text()
     assert (tmp_path / "image-upgrade-report.svg").read_text().startswith("<svg")
 
-    # A journal of another image belongs to an earlier upgrade: started afresh.
-    fresh = run_module("upgrade_journal", dict(base, image="img-c", record={"nodes": {}}))
+    # Another image while that upgrade is unfinished: refused, naming new_target; with it, started afresh.
+    refused = run_module("upgrade_journal", dict(base, image="img-c", record={"nodes": {}}))
+    assert refused["failed"] and refused["reason"] == "target_conflict" and "new_target" in refused["msg"], refused
+    fresh = run_module("upgrade_journal", dict(base, image="img-c", new_target=True, record={"nodes": {}}))
     assert fresh["changed"] and fresh["journal"]["nodes"] == {} and fresh["journal"]["image"] == "img-c"
+
+    # A wrong-shaped journal is named malformed with how to reset it; state=absent resets it.
+    sandbox.core_v1().patch_namespaced_config_map("kubenodes-image-upgrade-journal", namespace,
+                                                  {"data": {"journal.json": "[1, 2]"}})
+    malformed = run_module("upgrade_journal", dict(base, image="img-c", record={"passes": 1}))
+    assert malformed["failed"] and malformed["reason"] == "malformed_journal", malformed
+    assert "is malformed (it holds list, not a JSON object)" in malformed["msg"]
+    assert "delete configmap kubenodes-image-upgrade-journal" in malformed["msg"]
 
     gone = run_module("upgrade_journal", dict(base, state="absent"))
     assert gone["changed"]

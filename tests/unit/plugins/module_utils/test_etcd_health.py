@@ -169,8 +169,8 @@ def test_the_connection_options_are_shared_with_etcd_member_remove():
 
 
 @pytest.mark.parametrize("change,fragment", [
-    ({"expected_member_count": 0}, "expected_member_count must be at least 1"),
-    ({"timeout": -1}, "timeout must not be negative"),
+    ({"expected_member_count": 0}, "expected_member_count must be a whole number from 1 to 100, got 0"),
+    ({"timeout": -1}, "timeout must be a whole number from 0 to 2592000 (seconds), got -1"),
     ({"endpoints": []}, "at least one client URL"),
     ({"ca_cert": "/nonexistent/ca.crt"}, "ca_cert /nonexistent/ca.crt does not exist"),
 ])

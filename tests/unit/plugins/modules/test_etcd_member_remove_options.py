@@ -38,7 +38,7 @@ def test_valid_options_pass(params):
     ({"node_ip": None, "peer_url": "https://10.0.0.5:2380/path"}, "peer_url:"),
     ({"node_ip": None, "member_name": ""}, "member_name must not be empty"),
     ({"peer_port": 0}, "peer_port"),
-    ({"timeout": 0}, "timeout must be positive"),
+    ({"timeout": 0}, "timeout must be a whole number from 1 to 2592000 (seconds), got 0"),
     ({"request_timeout": -1.0}, "request_timeout must be positive"),
     ({"expected_member_count": 0}, "expected_member_count"),
     ({"ca_cert": "/nonexistent/ca.crt"}, "ca_cert /nonexistent/ca.crt does not exist"),
