@@ -154,6 +154,6 @@ def test_bad_input_fails_before_contacting_anything(tmp_path):
     assert "ca_cert %s does not exist" % (tmp_path / "absent.crt") in missing["msg"]
     count = run_module(MODULE, dict(endpoints=["http://127.0.0.1:1"], expected_member_count=0))
     assert count["failed"] is True and count["reason"] == "invalid"
-    assert "expected_member_count must be at least 1" in count["msg"]
+    assert "expected_member_count must be a whole number from 1 to 100, got 0" in count["msg"]
     unknown = run_module(MODULE, dict(endpoints=["http://127.0.0.1:1"], node_ip="10.0.0.1"))
     assert unknown["failed"] is True and "node_ip" in unknown["msg"]
