@@ -40,8 +40,8 @@ def test_the_lease_read_as_a_dict_gives_its_spec_with_microtimes():
     assert lease_spec_dict(lease) == {"holderIdentity": "h", "leaseDurationSeconds": 300,
                                       "acquireTime": "2026-12-01T10:00:00.000000Z",
                                       "renewTime": "2026-12-01T10:05:00.500000Z"}
-    assert lease_spec_dict({"spec": {}}) == {"holderIdentity": None, "leaseDurationSeconds": None,
-                                            "acquireTime": None, "renewTime": None}
+    empty = {"holderIdentity": None, "leaseDurationSeconds": None, "acquireTime": None, "renewTime": None}
+    assert lease_spec_dict({"spec": {}}) == empty
 
 
 def test_a_written_lease_spec_leaves_unset_fields_out():
