@@ -78,14 +78,9 @@ paused_replicas:
   type: int
 """
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import is_status
-
-try:
-    from kubernetes import client as k8s
-except ImportError:  # reported by KubenodesModule
-    k8s = None
 
 
 def desired_change(replicas, remembered, state):
@@ -101,19 +96,26 @@ def desired_change(replicas, remembered, state):
     return int(remembered), None
 
 
-def run(module, apps):
+def deployment_path(namespace, name):
+    return kube.path_of(kube.path_of("/apis/apps/v1/namespaces", namespace) + "/deployments", name)
+
+
+def run(module, api_client):
     params = module.params
+    path = deployment_path(params["namespace"], params["name"])
     key = "%s/paused-replicas" % params["annotation_prefix"]
     result = dict(changed=False, found=False, replicas=None, paused_replicas=None)
     for _attempt in range(3):
         try:
-            deployment = apps.read_namespaced_deployment(params["name"], params["namespace"])
-        except Exception as exc:  # pylint: disable=broad-except
-            if is_status(exc, 404):
+            deployment = kube.request(api_client, "GET", path)
+        except kube.ApiCallError as exc:
+            if kube.is_status(exc, 404):
                 return result
             raise
-        annotations = deployment.metadata.annotations or {}
-        replicas = deployment.spec.replicas if deployment.spec.replicas is not None else 1
+        metadata = deployment.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        spec_replicas = (deployment.get("spec") or {}).get("replicas")
+        replicas = spec_replicas if spec_replicas is not None else 1
         remembered = annotations.get(key)
         if remembered is not None and not remembered.isdigit():
             module.fail_json(msg="annotation %s on Deployment %s/%s is %r, not a replica count; fix or remove it"
@@ -130,15 +132,14 @@ def run(module, apps):
                                   after=dict(replicas=new_replicas, annotation=new_remembered))
         if module.check_mode:
             return result
-        patch = {"metadata": {"resourceVersion": deployment.metadata.resource_version,
+        patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"),
                               "annotations": {key: new_remembered}},
                  "spec": {"replicas": new_replicas}}
         try:
-            apps.patch_namespaced_deployment(params["name"], params["namespace"], patch,
-                                             _content_type="application/merge-patch+json")
+            kube.request(api_client, "PATCH", path, body=patch, content_type="application/merge-patch+json")
             return result
         except Exception as exc:  # pylint: disable=broad-except
-            if not is_status(exc, 409):
+            if not kube.is_status(exc, 409):
                 raise
             result.update(changed=False)
     module.fail_json(msg="Deployment %s/%s kept changing under us (three conflicts in a row)"
@@ -154,7 +155,7 @@ def main():
     ), kube_auth=True, supports_check_mode=True,
         validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace,
                                        annotation_prefix=validate.annotation_prefix)))
-    module.run(lambda: run(module, k8s.AppsV1Api(module.kube_client())),
+    module.run(lambda: run(module, module.kube_client()),
                "Deployment %s/%s" % (module.params["namespace"], module.params["name"]))
 
 

@@ -145,15 +145,9 @@ import gzip
 import json
 import os
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report, target
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, report, target
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import is_status
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
-
-try:
-    from kubernetes import client as k8s
-except ImportError:  # reported by KubenodesModule
-    k8s = None
 
 DATA_KEY = "journal.json"
 GZIP_KEY = "journal.json.gz"
@@ -178,18 +172,23 @@ def journal_problem(journal):
     return None
 
 
-def read_journal(core, name, namespace):
-    """(ConfigMap or None, journal dict or None). Raises MalformedJournal, saying how to reset it, when the
+def config_maps_path(namespace, name=None):
+    prefix = kube.path_of("/api/v1/namespaces", namespace) + "/configmaps"
+    return kube.path_of(prefix, name) if name is not None else prefix
+
+
+def read_journal(api_client, name, namespace):
+    """(ConfigMap dict or None, journal dict or None). Raises MalformedJournal, saying how to reset it, when the
     ConfigMap holds something else: overwriting it would lose what it holds, using it would mislead."""
     try:
-        config_map = core.read_namespaced_config_map(name, namespace)
-    except Exception as exc:  # pylint: disable=broad-except
-        if is_status(exc, 404):
+        config_map = kube.request(api_client, "GET", config_maps_path(namespace, name))
+    except kube.ApiCallError as exc:
+        if kube.is_status(exc, 404):
             return None, None
         raise
-    packed = (config_map.binary_data or {}).get(GZIP_KEY)
+    packed = (config_map.get("binaryData") or {}).get(GZIP_KEY)
     try:
-        text = gzip.decompress(base64.b64decode(packed)).decode("utf-8") if packed else (config_map.data or {}).get(DATA_KEY)
+        text = gzip.decompress(base64.b64decode(packed)).decode("utf-8") if packed else (config_map.get("data") or {}).get(DATA_KEY)
         journal = json.loads(text) if text else None
     except (ValueError, OSError) as exc:
         problem = "its %s is not %s: %s" % (GZIP_KEY if packed else DATA_KEY, "gzipped JSON" if packed else "JSON", exc)
@@ -215,23 +214,25 @@ def journal_payload(journal):
     return None, {GZIP_KEY: base64.b64encode(gzip.compress(text.encode("utf-8"), mtime=0)).decode("ascii")}
 
 
-def write_journal(core, name, namespace, config_map, journal):
+def write_journal(api_client, name, namespace, config_map, journal):
     data, binary_data = journal_payload(journal)
+    payload = {key: value for key, value in (("data", data), ("binaryData", binary_data)) if value is not None}
     if config_map is None:
-        body = k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name=name, namespace=namespace), data=data,
-                               binary_data=binary_data)
-        core.create_namespaced_config_map(namespace, body)
+        body = dict({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}},
+                    **payload)
+        kube.request(api_client, "POST", config_maps_path(namespace), body=body)
     else:
         # replace carries the resourceVersion read: 409 if someone wrote meanwhile
-        config_map.data, config_map.binary_data = data, binary_data
-        core.replace_namespaced_config_map(name, namespace, config_map)
+        body = {key: value for key, value in config_map.items() if key not in ("data", "binaryData")}
+        body.update(payload)
+        kube.request(api_client, "PUT", config_maps_path(namespace, name), body=body)
 
 
-def record(module, core):
+def record(module, api_client):
     params = module.params
     where = "journal ConfigMap %s/%s" % (params["namespace"], params["name"])
     for _attempt in range(3):
-        config_map, journal = read_journal(core, params["name"], params["namespace"])
+        config_map, journal = read_journal(api_client, params["name"], params["namespace"])
         before = copy.deepcopy(journal)
         decision = dict(target_image=(journal or {}).get("target_image"), new_journal=journal is None,
                         resumed=False, moved=None)
@@ -252,10 +253,10 @@ def record(module, core):
         if module.check_mode:
             return dict(changed=True, journal=merged, **outcome)
         try:
-            write_journal(core, params["name"], params["namespace"], config_map, merged)
+            write_journal(api_client, params["name"], params["namespace"], config_map, merged)
             return dict(changed=True, journal=merged, **outcome)
         except Exception as exc:  # pylint: disable=broad-except
-            if not is_status(exc, 409):  # a conflict: someone wrote meanwhile; read and merge again
+            if not kube.is_status(exc, 409):  # a conflict: someone wrote meanwhile; read and merge again
                 raise
     module.fail_json(msg="journal ConfigMap %s/%s kept changing under us" % (params["namespace"], params["name"]))
 
@@ -275,11 +276,11 @@ def write_if_changed(path, text, check_mode):
     return True
 
 
-def write_report(module, core):
+def write_report(module, api_client):
     params = module.params
     if not params["report_dir"]:
         module.fail_json(msg="state=report needs report_dir")
-    _config_map, journal = read_journal(core, params["name"], params["namespace"])
+    _config_map, journal = read_journal(api_client, params["name"], params["namespace"])
     if journal is None:
         journal = report.new_journal(params["image"], None)
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
@@ -296,19 +297,19 @@ def write_report(module, core):
     return dict(changed=changed, journal=journal, summary=summary, files=sorted(outputs))
 
 
-def delete(module, core):
+def delete(module, api_client):
     params = module.params
     try:
-        config_map, journal = read_journal(core, params["name"], params["namespace"])
+        config_map, journal = read_journal(api_client, params["name"], params["namespace"])
     except MalformedJournal:  # deleting is how a malformed journal is reset
         config_map, journal = True, None
     if config_map is None:
         return dict(changed=False, journal={})
     if not module.check_mode:
         try:
-            core.delete_namespaced_config_map(params["name"], params["namespace"])
+            kube.request(api_client, "DELETE", config_maps_path(params["namespace"], params["name"]))
         except Exception as exc:  # pylint: disable=broad-except
-            if not is_status(exc, 404):
+            if not kube.is_status(exc, 404):
                 raise
     return dict(changed=True, journal=journal or {})
 
@@ -329,7 +330,7 @@ def main():
 
     def act():
         try:
-            return action(module, k8s.CoreV1Api(module.kube_client()))
+            return action(module, module.kube_client())
         except MalformedJournal as exc:
             module.fail_json(msg=str(exc), reason="malformed_journal")
         except OSError as exc:

@@ -117,15 +117,10 @@ import datetime
 import json
 import socket
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import run_lock
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import is_status
-
-try:
-    from kubernetes import client as k8s
-except ImportError:  # reported by KubenodesModule
-    k8s = None
 
 
 def is_missing_lease(status, body):
@@ -144,34 +139,54 @@ def is_missing_lease(status, body):
             and (data.get("details") or {}).get("kind") == "leases")
 
 
-def read_lease(api, name, namespace):
+def leases_path(namespace, name=None):
+    prefix = kube.path_of("/apis/coordination.k8s.io/v1/namespaces", namespace) + "/leases"
+    return kube.path_of(prefix, name) if name is not None else prefix
+
+
+def read_lease(api_client, name, namespace):
+    """The Lease as a plain dict, or None when the API server says it does not exist."""
     try:
-        return api.read_namespaced_lease(name, namespace)
-    except Exception as exc:  # pylint: disable=broad-except
-        if is_status(exc, 404) and is_missing_lease(404, getattr(exc, "body", None)):
+        return kube.request(api_client, "GET", leases_path(namespace, name))
+    except kube.ApiCallError as exc:
+        if kube.is_status(exc, 404) and is_missing_lease(404, exc.body):
             return None
         raise
+
+
+def _lease_time(value):
+    """A Lease MicroTime as format_time writes it (what the API server sent, when it cannot be parsed)."""
+    moment = run_lock.parse_time(value) if isinstance(value, str) else None
+    return run_lock.format_time(moment) if moment else (value or None)
 
 
 def lease_spec_dict(lease):
     if lease is None:
         return None
-    spec = lease.spec
+    spec = lease.get("spec") or {}
     return {
-        "holderIdentity": spec.holder_identity,
-        "leaseDurationSeconds": spec.lease_duration_seconds,
-        "acquireTime": run_lock.format_time(spec.acquire_time) if spec.acquire_time else None,
-        "renewTime": run_lock.format_time(spec.renew_time) if spec.renew_time else None,
+        "holderIdentity": spec.get("holderIdentity"),
+        "leaseDurationSeconds": spec.get("leaseDurationSeconds"),
+        "acquireTime": _lease_time(spec.get("acquireTime")),
+        "renewTime": _lease_time(spec.get("renewTime")),
     }
 
 
-def write_lease(api, name, namespace, lease, spec):
+def new_lease_spec(holder, duration, acquire_time, renew_time, transitions):
+    """A Lease spec with the fields that are set (an unset one is left out, as the typed client did)."""
+    spec = {"holderIdentity": holder, "leaseDurationSeconds": duration, "acquireTime": acquire_time,
+            "renewTime": renew_time, "leaseTransitions": transitions}
+    return {key: value for key, value in spec.items() if value is not None}
+
+
+def write_lease(api_client, name, namespace, lease, spec):
     """Create, or replace carrying the resourceVersion read (409 when someone wrote in between)."""
     if lease is None:
-        body = k8s.V1Lease(metadata=k8s.V1ObjectMeta(name=name, namespace=namespace), spec=spec)
-        return api.create_namespaced_lease(namespace, body)
-    lease.spec = spec
-    return api.replace_namespaced_lease(name, namespace, lease)
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+        return kube.request(api_client, "POST", leases_path(namespace), body=body)
+    body = dict(lease, spec=spec)
+    return kube.request(api_client, "PUT", leases_path(namespace, name), body=body)
 
 
 def live_processes_note(holder):
@@ -186,13 +201,13 @@ def live_processes_note(holder):
             " to end, or stop them, before starting another run" % ", ".join(str(pid) for pid in pids[:10]))
 
 
-def run(module, api):
+def run(module, api_client):
     params = module.params
     name, namespace = params["name"], params["namespace"]
     holder = params["holder"] or run_lock.default_holder()
     result = dict(changed=False, acquired=False, action="none", holder=holder, held_by="", expires_at="")
     for _attempt in range(3):
-        lease = read_lease(api, name, namespace)
+        lease = read_lease(api_client, name, namespace)
         spec = lease_spec_dict(lease)
         now = run_lock.utc_now()
         if params["state"] == "absent":
@@ -202,8 +217,8 @@ def run(module, api):
             result.update(changed=True, action="release")
             if module.check_mode:
                 return result
-            new_spec = k8s.V1LeaseSpec(holder_identity=None, lease_duration_seconds=spec.get("leaseDurationSeconds"),
-                                       acquire_time=None, renew_time=None, lease_transitions=lease.spec.lease_transitions)
+            new_spec = new_lease_spec(None, spec.get("leaseDurationSeconds"), None, None,
+                                      (lease.get("spec") or {}).get("leaseTransitions"))
         else:
             action, expires = run_lock.decide(spec, holder, now)
             if action == run_lock.WAIT:
@@ -222,17 +237,20 @@ def run(module, api):
                           expires_at=run_lock.format_time(new_expiry))
             if module.check_mode:
                 return result
-            transitions = (lease.spec.lease_transitions or 0) if lease is not None else 0
+            old_spec = (lease.get("spec") or {}) if lease is not None else {}
+            transitions = old_spec.get("leaseTransitions") or 0
             if action != run_lock.RENEW:
                 transitions += 1
-            acquire_time = now if action != run_lock.RENEW else (lease.spec.acquire_time or now)
-            new_spec = k8s.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=params["lease_duration"],
-                                       acquire_time=acquire_time, renew_time=now, lease_transitions=transitions)
+            acquire_time = run_lock.format_time(now)
+            if action == run_lock.RENEW and old_spec.get("acquireTime"):
+                acquire_time = old_spec["acquireTime"]
+            new_spec = new_lease_spec(holder, params["lease_duration"], acquire_time, run_lock.format_time(now),
+                                      transitions)
         try:
-            write_lease(api, name, namespace, lease, new_spec)
+            write_lease(api_client, name, namespace, lease, new_spec)
             return result
         except Exception as exc:  # pylint: disable=broad-except
-            if not is_status(exc, 409):
+            if not kube.is_status(exc, 409):
                 raise
             # Another run wrote the Lease between our read and write: read again and decide anew.
             result.update(changed=False, acquired=False, action="none")
@@ -249,7 +267,7 @@ def main():
         fail_when_held=dict(type="bool", default=True),
     ), kube_auth=True, supports_check_mode=True,
         validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace, lease_duration=validate.lease_seconds)))
-    module.run(lambda: run(module, k8s.CoordinationV1Api(module.kube_client())),
+    module.run(lambda: run(module, module.kube_client()),
                "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
 
 

@@ -28,3 +28,42 @@ def test_a_404_that_is_not_about_a_lease_is_not_a_missing_lease():
 
 def test_other_statuses_are_never_a_missing_lease():
     assert is_missing_lease(403, json.dumps(MISSING)) is False
+
+
+def test_the_lease_read_as_a_dict_gives_its_spec_with_microtimes():
+    from ansible_collections.kubenodes.image_upgrade.plugins.modules.upgrade_lock import lease_spec_dict
+
+    assert lease_spec_dict(None) is None
+    lease = {"metadata": {"name": "l", "resourceVersion": "7"},
+             "spec": {"holderIdentity": "h", "leaseDurationSeconds": 300, "acquireTime": "2026-12-01T10:00:00.000000Z",
+                      "renewTime": "2026-12-01T10:05:00.5Z", "leaseTransitions": 2}}
+    assert lease_spec_dict(lease) == {"holderIdentity": "h", "leaseDurationSeconds": 300,
+                                      "acquireTime": "2026-12-01T10:00:00.000000Z",
+                                      "renewTime": "2026-12-01T10:05:00.500000Z"}
+    empty = {"holderIdentity": None, "leaseDurationSeconds": None, "acquireTime": None, "renewTime": None}
+    assert lease_spec_dict({"spec": {}}) == empty
+
+
+def test_a_written_lease_spec_leaves_unset_fields_out():
+    from ansible_collections.kubenodes.image_upgrade.plugins.modules.upgrade_lock import new_lease_spec
+
+    assert new_lease_spec(None, 300, None, None, None) == {"leaseDurationSeconds": 300}
+    assert new_lease_spec("h", 60, "a", "r", 1) == {"holderIdentity": "h", "leaseDurationSeconds": 60,
+                                                    "acquireTime": "a", "renewTime": "r", "leaseTransitions": 1}
+
+
+def test_the_lease_is_created_and_replaced_on_its_own_path(monkeypatch):
+    from ansible_collections.kubenodes.image_upgrade.plugins.modules import upgrade_lock
+
+    calls = []
+    monkeypatch.setattr(upgrade_lock.kube, "request", lambda client, method, path, body=None: calls.append((method, path, body)) or {})
+    upgrade_lock.write_lease(None, "l", "ns", None, {"holderIdentity": "h"})
+    read = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l", "resourceVersion": "7"},
+            "spec": {"holderIdentity": "old", "leaseTransitions": 1}}
+    upgrade_lock.write_lease(None, "l", "ns", read, {"holderIdentity": "h"})
+    assert calls == [
+        ("POST", "/apis/coordination.k8s.io/v1/namespaces/ns/leases",
+         {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l", "namespace": "ns"},
+          "spec": {"holderIdentity": "h"}}),
+        ("PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", dict(read, spec={"holderIdentity": "h"})),
+    ]
