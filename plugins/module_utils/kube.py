@@ -306,26 +306,6 @@ def api_error_message(exc):
     return "%s: %s" % (text, message) if message else text
 
 
-def exit_with_client(module, action, where):
-    """Build the API client from the module's auth options, call `action(module, api_client)` and exit with
-    the dict it returns; every failure ends in fail_json naming `where`, the cause and what to do (through
-    the module base's fail_from_exception when the module is a KubenodesModule)."""
-    if hasattr(module, "fail_from_exception"):
-        module.run(lambda: action(module, module.kube_client()), where)
-        return
-    try:
-        result = action(module, build_api_client(module.params))
-    except KubeAuthError as exc:
-        module.fail_json(msg="Kubernetes authentication: %s" % exc)
-    except ApiException as exc:
-        module.fail_json(msg="%s: %s" % (where, api_error_message(exc)))
-    except Exception as exc:  # pylint: disable=broad-except
-        # Connection refused, TLS failures, timeouts: say which call failed and why.
-        module.fail_json(msg="%s: cannot talk to the Kubernetes API server: %s" % (where, exc),
-                         exception=traceback.format_exc())
-    module.exit_json(**result)
-
-
 def raw_request(api_client, method, path, query=None, body=None, content_type="application/json", timeout=60):
     """One API call with plain-dict JSON in and out (no model objects: fast, and what the pure core
     takes). Raises ApiCallError for a non-2xx answer. The response is read in full so the connection
