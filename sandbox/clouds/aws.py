@@ -12,6 +12,8 @@ WSGI layer that
   and a launch delay (AWS launches asynchronously after a capacity raise; moto at once);
 - reports that quota through Service Quotas (GetServiceQuota ec2/L-1216C47A, answered here since moto knows
   only VPC quotas): the knob times the vCPUs of the sandbox's instance type, or a generous value when unset;
+- builds a launch template version made with SourceVersion from that version, as AWS does (moto keeps only
+  the data sent, so an image update would lose the instance type);
 - refuses the actions named in the deny knob as AWS refuses an identity without the permission;
 - watches the auto scaling groups and calls instance_hooks.created/deleted as instances start running
   and go away, so nodes join the sandbox cluster.
@@ -180,10 +182,25 @@ class EmulatorApp:
         return autoscaling_backends[ACCOUNT_ID][self.region], ec2_backends[ACCOUNT_ID][self.region]
 
     def _live_instance_count(self):
-        """Pending and running instances of the region: what the vCPU quota counts, and what the provider reads
-        as its usage (instances an ASG keeps while stopped or never booting would make the two disagree)."""
+        """Pending and running instances of the Standard families in the region: what the vCPU quota counts, and
+        what the provider reads as its usage (instances an ASG keeps while stopped or never booting would make the
+        two disagree). moto launches an instance from a template that names no type with an empty type, which AWS
+        never would: such an instance is in no quota bucket."""
         _, ec2_backend = self._backends()
-        return sum(1 for instance in list(ec2_backend.all_instances()) if instance.state in ("pending", "running"))
+        return sum(1 for instance in list(ec2_backend.all_instances())
+                   if instance.state in ("pending", "running") and _in_standard_bucket(instance.instance_type))
+
+    def _inherit_source_version(self, params):
+        """AWS builds a version made with SourceVersion from that version's data, overridden by the data sent;
+        moto keeps only the data sent (the new version would then name no instance type)."""
+        _, ec2_backend = self._backends()
+        template_id = params.get("LaunchTemplateId") or ec2_backend.launch_template_name_to_ids.get(
+            params.get("LaunchTemplateName", ""), "")
+        template = ec2_backend.launch_templates.get(template_id)
+        if template is None or len(template.versions) < 2:
+            return
+        source, created = template.get_version(params["SourceVersion"]), template.versions[-1]
+        created.data = _merged(source.data, created.data)
 
     def _mark_new_instances(self):
         """Decide, once per new ASG instance, whether it never boots (stays pending)."""
@@ -290,6 +307,8 @@ class EmulatorApp:
                     chunks.close()
             if action in _MUTATING:
                 self._mark_new_instances()
+            if action == "CreateLaunchTemplateVersion" and params.get("SourceVersion") and captured["status"][:1] == "2":
+                self._inherit_source_version(params)
         if action in _MUTATING:
             self.changed.set()
         status = int(captured["status"].split()[0])
@@ -505,6 +524,21 @@ def _count_pending_as_active():
         return [x for x in group.instance_states if x.lifecycle_state in ("InService", "Pending")]
 
     asg_models.FakeAutoScalingGroup.active_instances = active_instances
+
+
+def _merged(base, override):
+    """Launch template data `override` laid over `base`, as AWS merges a version over its SourceVersion."""
+    merged = dict(base)
+    for key, value in override.items():
+        merged[key] = _merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return merged
+
+
+def _in_standard_bucket(instance_type):
+    """Whether AWS counts `instance_type` in the on-demand Standard vCPU quota: families A, C, D, H, I, M, R, T and
+    Z, but not Inf, DL, Trn, VT, HPC or Mac, which have buckets of their own."""
+    return bool(instance_type) and instance_type[0] in "acdhimrtz" and not instance_type.startswith(
+        ("inf", "dl", "trn", "vt", "hpc", "mac"))
 
 
 class AwsEmulator:

@@ -1,8 +1,11 @@
 """node_delete through ansible-playbook against the sandbox: only donors and obsolete nodes are deleted,
 all-or-nothing, idempotently."""
 
+import time
+
 import pytest
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
 from tests.ansible_run import run_module
 
 pytestmark = pytest.mark.timeout(300)
@@ -17,10 +20,22 @@ def mark(sandbox, name, key, value):
     sandbox.kube().merge_patch("/api/v1/nodes/" + name, {"metadata": {"annotations": {PREFIX + "/" + key: value}}})
 
 
+def drained(sandbox, name, first, annotations):
+    """Record `name` as the collection leaves a drained node: its trail from `first` to drained, cordoned."""
+    now = time.time()
+    trail = ",".join("%s@%s" % (phase, core.format_time(now)) for phase in (first, "draining", "drained"))
+    annotations = dict(annotations, **{"phase": "drained", "phase-since": core.format_time(now), "phase-history": trail})
+    sandbox.kube().merge_patch("/api/v1/nodes/" + name, {
+        "spec": {"unschedulable": True},
+        "metadata": {"annotations": {PREFIX + "/" + k: v for k, v in annotations.items()}}})
+
+
 def test_donor_and_obsolete_nodes_are_deleted_idempotently(sandbox, new_nodes):
     donor, obsolete, heir = new_nodes(3)
-    mark(sandbox, donor, "heir", heir)
-    mark(sandbox, obsolete, "obsolete", "true")
+    # A mutual pair whose donor this collection drained, and an obsolete node it marked and drained.
+    mark(sandbox, heir, "donor", donor)
+    drained(sandbox, donor, "paired", {"heir": heir})
+    drained(sandbox, obsolete, "obsolete", {"obsolete": "true"})
     args = dict(sandbox.auth_args(), name=[donor, obsolete])
 
     predicted = run_module("node_delete", args, check=True)
