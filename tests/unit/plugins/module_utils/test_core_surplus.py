@@ -93,9 +93,8 @@ def test_a_donor_that_needs_a_heir_gets_the_recorded_node_rather_than_a_new_inst
 
 def test_a_replaced_heir_is_not_surplus():
     w = world()
-    w.nodes["x"]["metadata"]["annotations"].update({P + "phase": "replaced",
-                                                     P + "phase-history": "heir@2026-12-01T00:00:00Z,"
-                                                                          "replaced@2026-12-01T00:10:00Z"})
+    history = "heir@2026-12-01T00:00:00Z,replaced@2026-12-01T00:10:00Z"
+    w.nodes["x"]["metadata"]["annotations"].update({P + "phase": "replaced", P + "phase-history": history})
     result = plan(w, created=created("x"), start_counts={"G1": 3})
     assert result["plan"]["obsolete"] == []
 
