@@ -1146,6 +1146,7 @@ class _Planner:
             self.group_reports.append(dict(id=group.id, name=group.name, role=roles[gkey], image=group.image,
                                            image_current=same(group.image, self.target),
                                            listed=gkey in self.instance_lists, nodes=len(members),
+                                           nodes_serving=sum(1 for s in members if s.category != OBSOLETE),
                                            **{k: count[k] for k in NODE_GROUPS if k != INVALID},
                                            joining=joining, leaving=leaving, held=held, surge_limit=limit,
                                            in_flight=in_flight))

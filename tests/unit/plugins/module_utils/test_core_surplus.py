@@ -115,3 +115,58 @@ def test_only_recorded_nodes_go_and_never_below_the_start(extra, recorded, start
     assert not marked & paired
     if outdated > len(paired):
         assert not marked   # a donor still needs a heir: nothing is surplus
+
+
+# ------------------------------------------------------------------------- the journal's record of them
+
+def test_the_journal_keeps_the_first_record_of_each_instance_and_start_count():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import Instance
+
+    groups = [dict(id="G1", nodes_serving=3), dict(id="G2", nodes_serving=1)]
+    first = report.created_record([Instance("gce://p/z/x", "x", "G1", NEW, created_at=1_000_000.0).to_dict()],
+                                  groups, now=2_000_000.0)
+    assert first == {"instances_created": {"gce://p/z/x": {"group": "G1", "created": "1970-01-12T13:46:40Z"}},
+                     "start_counts": {"G1": 3, "G2": 1}}
+    journal = report.merge(report.new_journal("img", None), first)
+    later = report.created_record([Instance("gce://p/z/y", "y", "G1", NEW)], [dict(id="G1", nodes_serving=4)],
+                                  now=2_000_000.0)
+    journal = report.merge(journal, later)
+    assert journal["start_counts"] == {"G1": 3, "G2": 1}          # the start, not what a later pass saw
+    assert sorted(journal["instances_created"]) == ["gce://p/z/x", "gce://p/z/y"]
+    # A pass that records nothing keeps the record (resumed runs re-read it).
+    assert report.merge(journal, {"passes": 9})["instances_created"] == journal["instances_created"]
+
+
+def run_with_duplicate_creation(resume_with_record):
+    """One outdated node; the executor creates its heir, then the same creation happens again (as a run killed
+    before it saw its first instance would do). Resumed runs go on, with or without the journal's record."""
+    w = world(extra=(), outdated=1)
+    records = []
+    ex = w.executor(OPTS)
+    ex.record_created = records.append
+    ex.run_pass()
+    assert len(records) == 1 and records[0]["start_counts"] == {"G1": 3, "G2": 1}
+    created, _refused = ex.cloud.create("G1", 1)
+    ex._record_created(created, ex.read()[0])
+    assert len(ex.settings.created) == 2 and ex.settings.start_counts == {"G1": 3, "G2": 1}
+    record = dict(created=ex.settings.created, start_counts=ex.settings.start_counts) if resume_with_record else {}
+    for _pass in range(12):
+        w.tick(120)
+        result = w.executor(OPTS, **record).run_pass()
+        if result["facts"]["done"]:
+            break
+    assert result["facts"]["done"]
+    return w
+
+
+def test_the_executor_records_what_it_creates_and_a_resumed_run_removes_its_surplus():
+    w = run_with_duplicate_creation(resume_with_record=True)
+    g1 = sorted(i.node_name for i in w.instances["G1"])
+    assert len(g1) == 3 and "a" not in g1 and set(g1) == {n for n in w.nodes if n != "foreign"}
+    assert [i.node_name for i in w.instances["G2"]] == ["foreign"]
+
+
+def test_without_the_record_the_surplus_stays():
+    w = run_with_duplicate_creation(resume_with_record=False)
+    assert len(w.instances["G1"]) == 4
