@@ -55,6 +55,10 @@ def progress_line(facts, pass_number=0, now=None):
     alone = [p["message"] for p in facts.get("problems") or [] if p.get("action") == "left alone"]
     if alone:
         parts.append("left alone: " + "; ".join(alone[:5]) + ("; and %d more" % (len(alone) - 5) if len(alone) > 5 else ""))
+    # Steps the executor's guard refused in this pass (the cross-checks on fresher data than the plan's).
+    refused = [p["message"] for p in facts.get("problems") or [] if p.get("action") == "refused"]
+    if refused:
+        parts.append("refused: " + "; ".join(refused[:5]) + ("; and %d more" % (len(refused) - 5) if len(refused) > 5 else ""))
     if facts.get("stop"):
         parts.append("cannot go on: " + facts["stop"])
     eta = facts.get("eta") or {}

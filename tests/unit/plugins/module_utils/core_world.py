@@ -147,7 +147,8 @@ class World:
         facts = dict(result, donors=facts_views.donors(nodes, result, keys),
                      control_plane_endpoints=facts_views.control_plane_endpoints(nodes))
         try:
-            return ex.run_pass(facts=facts, nodes=copy.deepcopy(self.nodes))
+            return ex.run_pass(facts=facts, nodes=copy.deepcopy(self.nodes),
+                               instances={k: list(v) for k, v in self.instances.items()}, group_errors={})
         except Killed:
             return None
 
