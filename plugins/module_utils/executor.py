@@ -119,7 +119,7 @@ class Executor:
                                   now=self.clock(), normalize=normalize,
                                   scope=self.settings.scaling_groups or None)
         keys = core.AnnotationKeys(facts["annotation_prefix"])
-        facts.update(donors=facts_views.donors(nodes, facts, keys), not_ready=facts_views.not_ready(nodes),
+        facts.update(donors=facts_views.donors(nodes, facts, keys, instances), not_ready=facts_views.not_ready(nodes),
                      control_plane_endpoints=facts_views.control_plane_endpoints(nodes))
         return facts, {n["metadata"]["name"]: n for n in nodes}
 

@@ -85,6 +85,11 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
             entry["phases"][donor["phase"]] = donor["phase_since"]
         if donor.get("paired_at"):
             entry["phases"].setdefault("paired", donor["paired_at"])
+        # Before the pair: the heir's instance created, its Node registered, and Ready (the journal keeps the
+        # earliest time of each, so the timeline has no gap while the heir is made).
+        for phase, key in (("creating", "heir_created"), ("joined", "heir_joined"), ("heir-ready", "heir_ready_since")):
+            if donor.get(key):
+                entry["phases"].setdefault(phase, donor[key])
         nodes[donor["name"]] = entry
     for result in drain_results or []:
         name = result.get("node") or (result.get("item") or {}).get("name")

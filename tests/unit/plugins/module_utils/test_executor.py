@@ -4,7 +4,7 @@ the overall timeout and the journal."""
 
 import pytest
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, progress
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, progress, report
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import RUNNING, Instance
 
 from core_world import NEW, OLD, Killed, World, group, make_node
@@ -253,3 +253,24 @@ def test_every_pass_is_journaled():
     ex.run_slice(seconds=60)
     assert w.journal and w.journal[-1]["passes"] == ex.passes
     assert "deleted" in w.journal[-1]["nodes"]["old-1"]["phases"]
+
+
+def test_the_journal_has_the_heirs_creation_join_and_ready_before_the_pair():
+    """The heir's instance creation (the cloud's time), its Node's registration and its Ready turn are
+    journaled as the donor's creating, joined and heir-ready phases: the timeline starts at the creation."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    ex = w.executor(opts(), journal_run="2026-12-01T00:00:00Z")
+    journal = report.new_journal(NEW, core.format_time(w.now))
+    for _slice in range(10):
+        result = ex.run_slice(seconds=30)
+        for record in w.journal:
+            report.merge(journal, record)
+        if result["done"]:
+            break
+        w.tick()
+    created = core.format_time([i.created_at for i in w.instances["G1"]][0])
+    phases = journal["nodes"]["old-1"]["phases"]
+    assert phases["creating"] == created
+    assert set(phases) == {"creating", "joined", "paired", "heir-ready", "draining", "drained", "deleted"}
+    assert phases["creating"] < phases["joined"] <= phases["heir-ready"] <= phases["draining"]
