@@ -335,14 +335,15 @@ def render_markdown(summary):
     ]
     spent = summary.get("time_breakdown")
     if spent:
+        parts = []
+        for key, label in BREAKDOWN:
+            part = "%s %s" % (label, _duration(spent.get(key + "_seconds")))
+            if key == "drains_and_pdbs" and spent.get("pdb_blocked_seconds"):
+                part += " (blocked by PDBs %s, summed over nodes)" % _duration(spent["pdb_blocked_seconds"])
+            parts.append(part)
         lines.append("- where the time went (each moment counted once, in this order): %s; this collection's own "
                      "overhead %s (preflight, pass start-up, a Ready heir waiting for its drain, etcd removals and "
-                     "deletions)" % ("; ".join("%s %s%s" % (label, _duration(spent.get(key + "_seconds")),
-                                                             " (blocked by PDBs %s, summed over nodes)"
-                                                             % _duration(spent["pdb_blocked_seconds"])
-                                                             if key == "drains_and_pdbs" and spent.get("pdb_blocked_seconds")
-                                                             else "")
-                                               for key, label in BREAKDOWN), _duration(spent.get("overhead_seconds"))))
+                     "deletions)" % ("; ".join(parts), _duration(spent.get("overhead_seconds"))))
     attempts = summary.get("attempts") or []
     if attempts:
         lines.append("- attempts: %d (%s); passes summed over all of them" % (len(attempts), _outcome_counts(attempts)))
