@@ -204,7 +204,11 @@ class Executor:
                 continue
             self.guard("etcd_remove", item, facts, nodes)
             endpoints = self.settings.etcd_endpoints or facts["control_plane_endpoints"]
-            self._timed("etcd", self.etcd, item, endpoints, len(facts["control_plane_endpoints"]))
+            outcome = self._timed("etcd", self.etcd, item, endpoints, len(facts["control_plane_endpoints"]))
+            if (outcome or {}).get("waiting"):
+                # Not removed: another member is unhealthy or quorum would be lost; the next pass checks again.
+                self.say("WARNING: %s" % outcome["msg"])
+                continue
             self._record_phase(nodes, item["name"], core.PHASE_ETCD_REMOVED)
             did.append(dict(step="etcd_remove", name=item["name"]))
             removed_now.append(item)
@@ -233,7 +237,7 @@ class Executor:
         if self.journal is not None:
             self._timed("kube", self.journal, progress.journal_record(
                 facts, self.passes, drains, finished, run=self.settings.journal_run))
-        moved = bool(plan["create"] or plan["pairs"] or plan["repairs"] or plan["etcd_remove"] or finishing
+        moved = bool(plan["create"] or plan["pairs"] or plan["repairs"] or finishing
                      or plan["delete_instances"] or plan["set_group_image"] or plan["annotate"] or removed_now
                      or any(d.get("evicted") for d in drains))
         return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains)
@@ -456,7 +460,7 @@ class EtcdRemover:
             raise StepFailure("node %s has no InternalIP: its etcd member cannot be found" % item["name"], step="etcd_remove")
         client = etcd.EtcdClient(list(endpoints), *self.tls, request_timeout=self.request_timeout)
         removal = etcd.MemberRemoval(client, timeout=self.timeout, expected_member_count=expected_member_count or None,
-                                     warn=self.warn)
+                                     warn=self.warn, on_refusal="wait")
         try:
             return removal.run(peer_url=etcd.peer_url_for_ip(item["node_ip"]))
         except etcd.RemovalRefused as exc:
