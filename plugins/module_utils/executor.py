@@ -230,7 +230,11 @@ class Executor:
                                      group=item.get("group")))
                 continue
             endpoints = self.settings.etcd_endpoints or facts["control_plane_endpoints"]
-            self._timed("etcd", self.etcd, item, endpoints, len(facts["control_plane_endpoints"]))
+            outcome = self._timed("etcd", self.etcd, item, endpoints, len(facts["control_plane_endpoints"]))
+            if (outcome or {}).get("waiting"):
+                # Not removed: another member is unhealthy or quorum would be lost; the next pass checks again.
+                self.say("WARNING: %s" % outcome["msg"])
+                continue
             self._record_phase(nodes, item["name"], core.PHASE_ETCD_REMOVED)
             did.append(dict(step="etcd_remove", name=item["name"]))
             removed_now.append(item)
@@ -492,7 +496,7 @@ class EtcdRemover:
             raise StepFailure("node %s has no InternalIP: its etcd member cannot be found" % item["name"], step="etcd_remove")
         client = etcd.EtcdClient(list(endpoints), *self.tls, request_timeout=self.request_timeout)
         removal = etcd.MemberRemoval(client, timeout=self.timeout, expected_member_count=expected_member_count or None,
-                                     warn=self.warn)
+                                     warn=self.warn, on_refusal="wait")
         try:
             return removal.run(peer_url=etcd.peer_url_for_ip(item["node_ip"]))
         except etcd.RemovalRefused as exc:
