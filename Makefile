@@ -3,20 +3,35 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
+# The second venv: ansible-core 2.20 on Python 3.12 (2.20 needs >= 3.12), for its sanity, unit and e2e steps.
+VENV220 := .venv-2.20
+VENV220_STAMP := $(VENV220)/.installed
 COLL_ROOT := .build/collections
 COLL_LINK := $(COLL_ROOT)/ansible_collections/kubenodes/image_upgrade
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLL_ROOT)
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: setup demo test sanity units integration lint molecule build lock clean
+.PHONY: setup demo test sanity sanity-2.20 units units-2.20 integration lint molecule build lock lock-2.20 clean
 
-setup: $(VENV_STAMP) $(COLL_LINK)
+setup: $(VENV_STAMP) $(VENV220_STAMP) $(COLL_LINK)
 	@$(PY) -m sandbox.binaries
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt constraints.txt
 	@test -x $(PY) || python3 -m venv .venv
 	@echo "setup: installing pinned Python packages into .venv"
 	@$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -r requirements-dev.txt
+	@touch $@
+
+# Python 3.12 from pyenv or PATH (scripts/find-python fails naming where it looked); a venv left on
+# another Python is made again.
+$(VENV220_STAMP): requirements-2.20.txt requirements.txt constraints-2.20.txt
+	@if ! $(VENV220)/bin/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then \
+	  py=$$(scripts/find-python 3.12) || exit 1; \
+	  echo "setup: creating $(VENV220) with $$py"; \
+	  rm -rf $(VENV220) && $$py -m venv $(VENV220) || exit 1; \
+	fi
+	@echo "setup: installing pinned Python packages into $(VENV220) (ansible-core 2.20)"
+	@$(VENV220)/bin/python -m pip install -q --disable-pip-version-check -c constraints-2.20.txt -r requirements-2.20.txt
 	@touch $@
 
 # ansible and ansible-test find the collection under ansible_collections/<namespace>/<name>.
@@ -35,6 +50,13 @@ sanity: setup
 
 units: setup
 	@$(PY) -m pytest tests/unit
+
+# The same under ansible-core 2.20 (.venv-2.20 first on PATH).
+sanity-2.20: setup
+	@PATH="$(CURDIR)/$(VENV220)/bin:$$PATH" scripts/sanity
+
+units-2.20: setup
+	@PATH="$(CURDIR)/$(VENV220)/bin:$$PATH" python -m pytest tests/unit
 
 integration: setup
 	@$(PY) -m pytest -n 2 --dist loadfile tests/integration
@@ -55,6 +77,16 @@ lock:
 	@.build/lockenv/bin/pip install -q -r requirements-dev.txt
 	@{ echo "# Exact versions for development and CI (pip install -c constraints.txt). Regenerate with"; \
 	   echo "# 'make lock' after changing requirements*.txt."; .build/lockenv/bin/pip freeze; } > constraints.txt
+
+# Re-resolve constraints-2.20.txt: the versions of constraints.txt, but ansible-core 2.20.x.
+lock-2.20:
+	@py=$$(scripts/find-python 3.12) && rm -rf .build/lockenv-2.20 && $$py -m venv .build/lockenv-2.20
+	@grep -vE '^(#|ansible-core==)' constraints.txt > .build/lockenv-2.20/constraints.txt
+	@.build/lockenv-2.20/bin/pip install -q -c .build/lockenv-2.20/constraints.txt -r requirements-2.20.txt
+	@{ echo "# Exact versions for .venv-2.20 (ansible-core 2.20 on Python 3.12): pip install -c constraints-2.20.txt"; \
+	   echo "# -r requirements-2.20.txt. The same versions as constraints.txt but ansible-core; regenerate with"; \
+	   echo "# 'make lock-2.20' after changing requirements-2.20.txt or constraints.txt."; \
+	   .build/lockenv-2.20/bin/pip freeze; } > constraints-2.20.txt
 
 clean:
 	@rm -rf .build .pytest_cache

@@ -12,11 +12,15 @@ options:
   azure:
     description:
       - How to reach Azure when O(provider=azure). Ignored for other providers.
-      - Scaling groups are virtual machine scale sets in uniform orchestration mode, named by their ID
+      - Scaling groups are virtual machine scale sets in Uniform or Flexible orchestration mode, named by their ID
         C(/subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachineScaleSets/<name>).
         An instance's providerID is
         C(azure:///subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachineScaleSets/<name>/virtualMachines/<instance-id>)
-        and its node name is its OS computer name, lower-cased.
+        in a Uniform scale set, and
+        C(azure:///subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachines/<vm-name>)
+        in a Flexible one; its node name is its OS computer name, lower-cased.
+      - A Flexible scale set needs a VM profile (C(virtualMachineProfile)), so that raising its capacity creates VMs
+        from its model; its VMs are read through the virtual machines API (C(Microsoft.Compute/virtualMachines/read)).
       - "Images are a Compute Gallery image version ID
         (C(/subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/galleries/<gallery>/images/<image>/versions/<version>)),
         a managed image ID (C(/subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/images/<image>)),

@@ -104,4 +104,9 @@ requirements:
 notes:
   - The Kubernetes options can be set once for all modules of this collection with
     C(module_defaults) and the C(group/kubenodes.image_upgrade.kubernetes) action group.
+  - A call that finds the API server restarting or overloaded (connection refused or not made, C(429), C(503))
+    is repeated with a growing delay for up to 60 seconds (an API server restart); a call that may already have been carried out
+    (connection reset, read timeout, C(502), C(504)) is repeated only when that is harmless (reads, updates,
+    deletions, creations of named objects, evictions). E(KUBENODES_API_RETRY_SECONDS) sets another bound
+    (C(0) turns retries off).
 """

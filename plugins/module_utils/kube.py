@@ -4,8 +4,13 @@
 aliases and K8S_AUTH_* environment variables as kubernetes.core), the API client built from them,
 and the one way calls go out: request()/raw_request() send and return plain JSON dicts (what the pure
 core takes), with a (connect, read) timeout, and raise one error type, ApiCallError (a subclass of the
-client's ApiException, so typed-client errors and raw errors are caught alike). get_node, patch_node and
-list_nodes are the node calls every module and module_utils use.
+client's ApiException, so typed-client errors and raw errors are caught alike; an API server that stayed
+unreachable through the retries is an ApiCallError with status 0). get_node, patch_node and list_nodes are the node calls
+every module and module_utils use.
+
+raw_request() is also the collection's one retry layer for Kubernetes calls: a call that meets a
+restarting or overloaded API server (connection refused or reset, 429, 503) is repeated with backoff for
+up to RETRY_SECONDS, where that is safe (see _retry_decision). Nothing above it retries a call by itself.
 
 This file imports without the kubernetes package; modules get the dependency check from module_utils/base.
 """
@@ -15,6 +20,8 @@ from __future__ import annotations
 import copy
 import json
 import os
+import random
+import time
 import traceback
 from urllib.parse import quote
 
@@ -82,6 +89,24 @@ _LIST_OPTIONS = ("impersonate_groups",)
 # (connect, read) seconds for one API call; nothing may hang.
 REQUEST_TIMEOUT = (10, 30)
 
+# Retries of one call (raw_request): a kube-apiserver restart keeps it away for as long as the old process
+# takes to stop (a kubelet gives a static pod 30 s after SIGTERM; the sandbox's took 15 s and a SIGKILL)
+# plus its start to /readyz: 21 to 31 s measured in the sandbox, under load. So a call is repeated with a
+# growing delay (RETRY_FIRST_DELAY doubling up to RETRY_MAX_DELAY, with jitter) while the next attempt would
+# still start within RETRY_SECONDS of the first one; a server's Retry-After is honoured within that bound.
+RETRY_SECONDS = 60.0
+# The environment variable that sets another bound (seconds, 0 = no retry), read at each call.
+RETRY_SECONDS_ENV = "KUBENODES_API_RETRY_SECONDS"
+MAX_RETRY_SECONDS = 3600
+RETRY_FIRST_DELAY = 0.5
+RETRY_MAX_DELAY = 5.0
+# Answers that say the server did not carry the request out (overloaded, or not ready yet).
+RETRY_STATUSES = (429, 503)
+# Answers of a proxy or load balancer in front of the API servers: the request may have been carried out.
+AMBIGUOUS_STATUSES = (502, 504)
+IDEMPOTENT_METHODS = ("GET", "HEAD", "PUT", "PATCH", "DELETE")
+UNREACHABLE_REASON = "cannot reach the Kubernetes API server"
+
 
 def _decode(raw):
     try:
@@ -114,6 +139,23 @@ class ApiCallError(ApiException):
 
     def __str__(self):
         return "%s %s: %s %s: %s" % (self.method, self.path, self.status, self.reason, self.message)
+
+
+def unreachable_error(method, path, exc, host=None, attempts=1, seconds=0.0):
+    """The ApiCallError (status 0) for a call that got no answer: the cause, where, and how long it was tried."""
+    tried = "; %d attempts over %.1fs" % (attempts, seconds) if attempts > 1 else ""
+    error = ApiCallError(method, path, 0, UNREACHABLE_REASON,
+                         {"message": "%s (%s %s%s%s)" % (_root_cause(exc), method, host or "", path, tried)})
+    error.__cause__ = exc
+    return error
+
+
+def _root_cause(exc):
+    """'NewConnectionError: ... Connection refused' rather than urllib3's MaxRetryError wrapper."""
+    reason = getattr(exc, "reason", None)
+    if isinstance(reason, BaseException):
+        exc = reason
+    return "%s: %s" % (type(exc).__name__, exc)
 
 
 class KubeAuthError(Exception):
@@ -199,6 +241,7 @@ def build_api_client(params):
     from kubernetes import client, config
 
     auth = resolve_auth(params)
+    retry_seconds()   # a bad KUBENODES_API_RETRY_SECONDS is named before any call
     configuration = client.Configuration()
     explicit = bool(auth.get("host")) and (
         bool(auth.get("api_key"))
@@ -306,11 +349,154 @@ def api_error_message(exc):
     return "%s: %s" % (text, message) if message else text
 
 
-def raw_request(api_client, method, path, query=None, body=None, content_type="application/json", timeout=60):
+def raw_request(api_client, method, path, query=None, body=None, content_type="application/json", timeout=60,
+                clock=time.monotonic, sleep=time.sleep):
     """One API call with plain-dict JSON in and out (no model objects: fast, and what the pure core
-    takes). Raises ApiCallError for a non-2xx answer. The response is read in full so the connection
-    goes back to the pool. `timeout` (seconds, or (connect, read)) bounds connecting and reading, so a hung
-    server cannot hang a module. Works with the kubernetes client before and after its 2025 generator change."""
+    takes). Raises ApiCallError for a non-2xx answer, and for no answer through the retries (status 0,
+    UNREACHABLE_REASON); a transport error that is not retried is raised as the client gave it.
+    The response is read in full so the connection goes back to the pool. `timeout` (seconds, or (connect,
+    read)) bounds connecting and reading, so a hung server cannot hang a module. A call the API server
+    could not take (restarting, overloaded) is repeated for up to RETRY_SECONDS (_retry_decision). Works
+    with the kubernetes client before and after its 2025 generator change."""
+    bound = retry_seconds()
+    started = clock()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return _send(api_client, method, path, query, body, content_type, timeout)
+        except ApiCallError as exc:
+            error, cause = exc, exc
+        except Exception as exc:  # pylint: disable=broad-except
+            if not _is_connection_level(exc):
+                raise
+            error, cause = None, exc
+        delay = _retry_decision(method, path, body, cause, attempt)
+        elapsed = clock() - started
+        if delay is not None and elapsed + delay <= bound:
+            sleep(delay)
+            continue
+        if error is None:
+            if attempt == 1:
+                raise cause   # not retried (an untrusted certificate, an unknown host...): as the client gave it
+            raise unreachable_error(method, path, cause, getattr(getattr(api_client, "configuration", None), "host", None),
+                                    attempt, elapsed)
+        if attempt > 1:
+            error.message = "%s (%d attempts over %.1fs)" % (error.message, attempt, elapsed)
+        raise error
+
+
+def retry_seconds():
+    """The retry bound: RETRY_SECONDS, or the KUBENODES_API_RETRY_SECONDS environment variable."""
+    value = os.environ.get(RETRY_SECONDS_ENV)
+    if value is None or not value.strip():
+        return RETRY_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= MAX_RETRY_SECONDS:
+        raise KubeAuthError("the environment variable %s must be a number of seconds from 0 to %d (0: no retry), "
+                            "got %r; unset it for the default of %d" % (RETRY_SECONDS_ENV, MAX_RETRY_SECONDS, value,
+                                                                        RETRY_SECONDS))
+    return seconds
+
+
+def _is_connection_level(exc):
+    """An error of the transport, with no HTTP answer: urllib3's, a socket error, or the client's
+    ApiException(status=0) for a TLS failure."""
+    if isinstance(exc, ApiException):
+        return not getattr(exc, "status", None)
+    return (type(exc).__module__ or "").startswith("urllib3") or isinstance(exc, OSError)
+
+
+def _inner(exc):
+    reason = getattr(exc, "reason", None)
+    return reason if isinstance(reason, BaseException) else exc
+
+
+def _never_sent(exc):
+    """True when the request cannot have reached the server: the connection was refused or not made."""
+    names = {cls.__name__ for cls in type(_inner(exc)).__mro__}
+    return bool(names & {"NewConnectionError", "ConnectTimeoutError", "ConnectionRefusedError"})
+
+
+def _fatal_transport_error(exc):
+    """Errors that no retry fixes: an unknown host name, an untrusted or mismatched certificate, plain
+    HTTP spoken to an HTTPS port."""
+    inner = _inner(exc)
+    if type(inner).__name__ == "NameResolutionError":
+        return True
+    text = "%s %s" % (inner, getattr(exc, "reason", "") or "")
+    return any(marker in text for marker in ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed",
+                                             "hostname mismatch", "doesn't match", "WRONG_VERSION_NUMBER"))
+
+
+def _repeatable(method, body):
+    """Whether a request that may already have been carried out can be sent again without harm.
+
+    GET and HEAD read; PUT and a merge PATCH set the same values again (with a resourceVersion the repeat
+    answers 409 and the caller re-reads, as for any conflict); a repeated DELETE answers 404, which the
+    callers take as gone. A POST is repeated only when its body names its object (metadata.name, no
+    generateName): the collection's POSTs create named objects (the run Lease, the journal ConfigMap),
+    whose repeat answers 409 AlreadyExists, after which the caller re-reads (upgrade_lock then finds its
+    own holder), or evict one named pod, whose repeat cannot evict a second pod (that pod is already
+    terminating: 201 again, or 404 once it is gone). Any other POST is not repeated once it may have
+    been sent."""
+    if method.upper() in IDEMPOTENT_METHODS:
+        return True
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    return bool(isinstance(metadata, dict) and metadata.get("name") and not metadata.get("generateName"))
+
+
+def _retry_decision(method, path, body, exc, attempt):
+    """Seconds to wait before sending the call again, or None when it must not be repeated.
+
+    - no connection (refused, connect timeout): the request was never sent, so any method is repeated;
+    - 429 or 503: the server says it did not carry the request out (throttled, or not ready while it
+      starts), so any method is repeated, after its Retry-After when it gives one; except a 429 to an
+      Eviction, which is a PodDisruptionBudget's answer that the drain loop waits on with its own timeout;
+    - a reset or dropped connection, a read timeout, 502 or 504: the request may have been carried out,
+      so only a request that is harmless to repeat is repeated (_repeatable);
+    - anything else (4xx, 500, an untrusted certificate, an unknown host) is final."""
+    if isinstance(exc, ApiCallError) and exc.status:
+        if exc.status in RETRY_STATUSES:
+            if exc.status == 429 and path.rstrip("/").endswith("/eviction"):
+                return None
+            return max(_backoff(attempt), _retry_after(exc))
+        if exc.status in AMBIGUOUS_STATUSES and _repeatable(method, body):
+            return _backoff(attempt)
+        return None
+    if _fatal_transport_error(exc):
+        return None
+    if _never_sent(exc) or _repeatable(method, body):
+        return _backoff(attempt)
+    return None
+
+
+def _backoff(attempt):
+    """RETRY_FIRST_DELAY doubling per attempt up to RETRY_MAX_DELAY, with +-20 % jitter so that several
+    workers do not come back in step."""
+    delay = min(RETRY_MAX_DELAY, RETRY_FIRST_DELAY * (2 ** (attempt - 1)))
+    return delay * random.uniform(0.8, 1.2)
+
+
+def _retry_after(exc):
+    """The server's Retry-After (header, else the Status details) in seconds; 0 when it gave none."""
+    value = None
+    for key, header in (exc.headers or {}).items():
+        if str(key).lower() == "retry-after":
+            value = header
+    if value is None:
+        value = exc.retry_after
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _send(api_client, method, path, query, body, content_type, timeout):
+    """One attempt of raw_request."""
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type
@@ -331,6 +517,8 @@ def raw_request(api_client, method, path, query=None, body=None, content_type="a
         except ApiCallError:
             raise
         except ApiException as exc:
+            if not exc.status:   # the client's own TLS error: no answer, handled by the caller's retry
+                raise
             raise ApiCallError(method, path, exc.status, exc.reason, exc.body, headers=getattr(exc, "headers", None))
         data = response.data
     return json.loads(data) if data else None

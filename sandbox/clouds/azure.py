@@ -8,11 +8,21 @@ token, any token; the api-version is echoed into links, never pinned):
   POST           .../virtualMachineScaleSets/{vmss}/delete           (delete instances; 202 + Azure-AsyncOperation/Location)
   GET            .../virtualMachineScaleSets/{vmss}/virtualMachines  ($expand=instanceView, nextLink paging)
   GET            .../virtualMachines/{id}   and   .../virtualMachines/{id}/instanceView
+  GET            /subscriptions/{s}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines
+                 ($filter='virtualMachineScaleSet/id' eq '<scale set ID>', $expand=instanceView only with that filter)
+  GET            .../Microsoft.Compute/virtualMachines/{vm}          (a Flexible scale set's VM, as a plain VM)
   GET            managed images, Compute Gallery image versions, shared/community gallery image versions and
                  Marketplace images (publishers/../artifacttypes/vmimage/offers/../skus/../versions/..)
   GET            /subscriptions/{s}/providers/Microsoft.Compute/locations/{loc}/operations/{id}[?monitor=true]
   GET            /subscriptions/{s}/providers/Microsoft.Compute/locations/{loc}/usages  (compute usage and limits)
   GET            /subscriptions/{s}/providers/Microsoft.Compute/skus[?$filter=location eq '<loc>']  (VM sizes)
+
+Orchestration: a scale set is Uniform unless it is created with properties.orchestrationMode "Flexible" (Admin
+create_group(..., orchestration="Flexible")). A Flexible set's VMs are plain virtual machines named
+{scale-set}_{8 hex}, with properties.virtualMachineScaleSet.id and no instanceId or latestModelApplied; their
+providerID is azure:///subscriptions/{s}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{vm}. The
+scale set VM routes (.../virtualMachineScaleSets/{vmss}/virtualMachines...) refuse a Flexible set, as ARM does
+(the wording of that refusal is the emulator's); delete instances takes VM names as its instanceIds.
 
 PUT and PATCH answer with the resource and Azure-AsyncOperation + Retry-After; the operation succeeds when the
 VMs it created run. Errors use ARM's body {"error": {"code", "message"}}. A scale-out makes VMs that boot
@@ -130,6 +140,12 @@ ROUTES = [
      "virtualMachineScaleSets/{vmScaleSetName}/virtualMachines/{instanceId}/instanceView",
      re.compile("^" + _VMSS + "/virtualmachines/" + _SEG + "/instanceview$", re.I),
      {"GET": ("get_instance_view", {"api-version"}, None)}),
+    ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
+     "virtualMachines", re.compile("^" + _RG + "/virtualmachines$", re.I),
+     {"GET": ("list_plain_vms", {"api-version", "$filter", "$expand", "$skiptoken"}, None)}),
+    ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
+     "virtualMachines/{vmName}", re.compile("^" + _RG + "/virtualmachines/" + _SEG + "$", re.I),
+     {"GET": ("get_plain_vm", {"api-version", "$expand"}, None)}),
     ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
      "images/{imageName}", re.compile("^" + _RG + "/images/" + _SEG + "$", re.I),
      {"GET": ("get_managed_image", {"api-version", "$expand"}, None)}),
@@ -373,8 +389,21 @@ class AzureEmulator:
 
     def _provider_id(self, vmss, iid):
         # What cloud-provider-azure writes: "azure://" + VM ID with the resource group lower-cased.
+        if vmss["flexible"]:
+            return ("azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachines/%s"
+                    % (vmss["sub"], vmss["rg"].lower(), iid))
         return ("azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s"
                 "/virtualMachines/%s" % (vmss["sub"], vmss["rg"].lower(), vmss["name"], iid))
+
+    @staticmethod
+    def _plain_vm_id(vmss, name):
+        return "/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachines/%s" % (
+            vmss["sub"], vmss["rg"], name)
+
+    @staticmethod
+    def _ordered(vmss):
+        """The instance IDs (Uniform) or VM names (Flexible) of a scale set, oldest first."""
+        return sorted(vmss["vms"], key=lambda iid: vmss["vms"][iid]["seq"])
 
     # -- model changes (lock held) -----------------------------------------------------------------
 
@@ -400,19 +429,26 @@ class AzureEmulator:
 
     def _resize(self, vmss, capacity):
         """Create or delete VMs so that the non-deleting count matches capacity; return touched instance IDs."""
-        live = sorted((iid for iid, vm in vmss["vms"].items() if vm["state"] != "deleting"), key=int)
+        live = [iid for iid in self._ordered(vmss) if vmss["vms"][iid]["state"] != "deleting"]
         touched = []
         now = time.time()
+        prefix = vmss["profile"].get("osProfile", {}).get("computerNamePrefix", vmss["name"])
         if capacity > len(live):
             for _ in range(capacity - len(live)):
-                iid = str(vmss["next_id"])
+                seq = vmss["next_id"]
                 vmss["next_id"] += 1
+                if vmss["flexible"]:
+                    # Flexible: the VM is named {scale-set}_{8 hex}, its computer name is the prefix + 6 characters.
+                    suffix = uuid.uuid4().hex
+                    iid, computer_name = "%s_%s" % (vmss["name"], suffix[:8]), prefix + suffix[8:14]
+                else:
+                    iid, computer_name = str(seq), prefix + _base36(seq)
                 never = self._never_boots(vmss)
                 vmss["vms"][iid] = {
-                    "state": "creating", "created": now, "boot_at": None if never else now + self.boot_delay,
+                    "seq": seq, "state": "creating", "created": now,
+                    "boot_at": None if never else now + self.boot_delay,
                     "delete_at": None, "vm_id": str(uuid.uuid4()),
-                    "computer_name": vmss["profile"].get("osProfile", {}).get("computerNamePrefix", vmss["name"])
-                    + _base36(int(iid)),
+                    "computer_name": computer_name,
                     "image": dict(vmss["profile"]["storageProfile"]["imageReference"]),
                     "model": vmss["model_version"],
                     "allocation_fails": self._marked(self.faults.allocation_failure, vmss),
@@ -439,6 +475,10 @@ class AzureEmulator:
 
     def create_scale_set(self, sub, rg, name, body):
         key = self._key(sub, rg, name)
+        mode = (body.get("properties") or {}).get("orchestrationMode") or "Uniform"
+        if mode not in ("Uniform", "Flexible"):
+            raise ArmError(400, "InvalidParameter", "The value '%s' of parameter 'orchestrationMode' is invalid; "
+                           "allowed values are Uniform and Flexible." % mode)
         profile = json.loads(json.dumps((body.get("properties") or {}).get("virtualMachineProfile") or {}))
         profile.setdefault("osProfile", {}).setdefault("computerNamePrefix", name.lower())
         storage = profile.setdefault("storageProfile", {})
@@ -451,7 +491,9 @@ class AzureEmulator:
                 "tags": dict(body.get("tags") or {}), "sku_name": (body.get("sku") or {}).get("name") or VM_SIZE,
                 "capacity": 0, "profile": profile, "vms": {}, "next_id": 0, "etag": 1, "model_version": 1,
                 "uniqueId": str(uuid.uuid4()), "timeCreated": _now_iso(), "provisioningState": "Creating",
-                "upgradePolicy": ((body.get("properties") or {}).get("upgradePolicy") or {"mode": "Manual"})}
+                "upgradePolicy": ((body.get("properties") or {}).get("upgradePolicy") or {"mode": "Manual"}),
+                "flexible": mode == "Flexible",
+                "faultDomains": int((body.get("properties") or {}).get("platformFaultDomainCount") or 1)}
         vmss["role"] = vmss["tags"].get(ROLE_TAG, "worker")
         self.scale_sets[key] = vmss
         touched = self._resize(vmss, capacity)
@@ -503,16 +545,21 @@ class AzureEmulator:
     # -- JSON views --------------------------------------------------------------------------------
 
     def vmss_json(self, vmss):
+        if vmss["flexible"]:
+            # A Flexible set has no overprovisioning or single placement group; it spreads over fault domains.
+            properties = {"orchestrationMode": "Flexible", "platformFaultDomainCount": vmss["faultDomains"]}
+        else:
+            properties = {"singlePlacementGroup": False, "orchestrationMode": "Uniform", "overprovision": False}
+        properties.update({
+            "upgradePolicy": vmss["upgradePolicy"], "provisioningState": vmss["provisioningState"],
+            "uniqueId": vmss["uniqueId"], "timeCreated": vmss["timeCreated"],
+            "virtualMachineProfile": json.loads(json.dumps(vmss["profile"])),
+        })
         return {
             "id": self._vmss_id(vmss), "name": vmss["name"], "type": "Microsoft.Compute/virtualMachineScaleSets",
             "location": vmss["location"], "tags": vmss["tags"], "etag": '"%d"' % vmss["etag"],
             "sku": {"name": vmss["sku_name"], "tier": "Standard", "capacity": vmss["capacity"]},
-            "properties": {
-                "singlePlacementGroup": False, "orchestrationMode": "Uniform", "overprovision": False,
-                "upgradePolicy": vmss["upgradePolicy"], "provisioningState": vmss["provisioningState"],
-                "uniqueId": vmss["uniqueId"], "timeCreated": vmss["timeCreated"],
-                "virtualMachineProfile": json.loads(json.dumps(vmss["profile"])),
-            },
+            "properties": properties,
         }
 
     def vm_json(self, vmss, iid, expand=False):
@@ -522,6 +569,8 @@ class AzureEmulator:
         reference = dict(vm["image"])
         if reference.get("publisher"):
             reference["exactVersion"] = reference.get("version")
+        if vmss["flexible"]:
+            return self._flexible_vm_json(vmss, iid, vm, provisioning, reference, expand)
         data = {
             "id": self._vmss_id(vmss) + "/virtualMachines/" + iid, "name": "%s_%s" % (vmss["name"], iid),
             "type": "Microsoft.Compute/virtualMachineScaleSets/virtualMachines", "location": vmss["location"],
@@ -533,6 +582,26 @@ class AzureEmulator:
                 "osProfile": {"computerName": vm["computer_name"], "adminUsername": "azureuser"},
                 "storageProfile": {"imageReference": reference,
                                    "osDisk": {"osType": "Linux", "createOption": "FromImage", "caching": "ReadWrite"}},
+            },
+        }
+        if expand:
+            data["properties"]["instanceView"] = self.instance_view(vm)
+        return data
+
+    def _flexible_vm_json(self, vmss, name, vm, provisioning, reference, expand):
+        """A Flexible scale set's VM as the virtual machines API shows it: a plain VM that names its scale set."""
+        data = {
+            "id": self._plain_vm_id(vmss, name), "name": name, "type": "Microsoft.Compute/virtualMachines",
+            "location": vmss["location"], "tags": {},
+            "properties": {
+                "vmId": vm["vm_id"], "provisioningState": provisioning, "timeCreated": _now_iso(vm["created"]),
+                "virtualMachineScaleSet": {"id": self._vmss_id(vmss)},
+                "platformFaultDomain": vm["seq"] % vmss["faultDomains"],
+                "hardwareProfile": {"vmSize": vmss["sku_name"]},
+                "osProfile": {"computerName": vm["computer_name"], "adminUsername": "azureuser"},
+                "storageProfile": {"imageReference": reference,
+                                   "osDisk": {"osType": "Linux", "createOption": "FromImage", "caching": "ReadWrite",
+                                              "name": "%s_OsDisk_1_%s" % (name, vm["vm_id"].replace("-", ""))}},
             },
         }
         if expand:
@@ -583,12 +652,15 @@ class AzureEmulator:
                 raise ArmError(400, "InvalidParameter", "unknown image kind %r" % kind)
         return _canonical_id(ref) if ref.startswith("/") else ref
 
-    def admin_create_group(self, name, role, size, image):
+    def admin_create_group(self, name, role, size, image, orchestration="Uniform"):
         reference = _reference_of(image)
         body = {"location": LOCATION, "tags": {ROLE_TAG: role}, "sku": {"name": VM_SIZE, "capacity": int(size)},
-                "properties": {"upgradePolicy": {"mode": "Manual"}, "virtualMachineProfile": {
-                    "osProfile": {"computerNamePrefix": name.lower(), "adminUsername": "azureuser"},
-                    "storageProfile": {"imageReference": reference}}}}
+                "properties": {"orchestrationMode": orchestration, "upgradePolicy": {"mode": "Manual"},
+                               "virtualMachineProfile": {
+                                   "osProfile": {"computerNamePrefix": name.lower(), "adminUsername": "azureuser"},
+                                   "storageProfile": {"imageReference": reference}}}}
+        if orchestration == "Flexible":
+            body["properties"]["platformFaultDomainCount"] = 1
         with self.lock:
             vmss, _ = self.create_scale_set(SUBSCRIPTION, RESOURCE_GROUP, name, body)
             return self._group_id(vmss)
@@ -609,7 +681,7 @@ class AzureEmulator:
 
     def admin_state(self):
         with self.lock:
-            return {"scale_sets": [dict(self.vmss_json(v), vms=[self.vm_json(v, i, True) for i in sorted(v["vms"], key=int)])
+            return {"scale_sets": [dict(self.vmss_json(v), vms=[self.vm_json(v, i, True) for i in self._ordered(v)])
                                    for v in self.scale_sets.values()]}
 
     # -- ARM handlers (lock held; return (status, body, headers)) --------------------------------------
@@ -621,6 +693,13 @@ class AzureEmulator:
                            "resource group '%s' was not found. For more details please go to "
                            "https://aka.ms/ARMResourceNotFoundFix" % (name, rg))
         return vmss
+
+    @staticmethod
+    def _uniform_only(vmss, operation):
+        if vmss["flexible"]:
+            raise ArmError(400, "OperationNotAllowed", "The operation '%s' is not supported on Virtual Machine Scale "
+                           "Set '%s' with orchestration mode 'Flexible'; use the Virtual Machines API on its VMs."
+                           % (operation, vmss["name"]))
 
     def _vm_or_404(self, vmss, iid):
         if iid not in vmss["vms"]:
@@ -676,6 +755,9 @@ class AzureEmulator:
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise ArmError(400, "InvalidRequestContent", "The request content was invalid: 'instanceIds' must be a "
                            "list of strings.")
+        if vmss["flexible"]:   # a Flexible set's instance IDs are its VM names, compared case-insensitively
+            names = {iid.lower(): iid for iid in vmss["vms"]}
+            ids = [names.get(iid.lower(), iid) for iid in ids]
         for iid in ids:
             vm = vmss["vms"].get(iid)
             if vm is None or vm["state"] == "deleting":
@@ -690,18 +772,60 @@ class AzureEmulator:
 
     def list_vms(self, req, sub, rg, name):
         vmss = self._vmss_or_404(sub, rg, name)
+        self._uniform_only(vmss, "listVirtualMachineScaleSetVMs")
         expand = req.query.get("$expand", "").lower() == "instanceview"
-        items = [self.vm_json(vmss, iid, expand) for iid in sorted(vmss["vms"], key=int)]
+        items = [self.vm_json(vmss, iid, expand) for iid in self._ordered(vmss)]
         return 200, self._page(req, items), {}
 
     def get_vm(self, req, sub, rg, name, iid):
         vmss = self._vmss_or_404(sub, rg, name)
+        self._uniform_only(vmss, "getVirtualMachineScaleSetVM")
         self._vm_or_404(vmss, iid)
         return 200, self.vm_json(vmss, iid, req.query.get("$expand", "").lower() == "instanceview"), {}
 
     def get_instance_view(self, req, sub, rg, name, iid):
         vmss = self._vmss_or_404(sub, rg, name)
+        self._uniform_only(vmss, "getVirtualMachineScaleSetVMInstanceView")
         return 200, self.instance_view(self._vm_or_404(vmss, iid)), {}
+
+    _VMSS_FILTER_RE = re.compile(r"^\s*'?virtualMachineScaleSet/id'?\s+eq\s+'([^']+)'\s*$", re.I)
+
+    def _plain_vms(self, sub, rg):
+        """(scale set, VM name) of every plain VM in a resource group: the VMs of its Flexible scale sets (Uniform
+        sets' VMs are not virtual machines of the resource group)."""
+        found = []
+        for key, vmss in sorted(self.scale_sets.items()):
+            if key[0] == sub.lower() and key[1] == rg.lower() and vmss["flexible"]:
+                found.extend((vmss, name) for name in self._ordered(vmss))
+        return found
+
+    def list_plain_vms(self, req, sub, rg):
+        text = req.query.get("$filter")
+        expand = req.query.get("$expand")
+        if expand is not None and expand.lower() != "instanceview":
+            raise ArmError(400, "InvalidParameter", "The value '%s' of $expand is invalid; allowed: instanceView."
+                           % expand)
+        if expand is not None and text is None:
+            raise ArmError(400, "InvalidParameter", "$expand=instanceView can only be used together with a $filter on "
+                           "'virtualMachineScaleSet/id'.")
+        vms = self._plain_vms(sub, rg)
+        if text is not None:
+            match = self._VMSS_FILTER_RE.match(text)
+            if not match:
+                raise ArmError(400, "InvalidParameter", "The $filter '%s' is not supported; the allowed filter is "
+                               "'virtualMachineScaleSet/id' eq '<scale set ID>'." % text)
+            wanted = match.group(1).lower()
+            vms = [(vmss, name) for vmss, name in vms if self._vmss_id(vmss).lower() == wanted]
+        items = [self.vm_json(vmss, name, expand is not None) for vmss, name in vms]
+        return 200, self._page(req, items), {}
+
+    def get_plain_vm(self, req, sub, rg, vm_name):
+        for vmss, name in self._plain_vms(sub, rg):
+            if name.lower() == vm_name.lower():
+                return 200, self.vm_json(vmss, name, req.query.get("$expand", "").lower() == "instanceview"), {}
+        raise ArmError(404, "ResourceNotFound", "The Resource 'Microsoft.Compute/virtualMachines/%s' under resource "
+                       "group '%s' was not found. For more details please go to https://aka.ms/ARMResourceNotFoundFix"
+                       % (vm_name, rg))
 
     def _page(self, req, items):
         start = int(req.query.get("$skiptoken") or 0)
@@ -980,8 +1104,9 @@ class _Handler(BaseHTTPRequestHandler):
             if name == "images" and req.method == "POST":
                 self._send(200, {"image": emulator.admin_create_image(body["name"], body.get("kind", "gallery"))})
             elif name == "groups" and req.method == "POST":
-                self._send(200, {"group_id": emulator.admin_create_group(body["name"], body.get("role", "worker"),
-                                                                          body.get("size", 0), body["image"])})
+                self._send(200, {"group_id": emulator.admin_create_group(
+                    body["name"], body.get("role", "worker"), body.get("size", 0), body["image"],
+                    orchestration=body.get("orchestration", "Uniform"))})
             elif name == "faults" and req.method == "POST":
                 emulator.admin_set_faults(**body)
                 self._send(200, {})
@@ -1027,8 +1152,10 @@ class Admin:
         """kind: gallery (a Compute Gallery image version), managed, community, shared or marketplace."""
         return self._call("POST", "images", {"name": name, "kind": kind})["image"]
 
-    def create_group(self, name, role, size, image):
-        return self._call("POST", "groups", {"name": name, "role": role, "size": size, "image": image})["group_id"]
+    def create_group(self, name, role, size, image, orchestration="Uniform"):
+        """A scale set of `size` VMs on `image`; orchestration "Uniform" (default) or "Flexible"."""
+        return self._call("POST", "groups", {"name": name, "role": role, "size": size, "image": image,
+                                             "orchestration": orchestration})["group_id"]
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
                    seed=None, allocation_failure=(), deny=()):

@@ -218,6 +218,97 @@ def test_unknown_group_and_instance(admin, provider):
         provider.list_instances("nope")
 
 
+# ------------------------------------------------------------------------------------------ Flexible orchestration
+
+def flexible_group(admin, provider, size=2, role="worker", image=None):
+    image = image or admin.create_image(unique("img"))
+    group_id = admin.create_group(unique("flex"), role, size, image, orchestration="Flexible")
+    wait_until(lambda: all(i.state == RUNNING for i in provider.list_instances(group_id)))
+    return group_id, image
+
+
+def test_flexible_vms_are_listed_as_virtual_machines_in_constant_calls(admin, provider):
+    group_id, image = flexible_group(admin, provider, size=5, role="control-plane")
+    running_group(admin, provider, size=1)          # a Uniform set in the same resource group stays apart
+    admin.clear_requests()
+    instances = provider.list_instances(group_id)
+    assert len(instances) == 5
+    log = admin.requests()
+    # page size 2: three pages of the resource group's VMs filtered on the scale set, nothing per VM, and no
+    # call to the scale set VM API (which Azure refuses for a Flexible set)
+    assert len(log) == 3 and all(r["template"].endswith("/Microsoft.Compute/virtualMachines") for r in log), log
+    assert all({"$filter", "$expand"} <= set(r["query"]) for r in log)
+    sub, rg, name = az.parse_group_id(group_id)
+    for inst in instances:
+        assert inst.state == RUNNING and inst.image == image and inst.group_id == group_id
+        assert inst.provider_id == "azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/" \
+            "virtualMachines/%s" % (sub, rg, inst.name)
+        assert inst.name.startswith(name + "_") and inst.extra["instance_id"] == inst.name
+        assert inst.node_name.startswith(name) and inst.node_name == inst.node_name.lower()
+        assert provider.group_id_of(inst.provider_id) == group_id
+    group = provider.list_groups([group_id])[0]
+    assert (group.id, group.image, group.role, group.target_size) == (group_id, image, "control-plane", 5)
+    assert group_id in [g.id for g in provider.list_groups()]
+
+
+def test_flexible_scale_out_model_image_and_delete(admin, provider, emulator):
+    group_id, old_image = flexible_group(admin, provider, size=2)
+    inst = provider.create_instance(group_id)
+    assert inst.state == CREATING and inst.image == old_image and inst.group_id == group_id
+    assert provider.list_groups([group_id])[0].target_size == 3
+    assert provider.wait_running([inst.provider_id], timeout=10) == {inst.provider_id: RUNNING}
+    hooked = [h for h in emulator.recorded_hooks.created_calls if h["provider_id"] == inst.provider_id]
+    assert hooked == [dict(provider_id=inst.provider_id, node_name=inst.node_name, group_id=group_id, image=old_image,
+                           role="worker")]
+    # the scale set's model gives new VMs the new image; the VMs already there keep theirs
+    new_image = admin.create_image(unique("img2"))
+    assert provider.set_group_image(group_id, new_image) is True
+    assert provider.set_group_image(group_id, new_image) is False
+    assert provider.group_image(group_id) == new_image
+    assert {i.image for i in provider.list_instances(group_id)} == {old_image}
+    fresh = provider.create_instance(group_id)
+    assert fresh.image == new_image
+    # delete through a provider that never listed the set: the VM names its scale set
+    other = make_provider(admin)
+    admin.clear_requests()
+    assert other.delete_instance(inst.provider_id.upper().replace("AZURE:", "azure:")) is True
+    deletes = by_template(admin.requests(), "/virtualMachineScaleSets/{vmScaleSetName}/delete", "POST")
+    assert len(deletes) == 1
+    assert provider.list_groups([group_id])[0].target_size == 3
+    assert other.delete_instance(inst.provider_id) is False          # deletion under way
+    wait_until(lambda: inst.provider_id not in [i.provider_id for i in provider.list_instances(group_id)])
+    assert other.delete_instance(inst.provider_id) is False          # gone
+    assert inst.provider_id in emulator.recorded_hooks.deleted_calls
+
+
+def test_flexible_quota_reads_and_refusals_are_those_of_uniform(admin, provider, emulator):
+    flex_id, _image = flexible_group(admin, provider, size=1)
+    uniform_id, _vms = running_group(admin, provider, size=1)
+    limits = provider.instance_headroom([flex_id, uniform_id])
+    by_name = {limit["name"]: limit for limit in limits}
+    assert by_name["virtualMachines"]["units_per_instance"] == {flex_id: 1, uniform_id: 1}
+    assert by_name["cores"]["units_per_instance"] == {flex_id: emu.VM_SIZE_VCPUS, uniform_id: emu.VM_SIZE_VCPUS}
+    with emulator.lock:
+        in_use = emulator._vm_count()   # pylint: disable=protected-access
+    admin.set_faults(quota=in_use)
+    with pytest.raises(QuotaError) as err:
+        provider.create_instance(flex_id)
+    assert err.value.code == "OperationNotAllowed" and len(provider.list_instances(flex_id)) == 1
+
+
+def test_emulator_refuses_the_scale_set_vm_api_for_a_flexible_set(admin, provider):
+    group_id, _image = flexible_group(admin, provider, size=1)
+    _sub, rg, name = az.parse_group_id(group_id)
+    from azure.core.exceptions import HttpResponseError
+    with pytest.raises(HttpResponseError) as err:
+        list(provider.client().virtual_machine_scale_set_vms.list(rg, name))
+    assert err.value.status_code == 400 and "orchestration mode 'Flexible'" in str(err.value)
+    # without a $filter the resource group's VMs are listed; instanceView needs the filter
+    assert len(list(provider.client().virtual_machines.list(rg))) >= 1
+    with pytest.raises(HttpResponseError):
+        list(provider.client().virtual_machines.list(rg, expand="instanceView"))
+
+
 # ------------------------------------------------------------------------------------------ faults
 
 @pytest.mark.parametrize("code", [429, 500, 503])
@@ -468,6 +559,16 @@ def _sdk_scenario(admin, provider, emulator):
     client.virtual_machine_scale_sets.begin_create_or_update(rg, name, model).result(timeout=30)
     key = emulator._key(sub, rg, name)  # pylint: disable=protected-access
     wait_until(lambda: not [o for o in emulator.operations.values() if o["status"] == "InProgress" and o["vmss"] == key])
+    # Flexible orchestration: VMs listed as the resource group's virtual machines, read one by one, deleted by name
+    flex_id, _image = flexible_group(admin, provider, size=3)
+    provider.list_instances(flex_id)
+    flex = provider.create_instance(flex_id)
+    provider.wait_running([flex.provider_id], timeout=10)
+    provider.set_group_image(flex_id, admin.create_image(unique("shape")))
+    make_provider(admin).delete_instance(flex.provider_id)
+    flex_key = emulator._key(*az.parse_group_id(flex_id))  # pylint: disable=protected-access
+    wait_until(lambda: not [o for o in emulator.operations.values()
+                            if o["status"] == "InProgress" and o["vmss"] == flex_key])
     return admin.requests()
 
 

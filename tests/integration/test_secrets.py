@@ -191,7 +191,10 @@ def test_no_secret_in_any_output_or_object(upgrade_cluster, tmp_path, monkeypatc
     environment = {"K8S_AUTH_HOST": "https://" + refused, "K8S_AUTH_API_KEY": kube_canaries["kubeenvapikey"],
                    "K8S_AUTH_PASSWORD": kube_canaries["kubeenvpassword"], "K8S_AUTH_USERNAME": "u",
                    "GCP_SERVICE_ACCOUNT_CONTENTS": json.dumps(gcp_key(gcp_canaries["gcpenvcontents"])),
-                   "GCP_ACCESS_TOKEN": gcp_canaries["gcpenvaccesstoken"]}
+                   "GCP_ACCESS_TOKEN": gcp_canaries["gcpenvaccesstoken"],
+                   # kube.request retries a refused API server for 60 s by default; 2 s still take the retry
+                   # path (and its message, searched for secrets below) without a minute per module
+                   "KUBENODES_API_RETRY_SECONDS": "2"}
     # The secrets reach ansible-playbook as a user's would: in its environment and in a variables file. (Written
     # into the playbook, Ansible itself shows them: -vvv prints a play's `environment:` in each command line, and
     # an error quotes the lines of the task around it.) Two playbooks at once: most of the time is spent waiting

@@ -47,6 +47,30 @@ def test_full_upgrade(upgrade_cluster, cloud, engine, tmp_path):
     rbac_audit.check_upgrade(handle)
 
 
+@pytest.mark.timeout(900)
+def test_full_upgrade_azure_flexible(upgrade_cluster, tmp_path):
+    """The same upgrade on Azure scale sets in Flexible orchestration (issue 16 item 5): their VMs are plain
+    virtual machines (providerID .../Microsoft.Compute/virtualMachines/<vm-name>), listed through the virtual
+    machines API, since Azure refuses the scale set VM API for Flexible sets (as the emulator does)."""
+    handle, values, start = upgrade_cluster("azure", azure_orchestration="Flexible")
+    flexible = "/providers/Microsoft.Compute/virtualMachines/"
+    assert start["instances"] and all(flexible in pid for pid in start["instances"]), start["instances"]
+    admin = handle.cloud("azure")
+    admin.clear_requests()
+    rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
+    assert rc == 0, output[-6000:]
+    assert "3/3 nodes on the image" in output
+    watcher.check(start, max_surge=1)
+    uh.assert_upgraded(handle, values, start)
+    assert all(flexible in i["provider_id"] for i in uh.live_instances(handle))
+    log = admin.requests()
+    refused = [r for r in log if r["status"] >= 400]
+    assert not refused, refused
+    assert not [r for r in log if "/virtualMachineScaleSets/{vmScaleSetName}/virtualMachines" in (r["template"] or "")]
+    assert [r for r in log if (r["template"] or "").endswith("/Microsoft.Compute/virtualMachines")]
+    assert not uh.lease_holder(handle), "the run lock was not released"
+
+
 IN_FLIGHT = re.compile(r"pass (\d+): [^\n\"]*?in flight: ([^;\"]*)")
 
 

@@ -1,10 +1,12 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
-"""Azure virtual machine scale sets (uniform orchestration) behind the CloudProvider interface.
+"""Azure virtual machine scale sets (Uniform and Flexible orchestration) behind the CloudProvider interface.
 
 Formats (literal segments are matched case-insensitively, because Azure resource IDs are):
-  providerID  azure:///subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/
-              virtualMachineScaleSets/<vmss>/virtualMachines/<instance-id>
+  providerID  Uniform:  azure:///subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/
+                        virtualMachineScaleSets/<vmss>/virtualMachines/<instance-id>
+              Flexible: azure:///subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/
+                        virtualMachines/<vm-name>   (the providerID does not name the scale set)
   group ID    /subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachineScaleSets/<vmss>
   image       a Compute Gallery image version ID, a managed image ID, /CommunityGalleries/<g>/Images/<i>/Versions/<v>,
               /SharedGalleries/<g>/Images/<i>/Versions/<v>, or a Marketplace image publisher:offer:sku:version
@@ -13,6 +15,12 @@ Formats (literal segments are matched case-insensitively, because Azure resource
 Group IDs and images are returned in one canonical spelling (fixed segment casing, names lower-cased) so that
 the planner can compare them as plain strings; Azure treats names case-insensitively. Instance.provider_id is
 what cloud-provider-azure writes into Node.spec.providerID ("azure://" + the VM ID, resource group lower-cased).
+
+Uniform and Flexible scale sets differ in how their VMs are reached: a Uniform set's VMs through the scale set VM
+API (virtual_machine_scale_set_vms, numeric instance IDs), a Flexible set's VMs as plain virtual machines
+(virtual_machines.list filtered on 'virtualMachineScaleSet/id', the VM name as instance ID), since the scale set VM
+API refuses Flexible sets. Both scale out by sku.capacity, take their image from the scale set's model
+(virtualMachineProfile) and delete VMs with the scale set's delete-instances call, which shrinks the capacity.
 
 The parsing and mapping functions at the top are pure; AzureProvider below does the I/O with azure-mgmt-compute.
 """
@@ -54,6 +62,10 @@ except ImportError as _exc:  # the module reports it through missing_required_li
 
 PROVIDER_ID_FORMAT = ("azure:///subscriptions/<subscription>/resourceGroups/<resource-group>/providers/"
                       "Microsoft.Compute/virtualMachineScaleSets/<scale-set>/virtualMachines/<instance-id>")
+FLEX_PROVIDER_ID_FORMAT = ("azure:///subscriptions/<subscription>/resourceGroups/<resource-group>/providers/"
+                           "Microsoft.Compute/virtualMachines/<vm-name>")
+UNIFORM = "Uniform"
+FLEXIBLE = "Flexible"
 GROUP_ID_FORMAT = ("/subscriptions/<subscription>/resourceGroups/<resource-group>/providers/"
                    "Microsoft.Compute/virtualMachineScaleSets/<scale-set>")
 IMAGE_FORMATS = (
@@ -73,6 +85,8 @@ _GROUP_RE = re.compile(r"^/subscriptions/(?P<sub>%s)/resourcegroups/(?P<rg>%s)/p
 _PROVIDER_ID_RE = re.compile(r"^azure:///subscriptions/(?P<sub>%s)/resourcegroups/(?P<rg>%s)/providers/"
                              r"microsoft\.compute/virtualmachinescalesets/(?P<vmss>%s)/virtualmachines/(?P<id>\d+)$"
                              % (_NAME, _NAME, _NAME), re.IGNORECASE)
+_FLEX_PROVIDER_ID_RE = re.compile(r"^azure:///subscriptions/(?P<sub>%s)/resourcegroups/(?P<rg>%s)/providers/"
+                                  r"microsoft\.compute/virtualmachines/(?P<vm>%s)$" % (_NAME, _NAME, _NAME), re.IGNORECASE)
 _GALLERY_VERSION_RE = re.compile(r"^/subscriptions/(?P<sub>%s)/resourcegroups/(?P<rg>%s)/providers/microsoft\.compute/"
                                  r"galleries/(?P<gallery>%s)/images/(?P<image>%s)/versions/(?P<version>%s)$"
                                  % (_NAME, _NAME, _NAME, _NAME, _NAME), re.IGNORECASE)
@@ -130,18 +144,27 @@ def canonical_group_id(group_id):
 
 
 def parse_provider_id(provider_id):
-    """(subscription, resource group, scale set, instance id) of a scale-set VM providerID."""
-    match = _PROVIDER_ID_RE.match(provider_id.strip()) if isinstance(provider_id, str) else None
-    if not match:
-        raise InvalidReferenceError("%r is not the providerID of an Azure scale set VM; expected %s"
-                                    % (provider_id, PROVIDER_ID_FORMAT))
-    return match.group("sub"), match.group("rg"), match.group("vmss"), match.group("id")
+    """(subscription, resource group, scale set, instance id) of a scale-set VM providerID. For a VM of a Flexible
+    scale set the providerID names no scale set: (subscription, resource group, None, VM name)."""
+    text = provider_id.strip() if isinstance(provider_id, str) else ""
+    match = _PROVIDER_ID_RE.match(text)
+    if match:
+        return match.group("sub"), match.group("rg"), match.group("vmss"), match.group("id")
+    match = _FLEX_PROVIDER_ID_RE.match(text)
+    if match:
+        return match.group("sub"), match.group("rg"), None, match.group("vm")
+    raise InvalidReferenceError("%r is not the providerID of an Azure scale set VM; expected %s (Uniform "
+                                "orchestration) or %s (Flexible orchestration)"
+                                % (provider_id, PROVIDER_ID_FORMAT, FLEX_PROVIDER_ID_FORMAT))
 
 
 def provider_id_from_vm_id(vm_id):
     """The providerID a kubelet writes for a VM whose ARM ID is `vm_id` (resource group lower-cased, as
     cloud-provider-azure does)."""
     sub, rg, vmss, instance_id = parse_provider_id("azure://" + vm_id)
+    if vmss is None:
+        return ("azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachines/%s"
+                % (sub, rg.lower(), instance_id))
     return ("azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s"
             "/virtualMachines/%s" % (sub, rg.lower(), vmss, instance_id))
 
@@ -149,8 +172,34 @@ def provider_id_from_vm_id(vm_id):
 def normalize_provider_id(provider_id):
     """Azure IDs are case-insensitive: one spelling for every casing of the same VM."""
     sub, rg, vmss, instance_id = parse_provider_id(provider_id)
+    if vmss is None:
+        return ("azure:///subscriptions/%s/resourcegroups/%s/providers/microsoft.compute/virtualmachines/%s"
+                % (sub, rg, instance_id)).lower()
     return ("azure:///subscriptions/%s/resourcegroups/%s/providers/microsoft.compute/virtualmachinescalesets/%s"
             "/virtualmachines/%s" % (sub.lower(), rg.lower(), vmss.lower(), instance_id)).lower()
+
+
+def orchestration_mode(vmss):
+    """UNIFORM or FLEXIBLE for a scale set (wire dict); Uniform when the field is absent, as older API versions
+    answered."""
+    mode = str((vmss.get("properties") or {}).get("orchestrationMode") or UNIFORM)
+    return FLEXIBLE if mode.lower() == "flexible" else UNIFORM
+
+
+def vm_scale_set_id(vm):
+    """The canonical ID of the scale set a plain virtual machine (wire dict) belongs to, or None when it is in
+    none (or its ID is not a scale set's)."""
+    ident = ((vm.get("properties") or {}).get("virtualMachineScaleSet") or {}).get("id")
+    try:
+        return canonical_group_id(ident) if ident else None
+    except InvalidReferenceError:
+        return None
+
+
+def flexible_vm_filter(sub, rg, vmss):
+    """The $filter of virtual_machines.list that selects the VMs of a Flexible scale set."""
+    return ("'virtualMachineScaleSet/id' eq '/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/"
+            "virtualMachineScaleSets/%s'" % (sub, rg, vmss))
 
 
 def _bad_image(image, why=""):
@@ -309,7 +358,9 @@ def instance_from_vm(vm, group_id):
     computer_name = ((props.get("osProfile") or {}).get("computerName") or "").lower()
     image = image_from_reference((props.get("storageProfile") or {}).get("imageReference"))
     state = vm_state(vm)
-    extra = {"instance_id": str(vm.get("instanceId", "")), "latest_model_applied": props.get("latestModelApplied")}
+    # A Flexible scale set's VM has no instanceId: its name is its instance ID (and it has no latestModelApplied).
+    extra = {"instance_id": str(vm.get("instanceId") or vm.get("name") or ""),
+             "latest_model_applied": props.get("latestModelApplied")}
     if state == FAILED:
         extra.update(failure_details(vm))
     return Instance(
@@ -396,10 +447,11 @@ def pick_new_vm(vms_before, vms_after, capacity_before, capacity_after):
 
     Instance IDs of a uniform scale set grow with each scale-out. When another create raced ours (its capacity
     change landed between our read and our conditional write, and we re-read), several unknown VMs show up: our
-    slot among them, in instance-id order, is how many increments of the capacity came before ours."""
-    known = {str(vm.get("instanceId")) for vm in vms_before}
-    fresh = sorted((vm for vm in vms_after if str(vm.get("instanceId")) not in known),
-                   key=lambda vm: _instance_order(vm.get("instanceId")))
+    slot among them, in instance-id order, is how many increments of the capacity came before ours. A Flexible
+    scale set's VMs are known by name ({scale-set}_{random}), which says nothing of their order: they are ordered
+    by creation time, then name."""
+    known = {_vm_key(vm) for vm in vms_before}
+    fresh = sorted((vm for vm in vms_after if _vm_key(vm) not in known), key=_instance_order)
     if not fresh:
         return None
     slot = max(0, capacity_after - capacity_before - 1)
@@ -407,11 +459,18 @@ def pick_new_vm(vms_before, vms_after, capacity_before, capacity_after):
     return fresh[min(slot, len(fresh) - 1)]
 
 
-def _instance_order(instance_id):
+def _vm_key(vm):
+    """What identifies a VM within its scale set: the instance ID (Uniform) or the VM name (Flexible)."""
+    instance_id = vm.get("instanceId")
+    return str(instance_id) if instance_id not in (None, "") else str(vm.get("name") or "").lower()
+
+
+def _instance_order(vm):
     try:
-        return (0, int(instance_id))
+        return (0, int(vm.get("instanceId")), "")
     except (TypeError, ValueError):
-        return (1, str(instance_id))
+        created = _parse_time((vm.get("properties") or {}).get("timeCreated"))
+        return (1, created if created is not None else float("inf"), _vm_key(vm))
 
 
 def error_details(exc):
@@ -723,6 +782,8 @@ class AzureProvider(CloudProvider):
         self.sdk_retries = sdk_retries
         self._clients = {}
         self._locations = {}
+        self._modes = {}        # canonical group ID: UNIFORM or FLEXIBLE (fixed when a scale set is created)
+        self._vm_groups = {}    # normalized providerID of a Flexible VM: canonical group ID, from listings
         # Creates in one process go one at a time: each diffs the VM list around its own capacity change.
         self._create_lock = threading.Lock()
 
@@ -775,14 +836,45 @@ class AzureProvider(CloudProvider):
     def _get_vmss(self, sub, rg, vmss):
         model = self._call("get scale set %s" % vmss, self.client(sub).virtual_machine_scale_sets.get, rg, vmss)
         data = self._as_dict(model)
-        self._locations[_format_group_id(sub, rg, vmss)] = data.get("location")
+        self._remember(data)
         return data
 
+    def _remember(self, data):
+        """Location and orchestration mode of a scale set just read (neither changes after its creation)."""
+        group_id = canonical_group_id(data["id"])
+        self._locations[group_id] = data.get("location")
+        self._modes[group_id] = orchestration_mode(data)
+
+    def _mode(self, sub, rg, vmss):
+        group_id = _format_group_id(sub, rg, vmss)
+        if group_id not in self._modes:
+            self._get_vmss(sub, rg, vmss)
+        return self._modes[group_id]
+
     def _list_vms(self, sub, rg, vmss):
+        if self._mode(sub, rg, vmss) == FLEXIBLE:
+            return self._list_flexible_vms(sub, rg, vmss)
+
         def fetch():
             pager = self.client(sub).virtual_machine_scale_set_vms.list(rg, vmss, expand="instanceView")
             return [self._as_dict(vm) for vm in pager]
         return self._call("list VMs of scale set %s" % vmss, fetch)
+
+    def _list_flexible_vms(self, sub, rg, vmss):
+        """The VMs of a Flexible scale set: the scale set VM API refuses Flexible sets, so they are listed as the
+        resource group's virtual machines whose virtualMachineScaleSet is this set (filtered by ARM, and checked
+        here again, so that a VM of another set never counts as this one's)."""
+        group_id = _format_group_id(sub, rg, vmss)
+
+        def fetch():
+            pager = self.client(sub).virtual_machines.list(rg, filter=flexible_vm_filter(sub, rg, vmss),
+                                                           expand="instanceView")
+            return [self._as_dict(vm) for vm in pager]
+        vms = [vm for vm in self._call("list VMs of Flexible scale set %s" % vmss, fetch)
+               if (vm_scale_set_id(vm) or "").lower() == group_id.lower()]
+        for vm in vms:
+            self._vm_groups[normalize_provider_id(provider_id_from_vm_id(vm["id"]))] = group_id
+        return vms
 
     # -- the interface -----------------------------------------------------------------------------
 
@@ -794,8 +886,28 @@ class AzureProvider(CloudProvider):
             return CloudProvider.normalize_provider_id(self, provider_id or "")
 
     def group_id_of(self, provider_id):
-        sub, rg, vmss, _instance_id = parse_provider_id(provider_id)
-        return _format_group_id(sub, rg, vmss)
+        """A Uniform VM's providerID names its scale set. A Flexible VM's does not: its scale set is the one a
+        listing found it in, else the virtualMachineScaleSet of the VM (one read); None when the VM is gone or in
+        no scale set (the caller then lists the groups)."""
+        sub, rg, vmss, vm_name = parse_provider_id(provider_id)
+        if vmss is not None:
+            return _format_group_id(sub, rg, vmss)
+        known = self._vm_groups.get(normalize_provider_id(provider_id))
+        if known:
+            return known
+        vm = self._get_flexible_vm(sub, rg, vm_name)
+        return vm_scale_set_id(vm) if vm else None
+
+    def _get_flexible_vm(self, sub, rg, vm_name):
+        """The plain virtual machine `vm_name` (wire dict), None when it does not exist."""
+        try:
+            vm = self._as_dict(self._call("get VM %s" % vm_name, self.client(sub).virtual_machines.get, rg, vm_name))
+        except NotFoundError:
+            return None
+        group_id = vm_scale_set_id(vm)
+        if group_id:
+            self._vm_groups[normalize_provider_id(provider_id_from_vm_id(vm["id"]))] = group_id
+        return vm
 
     def list_groups(self, group_ids=None):
         if group_ids is not None:
@@ -812,7 +924,7 @@ class AzureProvider(CloudProvider):
             return [self._as_dict(v) for v in pager]
         scale_sets = self._call("list scale sets of %s" % self.resource_group, fetch)
         for vmss in scale_sets:
-            self._locations[canonical_group_id(vmss["id"])] = vmss.get("location")
+            self._remember(vmss)
         return [group_from_vmss(v) for v in scale_sets]
 
     def list_instances(self, group_id):
@@ -831,6 +943,11 @@ class AzureProvider(CloudProvider):
             capacity_before = (data.get("sku") or {}).get("capacity")
             if capacity_before is None:
                 raise ProviderError("azure: scale set %s reports no sku.capacity; cannot scale it out" % vmss)
+            profile = (data.get("properties") or {}).get("virtualMachineProfile")
+            if orchestration_mode(data) == FLEXIBLE and not profile:
+                raise ProviderError("azure: Flexible scale set %s has no virtualMachineProfile, so raising its "
+                                    "sku.capacity creates no VM; give the scale set a VM profile (model) with the "
+                                    "node image, or name another scaling group" % vmss)
             vms_before = self._list_vms(sub, rg, vmss)
             capacity_after = self._scale_out(sub, rg, vmss, data)
             new_vm = self._await_new_vm(sub, rg, vmss, vms_before, capacity_before, capacity_after)
@@ -886,7 +1003,9 @@ class AzureProvider(CloudProvider):
         wanted = {normalize_provider_id(p): p for p in provider_ids}
         by_group = {}
         for pid in provider_ids:
-            by_group.setdefault(self.group_id_of(pid), []).append(pid)
+            group_id = self.group_id_of(pid)
+            if group_id is not None:   # a Flexible VM not found yet: reads "creating" until the deadline
+                by_group.setdefault(group_id, []).append(pid)
         delay = 0.2
         while True:
             states = {}
@@ -906,18 +1025,39 @@ class AzureProvider(CloudProvider):
 
     def delete_instance(self, provider_id):
         sub, rg, vmss, instance_id = parse_provider_id(provider_id)
-        ops = self.client(sub)
+        if vmss is None:
+            return self._delete_flexible_vm(provider_id, sub, rg, instance_id)
         try:
             vm = self._as_dict(self._call("get VM %s of %s" % (instance_id, vmss),
-                                          ops.virtual_machine_scale_set_vms.get, rg, vmss, instance_id))
+                                          self.client(sub).virtual_machine_scale_set_vms.get, rg, vmss, instance_id))
         except NotFoundError:
             return False
         if vm_state(vm) == DELETING:
             return False
+        return self._delete_instances(sub, rg, vmss, instance_id)
+
+    def _delete_flexible_vm(self, provider_id, sub, rg, vm_name):
+        """Delete a Flexible scale set's VM through the scale set's delete-instances call (the VM name is its
+        instance ID), which shrinks the capacity as for Uniform; a VM in no scale set is refused."""
+        vm = self._get_flexible_vm(sub, rg, vm_name)
+        if vm is None:
+            return False
+        group_id = vm_scale_set_id(vm)
+        if group_id is None:
+            raise ProviderError("azure: VM %s (providerID %s) is in no scale set; the collection deletes only VMs of "
+                                "scale sets: leave it out of the upgrade, or delete it yourself" % (vm_name, provider_id))
+        if vm_state(vm) == DELETING:
+            return False
+        _sub, vmss_rg, vmss = parse_group_id(group_id)
+        return self._delete_instances(sub, vmss_rg, vmss, vm["name"])
+
+    def _delete_instances(self, sub, rg, vmss, instance_id):
+        """The scale set's delete-instances call for one VM; False when a concurrent delete won the race."""
         try:
             # Deleting the instance shrinks the capacity; the operation runs on in Azure (the VM reads "deleting").
             # polling=False: no poller thread is left behind; the next listing shows how the deletion goes.
-            self._call("delete VM %s of %s" % (instance_id, vmss), ops.virtual_machine_scale_sets.begin_delete_instances,
+            self._call("delete VM %s of %s" % (instance_id, vmss),
+                       self.client(sub).virtual_machine_scale_sets.begin_delete_instances,
                        rg, vmss, {"instanceIds": [instance_id]}, polling=False)
         except NotFoundError:
             return False

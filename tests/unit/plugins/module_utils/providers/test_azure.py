@@ -18,6 +18,9 @@ pytestmark = pytest.mark.timeout(30)
 
 SUB = "0b1f6471-1bf0-4dda-aec3-111122223333"
 VMSS_ID = "/subscriptions/%s/resourceGroups/MC_rg/providers/Microsoft.Compute/virtualMachineScaleSets/aks-np-vmss" % SUB
+FLEX_VM_ID = "/subscriptions/%s/resourceGroups/RG/providers/Microsoft.Compute/virtualMachines/flex_1a2b3c4d" % SUB
+FLEX_VM_PID = "azure://" + FLEX_VM_ID.replace("/RG/", "/rg/")
+FLEX_VMSS_ID = "/subscriptions/%s/resourceGroups/RG/providers/Microsoft.Compute/virtualMachineScaleSets/Flex" % SUB
 
 
 # --------------------------------------------------------------------------- providerIDs and group IDs
@@ -26,6 +29,9 @@ GOOD_PROVIDER_IDS = [
     ("azure://" + VMSS_ID + "/virtualMachines/0", (SUB, "MC_rg", "aks-np-vmss", "0")),
     ("azure://" + VMSS_ID.lower() + "/virtualmachines/17", (SUB, "mc_rg", "aks-np-vmss", "17")),
     ("  azure://" + VMSS_ID + "/virtualMachines/3 ", (SUB, "MC_rg", "aks-np-vmss", "3")),
+    # a VM of a Flexible scale set is a plain VM: its providerID names no scale set
+    (FLEX_VM_PID, (SUB, "rg", None, "flex_1a2b3c4d")),
+    (FLEX_VM_PID.lower(), (SUB, "rg", None, "flex_1a2b3c4d")),
 ]
 BAD_PROVIDER_IDS = [
     "",
@@ -34,7 +40,9 @@ BAD_PROVIDER_IDS = [
     "azure://" + VMSS_ID,                                                  # no instance
     "azure://" + VMSS_ID + "/virtualMachines/abc",                         # instance IDs are numbers
     "azure://" + VMSS_ID + "/virtualMachines/0/extra",
-    "azure:///subscriptions/%s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm1" % SUB,  # plain VM
+    FLEX_VM_PID + "/extra",
+    "azure:///subscriptions/%s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/" % SUB,    # no VM name
+    "azure:///subscriptions/%s/resourceGroups/rg/providers/Microsoft.Network/virtualMachines/vm1" % SUB,
     "gce://project/zone/instance",
     "aws:///eu-west-1a/i-0123456789abcdef0",
     "azure:///subscriptions//resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/x/virtualMachines/0",
@@ -52,6 +60,7 @@ def test_parse_provider_id_bad_names_the_format(provider_id):
         az.parse_provider_id(provider_id)
     assert "azure:///subscriptions/<subscription>/resourceGroups/<resource-group>" in str(err.value)
     assert "virtualMachines/<instance-id>" in str(err.value)
+    assert "Microsoft.Compute/virtualMachines/<vm-name>" in str(err.value)   # the Flexible format too
 
 
 def test_normalize_provider_id_never_crashes_on_foreign_ids():
@@ -442,3 +451,61 @@ def test_provider_ids_round_trip(sub, rg, vmss, instance):
     assert az.normalize_provider_id(provider_id) == az.normalize_provider_id("azure://" + vm_id.swapcase())
     provider = az.AzureProvider(None, sub)
     assert provider.group_id_of(provider_id) == az.canonical_group_id(vm_id.rsplit("/virtualMachines/", 1)[0])
+
+
+# --------------------------------------------------------------------------- Flexible orchestration
+
+def test_flexible_provider_ids_compare_across_casings_and_keep_their_vm_name():
+    assert az.provider_id_from_vm_id(FLEX_VM_ID) == (
+        "azure:///subscriptions/%s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/flex_1a2b3c4d" % SUB)
+    provider = az.AzureProvider(None, SUB)
+    upper = FLEX_VM_PID.replace("flex_1a2b3c4d", "FLEX_1A2B3C4D").replace("/virtualMachines/", "/VIRTUALMACHINES/")
+    assert provider.normalize_provider_id(upper) == provider.normalize_provider_id(FLEX_VM_PID)
+    assert provider.normalize_provider_id(FLEX_VM_PID) != provider.normalize_provider_id(
+        FLEX_VM_PID.replace("flex_1a2b3c4d", "flex_1a2b3c4e"))
+    # a Uniform VM with the same name segment is another VM
+    assert provider.normalize_provider_id(FLEX_VM_PID) != provider.normalize_provider_id(
+        "azure://" + VMSS_ID + "/virtualMachines/0")
+
+
+@pytest.mark.parametrize("properties,mode", [
+    ({"orchestrationMode": "Flexible"}, az.FLEXIBLE), ({"orchestrationMode": "flexible"}, az.FLEXIBLE),
+    ({"orchestrationMode": "Uniform"}, az.UNIFORM), ({}, az.UNIFORM), (None, az.UNIFORM),
+])
+def test_orchestration_mode(properties, mode):
+    assert az.orchestration_mode({"properties": properties}) == mode
+
+
+def test_vm_scale_set_id_and_the_filter_that_lists_a_flexible_sets_vms():
+    vm = {"properties": {"virtualMachineScaleSet": {"id": FLEX_VMSS_ID.upper().replace("/SUBSCRIPTIONS", "/subscriptions")}}}
+    assert az.vm_scale_set_id(vm) == az.canonical_group_id(FLEX_VMSS_ID)
+    assert az.vm_scale_set_id({"properties": {}}) is None
+    assert az.vm_scale_set_id({"properties": {"virtualMachineScaleSet": {"id": "/subscriptions/x/availabilitySets/y"}}}) is None
+    sub, rg, name = az.parse_group_id(FLEX_VMSS_ID)
+    assert az.flexible_vm_filter(sub, rg, name) == "'virtualMachineScaleSet/id' eq '%s'" % FLEX_VMSS_ID
+
+
+def _flex_vm(name, created, state="Succeeded"):
+    return {"id": FLEX_VM_ID.replace("flex_1a2b3c4d", name), "name": name,
+            "properties": {"provisioningState": state, "timeCreated": created,
+                           "virtualMachineScaleSet": {"id": FLEX_VMSS_ID},
+                           "osProfile": {"computerName": "FLEX" + name[-6:].upper()},
+                           "storageProfile": {"imageReference": {"id": GALLERY}}}}
+
+
+def test_instance_from_a_flexible_vm():
+    inst = az.instance_from_vm(_flex_vm("flex_1a2b3c4d", "2026-01-02T03:04:05Z"), az.canonical_group_id(FLEX_VMSS_ID))
+    assert inst.provider_id == FLEX_VM_PID
+    assert inst.node_name == "flex2b3c4d" and inst.name == "flex_1a2b3c4d"
+    assert inst.state == RUNNING and inst.image == az.canonical_image(GALLERY)
+    assert inst.extra == {"instance_id": "flex_1a2b3c4d", "latest_model_applied": None}
+
+
+def test_pick_new_vm_orders_flexible_vms_by_creation_time_not_by_their_random_names():
+    before = [_flex_vm("flex_00000001", "2026-01-01T00:00:00Z")]
+    after = before + [_flex_vm("flex_ffffffff", "2026-01-01T00:01:00Z"), _flex_vm("flex_88888888", "2026-01-01T00:02:00Z")]
+    assert az.pick_new_vm(before, after, 1, 2)["name"] == "flex_ffffffff"    # ours came first
+    assert az.pick_new_vm(before, after, 1, 3)["name"] == "flex_88888888"    # a racing create landed before ours
+    assert az.pick_new_vm(before, before, 1, 2) is None
+    # names compare case-insensitively, as Azure's do
+    assert az.pick_new_vm(before, [_flex_vm("FLEX_00000001", "2026-01-01T00:00:00Z")], 1, 2) is None
