@@ -8,8 +8,8 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import art
 
 def journal(nodes=2, error=None):
     j = report.new_journal("img-b", "2026-12-01T10:00:00Z")
-    record = {"nodes": {}, "attempts": {"2026-12-01T10:00:00Z": {"started": "2026-12-01T10:00:00Z", "passes": 3,
-                                                                  "outcome": "done", "ended": "2026-12-01T10:10:00Z"}}}
+    attempt = {"started": "2026-12-01T10:00:00Z", "passes": 3, "outcome": "done", "ended": "2026-12-01T10:10:00Z"}
+    record = {"nodes": {}, "attempts": {"2026-12-01T10:00:00Z": attempt}}
     for index in range(nodes):
         record["nodes"]["w-%03d" % index] = {
             "group": "g1", "heir": "n-%03d" % index, "role": "worker",
