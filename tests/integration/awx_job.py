@@ -147,9 +147,10 @@ class Job:
         settings = {"idle_timeout": 0, "job_timeout": 0, "pexpect_timeout": 5, "rotate_artifacts": 1}
         (env_dir / "settings").write_text(yaml.safe_dump(settings))
         # The runner's own environment: the venv first (the "execution environment"), nothing of the
-        # test's; the job's variables come from env/envvars only.
+        # test's; the job's variables come from env/envvars only. HOME is the private data dir, as in AWX's
+        # EE (/runner), so no ~/.aws, ~/.kube or ~/.azure of this machine stands in for a credential.
         env = {"PATH": "%s:/usr/local/bin:/usr/bin:/bin" % pathlib.Path(sys.executable).parent,
-               "HOME": os.environ.get("HOME", str(self.dir)), "LANG": "C.UTF-8"}
+               "HOME": str(self.dir), "LANG": "C.UTF-8"}
         proc = subprocess.run([str(RUNNER), "run", str(self.dir), "-p", PLAYBOOK, "--ident", self.ident],
                               env=env, capture_output=True, text=True, timeout=timeout, check=False)
         self.result = Result(self.dir / "artifacts" / self.ident, proc)

@@ -9,13 +9,16 @@ Check. One sandbox (one control plane, one worker, on the GCP emulator insisting
   etcd with the credential's files, and the plan is published as job artifacts;
 - a Run job with the kubeconfig credential type that stops in its first pass: the rescue path publishes the
   report with the cause;
-- a Run job to the end (the worker group): the report is published, with one row per node.
+- a Run job to the end (the worker group): the report is published, with one row per node;
+- last, a Check job with AWX's AWS credential on an AWS auto scaling group added to the cluster.
 No token, key or secret of any credential appears in the runner's stdout, job events or artifacts.
 """
 
 import json
 import pathlib
 import subprocess
+import time
+import uuid
 
 import pytest
 
@@ -33,7 +36,7 @@ ETCD_TASK = "Preflight | read the control-plane etcd members, their health and a
 
 @pytest.fixture(scope="module")
 def cluster():
-    handle = fixtures._start("kubenodes-awx-", ["gcp"])  # pylint: disable=protected-access
+    handle = fixtures._start("kubenodes-awx-", ["gcp", "aws"])  # pylint: disable=protected-access
     try:
         values, start = uh.prepare(handle, "gcp", control_planes=1, workers=1, groups=1)
         admin = handle.cloud("gcp")
@@ -186,3 +189,47 @@ def test_run_jobs_publish_the_report_when_they_fail_and_when_they_finish(cluster
     # What AWX stores is small.
     assert len(json.dumps(result.artifacts)) < 5000
     assert not result.leaks(*secrets)
+
+
+def aws_group_node(handle, group, timeout=120):
+    """The Node of the one instance of AWS group `group`, once Ready: (provider ID, node name)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [i for i in handle.nodesim.instances() if i["group_id"] == group and i["state"] != "deleted"]
+        if found:
+            handle.wait_nodes_ready([found[0]["node_name"]], timeout=max(1, deadline - time.monotonic()))
+            return found[0]["provider_id"], found[0]["node_name"]
+        assert time.monotonic() < deadline, "no instance of AWS group %s booted" % group
+        time.sleep(0.5)
+
+
+def test_check_job_with_the_awx_aws_credential(cluster, service_account_token, tmp_path):
+    """AWX's AWS credential (access key, secret and STS token, as its injector writes them) is all the job has
+    for AWS: the runner's environment holds no other. Runs last: it adds an AWS group's node to the cluster,
+    which it removes again."""
+    handle, values, start, key = cluster
+    admin = handle.cloud("aws")
+    image_b = admin.create_image("awx-b")
+    group = admin.create_group("awx-workers", "worker", 1, admin.create_image("awx-a"))
+    provider_id, node = aws_group_node(handle, group)
+    try:
+        aws = admin.provider_options()["aws"]
+        secret, sts = "awx-aws-secret-" + uuid.uuid4().hex, "awx-aws-sts-" + uuid.uuid4().hex
+        job = awx_job.Job(tmp_path, {
+            "image": image_b, "provider": "aws", "max_surge": "1",
+            "aws": {"region": aws["region"], "endpoint_url": aws["endpoint_url"]},
+            "rolling_upgrade_scaling_groups": [group],
+            "rolling_upgrade_report_dir": values["rolling_upgrade_report_dir"]}, check=True)
+        job.kubernetes_bearer_token(handle.apiserver, service_account_token, pathlib.Path(handle.ca).read_text())
+        job.aws("AKIAAWXJOB", secret, security_token=sts)
+        result = job.run(timeout=RUN_TIMEOUT)
+        assert result.rc == 0 and result.status == "successful", result.describe()
+        plan = result.artifacts["image_upgrade"]
+        assert plan["kind"] == "plan" and plan["provider"] == "aws" and plan["target_image"] == image_b, plan
+        assert [n["node"] for n in plan["nodes"]] == [node] and plan["summary"]["nodes_to_replace"] == 1
+        assert not result.leaks(secret, sts, service_account_token)
+        assert secret in (result.artifact_dir / "command").read_text()
+    finally:
+        admin.autoscaling.delete_auto_scaling_group(AutoScalingGroupName=group, ForceDelete=True)
+        handle.nodesim.delete_instance(provider_id)
+        handle.kube().request("DELETE", "/api/v1/nodes/" + node, ok=(200, 202, 404))
