@@ -15,7 +15,8 @@ in-memory world and the upgrade_step action plugin against the real cluster and 
           drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node)
   cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud);
           set_group_image(group, image); create(group, count) -> (instances, quota message or "");
-          delete(provider_ids) -> deleted ids; normalize(provider_id)
+          delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
+          that spans one slice (the provider then reads each group's manager and template once)
   etcd:   callable(item, endpoints, expected_member_count) that removes the member of item["node_ip"],
           or None when the removal is delegated (the step then returns it in `etcd_due`)
   journal: callable(record) (report.merge format), or None
@@ -29,6 +30,7 @@ A refused step is not taken; the refusal is a named problem in the result and on
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views, progress
@@ -299,6 +301,11 @@ class Executor:
         `seconds` passed. Acts at once after a pass that moved; otherwise looks again after the poll
         interval. Returns dict(done, passes, facts, did, finished, etcd_due, refused, progress, surge_cap,
         timings)."""
+        reading = getattr(self.cloud, "reading", None)
+        with reading() if reading is not None else contextlib.nullcontext():
+            return self._slice(seconds)
+
+    def _slice(self, seconds):
         start = self.clock()
         did, finished, refused = [], [], []
         while True:
@@ -421,6 +428,10 @@ class CloudAccess:
 
     def normalize(self, provider_id):
         return self.provider.normalize_provider_id(provider_id)
+
+    def reading(self):
+        """One slice: the provider reads each group's manager and template once (GCE), see CloudProvider.reading."""
+        return self.provider.reading()
 
     def read(self, scaling_groups):
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state

@@ -274,3 +274,27 @@ def test_the_journal_has_the_heirs_creation_join_and_ready_before_the_pair():
     assert phases["creating"] == created
     assert set(phases) == {"creating", "joined", "paired", "heir-ready", "draining", "drained", "deleted"}
     assert phases["creating"] < phases["joined"] <= phases["heir-ready"] <= phases["draining"]
+
+
+def test_a_slice_is_one_reading_of_the_cloud():
+    """The cloud's reading() context spans the whole slice (the GCE provider then reads each group's manager
+    and template once per slice), and is left when the slice returns."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    ex = w.executor(opts(), poll=2.0)
+    ex.sleep = w.tick
+    events = []
+
+    class Reading:
+        def __enter__(self):
+            events.append("enter")
+
+        def __exit__(self, *exc):
+            events.append("exit")
+
+    ex.cloud.reading = Reading
+    real_read = ex.cloud.read
+    ex.cloud.read = lambda groups: (events.append("read"), real_read(groups))[1]
+    result = ex.run_slice(seconds=60)
+    assert result["passes"] > 1 and events[0] == "enter" and events[-1] == "exit"
+    assert events.count("enter") == 1 and events.count("read") == result["passes"]
