@@ -257,6 +257,8 @@ def main(argv=None):
     p_seed.add_argument("--groups", type=int, default=2, help="worker scaling groups")
     p_seed.add_argument("--cloud", default="none", help="gcp, azure, aws, or none (nodes only in the simulator)")
     p_seed.add_argument("--image", default="image-a")
+    p_seed.add_argument("--azure-orchestration", choices=["Uniform", "Flexible"],
+                        help="orchestration mode of the Azure scale sets (with --cloud azure; default Uniform)")
     p_seed.add_argument("--no-workloads", action="store_true")
     p_seed.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args(argv)
@@ -289,7 +291,8 @@ def main(argv=None):
                 raise SandboxError("no sandbox runs there: `python -m sandbox up` first")
             summary = seed.seed(state, control_planes=args.control_planes, workers=args.workers,
                                 worker_groups=args.groups, cloud=args.cloud, image=args.image,
-                                workloads=not args.no_workloads, timeout=args.timeout)
+                                workloads=not args.no_workloads, timeout=args.timeout,
+                                azure_orchestration=args.azure_orchestration)
             print(json.dumps(summary, indent=2))
     except SandboxError as exc:
         print("sandbox: %s" % exc, file=sys.stderr)

@@ -53,11 +53,13 @@ def role_vars(state_dir, cloud, image_ref, report_dir=None, **overrides):
     return values
 
 
-def prepare(state_dir, cloud, control_planes=3, workers=6, groups=2, workloads=True, say=print, **overrides):
-    """Seed the cluster on image A through `cloud`, create image B; return the role variables."""
+def prepare(state_dir, cloud, control_planes=3, workers=6, groups=2, workloads=True, say=print,
+            azure_orchestration=None, **overrides):
+    """Seed the cluster on image A through `cloud` (Azure scale sets in `azure_orchestration` mode), create image B;
+    return the role variables."""
     handle = cli.Sandbox(state_dir)
     seed.seed(handle.state, control_planes=control_planes, workers=workers, worker_groups=groups, cloud=cloud,
-              image=IMAGE_A, workloads=workloads, timeout=300, say=say)
+              image=IMAGE_A, workloads=workloads, timeout=300, say=say, azure_orchestration=azure_orchestration)
     image_b = admin_of(handle.state, cloud).create_image(IMAGE_B)
     say("image B in %s: %s" % (cloud, image_b))
     return role_vars(state_dir, cloud, image_b, **overrides)
@@ -71,10 +73,12 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=6)
     parser.add_argument("--groups", type=int, default=2)
     parser.add_argument("--no-workloads", action="store_true")
+    parser.add_argument("--azure-orchestration", choices=["Uniform", "Flexible"],
+                        help="orchestration mode of the Azure scale sets (with --cloud azure; default Uniform)")
     parser.add_argument("--vars-out", required=True, help="where to write the role variables (JSON)")
     args = parser.parse_args(argv)
     values = prepare(args.state_dir, args.cloud, args.control_planes, args.workers, args.groups,
-                     workloads=not args.no_workloads)
+                     workloads=not args.no_workloads, azure_orchestration=args.azure_orchestration)
     pathlib.Path(args.vars_out).write_text(json.dumps(values, indent=2) + "\n")
     print("role variables written to %s" % args.vars_out)
     return 0

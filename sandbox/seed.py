@@ -3,7 +3,8 @@ and workloads that exercise a drain.
 
 Through a cloud ("gcp", "azure", "aws") the groups and instances exist in that cloud's emulator, whose
 instance hooks make the nodes join through the node simulator. With cloud "none" the instances exist only
-in the simulator, with made-up providerIDs `sim://<group>/<node>`.
+in the simulator, with made-up providerIDs `sim://<group>/<node>`. Through "azure" the scale sets are Uniform
+unless `azure_orchestration="Flexible"` (`seed --azure-orchestration Flexible`) makes them Flexible.
 
 Workloads (namespace `workloads` unless told otherwise), all pods real API objects scheduled by the real
 scheduler and made Running by the simulator:
@@ -36,8 +37,16 @@ def split_evenly(total, parts):
 
 # ---------------------------------------------------------------- nodes
 
-def seed_nodes(state, control_planes, workers, worker_groups, cloud="none", image="image-a", say=print):
-    """Create the groups and instances; return [{"id", "role", "size", "names"?}] (names known for cloud none)."""
+def seed_nodes(state, control_planes, workers, worker_groups, cloud="none", image="image-a", say=print,
+               azure_orchestration=None):
+    """Create the groups and instances; return [{"id", "role", "size", "names"?}] (names known for cloud none).
+    azure_orchestration: "Uniform" (the emulator's default) or "Flexible", for cloud "azure" only."""
+    if azure_orchestration and cloud != "azure":
+        raise ValueError("azure_orchestration=%s applies to cloud azure, not %s; leave it out or seed through azure"
+                         % (azure_orchestration, cloud))
+    if azure_orchestration not in (None, "Uniform", "Flexible"):
+        raise ValueError("azure_orchestration=%r is not an orchestration mode; use Uniform or Flexible"
+                         % (azure_orchestration,))
     sizes = split_evenly(workers, worker_groups)
     groups = []
     if cloud == "none":
@@ -69,7 +78,10 @@ def seed_nodes(state, control_planes, workers, worker_groups, cloud="none", imag
     for name, role, size in plan:
         if size <= 0:
             continue
-        group_id = admin.create_group(name, role, size, image_ref)
+        if azure_orchestration:
+            group_id = admin.create_group(name, role, size, image_ref, orchestration=azure_orchestration)
+        else:
+            group_id = admin.create_group(name, role, size, image_ref)
         groups.append({"id": group_id, "role": role, "size": size})
         say("group %s: %d %s instance(s) on %s" % (group_id, size, role, image_ref))
     return groups
@@ -220,11 +232,12 @@ def wait_pods_running(state, count, timeout, say=print):
 
 
 def seed(state, control_planes=3, workers=6, worker_groups=2, cloud="none", image="image-a", workloads=True,
-         timeout=600, say=print, **workload_sizes):
+         timeout=600, say=print, azure_orchestration=None, **workload_sizes):
     """Nodes, then workloads; wait for everything to be Ready/Running. Returns a summary dict."""
     started = time.monotonic()
     already_ready = count_ready_nodes(state)
-    groups = seed_nodes(state, control_planes, workers, worker_groups, cloud=cloud, image=image, say=say)
+    groups = seed_nodes(state, control_planes, workers, worker_groups, cloud=cloud, image=image, say=say,
+                        azure_orchestration=azure_orchestration)
     total = control_planes + workers
     wait_nodes(state, already_ready + total, timeout, say=say)
     summary = {"cloud": cloud, "image": image, "groups": groups, "nodes": total,

@@ -132,6 +132,8 @@ class ActionModule(ActionBase):
             did=outcome["did"],
             finished=outcome["finished"],
             etcd_due=outcome["etcd_due"],
+            refused=outcome["refused"],
+            problems=facts.get("problems") or [],
             progress=facts["progress"],
             eta=facts["eta"],
             plan=facts["plan"],

@@ -519,7 +519,8 @@ def check_step(step, item, facts, nodes=None, instances=None, now=None):
     Without `nodes`, it only checks that the plan holds that entry for that step (the planner ran the
     cross-checks when it planned it). With `nodes` ({name: Node dict} as fresh as the executor has them)
     the cluster side is checked again on them, and with `instances` ({group: [Instance]} or a list, as the
-    cloud was read for this plan) the cloud side too."""
+    cloud was read for this plan, or a CloudView that compares by the provider's providerID spelling and
+    knows whether every group answered) the cloud side too."""
     checks, plan_key = _EXECUTOR_STEPS[step]
     plan = facts.get("plan") or {}
     name = item.get("name")
@@ -543,8 +544,8 @@ def check_step(step, item, facts, nodes=None, instances=None, now=None):
         return None if step in ("delete_node", "delete_instance") else "node %s: it no longer exists" % name
     keys = AnnotationKeys(facts.get("annotation_prefix") or DEFAULT_PREFIX)
     heir = nodes.get(((node.get("metadata") or {}).get("annotations") or {}).get(keys.heir) or "")
-    cloud = None
-    if instances is not None:
+    cloud = instances if isinstance(instances, CloudView) else None
+    if instances is not None and cloud is None:
         listed = [i for items in instances.values() for i in items] if isinstance(instances, dict) else list(instances)
         cloud = CloudView(listed)
     problems = []

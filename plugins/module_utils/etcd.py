@@ -363,6 +363,44 @@ def pick_transfer_target(members, target, health):
     return best[1] if best else None
 
 
+# Refusals that clear by themselves once the cluster recovers: a member down, stopped or slow, an election,
+# a member catching up or still starting, and the quorum arithmetic that follows from them. With
+# on_refusal=wait (the role's passes) these are a waiting state, retried at the next call; the others (an
+# alarm, a learner, a member count that does not match) need an operator and always fail.
+WAITABLE_CHECKS = frozenset(["members_started", "members_healthy", "leader_agreement", "members_caught_up",
+                             "quorum_after_removal"])
+REFUSAL_ACTIONS = ("fail", "wait")
+
+
+def waitable_refusal(checks):
+    """True when checks failed and every failed one is in WAITABLE_CHECKS."""
+    failed = failed_checks(checks)
+    return bool(failed) and all(c["name"] in WAITABLE_CHECKS for c in failed)
+
+
+def waiting_message(target, members, health, checks):
+    """Why removing `target` waits, naming the members that keep it from going ahead and what the removal
+    would do to quorum: "etcd member cp-2 (...) is not healthy (...): removing etcd member cp-1 (...) now
+    would leave 2 of 3 remaining voters healthy (2 needed for quorum); waiting"."""
+    failed = {c["name"]: c for c in failed_checks(checks)}
+    others = [m for m in members if m["id"] != target["id"]]
+    causes = ["etcd member %s is not healthy (%s)" % (_member_label(m), _problem(health.get(m["id"])))
+              for m in others if m["started"] and not member_is_healthy(m, health)]
+    causes += ["etcd member %s was added but has not started (peer URLs %s)" % (
+        _member_label(m), ", ".join(m["peer_urls"]) or "none") for m in others if not m["started"]]
+    causes += [failed[name]["message"] for name in ("leader_agreement", "members_caught_up") if name in failed]
+    voters_after = [m for m in others if not m["is_learner"]]
+    healthy_after = len([m for m in voters_after if member_is_healthy(m, health)])
+    needed = quorum_size(len(voters_after)) if voters_after else 1
+    if "quorum_after_removal" in failed:
+        effect = "removing etcd member %s would lose quorum (%d of %d remaining voters healthy, %d needed)" % (
+            _member_label(target), healthy_after, len(voters_after), needed)
+    else:
+        effect = "removing etcd member %s now would leave %d of %d remaining voters healthy (%d needed for quorum)" % (
+            _member_label(target), healthy_after, len(voters_after), needed)
+    return "%s: %s; waiting" % ("; ".join(causes) or "the etcd cluster is not healthy", effect)
+
+
 def refusal_message(target, checks):
     failed = failed_checks(checks)
     return "refusing to remove etcd member %s: %s" % (
@@ -625,7 +663,10 @@ class MemberRemoval:
     """
 
     def __init__(self, client, timeout=60.0, force=False, allow_learner=False, expected_member_count=None,
-                 warn=None, clock=time.monotonic, sleep=time.sleep, poll_interval=0.5):
+                 warn=None, clock=time.monotonic, sleep=time.sleep, poll_interval=0.5, on_refusal="fail"):
+        if on_refusal not in REFUSAL_ACTIONS:
+            raise ValueError("on_refusal must be one of %s, got %r" % (", ".join(REFUSAL_ACTIONS), on_refusal))
+        self.on_refusal = on_refusal
         self.client = client
         self.timeout = timeout
         self.force = force
@@ -649,7 +690,7 @@ class MemberRemoval:
         result = {
             "changed": False, "member": None, "members_before": members, "members_after": members,
             "health": [], "health_after": [], "checks": [], "leader_transfer": None, "forced": self.force,
-            "endpoint": list_endpoint,
+            "endpoint": list_endpoint, "waiting": False, "waiting_on": [],
         }
         matches = match_members(members, peer_url=peer_url, name=member_name)
         if len(matches) > 1:
@@ -667,6 +708,12 @@ class MemberRemoval:
             check["enforced"] = not self.force
         result.update(members_before=members, health=_ordered(members, health), checks=checks)
         if failed_checks(checks):
+            if not self.force and self.on_refusal == "wait" and waitable_refusal(checks):
+                # A named waiting state, not a failure: nothing was removed, the next call checks again.
+                result.update(waiting=True, msg=waiting_message(target, members, health, checks),
+                              waiting_on=[m["name"] or m["id_hex"] for m in members
+                                          if m["id"] != target["id"] and not member_is_healthy(m, health)])
+                return result
             if not self.force:
                 raise RemovalRefused(refusal_message(target, checks), result)
             self.warn("force=true: removing etcd member %s although safety checks failed: %s" % (
@@ -687,7 +734,16 @@ class MemberRemoval:
             result["leader_transfer"] = self._move_leadership(members, target, health)
 
         remaining = [m for m in members if m["id"] != target["id"]]
-        result["changed"] = self._remove(target, remaining, health)
+        try:
+            result["changed"] = self._remove(target, remaining, health)
+        except EtcdError as exc:
+            if self.on_refusal != "wait" or exc.kind != UNHEALTHY_CLUSTER:
+                raise
+            # etcd's own quorum check refused it until the timeout (a member went down after the checks).
+            result.update(changed=False, members_after=members, waiting=True, waiting_on=[],
+                          msg="etcd refused to remove member %s until the timeout: %s; waiting" % (
+                              _member_label(target), exc))
+            return result
         members_after = self.client.member_list(endpoints=_endpoints_of(remaining) or None)[1]
         if any(m["id"] == target["id"] for m in members_after):
             raise EtcdError("etcd accepted the removal of %s but still lists it" % _member_label(target))

@@ -15,18 +15,22 @@ in-memory world and the upgrade_step action plugin against the real cluster and 
           drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node)
   cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud);
           set_group_image(group, image); create(group, count) -> (instances, quota message or "");
-          delete(provider_ids) -> deleted ids; normalize(provider_id)
+          delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
+          that spans one slice (the provider then reads each group's manager and template once)
   etcd:   callable(item, endpoints, expected_member_count) that removes the member of item["node_ip"],
           or None when the removal is delegated (the step then returns it in `etcd_due`)
   journal: callable(record) (report.merge format), or None
   clock/sleep: time.time and time.sleep in production.
 
-Every destructive step (cordon by drain, etcd removal, instance deletion, Node deletion) goes through
-Executor.guard() first: the one place where the safety cross-checks are called.
+Every destructive step (cordon by drain, etcd removal, delegated or not, instance deletion, Node
+deletion) goes through Executor.guard() first: the one place where the executor calls the planner's
+cross-checks (core.check_step), on the nodes as this pass last wrote them and on this pass's cloud read.
+A refused step is not taken; the refusal is a named problem in the result and on the progress line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views, progress
@@ -35,6 +39,11 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cor
 # next step should follow a change within about this long.
 DEFAULT_POLL = 2.0
 DEFAULT_SLICE = 60.0
+
+
+# How a refusal names the step it refused.
+_STEP_WORDS = {"drain": "cordon and drain", "etcd_remove": "remove the etcd member of",
+               "delete_instance": "delete the instance of", "delete_node": "delete the Node object of"}
 
 
 class StepFailure(Exception):
@@ -84,6 +93,8 @@ class Executor:
         self.sleep = sleep
         self.say = say or (lambda text: None)
         self.passes = 0
+        self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
+        self.group_errors = {}
         self.surge_cap_said = False
         self.timings = {"cloud": 0.0, "kube": 0.0, "drain": 0.0, "etcd": 0.0, "wait": 0.0}
 
@@ -103,56 +114,69 @@ class Executor:
         if self.cloud is not None:
             cloud = self._timed("cloud", self.cloud.read, self.settings.scaling_groups or None)
         groups, instances, errors = cloud if cloud is not None else (None, None, None)
+        self.instances, self.group_errors = instances, dict(errors or {})
         options = planner_options(self.settings)
         normalize = self.cloud.normalize if self.cloud is not None else core.default_normalize
         facts = core.plan_upgrade(nodes, options, groups=groups, instances=instances, group_errors=errors,
                                   now=self.clock(), normalize=normalize,
                                   scope=self.settings.scaling_groups or None)
         keys = core.AnnotationKeys(facts["annotation_prefix"])
-        facts.update(donors=facts_views.donors(nodes, facts, keys), not_ready=facts_views.not_ready(nodes),
+        facts.update(donors=facts_views.donors(nodes, facts, keys, instances), not_ready=facts_views.not_ready(nodes),
                      control_plane_endpoints=facts_views.control_plane_endpoints(nodes))
         return facts, {n["metadata"]["name"]: n for n in nodes}
 
     # -- the single place for safety cross-checks -----------------------------------------------------
+    def cloud_view(self):
+        """The cloud as this pass read it, for the cross-checks (None when no cloud was read): compared by the
+        provider's own providerID spelling, and complete only when every group answered."""
+        if self.instances is None:
+            return None
+        normalize = self.cloud.normalize if self.cloud is not None else core.default_normalize
+        listed = [i for items in self.instances.values() for i in items]
+        return core.CloudView(listed, normalize, complete=not self.group_errors)
+
     def guard(self, step, item, facts, nodes):
-        """Refuse a destructive step the plan's own facts do not justify. Raises StepFailure."""
+        """The planner's cross-checks of cloud against cluster (core.check_step) on the nodes as fresh as
+        this pass has them and on this pass's cloud read, before a destructive step. Returns None when the
+        step may go ahead, else the named problem (a dict as the planner's, with action "refused"); the
+        caller then leaves that node or instance alone."""
         name = item.get("name")
-        node = nodes.get(name) if name else None
-        keys = core.AnnotationKeys(facts["annotation_prefix"])
-        if step in ("drain", "etcd_remove", "delete_node"):
-            if node is None:
-                if step == "delete_node":
-                    return
-                raise StepFailure("refusing to %s node %s: it no longer exists" % (step, name), step=step, node=name)
-            ann = (node.get("metadata") or {}).get("annotations") or {}
-            if not ann.get(keys.heir) and ann.get(keys.obsolete) != "true":
-                raise StepFailure("refusing to %s node %s: it is neither a donor (no %s annotation) nor obsolete"
-                                  % (step, name, keys.heir), step=step, node=name)
-        if step == "drain" and item.get("reason") == core.DONOR:
-            heir = nodes.get(item.get("heir") or "")
-            if heir is None or not core.NodeInfo.from_k8s(heir).ready:
-                raise StepFailure("refusing to drain node %s: its heir %s is not Ready" % (name, item.get("heir")),
-                                  step=step, node=name)
-        check = getattr(core, "check_step", None)   # the planner's pure cross-checks, when present
-        if check is not None:
-            problem = check(step, item, facts)
-            if problem:
-                raise StepFailure("refusing to %s %s: %s" % (step, name or item.get("provider_id"), problem),
-                                  step=step, node=name)
+        problem = core.check_step(step, item, facts, nodes=nodes, instances=self.cloud_view(), now=self.clock())
+        if not problem:
+            return None
+        what = ("node %s" % name) if name else ("instance %s" % item.get("provider_id"))
+        problem = problem.replace("node %s: " % name, "") if name else problem   # named once, in front
+        return dict(node=name, provider_id=item.get("provider_id"), step=step, code="refused", action="refused",
+                    message="refusing to %s %s: %s; it is left alone (nothing destructive is done to it) until the "
+                            "cluster and the cloud agree: correct what is named, or take it out of "
+                            "rolling_upgrade_scaling_groups, and run again" % (_STEP_WORDS[step], what, problem))
 
     # -- one pass ------------------------------------------------------------------------------------
-    def run_pass(self, facts=None, nodes=None):
-        """Read (unless given), act on the plan, and say what was done. Returns a dict: facts, did
-        (list of {step, ...}), moved (whether anything changed that the next look should follow at
-        once), finished (names whose replacement ended), etcd_due (delegated removals)."""
+    def run_pass(self, facts=None, nodes=None, instances=None, group_errors=None):
+        """Read (unless given: then `instances` and `group_errors` are the cloud read the plan was made
+        from), act on the plan, and say what was done. Returns a dict: facts, did (list of {step, ...}),
+        moved (whether anything changed that the next look should follow at once), finished (names whose
+        replacement ended), etcd_due (delegated removals), refused (the guard's named problems, also in
+        facts["problems"] and so on the progress line)."""
         self.passes += 1
         if facts is None:
             facts, nodes = self.read()
+        elif instances is not None:
+            self.instances, self.group_errors = instances, dict(group_errors or {})
         plan = facts["plan"]
         self._check_timeout(facts)
-        did, finished, etcd_due = [], [], []
+        did, finished, etcd_due, refused = [], [], [], []
         if self.settings.check_mode:
-            return dict(facts=facts, did=did, moved=False, finished=finished, etcd_due=etcd_due, drains=[])
+            return dict(facts=facts, did=did, moved=False, finished=finished, etcd_due=etcd_due, drains=[],
+                        refused=refused)
+
+        def allowed(step, item):
+            problem = self.guard(step, item, facts, nodes)
+            if problem is not None:
+                refused.append(problem)
+                facts.setdefault("problems", []).append(problem)
+                self.say("WARNING: " + problem["message"])
+            return problem is None
         options = self.settings.options
         keys = core.AnnotationKeys(facts["annotation_prefix"])
 
@@ -171,11 +195,11 @@ class Executor:
 
         created_total, refusals = 0, []
         for item in plan["create"]:
-            created, refused = self._timed("cloud", self.cloud.create, item["group"], item["count"])
+            created, quota_refusal = self._timed("cloud", self.cloud.create, item["group"], item["count"])
             created_total += len(created)
             did.append(dict(step="create", group=item["group"], count=len(created)))
-            if refused:
-                refusals.append(refused)
+            if quota_refusal:
+                refusals.append(quota_refusal)
         late = [i for i in plan["delete_instances"] if i.get("quota_exceeded")]
         if refusals or late:
             self._hold_surge(facts["budget"]["in_flight"] + created_total - len(late), refusals + [i["reason"] for i in late])
@@ -186,7 +210,8 @@ class Executor:
 
         drained_now, drains = [], []
         for item in plan["drain"]:
-            self.guard("drain", item, facts, nodes)
+            if not allowed("drain", item):
+                continue
             outcome = self._timed("drain", self.kube.drain, item["name"])
             drains.append(dict(outcome, item=item, node=item["name"]))
             phase = core.PHASE_DRAINED if outcome.get("drained") else core.PHASE_DRAINING
@@ -198,45 +223,49 @@ class Executor:
 
         removed_now = []
         for item in plan["etcd_remove"] + [i for i in drained_now if i.get("control_plane")]:
+            if not allowed("etcd_remove", item):
+                continue
             if self.etcd is None:
                 etcd_due.append(dict(name=item["name"], node_ip=item.get("node_ip"), provider_id=item.get("provider_id"),
                                      group=item.get("group")))
                 continue
-            self.guard("etcd_remove", item, facts, nodes)
             endpoints = self.settings.etcd_endpoints or facts["control_plane_endpoints"]
-            self._timed("etcd", self.etcd, item, endpoints, len(facts["control_plane_endpoints"]))
+            outcome = self._timed("etcd", self.etcd, item, endpoints, len(facts["control_plane_endpoints"]))
+            if (outcome or {}).get("waiting"):
+                # Not removed: another member is unhealthy or quorum would be lost; the next pass checks again.
+                self.say("WARNING: %s" % outcome["msg"])
+                continue
             self._record_phase(nodes, item["name"], core.PHASE_ETCD_REMOVED)
             did.append(dict(step="etcd_remove", name=item["name"]))
             removed_now.append(item)
 
-        finishing = plan["delete_nodes"] + [i for i in drained_now if not i.get("control_plane")] + removed_now
+        finishing = [item for item in plan["delete_nodes"] + [i for i in drained_now if not i.get("control_plane")]
+                     + removed_now if allowed("delete_instance", item)]
         if finishing:
-            for item in finishing:
-                self.guard("delete_instance", item, facts, nodes)
             ids = [i["provider_id"] for i in finishing if i.get("provider_id")]
             if ids:
                 self._timed("cloud", self.cloud.delete, ids)
             for item in finishing:
-                self.guard("delete_node", item, facts, nodes)
+                if not allowed("delete_node", item):
+                    continue
                 if item["name"] in nodes:
                     self._timed("kube", self.kube.delete_node, nodes[item["name"]])
                 finished.append(item["name"])
                 did.append(dict(step="delete", name=item["name"]))
 
-        if plan["delete_instances"]:
-            for item in plan["delete_instances"]:
-                self.guard("delete_instance", item, facts, nodes)
-            self._timed("cloud", self.cloud.delete, [i["provider_id"] for i in plan["delete_instances"]])
+        orphans = [item for item in plan["delete_instances"] if allowed("delete_instance", item)]
+        if orphans:
+            self._timed("cloud", self.cloud.delete, [i["provider_id"] for i in orphans])
             did.extend(dict(step="delete_instance", provider_id=i["provider_id"], reason=i.get("reason"))
-                       for i in plan["delete_instances"])
+                       for i in orphans)
 
         if self.journal is not None:
             self._timed("kube", self.journal, progress.journal_record(
                 facts, self.passes, drains, finished, run=self.settings.journal_run))
-        moved = bool(plan["create"] or plan["pairs"] or plan["repairs"] or plan["etcd_remove"] or finishing
-                     or plan["delete_instances"] or plan["set_group_image"] or plan["annotate"] or removed_now
-                     or any(d.get("evicted") for d in drains))
-        return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains)
+        moved = bool(plan["create"] or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
+                     or plan["set_group_image"] or plan["annotate"] or any(d.get("evicted") for d in drains))
+        return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,
+                    refused=refused)
 
     def _record_phase(self, nodes, name, phase):
         node = nodes.get(name)
@@ -270,14 +299,21 @@ class Executor:
     def run_slice(self, seconds=DEFAULT_SLICE):
         """Passes until the upgrade is done, a delegated etcd removal is due, a replacement finished, or
         `seconds` passed. Acts at once after a pass that moved; otherwise looks again after the poll
-        interval. Returns dict(done, passes, facts, did, finished, etcd_due, progress, surge_cap)."""
+        interval. Returns dict(done, passes, facts, did, finished, etcd_due, refused, progress, surge_cap,
+        timings)."""
+        reading = getattr(self.cloud, "reading", None)
+        with reading() if reading is not None else contextlib.nullcontext():
+            return self._slice(seconds)
+
+    def _slice(self, seconds):
         start = self.clock()
-        did, finished = [], []
+        did, finished, refused = [], [], []
         while True:
             result = self.run_pass()
             facts = result["facts"]
             did.extend(result["did"])
             finished.extend(result["finished"])
+            refused.extend(p for p in result["refused"] if p not in refused)
             line = progress.progress_line(facts, self.passes)
             self.say(line)
             stop = (facts["done"] or result["etcd_due"] or self.settings.check_mode or finished
@@ -285,7 +321,7 @@ class Executor:
             if stop:
                 return dict(done=bool(facts["done"]) and not self.settings.check_mode, passes=self.passes,
                             facts=facts, did=did, finished=finished, etcd_due=result["etcd_due"],
-                            progress=line, surge_cap=self.settings.surge_cap, timings=dict(self.timings))
+                            refused=refused, progress=line, surge_cap=self.settings.surge_cap, timings=dict(self.timings))
             if not result["moved"]:
                 waited = time.monotonic()
                 self.sleep(self.settings.poll)
@@ -393,6 +429,10 @@ class CloudAccess:
     def normalize(self, provider_id):
         return self.provider.normalize_provider_id(provider_id)
 
+    def reading(self):
+        """One slice: the provider reads each group's manager and template once (GCE), see CloudProvider.reading."""
+        return self.provider.reading()
+
     def read(self, scaling_groups):
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
 
@@ -456,7 +496,7 @@ class EtcdRemover:
             raise StepFailure("node %s has no InternalIP: its etcd member cannot be found" % item["name"], step="etcd_remove")
         client = etcd.EtcdClient(list(endpoints), *self.tls, request_timeout=self.request_timeout)
         removal = etcd.MemberRemoval(client, timeout=self.timeout, expected_member_count=expected_member_count or None,
-                                     warn=self.warn)
+                                     warn=self.warn, on_refusal="wait")
         try:
             return removal.run(peer_url=etcd.peer_url_for_ip(item["node_ip"]))
         except etcd.RemovalRefused as exc:

@@ -27,9 +27,16 @@ def _group_of(info, facts, keys):
     return None
 
 
-def donors(nodes, facts, keys):
-    """Per donor of facts['nodes']['donor']: heir, group, role, phase and since, whether the heir is Ready."""
+def donors(nodes, facts, keys, instances=None):
+    """Per donor of facts['nodes']['donor']: heir, group, role, phase and since, whether the heir is Ready,
+    and when its heir was created (the cloud's creation time of its instance, when `instances`, the cloud
+    read as {group: [Instance]} or a list, is given), joined (its Node's creationTimestamp) and turned Ready:
+    the report's creating, joined and heir-ready phases."""
     infos = {n.name: n for n in _infos(nodes)}
+    registered = {n["metadata"]["name"]: (n["metadata"].get("creationTimestamp") or None)
+                  for n in nodes if isinstance(n, dict) and n.get("metadata")}
+    listed = [i for items in instances.values() for i in items] if isinstance(instances, dict) else list(instances or [])
+    created = {core.default_normalize(i.provider_id): i.created_at for i in listed if i.created_at}
     result = []
     for name in facts.get("nodes", {}).get(core.DONOR, []):
         info = infos.get(name)
@@ -37,6 +44,7 @@ def donors(nodes, facts, keys):
             continue
         ann = info.annotations
         heir = infos.get(ann.get(keys.heir, ""))
+        heir_created = created.get(core.default_normalize(heir.provider_id)) if heir is not None else None
         result.append(dict(
             name=name,
             heir=ann.get(keys.heir) or None,
@@ -45,6 +53,9 @@ def donors(nodes, facts, keys):
             role=core.ROLE_CONTROL_PLANE if info.control_plane else core.ROLE_WORKER,
             phase=ann.get(keys.phase) or core.PHASE_PAIRED,
             phase_since=ann.get(keys.phase_since) or None,
+            heir_created=core.format_time(heir_created) if heir_created else None,
+            heir_joined=registered.get(heir.name) if heir is not None else None,
+            heir_ready_since=core.format_time(heir.ready_since) if heir is not None and heir.ready_since else None,
         ))
     return result
 

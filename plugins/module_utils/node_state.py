@@ -9,6 +9,7 @@ Imports without the kubernetes package or any cloud SDK (modules call kube.requi
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, validate
@@ -27,13 +28,16 @@ def read_cloud(provider, scaling_groups=None):
 
     Each provider call retries throttling, 5xx and dropped connections itself (its _call, bounded by its
     `retries`); nothing here retries again, which would multiply the attempts (5 x 5 before)."""
-    groups = provider.list_groups(list(scaling_groups) if scaling_groups else None)
-    instances, errors = {}, {}
-    for group in groups:
-        try:
-            instances[group.id] = provider.list_instances(group.id)
-        except base.ProviderError as exc:
-            errors[group.id] = str(exc)
+    reading = getattr(provider, "reading", None)
+    with reading() if reading is not None else contextlib.nullcontext():
+        # One read of each group's manager and template (GCE) for the listing and the instances.
+        groups = provider.list_groups(list(scaling_groups) if scaling_groups else None)
+        instances, errors = {}, {}
+        for group in groups:
+            try:
+                instances[group.id] = provider.list_instances(group.id)
+            except base.ProviderError as exc:
+                errors[group.id] = str(exc)
     return groups, instances, errors
 
 

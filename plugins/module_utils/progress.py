@@ -55,6 +55,10 @@ def progress_line(facts, pass_number=0, now=None):
     alone = [p["message"] for p in facts.get("problems") or [] if p.get("action") == "left alone"]
     if alone:
         parts.append("left alone: " + "; ".join(alone[:5]) + ("; and %d more" % (len(alone) - 5) if len(alone) > 5 else ""))
+    # Steps the executor's guard refused in this pass (the cross-checks on fresher data than the plan's).
+    refused = [p["message"] for p in facts.get("problems") or [] if p.get("action") == "refused"]
+    if refused:
+        parts.append("refused: " + "; ".join(refused[:5]) + ("; and %d more" % (len(refused) - 5) if len(refused) > 5 else ""))
     if facts.get("stop"):
         parts.append("cannot go on: " + facts["stop"])
     eta = facts.get("eta") or {}
@@ -81,6 +85,11 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
             entry["phases"][donor["phase"]] = donor["phase_since"]
         if donor.get("paired_at"):
             entry["phases"].setdefault("paired", donor["paired_at"])
+        # Before the pair: the heir's instance created, its Node registered, and Ready (the journal keeps the
+        # earliest time of each, so the timeline has no gap while the heir is made).
+        for phase, key in (("creating", "heir_created"), ("joined", "heir_joined"), ("heir-ready", "heir_ready_since")):
+            if donor.get(key):
+                entry["phases"].setdefault(phase, donor[key])
         nodes[donor["name"]] = entry
     for result in drain_results or []:
         name = result.get("node") or (result.get("item") or {}).get("name")

@@ -17,10 +17,12 @@ import html
 import json
 
 # Phases in the order a replacement goes through them; unknown phases sort after these, by time.
-PHASE_ORDER = ("pending", "creating", "joining", "paired", "heir-ready", "cordoned", "draining", "drained",
+# creating: the heir's instance was created (the cloud's time); joined: the heir's Node registered; heir-ready:
+# it turned Ready. They come before the donor's own phases, so the timeline has no gap while a heir is made.
+PHASE_ORDER = ("pending", "creating", "joining", "joined", "paired", "heir-ready", "cordoned", "draining", "drained",
                "etcd-removed", "deleting", "deleted", "done")
 PHASE_COLOURS = {
-    "pending": "#d0d0d0", "creating": "#9ecae1", "joining": "#6baed6", "paired": "#4292c6",
+    "pending": "#d0d0d0", "creating": "#9ecae1", "joining": "#6baed6", "joined": "#6baed6", "paired": "#4292c6",
     "heir-ready": "#2171b5", "cordoned": "#fdd0a2", "draining": "#fd8d3c", "drained": "#e6550d",
     "etcd-removed": "#a63603", "deleting": "#74c476", "deleted": "#31a354", "done": "#006d2c",
 }
@@ -179,6 +181,87 @@ def attempt_rows(journal):
     return rows
 
 
+# Where the wall time of the upgrade went: each moment goes to the first of these that some replacement was
+# waiting on at that moment; what is left is the collection's own overhead.
+BREAKDOWN = (
+    ("drains_and_pdbs", "drains and PDBs (a donor draining)"),
+    ("joins", "joins (a heir's Node registered, not yet Ready)"),
+    ("cloud", "the cloud (a heir's instance created, its Node not yet registered)"),
+)
+
+
+def _waits(entry, end):
+    """{category: [(start, stop)]} of one node's journal entry, from its phase segments."""
+    segs = segments(entry, end)
+    phases = {phase: (start, stop) for phase, start, stop in segs}
+    waits = {key: [] for key, _label in BREAKDOWN}
+    if "draining" in phases:
+        start, stop = phases["draining"]
+        drained = parse_time((entry.get("phases") or {}).get("drained"))
+        waits["drains_and_pdbs"].append((start, max(start, drained) if drained else stop))
+    if "joined" in phases:
+        start, stop = phases["joined"]
+        ready = parse_time((entry.get("phases") or {}).get("heir-ready"))
+        waits["joins"].append((start, max(start, ready) if ready else stop))
+    if "creating" in phases:
+        waits["cloud"].append(phases["creating"])
+    return waits
+
+
+def _union(intervals):
+    merged = []
+    for start, stop in sorted(i for i in intervals if i[1] > i[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
+        else:
+            merged.append((start, stop))
+    return merged
+
+
+def _minus(intervals, taken):
+    """The parts of `intervals` (merged) outside `taken` (merged)."""
+    result = []
+    for start, stop in intervals:
+        cursor = start
+        for t_start, t_stop in taken:
+            if t_stop <= cursor or t_start >= stop:
+                continue
+            if t_start > cursor:
+                result.append((cursor, t_start))
+            cursor = max(cursor, t_stop)
+        if cursor < stop:
+            result.append((cursor, stop))
+    return result
+
+
+def time_breakdown(journal, now=None):
+    """Seconds of the upgrade's wall time (journal started to finished, or `now`) spent waiting on drains and
+    PDBs, on joins and on the cloud, each moment counted once (in that order), and the rest: the collection's
+    own overhead (preflight, pass start-up, the time from a Ready heir to its drain, etcd removals and
+    deletions, nothing in flight). `pdb_blocked_seconds` is the drains' time blocked by a PDB, summed over
+    the nodes (it may overlap). None without a start."""
+    started = parse_time(journal.get("started"))
+    end = parse_time(journal.get("finished")) or now
+    if started is None or end is None or end < started:
+        return None
+    waits = {key: [] for key, _label in BREAKDOWN}
+    pdb = 0
+    for entry in (journal.get("nodes") or {}).values():
+        for key, intervals in _waits(entry, end).items():
+            waits[key].extend((max(a, started), min(b, end)) for a, b in intervals)
+        pdb += int((entry.get("waits") or {}).get("pdb_seconds") or 0)
+    result, taken = {}, []
+    for key, _label in BREAKDOWN:
+        own = _minus(_union(waits[key]), taken)
+        result[key + "_seconds"] = int(round(sum((b - a).total_seconds() for a, b in own)))
+        taken = _union(taken + own)
+    wall = int((end - started).total_seconds())
+    result["overhead_seconds"] = max(0, wall - sum(result[key + "_seconds"] for key, _label in BREAKDOWN))
+    result["wall_seconds"] = wall
+    result["pdb_blocked_seconds"] = pdb
+    return result
+
+
 def summarize(journal, now=None):
     """The report as one dict: totals, wall time and per-node rows with phase durations in seconds."""
     started = parse_time(journal.get("started"))
@@ -226,6 +309,7 @@ def summarize(journal, now=None):
         "pods_evicted": sum(r["pods_evicted"] for r in rows),
         "nodes": rows,
         "instances_removed": [dict(provider_id=pid, **info) for pid, info in sorted((journal.get("instances_removed") or {}).items())],
+        "time_breakdown": time_breakdown(journal, now),
     }
 
 
@@ -249,6 +333,17 @@ def render_markdown(summary):
             summary["nodes_replaced"], summary["nodes_total"], summary["pods_evicted"],
             len(summary.get("instances_removed") or [])),
     ]
+    spent = summary.get("time_breakdown")
+    if spent:
+        parts = []
+        for key, label in BREAKDOWN:
+            part = "%s %s" % (label, _duration(spent.get(key + "_seconds")))
+            if key == "drains_and_pdbs" and spent.get("pdb_blocked_seconds"):
+                part += " (blocked by PDBs %s, summed over nodes)" % _duration(spent["pdb_blocked_seconds"])
+            parts.append(part)
+        lines.append("- where the time went (each moment counted once, in this order): %s; this collection's own "
+                     "overhead %s (preflight, pass start-up, a Ready heir waiting for its drain, etcd removals and "
+                     "deletions)" % ("; ".join(parts), _duration(spent.get("overhead_seconds"))))
     attempts = summary.get("attempts") or []
     if attempts:
         lines.append("- attempts: %d (%s); passes summed over all of them" % (len(attempts), _outcome_counts(attempts)))

@@ -60,6 +60,21 @@ options:
       - Allow removing a learner (a member of a node that is still joining and was never promoted).
     type: bool
     default: false
+  on_refusal:
+    description:
+      - What to do when the safety checks refuse the removal.
+      - V(fail) fails the task, naming every failed check.
+      - V(wait) turns a refusal that clears by itself once the cluster recovers (another member down, stopped
+        or not caught up, an election, a member still starting, or quorum that the removal would lose) into a
+        named waiting state. The task succeeds with C(changed=false), RV(waiting=true), the members it waits
+        for in RV(waiting_on), and a warning and RV(msg) that name the unhealthy member and what the removal
+        would do to quorum. Nothing is removed; run the module again to retry (the rolling_upgrade role does
+        in its next pass, within its overall timeout).
+      - With V(wait), the refusals that need an operator (an active alarm, a learner without O(allow_learner),
+        a member count other than O(expected_member_count)) still fail.
+    type: str
+    choices: [fail, wait]
+    default: fail
   force:
     description:
       - Remove the member even when safety checks fail, and without moving leadership first.
@@ -224,6 +239,25 @@ leader_transfer:
   type: dict
   sample: {"from_id": "2844841451141254365", "from_name": "cp-1", "to_id": "9674281616116187927", "to_name": "cp-2",
            "planned": false}
+waiting:
+  description:
+    - V(true) when O(on_refusal=wait) and the removal was refused for a reason that clears by itself; nothing
+      was removed and RV(msg) says why.
+  returned: always
+  type: bool
+waiting_on:
+  description: The names (or hexadecimal IDs) of the other members that were not healthy, when RV(waiting).
+  returned: always
+  type: list
+  elements: str
+msg:
+  description: Why the removal waits, when RV(waiting).
+  returned: when waiting
+  type: str
+  sample: >-
+    etcd member cp-2 (8e9e05c52164694d) is not healthy (https://10.0.0.12:2379 did not answer within 5.0s):
+    removing etcd member cp-1 (2bb5f3e1a4f7c2d1) now would leave 2 of 3 remaining voters healthy
+    (2 needed for quorum); waiting
 forced:
   description: Whether O(force) was set.
   returned: always
@@ -255,6 +289,7 @@ ARGUMENT_SPEC = merged_argument_spec(dict(
     expected_member_count=dict(type="int"),
     allow_learner=dict(type="bool", default=False),
     force=dict(type="bool", default=False),
+    on_refusal=dict(type="str", choices=["fail", "wait"], default="fail"),
     timeout=dict(type="int", default=60),
 ), etcd_connection=True)
 
@@ -301,7 +336,8 @@ def main():
     client = client_from_params(params)
     removal = MemberRemoval(client, timeout=params["timeout"], force=params["force"],
                             allow_learner=params["allow_learner"],
-                            expected_member_count=params["expected_member_count"], warn=module.warn)
+                            expected_member_count=params["expected_member_count"], warn=module.warn,
+                            on_refusal=params["on_refusal"])
     try:
         if peer_url is not None:
             result = removal.run(peer_url=peer_url, check_mode=module.check_mode)
@@ -312,6 +348,8 @@ def main():
     except EtcdError as exc:
         module.fail_from_exception(exc)
 
+    if result.get("waiting"):
+        module.warn(result["msg"])
     if module._diff:
         result["diff"] = {"before": {"members": member_labels(result["members_before"])},
                           "after": {"members": member_labels(result["members_after"])}}

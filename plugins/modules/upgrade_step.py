@@ -280,6 +280,19 @@ etcd_due:
   returned: success
   type: list
   elements: dict
+refused:
+  description:
+    - Destructive steps (cordon and drain, etcd removal, instance or Node deletion) that the cross-checks refused
+      in this slice because the cluster and the cloud disagree; each with C(node), C(provider_id), C(step) and a
+      C(message) that names what disagrees. The node or instance is left alone, and the progress line names it.
+  returned: success
+  type: list
+  elements: dict
+problems:
+  description: Every inconsistency of the last pass, the planner's (C(action=left alone)) and the refusals (C(action=refused)).
+  returned: success
+  type: list
+  elements: dict
 passes:
   description: Passes of this run so far.
   returned: always

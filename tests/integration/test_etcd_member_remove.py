@@ -6,7 +6,9 @@ Members get distinct loopback IPs in a random 127.x.y.0/24 (like control-plane n
 selection is real; the last octets 1 and 11/12/13 make a substring match select the wrong member.
 """
 
+import os
 import random
+import signal
 import time
 
 import pytest
@@ -165,6 +167,39 @@ def test_refuses_while_another_member_is_down_then_removes_the_down_member(etcd_
     assert [h["reachable"] for h in removed["health"] if h["name"] == down] == [False]
     assert member_names(cluster) == sorted(set(cluster.members) - {down})
     assert all(h["healthy"] for h in removed["health_after"]) and len(removed["health_after"]) == 2
+
+
+def test_a_stopped_member_makes_the_removal_wait_and_it_goes_ahead_after_sigcont(etcd_cluster):
+    """bench/chaos.py's etcd experiment at module level: 4 members (3 control planes and a joined heir), one
+    SIGSTOPped (its port accepts, it never answers). on_refusal=wait returns a named waiting state, naming the
+    stopped member and what the removal would do to quorum, and removes nothing (the default, on_refusal=fail,
+    fails: test_refuses_while_another_member_is_down_then_removes_the_down_member). After SIGCONT the same call
+    removes the member."""
+    cluster = etcd_cluster(4)
+    leader = cluster.leader_name()
+    stopped, donor = [n for n in cluster.members if n != leader][:2]
+    pid = cluster.member_pid(stopped)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        args = module_args(cluster, member_name=donor, on_refusal="wait", expected_member_count=4)
+        waiting = run_module(MODULE, args)
+        assert not waiting["failed"], waiting.get("msg")
+        assert waiting["waiting"] is True and waiting["changed"] is False and waiting["waiting_on"] == [stopped]
+        message = waiting["msg"]
+        assert message.startswith("etcd member %s (" % stopped) and " is not healthy (" in message, message
+        assert ("removing etcd member %s (" % donor) in message, message
+        assert message.endswith("now would leave 2 of 3 remaining voters healthy (2 needed for quorum); waiting")
+        assert message in " ".join(waiting.get("warnings", [])), waiting.get("warnings")
+        assert member_names(cluster) == sorted(cluster.members)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    cluster.wait_healthy()
+
+    removed = run_module(MODULE, args)
+    assert not removed["failed"], removed.get("msg")
+    assert removed["waiting"] is False and removed["changed"] is True and removed["member"]["name"] == donor
+    assert member_names(cluster) == sorted(set(cluster.members) - {donor})
+    assert wait_exit(cluster, donor)
 
 
 def test_peer_url_is_normalised_and_force_overrides_a_failed_check(etcd_cluster):

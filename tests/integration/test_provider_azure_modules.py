@@ -118,6 +118,24 @@ def test_csp_node_absent_by_name_and_provider_id_is_idempotent(admin, emulator):
     assert sorted(again["already_absent"]) == sorted([by_name, by_id])
 
 
+def test_csp_node_absent_by_the_provider_id_of_a_flexible_vm_alone(admin, emulator):
+    """No group given: the scale set is found from the VM (a Flexible providerID does not name it)."""
+    image = admin.create_image(unique("img"))
+    group_id = admin.create_group(unique("flex"), "worker", 2, image, orchestration="Flexible")
+    wait_running(admin, group_id, 2)
+    vm = group_state(admin, group_id)["vms"][0]
+    provider_id = "azure://" + vm["id"].replace("/resourceGroups/%s/" % emu.RESOURCE_GROUP,
+                                                "/resourceGroups/%s/" % emu.RESOURCE_GROUP.lower())
+    assert "/providers/Microsoft.Compute/virtualMachines/" in provider_id
+    result = run_module("csp_node", args(admin, state="absent", provider_id=[provider_id], wait=True, wait_timeout=60,
+                                         wait_sleep=1))
+    assert not result["failed"], result.get("msg")
+    assert result["changed"] is True and len(result["deleted"]) == 1
+    assert capacity(emulator, group_id) == 1
+    again = run_module("csp_node", args(admin, state="absent", provider_id=[provider_id]))
+    assert not again["failed"] and again["changed"] is False and again["already_absent"] == [provider_id]
+
+
 def test_csp_node_quota_is_reported_not_failed(admin, emulator):
     image = admin.create_image(unique("img"))
     group_id = admin.create_group(unique("workers"), "worker", 1, image)

@@ -5,6 +5,7 @@ after the change was made, operations that outlast their deadline, instances the
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -13,6 +14,7 @@ import uuid
 
 import pytest
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, gce
 from sandbox import clouds
 from sandbox.clouds.gce import DEFAULT_PROJECT, GceEmulator
@@ -500,3 +502,40 @@ def test_emulator_process_prints_its_endpoint_and_stops_on_sigterm(tmp_path):
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
         proc.stdout.close()
+
+
+def _reads(admin):
+    """(instance group manager GETs, instance template GETs, managed-instance lists) in the request log."""
+    gets = [r["path"] for r in admin.requests() if r["method"] == "GET"]
+    igm = [p for p in gets if re.search(r"/instanceGroupManagers/[^/]+$", p)]
+    templates = [p for p in gets if "/instanceTemplates/" in p]
+    managed = [r["path"] for r in admin.requests() if r["path"].endswith("/listManagedInstances")]
+    return igm, templates, managed
+
+
+def test_one_read_of_each_group_manager_and_template_per_read_and_per_slice(admin, provider, images):
+    """Issue 12 item 8, counted in the emulator's request log: node_state.read_cloud reads each instance group
+    manager once (the listing and the instances share it) and each template once; within reading() (one
+    executor slice) further reads list only the instances, until this provider changes a group."""
+    old = images[0]
+    groups = [admin.create_group(_unique("one-read"), "worker", 2, old) for _n in range(2)]
+    _wait_for(lambda: all(len(provider.list_instances(g)) == 2 for g in groups))
+    admin.clear_requests()
+    node_state.read_cloud(provider, groups)
+    igm, templates, managed = _reads(admin)
+    assert sorted(igm) == sorted(set(igm)) and len(igm) == 2, igm
+    assert len(templates) == len(set(templates)) == 2, templates      # each group has its own template
+    assert len(managed) == 2
+    admin.clear_requests()
+    with provider.reading():
+        for _pass in range(3):
+            node_state.read_cloud(provider, groups)
+        igm, templates, managed = _reads(admin)
+        assert len(igm) == 2 and len(templates) == 2 and len(managed) == 6, (igm, templates, managed)
+        # A group this provider changed is read again (its target size moved), the other one not.
+        created = provider.create_instance(groups[0])
+        admin.clear_requests()
+        node_state.read_cloud(provider, groups)
+        igm, templates, _managed = _reads(admin)
+        assert [p.rsplit("/", 1)[1] for p in igm] == [groups[0].rsplit("/", 1)[1]] and templates == [], (igm, templates)
+        assert created.name in {i.name for i in node_state.read_cloud(provider, groups)[1][groups[0]]}

@@ -70,11 +70,12 @@ def live_instances(handle):
     return [i for i in handle.nodesim.instances() if i["state"] != "deleted"]
 
 
-def prepare(handle, cloud, control_planes=1, workers=2, groups=2, **overrides):
-    """Seed the cluster on image A through `cloud`, create image B, put the user label on every node.
-    Returns (role variables, snapshot of the start)."""
+def prepare(handle, cloud, control_planes=1, workers=2, groups=2, azure_orchestration=None, **overrides):
+    """Seed the cluster on image A through `cloud` (Azure scale sets in `azure_orchestration` mode, default
+    Uniform), create image B, put the user label on every node. Returns (role variables, snapshot of the start)."""
     values = scenario.prepare(str(handle.state_dir), cloud, control_planes=control_planes, workers=workers,
-                              groups=groups, say=lambda *_: None, **dict(FAST, **overrides))
+                              groups=groups, say=lambda *_: None, azure_orchestration=azure_orchestration,
+                              **dict(FAST, **overrides))
     values["rolling_upgrade_report_dir"] = str(pathlib.Path(handle.state_dir) / "report")
     kube = handle.kube()
     for node in nodes(handle):

@@ -11,6 +11,7 @@ one new file in this package that subclasses CloudProvider.
 from __future__ import annotations
 
 import abc
+import contextlib
 import random
 import time
 from typing import List, Optional
@@ -58,6 +59,11 @@ class CloudProvider(abc.ABC):
     never one per node."""
 
     name = "abstract"
+
+    def reading(self):
+        """A context within which the provider may reuse what it read (GCE: each instance group manager and
+        template once). By default, nothing is reused."""
+        return contextlib.nullcontext(self)
 
     @abc.abstractmethod
     def list_groups(self, group_ids=None) -> List[Group]:

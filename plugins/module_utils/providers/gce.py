@@ -20,6 +20,7 @@ and dropped connections are retried with jittered backoff; other 4xx answers are
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -458,6 +459,7 @@ class GceProvider(CloudProvider):
         self._client_options = {"api_endpoint": self.options["endpoint"]} if self.options.get("endpoint") else None
         self._clients = {}
         self._recent = {}   # group ID -> {name: Instance} created by this object
+        self._memo = None   # within reading(): {"igm": {group ID: IGM}, "template": {URL: template}}
         self.skipped_groups = []   # (group, reason) that the last discovery by list_groups() passed over
 
     # ---- plumbing ------------------------------------------------------------------------------------
@@ -571,9 +573,33 @@ class GceProvider(CloudProvider):
         request[resource_kw] = resource
         return request
 
-    def _get_igm(self, ref):
-        return self._call("reading instance group manager %s" % ref.id, self._igm_client(ref).get,
-                          project=ref.project, instance_group_manager=ref.name, **self._scope(ref))
+    @contextlib.contextmanager
+    def reading(self):
+        """Within this block each instance group manager and each instance template is read at most once
+        (one executor slice, one node_image_facts call). Templates are immutable in GCE; an instance group
+        manager this object changes (create, delete, set_group_image) is read again. Nests."""
+        outer = self._memo is None
+        if outer:
+            self._memo = {"igm": {}, "template": {}}
+        try:
+            yield self
+        finally:
+            if outer:
+                self._memo = None
+
+    def _forget_igm(self, ref):
+        if self._memo is not None:
+            self._memo["igm"].pop(ref.id, None)
+
+    def _get_igm(self, ref, fresh=False):
+        memo = None if self._memo is None else self._memo["igm"]
+        if memo is not None and not fresh and ref.id in memo:
+            return memo[ref.id]
+        igm = self._call("reading instance group manager %s" % ref.id, self._igm_client(ref).get,
+                         project=ref.project, instance_group_manager=ref.name, **self._scope(ref))
+        if memo is not None:
+            memo[ref.id] = igm
+        return igm
 
     def _list_managed(self, ref, name=None):
         """The group's managed instances (one paged call), or only the one called `name`. Filtering is done
@@ -585,8 +611,15 @@ class GceProvider(CloudProvider):
 
     def _get_template(self, url):
         project, name = parse_template(url)
-        return self._call("reading instance template %s" % name, self._client("InstanceTemplatesClient").get,
-                          project=project, instance_template=name)
+        memo = None if self._memo is None else self._memo["template"]
+        key = (project, name)
+        if memo is not None and key in memo:
+            return memo[key]
+        template = self._call("reading instance template %s" % name, self._client("InstanceTemplatesClient").get,
+                              project=project, instance_template=name)
+        if memo is not None:
+            memo[key] = template
+        return template
 
     @staticmethod
     def _boot_disk(template):
@@ -638,6 +671,8 @@ class GceProvider(CloudProvider):
             for igm in scoped.instance_group_managers:
                 try:
                     ref = parse_group_id(igm.self_link)
+                    if self._memo is not None:
+                        self._memo["igm"][ref.id] = igm
                     groups.append(self._group(ref, igm, templates))
                 except ProviderError as exc:
                     if exc.retryable:
@@ -733,6 +768,7 @@ class GceProvider(CloudProvider):
                 raise
         else:
             raise ProviderError("creating an instance in %s: three random names were all taken" % ref.id)
+        self._forget_igm(ref)   # its target size changed
         zone = ref.scope if not ref.regional else self._zone_of_new_instance(ref, name)
         instance = Instance(provider_id=provider_id_of(ref.project, zone, name) if zone else "",
                             node_name=name, group_id=ref.id, image=image, state=CREATING, created_at=time.time(),
@@ -788,6 +824,7 @@ class GceProvider(CloudProvider):
             ref, resource_kw, {"instances": ["zones/%s/instances/%s" % (zone, name)],
                                "skip_instances_on_validation_error": True}))
         self._wait(op, doing, ref.project, ref.kind, ref.scope)
+        self._forget_igm(ref)
         self._recent.get(ref.id, {}).pop(name, None)
         return True
 
@@ -799,7 +836,7 @@ class GceProvider(CloudProvider):
     def set_group_image(self, group_id, image):
         ref = parse_group_id(group_id)
         wanted = self.validate_image(image)
-        igm = self._get_igm(ref)
+        igm = self._get_igm(ref, fresh=True)   # the group as it is now, before changing it
         template_url = self._igm_template_url(igm, ref)
         template = self._get_template(template_url)
         if self._template_image(template) == wanted:
@@ -817,6 +854,7 @@ class GceProvider(CloudProvider):
         op = self._call(doing, self._igm_client(ref).set_instance_template_unary, request=self._mig_request(
             ref, resource_kw, {"instance_template": new_url}))
         self._wait(op, doing, ref.project, ref.kind, ref.scope)
+        self._forget_igm(ref)
         return True
 
     def _insert_template_clone(self, project, template, image):

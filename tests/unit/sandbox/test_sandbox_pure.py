@@ -172,3 +172,12 @@ def test_pods_of_a_lost_node_turn_not_ready_but_stay_running():
     assert "phase" not in patch["status"] and patch["metadata"] == {"uid": "u1"}
     assert nodesim.pod_not_ready_status({"metadata": {"uid": "u"}, "status": {"phase": "Succeeded"}}) is None
     assert nodesim.pod_not_ready_status({"metadata": {"uid": "u"}, "status": {"phase": "Pending"}}) is None
+
+
+@pytest.mark.parametrize("cloud,mode,named", [("gcp", "Flexible", "applies to cloud azure"),
+                                              ("none", "Uniform", "applies to cloud azure"),
+                                              ("azure", "flex", "use Uniform or Flexible")])
+def test_seeding_refuses_an_azure_orchestration_it_cannot_apply_before_anything_is_made(cloud, mode, named):
+    with pytest.raises(ValueError) as err:
+        seed.seed_nodes({}, 1, 2, 2, cloud=cloud, azure_orchestration=mode)   # no sandbox: nothing may be called
+    assert named in str(err.value) and mode in str(err.value)

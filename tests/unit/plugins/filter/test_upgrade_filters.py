@@ -59,3 +59,12 @@ def test_journal_record_from_facts_and_drain_results():
 def test_phase_entries():
     assert phase_entries(["a", "b"], "drained") == [{"name": "a", "phase": "drained"}, {"name": "b", "phase": "drained"}]
     assert phase_entries([], "drained") == []
+
+
+def test_journal_record_has_the_heirs_creation_join_and_ready_as_phases():
+    facts = dict(FACTS, donors=[dict(name="w-5", heir="w-6", group="g", role="worker", phase="paired",
+                                     phase_since="2026-11-30T10:02:00Z", heir_created="2026-11-30T10:00:30Z",
+                                     heir_joined="2026-11-30T10:01:50Z", heir_ready_since=None)])
+    record = journal_record(facts, 2, [], [], now=NOW)
+    assert record["nodes"]["w-5"]["phases"] == {"creating": "2026-11-30T10:00:30Z", "joined": "2026-11-30T10:01:50Z",
+                                                "paired": "2026-11-30T10:02:00Z"}

@@ -147,7 +147,8 @@ class World:
         facts = dict(result, donors=facts_views.donors(nodes, result, keys),
                      control_plane_endpoints=facts_views.control_plane_endpoints(nodes))
         try:
-            return ex.run_pass(facts=facts, nodes=copy.deepcopy(self.nodes))
+            return ex.run_pass(facts=facts, nodes=copy.deepcopy(self.nodes),
+                               instances={k: list(v) for k, v in self.instances.items()}, group_errors={})
         except Killed:
             return None
 
@@ -229,7 +230,9 @@ class World:
         """Time passes: booting instances run, running ones register their Node, Nodes become Ready."""
         self.now += seconds
         for name, node in self.nodes.items():
-            node["status"]["conditions"][0]["status"] = "True"
+            ready = node["status"]["conditions"][0]
+            if ready["status"] != "True":
+                ready.update(status="True", lastTransitionTime=core.format_time(self.now))
         for gid, items in self.instances.items():
             for inst in items:
                 if inst.state == CREATING:
@@ -239,6 +242,7 @@ class World:
                     node = make_node(inst.node_name, None, None, control_plane=group.role == "control-plane",
                                      ready=False, prefix=self.prefix)
                     node["spec"]["providerID"] = inst.provider_id
+                    node["metadata"]["creationTimestamp"] = core.format_time(self.now)
                     self.nodes[inst.node_name] = node
 
 

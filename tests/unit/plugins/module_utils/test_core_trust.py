@@ -331,8 +331,10 @@ def corrupted_worlds(draw):
             w.nodes[other]["metadata"]["annotations"][key] = name
             corrupted.add(other)
         elif kind == "across":
-            other = draw(st.sampled_from([n for n in names if n.split("-")[0] != name.split("-")[0]
-                                          and n not in touched]))
+            others = [n for n in names if n.split("-")[0] != name.split("-")[0] and n not in touched]
+            if not others:
+                continue  # every node of the other groups is corrupted already: nothing to pair across with
+            other = draw(st.sampled_from(others))
             touched.add(other)
             ann[P + "heir"] = other
             w.nodes[other]["metadata"]["annotations"][P + "donor"] = name

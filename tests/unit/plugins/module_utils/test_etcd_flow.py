@@ -190,3 +190,71 @@ def test_leader_disagreement_is_waited_out():
     client.probe_all = probe_all
     result = flow(client, clock)[0].run(member_name="c")
     assert result["changed"] is True and len(calls) >= 3
+
+
+def test_on_refusal_wait_names_the_unhealthy_member_and_the_quorum_then_removes_once_it_is_back():
+    """The chaos experiment's case: 4 members (3 + the heir), one stopped; removing the donor is refused as a
+    named waiting state, nothing removed, and goes ahead at the next call once the member is back."""
+    clock = FakeClock()
+    members = [raw(1, "donor"), raw(2, "stopped"), raw(3, "c"), raw(4, "heir")]
+    client = ScriptedClient(members, leader="3", down={"2"})
+    removal, warnings = flow(client, clock, on_refusal="wait")
+    result = removal.run(member_name="donor")
+    assert result["waiting"] is True and result["changed"] is False and client.removed == []
+    assert result["waiting_on"] == ["stopped"]
+    assert result["msg"] == (
+        "etcd member stopped (%s) is not healthy (Connection refused): removing etcd member donor (%s) now would "
+        "leave 2 of 3 remaining voters healthy (2 needed for quorum); waiting" % (members[1]["id_hex"], members[0]["id_hex"]))
+    assert result["members_after"] == result["members_before"] and result["checks"]
+
+    client.down.clear()   # SIGCONT
+    again = flow(client, clock, on_refusal="wait")[0].run(member_name="donor")
+    assert again["waiting"] is False and again["changed"] is True and client.removed == ["1"]
+
+
+def test_on_refusal_wait_says_when_the_removal_would_lose_quorum():
+    clock = FakeClock()
+    members = [raw(1, "a"), raw(2, "b"), raw(3, "c")]
+    client = ScriptedClient(members, leader="1", down={"3"})
+    result = flow(client, clock, on_refusal="wait")[0].run(member_name="b")
+    assert result["waiting"] is True and client.removed == []
+    assert result["msg"].startswith("etcd member c (%s) is not healthy (Connection refused): " % members[2]["id_hex"])
+    assert result["msg"].endswith("removing etcd member b (%s) would lose quorum (1 of 2 remaining voters healthy, "
+                                  "2 needed); waiting" % members[1]["id_hex"])
+
+
+def test_on_refusal_wait_still_fails_on_what_needs_an_operator():
+    clock = FakeClock()
+    members = [raw(1, "a"), raw(2, "b"), raw(3, "c")]
+    client = ScriptedClient(members, down={"3"})
+    client.alarms = lambda endpoint: [{"memberID": "1", "alarm": "NOSPACE"}]
+    with pytest.raises(etcd.RemovalRefused) as caught:
+        flow(client, clock, on_refusal="wait")[0].run(member_name="b")
+    assert "no_alarms failed" in str(caught.value)
+    with pytest.raises(etcd.RemovalRefused):   # a member count that does not match is not waited on
+        flow(ScriptedClient(members), clock, on_refusal="wait", expected_member_count=4)[0].run(member_name="b")
+    assert client.removed == []
+
+
+def test_on_refusal_wait_turns_etcds_own_refusal_past_the_deadline_into_waiting():
+    clock = FakeClock()
+    busy = etcd.EtcdError("etcdserver: unhealthy cluster", kind=etcd.UNHEALTHY_CLUSTER)
+    client = ScriptedClient([raw(1, "a"), raw(2, "b"), raw(3, "c")], remove_errors=[busy] * 1000)
+    result = flow(client, clock, timeout=5, on_refusal="wait")[0].run(member_name="c")
+    assert result["waiting"] is True and result["changed"] is False and client.removed == []
+    assert "etcd refused to remove member c" in result["msg"] and result["msg"].endswith("; waiting")
+
+
+def test_on_refusal_must_be_fail_or_wait():
+    with pytest.raises(ValueError, match="on_refusal must be one of fail, wait, got 'later'"):
+        etcd.MemberRemoval(ScriptedClient([]), on_refusal="later")
+
+
+def test_waitable_refusal():
+    def checks(*failed):
+        return [{"name": n, "passed": False} for n in failed] + [{"name": "not_learner", "passed": True}]
+    assert etcd.waitable_refusal(checks("members_healthy", "quorum_after_removal"))
+    assert etcd.waitable_refusal(checks("members_started"))
+    assert not etcd.waitable_refusal(checks("members_healthy", "no_alarms"))
+    assert not etcd.waitable_refusal(checks("member_count"))
+    assert not etcd.waitable_refusal(checks())

@@ -4,9 +4,10 @@ the overall timeout and the journal."""
 
 import pytest
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, progress, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import RUNNING, Instance
 
-from core_world import NEW, OLD, World, group
+from core_world import NEW, OLD, Killed, World, group, make_node
 
 P = core.DEFAULT_PREFIX + "/"
 
@@ -128,14 +129,121 @@ def test_overall_timeout_stops_with_the_progress_line():
     assert "rolling_upgrade_timeout (100s)" in str(err.value) and "nodes on the image" in str(err.value)
 
 
-def test_guard_refuses_to_drain_a_donor_whose_heir_is_not_ready():
+def test_guard_names_the_refusal_of_draining_a_donor_whose_heir_is_not_ready():
     w = World([group("G1", image=NEW)])
     w.add_node("old-1", "G1", OLD, annotations={P + "heir": "new-1"})
     w.add_node("new-1", "G1", NEW, ready=False, annotations={P + "donor": "old-1"})
     ex = w.executor(opts())
     facts, nodes = ex.read()
-    with pytest.raises(executor.StepFailure, match="heir new-1 is not Ready"):
-        ex.guard("drain", dict(name="old-1", heir="new-1", reason=core.DONOR), facts, nodes)
+    problem = ex.guard("drain", dict(name="old-1", heir="new-1", reason=core.DONOR), dict(facts, plan=dict(
+        facts["plan"], drain=[dict(name="old-1")])), nodes)
+    assert problem["node"] == "old-1" and problem["action"] == "refused" and problem["step"] == "drain"
+    assert "refusing to cordon and drain node old-1" in problem["message"]
+    assert "heir new-1 is not Ready" in problem["message"] and "run again" in problem["message"]
+
+
+def test_guard_compares_provider_ids_as_the_provider_spells_them():
+    """A kubelet's providerID spelled otherwise than the cloud lists it (here a trailing slash, which the
+    GCE provider ignores) is the same instance for the guard as for the planner: the run finishes."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    w.nodes["old-1"]["spec"]["providerID"] += "/"
+    ex = w.executor(opts())
+    ex.cloud.normalize = lambda provider_id: core.default_normalize(provider_id).rstrip("/")
+    for _attempt in range(8):
+        result = ex.run_pass()
+        assert result["refused"] == [], result["refused"]
+        if result["finished"]:
+            break
+        w.tick()
+    assert result["finished"] == ["old-1"]
+
+
+# -- a world that changed under a plan: the guard refuses every destructive step --------------------------
+DESTRUCTIVE = ("drain", "etcd", "delete-node", "delete-instance")
+
+
+def corrupt(w, kind, donor="old-1"):
+    """Make the world disagree with a pair the plan trusted."""
+    heir = w.nodes[donor]["metadata"]["annotations"][P + "heir"]
+    if kind == "garbage heir":
+        w.nodes[donor]["metadata"]["annotations"][P + "heir"] = "Not/A Node!"
+        return "is not a node name"
+    if kind == "non-mutual pair":
+        w.nodes[heir]["metadata"]["annotations"][P + "donor"] = "someone-else"
+        return "the pair is not mutual"
+    # A fake image claim: the heir's Node says it runs the image, the cloud says its instance runs the old one.
+    for items in w.instances.values():
+        for inst in items:
+            if inst.node_name == heir:
+                inst.image = OLD
+    return "not the target image"
+
+
+def reach(w, stage):
+    """Passes of the executor until a plan holds `stage` for old-1 (the run killed just before that step
+    in the pass that would have taken it), and that plan."""
+    kill = {"drain": "drain", "etcd_remove": "etcd", "delete_nodes": "delete-instance"}[stage]
+    for _attempt in range(12):
+        ex = w.executor(opts())
+        facts, nodes = ex.read()
+        if any(e["name"] == "old-1" for e in facts["plan"][stage]):
+            return facts
+        try:
+            w.executor(opts(), take=lambda kind, item: kind != kill).run_pass(facts=facts, nodes=nodes)
+        except Killed:
+            pass
+        w.tick()
+    raise AssertionError("no plan with %s for old-1" % stage)
+
+
+@pytest.mark.parametrize("kind", ["garbage heir", "non-mutual pair", "fake image claim"])
+@pytest.mark.parametrize("stage,control_plane", [("drain", False), ("etcd_remove", True), ("delete_nodes", False),
+                                                 ("delete_nodes", True)])
+def test_a_world_corrupted_under_the_plan_gets_no_destructive_step(kind, stage, control_plane):
+    w = World([group("G1", role="control-plane" if control_plane else None, image=NEW)])
+    w.add_node("old-1", "G1", OLD, control_plane=control_plane)
+    facts = reach(w, stage)
+    if control_plane and stage == "delete_nodes":
+        assert w.etcd_removed == {"old-1"}
+    why = corrupt(w, kind)
+    taken = []
+    result = w.apply(facts, take=lambda step, item: taken.append((step, item)) or True)
+    assert [t for t in taken if t[0] in DESTRUCTIVE] == []
+    assert result["refused"] and all(p["node"] == "old-1" for p in result["refused"])
+    assert why in result["refused"][0]["message"] and "left alone" in result["refused"][0]["message"]
+    assert result["finished"] == [] and "old-1" in w.nodes
+    assert "refused: refusing to" in progress.progress_line(result["facts"])
+
+
+def test_a_donor_changed_by_someone_else_during_its_drain_is_not_deleted():
+    """The nodes the guard checks are as fresh as the pass has them: the drained phase is written, the
+    answer shows someone else's garbage heir annotation, and the same-pass deletion is refused."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    facts = reach(w, "drain")
+
+    def take(step, item):
+        if step == "patch" and item == "old-1" and "old-1" in w.drained:
+            corrupt(w, "garbage heir")
+        assert step not in ("delete-node", "delete-instance"), (step, item)
+        return True
+    result = w.apply(facts, take=take)
+    assert "old-1" in w.drained and "old-1" in w.nodes and result["finished"] == []
+    assert [p["step"] for p in result["refused"]] == ["delete_instance"]
+
+
+def test_nodeless_instance_deletion_is_refused_once_a_node_has_it():
+    w = World([group("G1", image=NEW)])
+    w.add_node("new-0", "G1", NEW)
+    w.instances["G1"].append(Instance(provider_id="gce://p/z/stray", node_name="stray", group_id="G1", image=OLD,
+                                      state=RUNNING, created_at=w.now - 7200, name="stray"))
+    facts = w.executor(opts()).read()[0]
+    assert [i["provider_id"] for i in facts["plan"]["delete_instances"]] == ["gce://p/z/stray"]
+    w.nodes["stray"] = make_node("stray", "G1", OLD)    # it joined meanwhile
+    taken = []
+    result = w.apply(facts, take=lambda step, item: taken.append(step) or True)
+    assert "delete-instance" not in taken and [p["provider_id"] for p in result["refused"]] == ["gce://p/z/stray"]
 
 
 def test_every_pass_is_journaled():
@@ -145,3 +253,48 @@ def test_every_pass_is_journaled():
     ex.run_slice(seconds=60)
     assert w.journal and w.journal[-1]["passes"] == ex.passes
     assert "deleted" in w.journal[-1]["nodes"]["old-1"]["phases"]
+
+
+def test_the_journal_has_the_heirs_creation_join_and_ready_before_the_pair():
+    """The heir's instance creation (the cloud's time), its Node's registration and its Ready turn are
+    journaled as the donor's creating, joined and heir-ready phases: the timeline starts at the creation."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    ex = w.executor(opts(), journal_run="2026-12-01T00:00:00Z")
+    journal = report.new_journal(NEW, core.format_time(w.now))
+    for _slice in range(10):
+        result = ex.run_slice(seconds=30)
+        for record in w.journal:
+            report.merge(journal, record)
+        if result["done"]:
+            break
+        w.tick()
+    created = core.format_time([i.created_at for i in w.instances["G1"]][0])
+    phases = journal["nodes"]["old-1"]["phases"]
+    assert phases["creating"] == created
+    assert set(phases) == {"creating", "joined", "paired", "heir-ready", "draining", "drained", "deleted"}
+    assert phases["creating"] < phases["joined"] <= phases["heir-ready"] <= phases["draining"]
+
+
+def test_a_slice_is_one_reading_of_the_cloud():
+    """The cloud's reading() context spans the whole slice (the GCE provider then reads each group's manager
+    and template once per slice), and is left when the slice returns."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    ex = w.executor(opts(), poll=2.0)
+    ex.sleep = w.tick
+    events = []
+
+    class Reading:
+        def __enter__(self):
+            events.append("enter")
+
+        def __exit__(self, *exc):
+            events.append("exit")
+
+    ex.cloud.reading = Reading
+    real_read = ex.cloud.read
+    ex.cloud.read = lambda groups: (events.append("read"), real_read(groups))[1]
+    result = ex.run_slice(seconds=60)
+    assert result["passes"] > 1 and events[0] == "enter" and events[-1] == "exit"
+    assert events.count("enter") == 1 and events.count("read") == result["passes"]

@@ -1,4 +1,5 @@
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import RUNNING, Instance
 
 KEYS = core.AnnotationKeys("image-upgrade.kubenodes.io")
 
@@ -27,8 +28,25 @@ FACTS = {"nodes": {"donor": ["cp-0", "w-0"], "outdated": ["w-1", "cp-1"], "heir"
 def test_donors_describe_their_pair_and_phase():
     result = {d["name"]: d for d in facts_views.donors(NODES, FACTS, KEYS)}
     assert result["cp-0"] == dict(name="cp-0", heir="cp-9", heir_ready=True, group="g-cp", role="control-plane",
-                                  phase="drained", phase_since="2026-11-30T10:00:00Z")
+                                  phase="drained", phase_since="2026-11-30T10:00:00Z", heir_created=None,
+                                  heir_joined=None, heir_ready_since=None)
     assert result["w-0"]["heir_ready"] is False and result["w-0"]["phase"] == "paired" and result["w-0"]["role"] == "worker"
+
+
+def test_donors_say_when_their_heir_was_created_joined_and_turned_ready():
+    nodes = [dict(n) for n in NODES]
+    heir = nodes[1] = node("cp-9", cp=True, ip="127.9.0.9", donor="cp-0")
+    heir["metadata"]["creationTimestamp"] = "2026-11-30T09:58:00Z"
+    heir["spec"]["providerID"] = "gce://p/z/CP-9"
+    heir["status"]["conditions"][0]["lastTransitionTime"] = "2026-11-30T09:58:20Z"
+    created = Instance(provider_id="gce://p/z/cp-9", node_name="cp-9", group_id="g-cp", image="i", state=RUNNING,
+                       created_at=core.parse_time("2026-11-30T09:57:30Z"))
+    [cp0] = [d for d in facts_views.donors(nodes, FACTS, KEYS, {"g-cp": [created]}) if d["name"] == "cp-0"]
+    assert (cp0["heir_created"], cp0["heir_joined"], cp0["heir_ready_since"]) == (
+        "2026-11-30T09:57:30Z", "2026-11-30T09:58:00Z", "2026-11-30T09:58:20Z")
+    # Without the cloud read (the tasks engine's node_image_facts), the Node's own times only.
+    [cp0] = [d for d in facts_views.donors(nodes, FACTS, KEYS) if d["name"] == "cp-0"]
+    assert cp0["heir_created"] is None and cp0["heir_joined"] == "2026-11-30T09:58:00Z"
 
 
 def test_not_ready():

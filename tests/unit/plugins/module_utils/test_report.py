@@ -186,3 +186,51 @@ def test_a_journal_without_attempts_keeps_its_passes_and_shape():
     summary = report.summarize(journal)
     assert summary["passes"] == 5 and summary["attempts"] == []
     assert "attempts:" not in report.render_markdown(summary)
+
+
+# -- where the time went -------------------------------------------------------------------------------
+def _two_replacements():
+    """Two pairs overlapping: w-0's heir is made and joins while nothing drains; w-1's heir is created while
+    w-0 drains (that moment counts as draining)."""
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    report.merge(journal, {"nodes": {
+        "w-0": {"phases": {"creating": "2026-11-30T10:00:10Z", "joined": "2026-11-30T10:00:40Z",
+                           "paired": "2026-11-30T10:00:41Z", "heir-ready": "2026-11-30T10:00:50Z",
+                           "draining": "2026-11-30T10:01:00Z", "drained": "2026-11-30T10:02:00Z",
+                           "deleted": "2026-11-30T10:02:05Z"}, "waits": {"pdb_seconds": 45}},
+        "w-1": {"phases": {"creating": "2026-11-30T10:01:30Z", "joined": "2026-11-30T10:02:30Z",
+                           "heir-ready": "2026-11-30T10:02:40Z", "paired": "2026-11-30T10:02:42Z",
+                           "draining": "2026-11-30T10:02:50Z", "drained": "2026-11-30T10:03:00Z",
+                           "deleted": "2026-11-30T10:03:02Z"}}}})
+    journal["finished"] = "2026-11-30T10:03:20Z"
+    return journal
+
+
+def test_time_breakdown_counts_each_moment_once_and_sums_to_the_wall_time():
+    spent = report.time_breakdown(_two_replacements())
+    # drains 10:01:00-10:02:00 and 10:02:50-10:03:00; joins 10:00:40-10:00:50 and 10:02:30-10:02:40; the cloud
+    # 10:00:10-10:00:40 and w-1's 10:01:30-10:02:30 less the minute w-0 was draining till 10:02:00.
+    assert spent == {"drains_and_pdbs_seconds": 70, "joins_seconds": 20, "cloud_seconds": 60, "overhead_seconds": 50,
+                     "wall_seconds": 200, "pdb_blocked_seconds": 45}
+
+
+def test_time_breakdown_of_an_unfinished_run_runs_to_now_and_needs_a_start():
+    journal = report.merge(report.new_journal("i", "2026-11-30T10:00:00Z"),
+                           {"nodes": {"w-0": {"phases": {"creating": "2026-11-30T10:00:20Z"}}}})
+    spent = report.time_breakdown(journal, now=report.parse_time("2026-11-30T10:01:00Z"))
+    assert spent["cloud_seconds"] == 40 and spent["overhead_seconds"] == 20 and spent["wall_seconds"] == 60
+    assert report.time_breakdown(report.new_journal("i", None)) is None
+
+
+def test_the_heirs_creation_and_join_are_phases_of_the_timeline_without_a_gap():
+    journal = _two_replacements()
+    summary = report.summarize(journal)
+    row = summary["nodes"][0]
+    assert list(row["phase_seconds"]) == ["creating", "joined", "paired", "heir-ready", "draining", "drained", "deleted"]
+    assert row["total_seconds"] == 115     # from the heir's creation to the donor's deletion
+    assert summary["time_breakdown"]["overhead_seconds"] == 50
+    text = report.render_markdown(summary)
+    assert "- where the time went" in text and "drains and PDBs (a donor draining) 1m10s (blocked by PDBs 45s" in text
+    assert "this collection's own overhead 50s" in text
+    rects = ET.fromstring(report.render_svg(journal)).findall("{http://www.w3.org/2000/svg}rect")
+    assert any("w-0 creating: 30s" in (r.findtext("{http://www.w3.org/2000/svg}title") or "") for r in rects)
