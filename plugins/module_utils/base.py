@@ -329,6 +329,9 @@ def describe_error(exc, doing):
     if isinstance(exc, kube.KubeAuthError):
         return ("%sKubernetes authentication: %s (check kubeconfig, context, host and the other Kubernetes "
                 "auth options, or the K8S_AUTH_* variables)" % (prefix, exc)), dict(reason="auth_error")
+    if isinstance(exc, kube.ApiException) and getattr(exc, "reason", None) == kube.TLS_REASON:
+        # The message names the options to set already.
+        return "%s%s" % (prefix, kube.api_error_message(exc)), dict(reason="tls_error", status=0)
     if isinstance(exc, kube.ApiException):
         status = getattr(exc, "status", None)
         return ("%s%s; %s" % (prefix, kube.api_error_message(exc), kube_advice(status)),

@@ -436,6 +436,25 @@ def cluster_problems(members, health, alarms, expected_member_count=None):
     return problems
 
 
+def not_etcd_reason(path, status, data, text):
+    """Why an HTTP answer to a /v3/ call cannot come from etcd's v3 JSON gateway, or None. etcd answers every
+    such call with a JSON object: on success with its response `header`, on error with the gRPC `code`
+    (and `error`/`message`). A Kubernetes API server answers with a Status object; etcd's peer port and other
+    servers with text or HTML."""
+    if not str(path).startswith("/v3/"):
+        return None    # /health and /version have other shapes
+    if isinstance(data, dict) and data.get("kind") == "Status" and "apiVersion" in data:
+        return "HTTP %d with a Kubernetes Status object (%s): this is a Kubernetes API server" % (
+            status, str(data.get("message") or data.get("reason") or "")[:120])
+    if not isinstance(data, dict):
+        return "HTTP %d with %s" % (status, ("%r" % text.strip()[:80]) if (text or "").strip() else "an empty body")
+    if status == 200 and "header" not in data:
+        return "HTTP 200 with a JSON object without etcd's response header (keys: %s)" % ", ".join(sorted(data)[:6])
+    if status != 200 and "code" not in data and "error" not in data:
+        return "HTTP %d with a JSON object that is no etcd error (keys: %s)" % (status, ", ".join(sorted(data)[:6]))
+    return None
+
+
 def classify_tls_error(text, ca_cert, client_cert):
     """A sentence naming the likely TLS cause from the ssl module's text."""
     if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
@@ -501,6 +520,13 @@ class EtcdClient:
             data = response.json()
         except ValueError:
             data = None
+        stranger = not_etcd_reason(path, response.status_code, data, response.text)
+        if stranger:
+            raise EtcdError("%s answered %s %s, but it is not etcd's client API: %s. endpoints must list etcd client "
+                            "URLs (https://<control-plane IP>:2379 by default), not etcd's peer port 2380 or the "
+                            "kube-apiserver; set endpoints (rolling_upgrade_etcd_endpoints in the rolling_upgrade role)"
+                            % (endpoint, method, path, stranger), kind=BAD_RESPONSE, endpoint=endpoint,
+                            status=response.status_code)
         if response.status_code != 200:
             # gRPC errors carry message/error; an unhealthy /health answers 503 with a reason
             message = (data or {}).get("message") or (data or {}).get("error") or (data or {}).get("reason") \
@@ -531,6 +557,8 @@ class EtcdClient:
                 errors.append(exc)
         kind = TLS if any(e.kind == TLS for e in errors) else UNREACHABLE
         label = "TLS failure" if kind == TLS else "no etcd endpoint reachable"
+        if errors and all(e.kind == BAD_RESPONSE for e in errors):
+            kind, label = BAD_RESPONSE, "no endpoint answered as etcd"
         raise EtcdError("%s (tried %s): %s" % (label, ", ".join(endpoints or self.endpoints),
                                                "; ".join(str(e) for e in errors)), kind=kind)
 

@@ -106,6 +106,7 @@ RETRY_STATUSES = (429, 503)
 AMBIGUOUS_STATUSES = (502, 504)
 IDEMPOTENT_METHODS = ("GET", "HEAD", "PUT", "PATCH", "DELETE")
 UNREACHABLE_REASON = "cannot reach the Kubernetes API server"
+TLS_REASON = "the API server's TLS certificate could not be verified"
 
 
 def _decode(raw):
@@ -378,12 +379,40 @@ def raw_request(api_client, method, path, query=None, body=None, content_type="a
             continue
         if error is None:
             if attempt == 1:
+                tls = tls_verify_error(method, path, cause, api_client)
+                if tls is not None:
+                    raise tls
                 raise cause   # not retried (an untrusted certificate, an unknown host...): as the client gave it
             raise unreachable_error(method, path, cause, getattr(getattr(api_client, "configuration", None), "host", None),
                                     attempt, elapsed)
         if attempt > 1:
             error.message = "%s (%d attempts over %.1fs)" % (error.message, attempt, elapsed)
         raise error
+
+
+def tls_verify_error(method, path, exc, api_client=None):
+    """The ApiCallError (status 0, TLS_REASON) for a transport error that is a failed verification of the API
+    server's certificate, saying which option to set; None for any other error."""
+    inner = _inner(exc)
+    text = "%s %s" % (inner, exc)
+    if "CERTIFICATE_VERIFY_FAILED" not in text and "certificate verify failed" not in text:
+        return None
+    configuration = getattr(api_client, "configuration", None)
+    host = getattr(configuration, "host", None) or "(host not known)"
+    detail = str(getattr(inner, "verify_message", "") or inner)
+    if "mismatch" in text or "doesn't match" in text:
+        advice = ("the certificate does not name the host %s: set host (K8S_AUTH_HOST) or the kubeconfig cluster's "
+                  "server to a name or address the certificate was issued for" % host)
+    else:
+        ca_cert = getattr(configuration, "ssl_ca_cert", None)
+        advice = ("it is not signed by a CA this host trusts (ca_cert is %s): set ca_cert (K8S_AUTH_SSL_CA_CERT) to the "
+                  "CA certificate file that signed the API server's certificate, or the cluster's "
+                  "certificate-authority (or certificate-authority-data) in the kubeconfig; validate_certs: false "
+                  "(K8S_AUTH_VERIFY_SSL=no) turns the check off, for tests only"
+                  % (ca_cert if ca_cert else "not set, so only the system's CAs are trusted"))
+    error = ApiCallError(method, path, 0, TLS_REASON, {"message": "%s (%s %s%s); %s" % (detail, method, host, path, advice)})
+    error.__cause__ = exc
+    return error
 
 
 def retry_seconds():

@@ -23,7 +23,8 @@ options:
     description:
       - V(present) creates O(count) new instances in O(group).
       - V(absent) deletes the instances named by O(provider_id) or O(node_name) and shrinks their group.
-        Instances already gone count as deleted.
+        Instances already gone count as deleted. An instance not in O(group) that lives in another scaling group
+        is not gone: the task fails naming its group (C(reason=other_group)), and nothing is deleted.
     type: str
     choices: [present, absent]
     default: present
@@ -320,6 +321,28 @@ def ensure_present(module, provider):
     return result
 
 
+def _refuse_other_groups(module, provider, group, missing):
+    """An instance not in the named group may live in another one: then it is not absent, and deleting
+    nothing while answering already_absent would mislead. Fails naming each, before anything is deleted."""
+    wanted = {provider.normalize_provider_id(m): m for m in missing}
+    elsewhere = []
+    for instance in _listing(provider, None, missing_ok=True):
+        if instance.group_id and instance.group_id.strip().lower() == group.strip().lower():
+            continue
+        asked = wanted.get(provider.normalize_provider_id(instance.provider_id))
+        asked = asked or (instance.node_name if instance.node_name in wanted.values() else None)
+        if asked:
+            elsewhere.append(dict(requested=asked, provider_id=instance.provider_id, node_name=instance.node_name,
+                                  group=instance.group_id))
+    if elsewhere:
+        module.fail_json(
+            msg="refusing to delete any instance: %s; group=%s limits the deletion to that scaling group. Set group "
+                "to the instance's own group, or leave group out to find instances named by provider_id in every "
+                "group" % ("; ".join("%s is not in scaling group %s but in %s" % (e["requested"], group, e["group"])
+                                     for e in elsewhere), group),
+            reason="other_group", other_group=elsewhere, deleted=[], changed=False)
+
+
 def ensure_absent(module, provider, cloud):
     group = module.params["group"]
     provider_ids, node_names = module.params["provider_id"], module.params["node_name"]
@@ -346,6 +369,8 @@ def ensure_absent(module, provider, cloud):
             already_absent.append(node_name)
         else:
             targets[provider.normalize_provider_id(instance.provider_id)] = instance
+    if group and already_absent:
+        _refuse_other_groups(module, provider, group, already_absent)
     target = (module.params.get("outdated_for") or "").strip()
     if target:
         refused = []
