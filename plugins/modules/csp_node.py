@@ -24,7 +24,7 @@ options:
       - V(present) creates O(count) new instances in O(group).
       - V(absent) deletes the instances named by O(provider_id) or O(node_name) and shrinks their group.
         Instances already gone count as deleted. An instance not in O(group) that lives in another scaling group
-        is not gone: the task fails naming its group (C(reason=other_group)), and nothing is deleted.
+        is not gone, so the task fails naming its group (C(reason=other_group)) and deletes nothing.
     type: str
     choices: [present, absent]
     default: present
