@@ -1,0 +1,235 @@
+"""The AWX fit, tested the way AWX runs a job: examples/awx-project through ansible-runner, with a private
+data directory holding the survey answers (env/extravars), the credentials exactly as AWX's injectors write
+them (env/envvars, files in env/, -e @file for custom types; see awx_job.py) and --check for a job of type
+Check. One sandbox (one control plane, one worker, on the GCP emulator insisting on credentials):
+
+- a Check job with AWX's Kubernetes bearer-token credential (a ServiceAccount bound to rbac.yml, its CA file,
+  a host ending in '/' as AWX's own tests use), AWX's GCE credential (the key file AWX writes) and the etcd
+  client certificate type (rendered as AWX renders custom injectors): the preflight checks the control-plane
+  etcd with the credential's files, and the plan is published as job artifacts;
+- a Run job with the kubeconfig credential type that stops in its first pass: the rescue path publishes the
+  report with the cause;
+- a Run job to the end (the worker group): the report is published, with one row per node;
+- last, a Check job with AWX's AWS credential on an AWS auto scaling group added to the cluster.
+No token, key or secret of any credential appears in the runner's stdout, job events or artifacts.
+"""
+
+import json
+import pathlib
+import subprocess
+import time
+import uuid
+
+import pytest
+
+import awx_job
+import upgrade_helpers as uh
+from sandbox import binaries
+from tests.integration import conftest as fixtures
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+RUN_TIMEOUT = 600
+EMAIL = "awx-upgrader@%s.iam.gserviceaccount.com"
+ETCD_TASK = "Preflight | read the control-plane etcd members, their health and alarms"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    handle = fixtures._start("kubenodes-awx-", ["gcp", "aws"])  # pylint: disable=protected-access
+    try:
+        values, start = uh.prepare(handle, "gcp", control_planes=1, workers=1, groups=1)
+        admin = handle.cloud("gcp")
+        key = admin.create_service_account(EMAIL % admin.project)
+        admin.set_faults(require_auth=True)  # from here on only the job's credential gets in
+        yield handle, values, start, key
+    finally:
+        fixtures._stop(handle)  # pylint: disable=protected-access
+
+
+@pytest.fixture(scope="module")
+def service_account_token(cluster):
+    handle = cluster[0]
+    return uh.least_privilege_auth(handle)["api_key"]
+
+
+def survey_and_template_vars(values, **more):
+    """What AWX puts into env/extravars: the survey answers (strings, as AWX gives text answers) and the job
+    template's variables: here the emulator's endpoint (a real job uses Google's) and the fast sandbox
+    settings; never a credential."""
+    gcp = {k: v for k, v in values["rolling_upgrade_gcp"].items() if k in ("endpoint", "ca_bundle")}
+    answers = {"image": values["rolling_upgrade_image"], "provider": "gcp", "max_surge": "1", "gcp": gcp}
+    for name in ("rolling_upgrade_pass_delay", "rolling_upgrade_heir_ready_seconds", "rolling_upgrade_join_timeout",
+                 "rolling_upgrade_drain_timeout", "rolling_upgrade_drain_force", "rolling_upgrade_copy_labels_exclude",
+                 "rolling_upgrade_lock_duration", "rolling_upgrade_timeout", "_rolling_upgrade_passes_per_chain",
+                 "rolling_upgrade_scaling_groups", "rolling_upgrade_preflight",
+                 "rolling_upgrade_report_dir"):
+        if name in values:
+            answers[name] = values[name]
+    answers.update(more)
+    return answers
+
+
+def etcd_inputs(handle):
+    etcd = handle.cp_etcd()
+    return {"etcd_ca_cert": pathlib.Path(etcd["ca"]).read_text(),
+            "etcd_client_cert": pathlib.Path(etcd["cert"]).read_text(),
+            "etcd_client_key": pathlib.Path(etcd["key"]).read_text()}
+
+
+def awx_credentials(job, handle, key, token, etcd=True):
+    """The credentials a job template of docs/awx.md attaches: bearer token, GCE, etcd client certificate."""
+    job.kubernetes_bearer_token(handle.apiserver + "/", token, pathlib.Path(handle.ca).read_text())
+    job.gce(key["client_email"], key["project_id"], key["private_key"])
+    if etcd:
+        return job.custom(awx_job.credential_type("etcd"), etcd_inputs(handle))
+    return None
+
+
+def secrets_of(handle, key, token):
+    return [token, key["private_key"].split("\n")[1], etcd_inputs(handle)["etcd_client_key"].split("\n")[1]]
+
+
+def test_check_job_with_awx_credentials_checks_etcd_and_publishes_the_plan(cluster, service_account_token, tmp_path):
+    handle, values, start, key = cluster
+    admin = handle.cloud("gcp")
+    job = awx_job.Job(tmp_path, survey_and_template_vars(values), check=True)
+    env, extra_vars = awx_credentials(job, handle, key, service_account_token)
+    # The etcd credential type gives the role its three variables, paths of files in the job's env/ holding
+    # the PEM texts.
+    assert env == {}
+    assert sorted(extra_vars) == ["rolling_upgrade_etcd_ca_cert", "rolling_upgrade_etcd_client_cert",
+                                  "rolling_upgrade_etcd_client_key"]
+    for name, field in (("ca_cert", "etcd_ca_cert"), ("client_cert", "etcd_client_cert"), ("client_key", "etcd_client_key")):
+        path = pathlib.Path(extra_vars["rolling_upgrade_etcd_" + name])
+        assert path.parent == job.dir / "env" and path.read_text() == etcd_inputs(handle)[field]
+    grants_before = len(admin.token_grants())
+
+    result = job.run(timeout=RUN_TIMEOUT)
+    assert result.rc == 0 and result.status == "successful", result.describe()
+
+    # The preflight read etcd with the credential's files (a control-plane node is to be replaced).
+    [health] = result.task_results(ETCD_TASK)
+    assert health["healthy"] is True, health
+    assert health["invocation"]["module_args"]["client_key"] == extra_vars["rolling_upgrade_etcd_client_key"]
+    # The GCE credential's key signed the calls (the emulator checked each signature).
+    grants = admin.token_grants()[grants_before:]
+    assert grants and {g["iss"] for g in grants} == {key["client_email"]}
+
+    plan = result.artifacts["image_upgrade"]
+    assert plan["kind"] == "plan" and plan["outcome"] == "planned", plan
+    assert plan["image"] == values["rolling_upgrade_image"] and plan["provider"] == "gcp"
+    assert plan["summary"]["nodes_to_replace"] == len(start["node_names"]) == 2
+    assert plan["summary"]["nodes_on_image"] == 0 and plan["summary"]["stop"] is None
+    assert sorted(n["node"] for n in plan["nodes"]) == start["node_names"]
+    assert plan["nodes"][0]["role"] == "control-plane"  # the control plane goes first
+    # Check mode changed nothing: no Lease, no annotation.
+    assert uh.lease_holder(handle) is None and not uh.node_annotations_with_prefix(handle)
+    assert not result.leaks(*secrets_of(handle, key, service_account_token))
+    # The token did reach the job (the runner's command file holds the job's environment), so its absence
+    # from stdout, events and artifacts is the masking's doing.
+    assert service_account_token in (result.artifact_dir / "command").read_text()
+
+
+def inline_kubeconfig(handle):
+    """The admin kubeconfig with every certificate and key inline, as a kubeconfig credential must hold it."""
+    kubectl = [str(binaries.path_of("kubectl")), "--kubeconfig", handle.kubeconfig]
+    return subprocess.run(kubectl + ["config", "view", "--flatten", "--raw"], check=True, capture_output=True,
+                          text=True, timeout=60).stdout
+
+
+def test_run_jobs_publish_the_report_when_they_fail_and_when_they_finish(cluster, service_account_token, tmp_path):
+    """First rolling_upgrade_timeout 1: the run takes the lock and stops in its first pass, before any change to
+    a node, through the role's rescue path, which publishes the report with the cause. Then the same job
+    template without it runs the upgrade to its end and publishes the report, one row per node."""
+    handle, values, start, key = cluster
+    secrets = secrets_of(handle, key, service_account_token)
+    # The worker group only (one replacement, the Check job above covered the control plane and etcd): the
+    # time a job takes is the tests' budget.
+    values = dict(values)
+    upgraded = uh.limit_to_groups(values, start, ["workers-0"])
+    workers = sorted(n for label in upgraded for n in start["groups"][label])
+    # This job reaches the cluster through the kubeconfig credential type instead of the bearer token.
+    # The Check job above ran the preflight; these runs leave it out to keep the jobs short.
+    values["rolling_upgrade_preflight"] = False
+    job = awx_job.Job(tmp_path, survey_and_template_vars(values, rolling_upgrade_timeout=1))
+    kubeconfig = inline_kubeconfig(handle)
+    env, extra_vars = job.custom(awx_job.credential_type("kubeconfig"), {"kubeconfig": kubeconfig})
+    assert extra_vars == {} and list(env) == ["K8S_AUTH_KUBECONFIG"]
+    assert pathlib.Path(env["K8S_AUTH_KUBECONFIG"]).read_text() == kubeconfig
+    job.gce(key["client_email"], key["project_id"], key["private_key"])
+    job.custom(awx_job.credential_type("etcd"), etcd_inputs(handle))
+    client_key = [line for line in kubeconfig.splitlines() if "client-key-data" in line][0].split(":", 1)[1].strip()
+    result = job.run(timeout=RUN_TIMEOUT)
+    assert result.rc != 0 and result.status == "failed", result.describe()
+    assert not result.leaks(client_key)
+    report = result.artifacts["image_upgrade"]
+    assert report["kind"] == "run" and report["outcome"] == "failed", report
+    assert "rolling_upgrade_timeout (1s)" in report["cause"] and "pass 1" in report["cause"], report["cause"]
+    assert report["target_image"] == values["rolling_upgrade_image"]
+    assert report["summary"]["attempt_outcomes"] == {"failed": 1}
+    assert report["summary"]["nodes_replaced"] == 0
+    assert uh.lease_holder(handle) is None  # released on the way out
+    assert not result.leaks(*secrets)
+
+    # The step engine (one action plugin per pass instead of a task per step) ends the same way, sooner.
+    job = awx_job.Job(tmp_path, survey_and_template_vars(values, rolling_upgrade_engine="step"))
+    awx_credentials(job, handle, key, service_account_token)
+    result = job.run(timeout=RUN_TIMEOUT)
+    assert result.rc == 0 and result.status == "successful", result.describe()
+    report = result.artifacts["image_upgrade"]
+    assert report["kind"] == "run" and report["outcome"] == "done" and report["cause"] == "", report
+    summary = report["summary"]
+    assert summary["nodes_total"] == summary["nodes_replaced"] == len(workers) == 1
+    assert summary["attempt_outcomes"] == {"failed": 1, "done": 1}  # both jobs worked on this upgrade
+    assert [row["node"] for row in report["nodes"]] == workers
+    [row] = report["nodes"]
+    assert row["done"] is True and row["phase"] == "deleted" and row["role"] == "worker", row
+    assert row["heir"] and row["heir"] not in start["node_names"] and row["seconds"] > 0 and row["error"] == ""
+    # What AWX stores is small.
+    assert len(json.dumps(result.artifacts)) < 5000
+    assert not result.leaks(*secrets)
+
+
+def aws_group_node(handle, group, timeout=120):
+    """The Node of the one instance of AWS group `group`, once Ready: (provider ID, node name)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [i for i in handle.nodesim.instances() if i["group_id"] == group and i["state"] != "deleted"]
+        if found:
+            handle.wait_nodes_ready([found[0]["node_name"]], timeout=max(1, deadline - time.monotonic()))
+            return found[0]["provider_id"], found[0]["node_name"]
+        assert time.monotonic() < deadline, "no instance of AWS group %s booted" % group
+        time.sleep(0.5)
+
+
+def test_check_job_with_the_awx_aws_credential(cluster, service_account_token, tmp_path):
+    """AWX's AWS credential (access key, secret and STS token, as its injector writes them) is all the job has
+    for AWS: the runner's environment holds no other. Runs last: it adds an AWS group's node to the cluster,
+    which it removes again."""
+    handle, values, start, key = cluster
+    admin = handle.cloud("aws")
+    image_b = admin.create_image("awx-b")
+    group = admin.create_group("awx-workers", "worker", 1, admin.create_image("awx-a"))
+    provider_id, node = aws_group_node(handle, group)
+    try:
+        aws = admin.provider_options()["aws"]
+        secret, sts = "awx-aws-secret-" + uuid.uuid4().hex, "awx-aws-sts-" + uuid.uuid4().hex
+        job = awx_job.Job(tmp_path, {
+            "image": image_b, "provider": "aws", "max_surge": "1",
+            "aws": {"region": aws["region"], "endpoint_url": aws["endpoint_url"]},
+            "rolling_upgrade_scaling_groups": [group],
+            "rolling_upgrade_report_dir": values["rolling_upgrade_report_dir"]}, check=True)
+        job.kubernetes_bearer_token(handle.apiserver, service_account_token, pathlib.Path(handle.ca).read_text())
+        job.aws("AKIAAWXJOB", secret, security_token=sts)
+        result = job.run(timeout=RUN_TIMEOUT)
+        assert result.rc == 0 and result.status == "successful", result.describe()
+        plan = result.artifacts["image_upgrade"]
+        assert plan["kind"] == "plan" and plan["provider"] == "aws" and plan["target_image"] == image_b, plan
+        assert [n["node"] for n in plan["nodes"]] == [node] and plan["summary"]["nodes_to_replace"] == 1
+        assert not result.leaks(secret, sts, service_account_token)
+        assert secret in (result.artifact_dir / "command").read_text()
+    finally:
+        admin.autoscaling.delete_auto_scaling_group(AutoScalingGroupName=group, ForceDelete=True)
+        handle.nodesim.delete_instance(provider_id)
+        handle.kube().request("DELETE", "/api/v1/nodes/" + node, ok=(200, 202, 404))
