@@ -13,6 +13,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import executor, kube, node_state, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 
@@ -83,6 +84,18 @@ def argument_spec():
 
 def _key(args):
     return json.dumps({k: v for k, v in args.items() if k not in ("passes", "surge_cap")}, sort_keys=True, default=str)
+
+
+def _record_created(api_client, where, image, record):
+    """Write the record of instances just created into the journal; a failure is a warning (this process keeps
+    the record in memory; a later run without it leaves those instances alone rather than removing them)."""
+    try:
+        journal_store.record_created(api_client, where["name"], where["namespace"], image, record["instances_created"],
+                                     record["start_counts"])
+    except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
+        display.warning("the instances just created (%s) could not be recorded in the journal ConfigMap %s/%s as this "
+                        "upgrade's own: %s. A later run will not remove them as surplus"
+                        % (", ".join(sorted(record["instances_created"])), where["namespace"], where["name"], exc))
 
 
 class ActionModule(ActionBase):
@@ -181,8 +194,18 @@ class ActionModule(ActionBase):
                                    executor.CloudAccess(provider), etcd=remover, say=display.display)
         engine.passes = args["passes"]
         engine.pending_journal = {}
-        if args.get("journal") and not check_mode:
-            engine.journal = lambda record: report.merge(engine.pending_journal, record)
+        if args.get("journal"):
+            where = args["journal"]
+            try:
+                settings.created, settings.start_counts = journal_store.created_record(
+                    journal_store.read_journal(api_client, where["name"], where["namespace"])[1])
+            except journal_store.MalformedJournal as exc:
+                raise executor.StepFailure("journal: %s" % exc, reason="malformed_journal")
+            if not check_mode:
+                engine.journal = lambda record: report.merge(engine.pending_journal, record)
+                # Created instances are recorded at once, not with the slice's journal: a run killed right after
+                # still knows they are its own.
+                engine.record_created = lambda record: _record_created(api_client, where, args["image"], record)
         return engine
 
     # -- journal and lock: the modules' own code, once per slice -----------------------------------------
@@ -194,8 +217,10 @@ class ActionModule(ActionBase):
             return
         record, engine.pending_journal = engine.pending_journal, {}
         journal = args["journal"]
+        # args["image"] is the upgrade's exact target: given as target_image too, a finished journal of the same
+        # upgrade (a rerun) is kept, not started afresh (which would drop its record of the instances created).
         module_args = dict(self._auth(args), name=journal["name"], namespace=journal["namespace"],
-                           image=args["image"], record=record)
+                           image=args["image"], target_image=args["image"], record=record)
         answer = self._execute_module(module_name="kubenodes.image_upgrade.upgrade_journal", module_args=module_args,
                                       task_vars=task_vars)
         if answer.get("failed"):

@@ -581,7 +581,7 @@ def _group_key(group_id):
 
 
 def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None, now=0.0,
-                 normalize=default_normalize, scope=None):
+                 normalize=default_normalize, scope=None, created=None, start_counts=None):
     """Group every node, compute budgets and the plan for the next pass.
 
     nodes:        NodeInfo values (or Node API dicts).
@@ -590,9 +590,13 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     instances:    {group id: [Instance]} for every group whose listing succeeded.
     group_errors: {group id: message} for groups that could not be read.
     scope:        optional list of group IDs; nodes of other groups are reported invalid and left alone.
+    created:      {providerID: {group, created}}: the instances this upgrade created, as its journal
+                  recorded them (instances_created). Only these may be removed as surplus.
+    start_counts: {group id: number of nodes} when the upgrade started (the journal's start_counts).
+                  A recorded node that no donor needs is removed only while its group holds more nodes.
     Returns a dict of plain data (see the RETURN documentation of node_image_facts).
     """
-    planner = _Planner(nodes, options, groups, instances, group_errors, now, normalize, scope)
+    planner = _Planner(nodes, options, groups, instances, group_errors, now, normalize, scope, created, start_counts)
     planner.locate_nodes()
     planner.classify()
     planner.screen()
@@ -611,8 +615,15 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
 class _Planner:
     """The steps of plan_upgrade over shared working state (still pure: nothing here does I/O)."""
 
-    def __init__(self, nodes, options, groups, instances, group_errors, now, normalize, scope):
+    def __init__(self, nodes, options, groups, instances, group_errors, now, normalize, scope, created=None,
+                 start_counts=None):
         self.keys = options.validate()
+        self.created = {normalize(pid): dict(entry or {}) for pid, entry in (created or {}).items() if pid}
+        self.start_counts = {}
+        for gid, value in (start_counts or {}).items():
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                self.start_counts[_group_key(gid)] = value
+        self.surplus = []
         self.options = options
         self.target = options.image.strip()
         self.now = now
@@ -886,8 +897,12 @@ class _Planner:
         for gkey in sorted(self.by_group):
             members = self.by_group[gkey]
             free_outdated = [s for s in members if s.category == OUTDATED]
+            # A node the journal proves this upgrade created may serve as a heir even after its image was
+            # cached (its pairing was lost); other up-to-date nodes that have served for long never do.
             candidates = [s for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED
-                          and (s.phase == PHASE_HEIR or keys.image not in s.info.annotations)]
+                          and (s.phase == PHASE_HEIR or keys.image not in s.info.annotations
+                               or self.created_by_us(s) is not None)]
+            nodes_now = sum(1 for s in members if s.category != OBSOLETE)
             for s in candidates:
                 if free_outdated:
                     d = free_outdated.pop(0)
@@ -907,8 +922,45 @@ class _Planner:
                         keys.obsolete: "true", keys.phase: None, keys.phase_since: stamp,
                         keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.now)}))
                     s.cache = {}
-                # A never-seen node that nothing needs is simply up to date; we cannot prove we created it,
-                # so it is never deleted.
+                    nodes_now -= 1
+                elif self.created_by_us(s) is not None:
+                    nodes_now -= self.remove_surplus(s, gkey, nodes_now)
+                # A node that nothing needs and that the journal does not record as created by this upgrade is
+                # simply up to date: we cannot prove we created it, so it is never deleted.
+
+    def created_by_us(self, state):
+        """The journal's record of `state`'s instance when this upgrade created it in the node's own scaling
+        group, else None."""
+        entry = self.created.get(self.normalize(state.info.provider_id)) if state.info.provider_id else None
+        if entry is None or not entry.get("group") or not same(entry.get("group"), state.group_id):
+            return None
+        return entry
+
+    def remove_surplus(self, s, gkey, nodes_now):
+        """A node this upgrade created that no donor needs: marked obsolete (then drained and deleted) while its
+        group holds more nodes than at the start. Returns 1 when it was marked."""
+        keys, start = self.keys, self.start_counts.get(gkey)
+        entry = dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
+                     created=self.created_by_us(s).get("created"), nodes=nodes_now, start_count=start)
+        if start is None:
+            self.surplus.append(dict(entry, action="kept", reason="the journal does not record how many nodes "
+                                     "scaling group %s had at the start" % s.group_id))
+            return 0
+        if nodes_now <= start:
+            self.surplus.append(dict(entry, action="kept", reason="scaling group %s holds %d node(s), not more than "
+                                     "the %d it had at the start" % (s.group_id, nodes_now, start)))
+            return 0
+        s.category = NEW
+        self.obsolete_marks.append(s.name)
+        self.surplus.append(dict(entry, action="obsolete", reason="created by this upgrade (journal), no donor needs "
+                                 "it, and scaling group %s holds %d node(s), more than the %d it had at the start"
+                                 % (s.group_id, nodes_now, start)))
+        self.patch(s.name, dict(s.cache, **{
+            keys.obsolete: "true", keys.phase: None, keys.phase_since: self.stamp,
+            keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.now)}),
+            expect={keys.donor: None, keys.obsolete: s.info.annotations.get(keys.obsolete)})
+        s.cache = {}
+        return 1
 
     # 5. Remaining cache writes (nodes not touched above).
     def cache_annotations(self):
@@ -1095,6 +1147,7 @@ class _Planner:
             self.group_reports.append(dict(id=group.id, name=group.name, role=roles[gkey], image=group.image,
                                            image_current=same(group.image, self.target),
                                            listed=gkey in self.instance_lists, nodes=len(members),
+                                           nodes_serving=sum(1 for s in members if s.category != OBSOLETE),
                                            **{k: count[k] for k in NODE_GROUPS if k != INVALID},
                                            joining=joining, leaving=leaving, held=held, surge_limit=limit,
                                            in_flight=in_flight))
@@ -1180,6 +1233,7 @@ class _Planner:
             delete_nodes=self.delete_nodes,
             delete_instances=self.delete_instances,
             uncordon=self.uncordon,
+            surplus=self.surplus,
         )
         return dict(
             target_image=target,

@@ -58,7 +58,8 @@ class Settings:
     """What the executor needs beyond the planner's options."""
 
     def __init__(self, options, scaling_groups=None, timeout=None, started=None, poll=DEFAULT_POLL,
-                 etcd_endpoints=None, check_mode=False, surge_cap=None, journal_run=None):
+                 etcd_endpoints=None, check_mode=False, surge_cap=None, journal_run=None, created=None,
+                 start_counts=None):
         self.options = options
         self.scaling_groups = list(scaling_groups or [])
         self.timeout = timeout
@@ -68,6 +69,10 @@ class Settings:
         self.check_mode = check_mode
         self.surge_cap = surge_cap
         self.journal_run = journal_run
+        # The journal's record of the instances this upgrade created and of the groups' start counts (read at
+        # the start of a resumed run, kept up to date here): only recorded instances are removed as surplus.
+        self.created = dict(created or {})
+        self.start_counts = dict(start_counts or {})
 
 
 def planner_options(settings):
@@ -92,6 +97,7 @@ class Executor:
         self.clock = clock
         self.sleep = sleep
         self.say = say or (lambda text: None)
+        self.record_created = None   # callable(record) that writes report.created_record's record at once
         self.passes = 0
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
         self.group_errors = {}
@@ -119,7 +125,8 @@ class Executor:
         normalize = self.cloud.normalize if self.cloud is not None else core.default_normalize
         facts = core.plan_upgrade(nodes, options, groups=groups, instances=instances, group_errors=errors,
                                   now=self.clock(), normalize=normalize,
-                                  scope=self.settings.scaling_groups or None)
+                                  scope=self.settings.scaling_groups or None, created=self.settings.created,
+                                  start_counts=self.settings.start_counts)
         keys = core.AnnotationKeys(facts["annotation_prefix"])
         facts.update(donors=facts_views.donors(nodes, facts, keys, instances), not_ready=facts_views.not_ready(nodes),
                      control_plane_endpoints=facts_views.control_plane_endpoints(nodes))
@@ -197,6 +204,8 @@ class Executor:
         for item in plan["create"]:
             created, quota_refusal = self._timed("cloud", self.cloud.create, item["group"], item["count"])
             created_total += len(created)
+            if created:
+                self._record_created(created, facts)
             did.append(dict(step="create", group=item["group"], count=len(created)))
             if quota_refusal:
                 refusals.append(quota_refusal)
@@ -266,6 +275,17 @@ class Executor:
                      or plan["set_group_image"] or plan["annotate"] or any(d.get("evicted") for d in drains))
         return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,
                     refused=refused)
+
+    def _record_created(self, created, facts):
+        """Record new instances as this upgrade's own at once (first record wins, as in the journal)."""
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
+
+        record = report.created_record(created, facts.get("scaling_groups"), self.clock())
+        for key, known in (("instances_created", self.settings.created), ("start_counts", self.settings.start_counts)):
+            for ident, value in record[key].items():
+                known.setdefault(ident, value)
+        if self.record_created is not None:
+            self._timed("kube", self.record_created, record)
 
     def _record_phase(self, nodes, name, phase):
         node = nodes.get(name)

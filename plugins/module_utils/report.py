@@ -57,6 +57,8 @@ def merge(journal, record):
     image, started, finished, passes (max kept); nodes: {donor: {group, heir, role, phases: {phase: time},
     evicted: [namespace/pod], waits: {reason: count}, retries: {step: count or [attempt id]}, error}};
     instances_removed: {provider_id: {group, reason}} (instances deleted without ever being a node);
+    instances_created: {provider_id: {group, created}} (instances this upgrade created; first record kept);
+    start_counts: {group: nodes} (how many nodes each group had before this upgrade created any; first kept);
     attempts: {attempt ID: {started, passes, outcome (done or failed), ended}} (passes: the largest seen;
     started: the first; outcome and ended: the last given).
     Phase times keep the earliest seen; evicted pods are a set; a counter given as a number keeps the
@@ -108,7 +110,38 @@ def merge(journal, record):
     removed = journal.setdefault("instances_removed", {})
     for provider_id, seen in (record.get("instances_removed") or {}).items():
         removed.setdefault(provider_id, {}).update({k: v for k, v in (seen or {}).items() if v})
+    # What this upgrade created, and how many nodes each group had before: the first record of each wins, so
+    # the proof that an instance is ours (the planner removes only those as surplus) is never rewritten.
+    for key in ("instances_created", "start_counts"):
+        seen = record.get(key) or {}
+        if seen or key in journal:
+            known = journal.setdefault(key, {})
+            for ident, value in seen.items():
+                if ident and value is not None:
+                    known.setdefault(ident, value)
     return journal
+
+
+def created_record(instances, scaling_groups, now):
+    """The journal record that proves `instances` (Instance values, or their dicts as csp_node returns them) were
+    created by this upgrade: {instances_created: {providerID: {group, created}}, start_counts: {group: nodes}}.
+    `scaling_groups` are the planner's group reports of the pass that created them (read before the creation):
+    their `nodes_serving` is what each group held then, so the first such record holds the count at the start."""
+    def field_of(inst, name):
+        return inst.get(name) if isinstance(inst, dict) else getattr(inst, name, None)
+
+    created = {}
+    for inst in instances or []:
+        provider_id = field_of(inst, "provider_id")
+        if not provider_id:
+            continue
+        when = field_of(inst, "created_at")
+        stamp = when if isinstance(when, (int, float)) and not isinstance(when, bool) else now
+        created[provider_id] = {"group": field_of(inst, "group_id"),
+                                "created": iso(datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc))}
+    counts = {g["id"]: int(g["nodes_serving"]) for g in scaling_groups or []
+              if g.get("id") and isinstance(g.get("nodes_serving"), int)}
+    return {"instances_created": created, "start_counts": counts}
 
 
 def _merge_counter(known, seen):

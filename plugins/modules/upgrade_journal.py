@@ -71,6 +71,26 @@ options:
         that never recorded its end counts as killed in the report, which sums the passes of every attempt.
     type: dict
     default: {}
+  created:
+    description:
+      - Instances this upgrade just created, to record at once as its own (under C(instances_created), by providerID
+        with their group and creation time, the first record kept). Only recorded instances are ever removed as
+        surplus (M(kubenodes.image_upgrade.node_image_facts) O(kubenodes.image_upgrade.node_image_facts#module:journal)).
+    type: dict
+    suboptions:
+      instances:
+        description: The instances, as M(kubenodes.image_upgrade.csp_node) returns them in RV(kubenodes.image_upgrade.csp_node#module:instances).
+        type: list
+        elements: dict
+        default: []
+      scaling_groups:
+        description:
+          - The planner's scaling group reports of the pass that created them (RV(kubenodes.image_upgrade.node_image_facts#module:scaling_groups)),
+            read before the creation. Their C(nodes_serving) is recorded, per group the first time only, as
+            C(start_counts) - how many nodes the group had before this upgrade created any.
+        type: list
+        elements: dict
+        default: []
   report_dir:
     description:
       - Directory (on the host running the module) for C(image-upgrade-report.json), C(.md) and C(.svg).
@@ -138,94 +158,27 @@ files:
   elements: str
 """
 
-import base64
 import copy
 import datetime
-import gzip
 import json
 import os
+import time
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, report, target
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 
-DATA_KEY = "journal.json"
-GZIP_KEY = "journal.json.gz"
-# A ConfigMap holds at most 1 MiB. Past this size the finished replacements are compacted (report.compact),
-# and a journal still larger (thousands of nodes) is stored gzipped in binaryData.
-PLAIN_LIMIT = 512 * 1024
-
-
-class MalformedJournal(Exception):
-    """The journal ConfigMap exists but does not hold a journal this module wrote."""
-
-
-def journal_problem(journal):
-    """Why a decoded journal is not one this module wrote, or None."""
-    if not isinstance(journal, dict):
-        return "it holds %s, not a JSON object" % type(journal).__name__
-    if not isinstance(journal.get("nodes", {}), dict):
-        return "its nodes are %s, not an object" % type(journal.get("nodes")).__name__
-    for key in ("image", "target_image", "started", "finished"):
-        if journal.get(key) is not None and not isinstance(journal[key], str):
-            return "its %s is %r, not a string" % (key, journal[key])
-    return None
-
-
-def config_maps_path(namespace, name=None):
-    prefix = kube.path_of("/api/v1/namespaces", namespace) + "/configmaps"
-    return kube.path_of(prefix, name) if name is not None else prefix
-
-
-def read_journal(api_client, name, namespace):
-    """(ConfigMap dict or None, journal dict or None). Raises MalformedJournal, saying how to reset it, when the
-    ConfigMap holds something else: overwriting it would lose what it holds, using it would mislead."""
-    try:
-        config_map = kube.request(api_client, "GET", config_maps_path(namespace, name))
-    except kube.ApiCallError as exc:
-        if kube.is_status(exc, 404):
-            return None, None
-        raise
-    packed = (config_map.get("binaryData") or {}).get(GZIP_KEY)
-    try:
-        text = gzip.decompress(base64.b64decode(packed)).decode("utf-8") if packed else (config_map.get("data") or {}).get(DATA_KEY)
-        journal = json.loads(text) if text else None
-    except (ValueError, OSError) as exc:
-        problem = "its %s is not %s: %s" % (GZIP_KEY if packed else DATA_KEY, "gzipped JSON" if packed else "JSON", exc)
-    else:
-        problem = journal_problem(journal) if journal is not None else None
-    if problem:
-        raise MalformedJournal(
-            "the journal ConfigMap %s/%s is malformed (%s), so this upgrade's journal cannot be read or written. "
-            "Look at it (kubectl -n %s get configmap %s -o yaml), then delete it to start the journal afresh "
-            "(kubectl -n %s delete configmap %s, or upgrade_journal state=absent); the report then covers only "
-            "the runs after that" % (namespace, name, problem, namespace, name, namespace, name))
-    return config_map, journal
-
-
-def journal_payload(journal):
-    """(data, binaryData) of the ConfigMap that stores `journal`: plain JSON while it is small, else compacted,
-    else gzipped."""
-    text = report.dumps(journal)
-    if len(text) > PLAIN_LIMIT:
-        text = report.dumps(report.compact(journal))
-    if len(text) <= PLAIN_LIMIT:
-        return {DATA_KEY: text}, None
-    return None, {GZIP_KEY: base64.b64encode(gzip.compress(text.encode("utf-8"), mtime=0)).decode("ascii")}
-
-
-def write_journal(api_client, name, namespace, config_map, journal):
-    data, binary_data = journal_payload(journal)
-    payload = {key: value for key, value in (("data", data), ("binaryData", binary_data)) if value is not None}
-    if config_map is None:
-        body = dict({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}},
-                    **payload)
-        kube.request(api_client, "POST", config_maps_path(namespace), body=body)
-    else:
-        # replace carries the resourceVersion read: 409 if someone wrote meanwhile
-        body = {key: value for key, value in config_map.items() if key not in ("data", "binaryData")}
-        body.update(payload)
-        kube.request(api_client, "PUT", config_maps_path(namespace, name), body=body)
+# The store (ConfigMap layout, reading, writing) lives in module_utils/journal.py.
+DATA_KEY = store.DATA_KEY
+GZIP_KEY = store.GZIP_KEY
+PLAIN_LIMIT = store.PLAIN_LIMIT
+MalformedJournal = store.MalformedJournal
+journal_problem = store.journal_problem
+config_maps_path = store.config_maps_path
+read_journal = store.read_journal
+journal_payload = store.journal_payload
+write_journal = store.write_journal
 
 
 def record(module, api_client):
@@ -247,6 +200,9 @@ def record(module, api_client):
         if decision["target_image"]:
             journal["target_image"] = decision["target_image"]
         merged = report.merge(journal, params["record"])
+        if params["created"]:
+            merged = report.merge(merged, report.created_record(
+                params["created"]["instances"], params["created"]["scaling_groups"], now=time.time()))
         outcome = dict(target_image=decision["target_image"], resumed=decision["resumed"], moved=decision["moved"])
         if merged == before:
             return dict(changed=False, journal=merged, **outcome)
@@ -324,6 +280,8 @@ def main():
         new_target=dict(type="bool", default=False),
         record=dict(type="dict", default={}),
         report_dir=dict(type="path"),
+        created=dict(type="dict", options=dict(instances=dict(type="list", elements="dict", default=[]),
+                                               scaling_groups=dict(type="list", elements="dict", default=[]))),
     ), kube_auth=True, supports_check_mode=True, required_if=[("state", "report", ["report_dir"])],
         validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace)))
     action = {"present": record, "report": write_report, "absent": delete}[module.params["state"]]
