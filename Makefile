@@ -23,7 +23,7 @@ $(VENV_STAMP): requirements.txt requirements-dev.txt constraints.txt
 	@touch $@
 
 # Python 3.12 from pyenv or PATH (scripts/find-python fails naming where it looked); a venv left on
-# another Python is made again.
+# another Python is made again. --no-compile: Python compiles only what is imported (saves ~20 s of CPU).
 $(VENV220_STAMP): requirements-2.20.txt requirements.txt constraints-2.20.txt
 	@if ! $(VENV220)/bin/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then \
 	  py=$$(scripts/find-python 3.12) || exit 1; \
@@ -31,7 +31,7 @@ $(VENV220_STAMP): requirements-2.20.txt requirements.txt constraints-2.20.txt
 	  rm -rf $(VENV220) && $$py -m venv $(VENV220) || exit 1; \
 	fi
 	@echo "setup: installing pinned Python packages into $(VENV220) (ansible-core 2.20)"
-	@$(VENV220)/bin/python -m pip install -q --disable-pip-version-check -c constraints-2.20.txt -r requirements-2.20.txt
+	@$(VENV220)/bin/python -m pip install -q --no-compile --disable-pip-version-check -c constraints-2.20.txt -r requirements-2.20.txt
 	@touch $@
 
 # ansible and ansible-test find the collection under ansible_collections/<namespace>/<name>.

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views, progress
 
@@ -103,6 +104,8 @@ class Executor:
         self.group_errors = {}
         self.surge_cap_said = False
         self.timings = {"cloud": 0.0, "kube": 0.0, "drain": 0.0, "etcd": 0.0, "wait": 0.0}
+        # Names this executor's cumulative timings in the journal (several executors may serve one attempt).
+        self.engine_id = uuid.uuid4().hex[:12]
 
     # -- reading -------------------------------------------------------------------------------------
     def _timed(self, bucket, call, *args):
@@ -270,7 +273,8 @@ class Executor:
 
         if self.journal is not None:
             self._timed("kube", self.journal, progress.journal_record(
-                facts, self.passes, drains, finished, run=self.settings.journal_run))
+                facts, self.passes, drains, finished, run=self.settings.journal_run, api_seconds=self.timings,
+                engine_id=self.engine_id))
         moved = bool(plan["create"] or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
                      or plan["set_group_image"] or plan["annotate"] or any(d.get("evicted") for d in drains))
         return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,

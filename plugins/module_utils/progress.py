@@ -69,14 +69,20 @@ def progress_line(facts, pass_number=0, now=None):
     return "; ".join(parts)
 
 
-def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=None, run=None):
+# The executor's API time buckets the journal keeps (its "wait" is sleeping between looks, not API time).
+API_BUCKETS = ("cloud", "kube", "drain", "etcd")
+
+
+def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=None, run=None, api_seconds=None,
+                   engine_id=None):
     """What this pass saw, as an upgrade_journal record: per donor its group, heir, role and the time it
     entered its current phase (the journal keeps the earliest time per phase, so phases accumulate);
     evicted pods from node_drain results; `deleted` names nodes whose replacement finished now. A drain
     that did not finish in this pass is a retry (the next pass drains again), counted by the attempt ID
     `run#pass` (`run`: when the run started), so a resumed run adds to the count. Instances the plan
     deletes without a Node (never joined, failed, orphaned) are recorded with the reason. With `run`, the
-    attempt `run` is recorded with its passes so far."""
+    attempt `run` is recorded with its passes so far, and with `api_seconds` ({cloud, kube, drain, etcd}: the
+    seconds the executor `engine_id` spent in those calls so far) its API time."""
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
     nodes = {}
     for donor in facts.get("donors") or []:
@@ -114,6 +120,9 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
     if run:
         # This attempt's passes so far (the report sums every attempt's).
         record["attempts"] = {run: {"started": run, "passes": int(pass_number or 0)}}
+        if api_seconds and engine_id:
+            record["attempts"][run]["api_seconds"] = {engine_id: {k: round(float(v), 1) for k, v in api_seconds.items()
+                                                                  if k in API_BUCKETS}}
     return record
 
 

@@ -105,6 +105,11 @@ def merge(journal, record):
             entry["outcome"] = seen["outcome"]
         if seen.get("ended"):
             entry["ended"] = seen["ended"]
+        # Each executor's cumulative API seconds: the largest value seen per executor and bucket.
+        for engine_id, buckets in (seen.get("api_seconds") or {}).items():
+            known = entry.setdefault("api_seconds", {}).setdefault(str(engine_id), {})
+            for bucket, value in (buckets or {}).items():
+                known[bucket] = max(float(known.get(bucket) or 0), float(value or 0))
     if not attempts:
         del journal["attempts"]
     removed = journal.setdefault("instances_removed", {})
@@ -267,6 +272,9 @@ def _minus(intervals, taken):
     return result
 
 
+_API_WORDS = {"cloud": "the cloud", "kube": "Kubernetes", "drain": "evictions", "etcd": "etcd"}
+
+
 def time_breakdown(journal, now=None):
     """Seconds of the upgrade's wall time (journal started to finished, or `now`) spent waiting on drains and
     PDBs, on joins and on the cloud, each moment counted once (in that order), and the rest: the collection's
@@ -293,6 +301,17 @@ def time_breakdown(journal, now=None):
     result["wall_seconds"] = wall
     result["pdb_blocked_seconds"] = pdb
     return result
+
+
+def api_seconds(journal):
+    """{cloud, kube, drain, etcd}: seconds the step engine's executors spent in those calls, summed over every
+    executor of every attempt; None when none recorded any (the tasks engine)."""
+    totals = {}
+    for attempt in (journal.get("attempts") or {}).values():
+        for buckets in (attempt.get("api_seconds") or {}).values():
+            for bucket, value in (buckets or {}).items():
+                totals[bucket] = totals.get(bucket, 0.0) + float(value or 0)
+    return {k: round(v, 1) for k, v in sorted(totals.items())} or None
 
 
 def summarize(journal, now=None):
@@ -343,6 +362,7 @@ def summarize(journal, now=None):
         "nodes": rows,
         "instances_removed": [dict(provider_id=pid, **info) for pid, info in sorted((journal.get("instances_removed") or {}).items())],
         "time_breakdown": time_breakdown(journal, now),
+        "api_seconds": api_seconds(journal),
     }
 
 
@@ -377,6 +397,10 @@ def render_markdown(summary):
         lines.append("- where the time went (each moment counted once, in this order): %s; this collection's own "
                      "overhead %s (preflight, pass start-up, a Ready heir waiting for its drain, etcd removals and "
                      "deletions)" % ("; ".join(parts), _duration(spent.get("overhead_seconds"))))
+    calls = summary.get("api_seconds")
+    if calls:
+        lines.append("- time in API calls (within the above): %s" % ", ".join(
+            "%s %s" % (_API_WORDS.get(k, k), _duration(v)) for k, v in calls.items()))
     attempts = summary.get("attempts") or []
     if attempts:
         lines.append("- attempts: %d (%s); passes summed over all of them" % (len(attempts), _outcome_counts(attempts)))

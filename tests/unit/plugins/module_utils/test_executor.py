@@ -252,6 +252,8 @@ def test_every_pass_is_journaled():
     ex = w.executor(opts(), journal_run="2026-12-01T00:00:00Z")
     ex.run_slice(seconds=60)
     assert w.journal and w.journal[-1]["passes"] == ex.passes
+    api = w.journal[-1]["attempts"]["2026-12-01T00:00:00Z"]["api_seconds"]
+    assert list(api) == [ex.engine_id] and set(api[ex.engine_id]) == {"cloud", "kube", "drain", "etcd"}
     assert "deleted" in w.journal[-1]["nodes"]["old-1"]["phases"]
 
 

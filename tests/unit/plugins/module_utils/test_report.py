@@ -234,3 +234,18 @@ def test_the_heirs_creation_and_join_are_phases_of_the_timeline_without_a_gap():
     assert "this collection's own overhead 50s" in text
     rects = ET.fromstring(report.render_svg(journal)).findall("{http://www.w3.org/2000/svg}rect")
     assert any("w-0 creating: 30s" in (r.findtext("{http://www.w3.org/2000/svg}title") or "") for r in rects)
+
+
+def test_api_seconds_keep_each_executors_largest_total_and_add_up_over_executors_and_attempts():
+    journal = _two_replacements()
+    for record in ({"a1": {"api_seconds": {"e1": {"cloud": 1.0, "kube": 0.5}}}},
+                   {"a1": {"api_seconds": {"e1": {"cloud": 2.5, "kube": 0.7}}}},     # later pass, same executor
+                   {"a1": {"api_seconds": {"e1": {"cloud": 2.0}}}},                  # an older record again
+                   {"a1": {"api_seconds": {"e2": {"cloud": 1.0, "etcd": 0.2}}}},     # after a delegated removal
+                   {"a2": {"api_seconds": {"e3": {"drain": 3.0}}}}):
+        report.merge(journal, {"attempts": record})
+    summary = report.summarize(journal)
+    assert summary["api_seconds"] == {"cloud": 3.5, "drain": 3.0, "etcd": 0.2, "kube": 0.7}
+    assert "- time in API calls (within the above): the cloud 3s, evictions 3s, etcd 0s, Kubernetes 0s" in \
+        report.render_markdown(summary)
+    assert report.summarize(_two_replacements())["api_seconds"] is None
