@@ -323,6 +323,13 @@ plan:
       description: Outdated nodes this collection drained whose pair broke; uncordon them.
       type: list
       elements: str
+    surplus:
+      description:
+        - Nodes the journal (O(journal)) records as created by this upgrade that no donor needs, each with
+          C(name), C(provider_id), C(group), C(created), C(nodes) (the group's nodes now), C(start_count) and
+          C(action) - V(obsolete) (marked for removal, listed in RV(plan.obsolete)) or V(kept) - with the C(reason).
+      type: list
+      elements: dict
   sample:
     annotate: []
     repairs: []
