@@ -297,6 +297,9 @@ def parse_trail(text):
         if phase not in _TRAIL_RANK or when is None:
             return entries, "its phase-history annotation holds %r, which is not a phase@time entry this collection writes" % part[:80]
         entries.append((phase, when))
+    if text and not entries:
+        # This collection never writes a trail without an entry (it removes the annotation instead).
+        return entries, "its phase-history annotation holds %r, which has no phase@time entry this collection writes" % text[:80]
     return entries, None
 
 
@@ -897,6 +900,11 @@ class _Planner:
         for gkey in sorted(self.by_group):
             members = self.by_group[gkey]
             free_outdated = [s for s in members if s.category == OUTDATED]
+            # An outdated node whose stale donor annotation is cleared in this pass (clear_stale_halves) is paired
+            # only in the next one: a kill between the heir's half and the donor's patch would otherwise leave two
+            # nodes that name each other as donor, a cycle that is then left alone for good.
+            clearing = [s for s in free_outdated if s.info.annotations.get(keys.donor)]
+            free_outdated = [s for s in free_outdated if s not in clearing]
             # A node the journal proves this upgrade created may serve as a heir even after its image was
             # cached (its pairing was lost); other up-to-date nodes that have served for long never do.
             candidates = [s for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED
@@ -914,6 +922,8 @@ class _Planner:
                     self.patch(s.name, dict(s.cache, **heir_annotations), expect={keys.donor: None})
                     s.cache = {}
                     self.patch(d.name, self._pair_annotations(keys.heir, s.name, PHASE_PAIRED), expect={keys.heir: None})
+                elif clearing:
+                    clearing.pop(0)   # its donor-to-be is free from the next pass on: not surplus
                 elif s.phase == PHASE_HEIR:
                     # It was created as a heir and no donor needs it any more: surplus, remove it.
                     s.category = NEW

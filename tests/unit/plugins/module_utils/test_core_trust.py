@@ -414,3 +414,28 @@ def test_cloud_view_and_instances_running():
     inst = Instance(provider_id="GCE://p/z/A", node_name="a", group_id="G", image=NEW, state=RUNNING)
     view = core.CloudView([inst])
     assert view.instance(core.NodeInfo(name="a", provider_id="gce://p/z/a")) is inst
+
+
+@pytest.mark.parametrize("text", [" ", ",", " , "])
+def test_a_trail_with_no_entry_is_garbage(text):
+    entries, error = core.parse_trail(text)
+    assert entries == [] and "has no phase@time entry" in error
+    w = pair_world("paired")
+    w.nodes["old"]["metadata"]["annotations"][P + "phase-history"] = text
+    result = w.plan(opts())
+    assert ("old", "garbage_trail") in left_alone(result) and not destructive(result)
+    assert core.parse_trail(None) == ([], None) and core.parse_trail("") == ([], None)
+
+
+def test_an_outdated_node_with_a_stale_donor_annotation_is_paired_only_after_the_clear():
+    """Pairing it in the pass that clears the stale half would write the new node's donor half first; a kill
+    before the outdated node's patch would leave the two naming each other as donor."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("new", "G1", NEW, cached=False)
+    w.add_node("old", "G1", OLD, annotations={P + "donor": "new"})
+    first = w.plan(opts())
+    assert first["plan"]["pairs"] == [] and first["plan"]["obsolete"] == []
+    assert {"name": "old", "action": "clear", "donor": "new"} in first["plan"]["repairs"]
+    del w.nodes["old"]["metadata"]["annotations"][P + "donor"]           # the clear, written
+    second = w.plan(opts())
+    assert second["plan"]["pairs"] == [{"heir": "new", "donor": "old", "group": "G1"}] and not second["problems"]
