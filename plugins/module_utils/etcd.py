@@ -438,7 +438,7 @@ def cluster_problems(members, health, alarms, expected_member_count=None):
 
 def not_etcd_reason(path, status, data, text):
     """Why an HTTP answer to a /v3/ call cannot come from etcd's v3 JSON gateway, or None. etcd answers every
-    such call with a JSON object: on success with its response `header`, on error with the gRPC `code`
+    such call with a JSON object: on success with its response `header` (or {}), on error with the gRPC `code`
     (and `error`/`message`). A Kubernetes API server answers with a Status object; etcd's peer port and other
     servers with text or HTML."""
     if not str(path).startswith("/v3/"):
@@ -448,7 +448,8 @@ def not_etcd_reason(path, status, data, text):
             status, str(data.get("message") or data.get("reason") or "")[:120])
     if not isinstance(data, dict):
         return "HTTP %d with %s" % (status, ("%r" % text.strip()[:80]) if (text or "").strip() else "an empty body")
-    if status == 200 and "header" not in data:
+    if status == 200 and data and "header" not in data:
+        # (An empty object is etcd's: its gateway answers a MoveLeader with {}, leaving out empty fields.)
         return "HTTP 200 with a JSON object without etcd's response header (keys: %s)" % ", ".join(sorted(data)[:6])
     if status != 200 and "code" not in data and "error" not in data:
         return "HTTP %d with a JSON object that is no etcd error (keys: %s)" % (status, ", ".join(sorted(data)[:6]))
