@@ -384,7 +384,9 @@ stop:
 donors:
   description:
     - Every donor with where its replacement stands - C(name), C(heir), C(heir_ready), C(group), C(role)
-      (control-plane or worker), C(phase) and C(phase_since) (RFC 3339).
+      (control-plane or worker), C(phase) and C(phase_since) (RFC 3339), and the heir's journey (RFC 3339, or
+      null when not known) - C(heir_created) (when the cloud created its instance, where the cloud read says),
+      C(heir_joined) (when its Node registered) and C(heir_ready_since).
   returned: always
   type: list
   elements: dict

@@ -95,8 +95,14 @@ def test_one_replacement_step_by_step_on_aws(sandbox, cloud_admin):
         assert drain.pop("node_ip") and drain.pop("provider_id").endswith(donor)  # for the steps after the drain
         assert drain == {"name": donor, "reason": "donor", "heir": heir, "heir_ready": True, "control_plane": False,
                          "group": group}
-        assert fourth["donors"] == [{"name": donor, "heir": heir, "heir_ready": True, "group": fourth["donors"][0]["group"],
-                                     "role": "worker", "phase": "paired", "phase_since": fourth["donors"][0]["phase_since"]}]
+        (row,) = fourth["donors"]
+        # The heir's journey (issue 12: the report's timeline): its Node's registration and Ready turn, and the
+        # cloud's creation time of its instance where the module has it (null otherwise).
+        assert row.pop("heir_joined").endswith("Z") and row.pop("heir_ready_since").endswith("Z")
+        created = row.pop("heir_created")
+        assert created is None or created.endswith("Z")
+        assert row == {"name": donor, "heir": heir, "heir_ready": True, "group": row["group"],
+                       "role": "worker", "phase": "paired", "phase_since": row["phase_since"]}
         assert fourth["replacement_order"][0]["name"] == donor and fourth["replacement_order"][0]["in_flight"]
         assert fourth["progress"]["in_flight"] == 1
 
