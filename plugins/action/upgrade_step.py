@@ -49,11 +49,7 @@ LOCK_SPEC = dict(
     namespace=dict(type="str", default="kube-system"),
     lease_duration=dict(type="int", default=600),
 )
-JOURNAL_SPEC = dict(
-    name=dict(type="str", default="kubenodes-image-upgrade-journal"),
-    namespace=dict(type="str", default="kube-system"),
-    run=dict(type="str"),
-)
+JOURNAL_SPEC = dict(journal_store.REFERENCE_SPEC, run=dict(type="str"))
 
 
 def argument_spec():

@@ -19,6 +19,8 @@ class JournalConflict(Exception):
 
 DEFAULT_NAME = "kubenodes-image-upgrade-journal"
 DEFAULT_NAMESPACE = "kube-system"
+# The `journal` option of the modules that read its record of created instances (doc fragment journal_record).
+REFERENCE_SPEC = dict(name=dict(type="str", default=DEFAULT_NAME), namespace=dict(type="str", default=DEFAULT_NAMESPACE))
 
 
 DATA_KEY = "journal.json"

@@ -82,23 +82,6 @@ options:
         planned for draining. Until then the donor is listed in RV(plan.waiting_for_heir).
     type: int
     default: 0
-  journal:
-    description:
-      - The upgrade's journal ConfigMap (M(kubenodes.image_upgrade.upgrade_journal)), whose record of the instances
-        this upgrade created (and of how many nodes each scaling group had before) is the only proof that a node
-        is the collection's own. A recorded node that no donor needs is then paired with a donor that needs a
-        heir, or marked obsolete (and removed) while its group holds more nodes than at the start.
-      - Without it, no node is removed as surplus unless it carries this collection's heir phase.
-    type: dict
-    suboptions:
-      name:
-        description: Name of the journal ConfigMap.
-        type: str
-        default: kubenodes-image-upgrade-journal
-      namespace:
-        description: Its namespace.
-        type: str
-        default: kube-system
   report_pdbs:
     description:
       - Also list the PodDisruptionBudgets that allow no disruption now (one more LIST call), in
@@ -120,6 +103,7 @@ options:
     default: false
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
+  - kubenodes.image_upgrade.journal_record
   - kubenodes.image_upgrade.cloud_provider
   - kubenodes.image_upgrade.gcp
   - kubenodes.image_upgrade.azure
@@ -446,7 +430,7 @@ quota:
     limits: []
 """
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import facts_views, kube, node_state, quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import facts_views, journal, kube, node_state, quota
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import (
     CLOUD_REQUIRED, KubenodesModule, merged_argument_spec)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
@@ -464,8 +448,7 @@ def argument_spec():
         exclude_labels=dict(type="list", elements="str", default=[]),
         copy_taints=dict(type="bool", default=False),
         heir_ready_seconds=dict(type="int", default=0),
-        journal=dict(type="dict", options=dict(name=dict(type="str", default="kubenodes-image-upgrade-journal"),
-                                               namespace=dict(type="str", default="kube-system"))),
+        journal=dict(type="dict", options=journal.REFERENCE_SPEC),
         report_pdbs=dict(type="bool", default=False),
         report_quota=dict(type="bool", default=False),
     ), kube_auth=True, cloud=CLOUD_REQUIRED)

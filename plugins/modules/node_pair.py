@@ -84,25 +84,9 @@ options:
         type: str
         required: true
         choices: [paired, draining, drained, etcd-removed]
-  journal:
-    description:
-      - The upgrade's journal ConfigMap (M(kubenodes.image_upgrade.upgrade_journal)), whose record of the instances
-        this upgrade created (and of how many nodes each scaling group had before) is the only proof that a node
-        is the collection's own. A recorded node that no donor needs is then paired with a donor that needs a
-        heir, or marked obsolete (and removed) while its group holds more nodes than at the start.
-      - Without it, no node is removed as surplus unless it carries this collection's heir phase.
-    type: dict
-    suboptions:
-      name:
-        description: Name of the journal ConfigMap.
-        type: str
-        default: kubenodes-image-upgrade-journal
-      namespace:
-        description: Its namespace.
-        type: str
-        default: kube-system
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
+  - kubenodes.image_upgrade.journal_record
   - kubenodes.image_upgrade.cloud_provider
   - kubenodes.image_upgrade.gcp
   - kubenodes.image_upgrade.azure
@@ -208,7 +192,7 @@ nodes:
 
 import time
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, journal, node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import (
     CLOUD_OPTIONAL, KubenodesModule, merged_argument_spec)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import write_order
@@ -221,8 +205,7 @@ def argument_spec():
         scaling_groups=dict(type="list", elements="str", default=[]),
         exclude_labels=dict(type="list", elements="str", default=[]),
         copy_taints=dict(type="bool", default=False),
-        journal=dict(type="dict", options=dict(name=dict(type="str", default="kubenodes-image-upgrade-journal"),
-                                               namespace=dict(type="str", default="kube-system"))),
+        journal=dict(type="dict", options=journal.REFERENCE_SPEC),
         phases=dict(type="list", elements="dict", default=[], options=dict(
             name=dict(type="str", required=True),
             phase=dict(type="str", required=True, choices=list(core.DONOR_PHASES)),
