@@ -22,8 +22,9 @@ RUN_TIMEOUT = 600
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("engine", ["tasks", "step"])
-@pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
+# The step engine (the default) on every cloud; the older tasks engine once, on one cloud (its modules are the
+# same on every cloud, and test_upgrade_surplus and test_messages drive them one by one).
+@pytest.mark.parametrize("cloud,engine", [("gcp", "step"), ("azure", "step"), ("aws", "step"), ("gcp", "tasks")])
 def test_full_upgrade(upgrade_cluster, cloud, engine, tmp_path):
     """1 control plane and 2 workers in 2 worker groups: 3 replacements, one of them a control-plane node
     (its etcd member goes from 1 to 2 when the heir joins, then back to 1 when the donor's is removed), with

@@ -4,9 +4,10 @@ include every destructive step, and started again, finishes the job from what th
 show, with nothing lost and nothing created twice. 1 control plane and 2 workers in 2 worker groups
 (3 replacements), the role authenticating as a ServiceAccount bound only to the role's rbac.yml.
 
-The first kill begins as the old, incomplete one (the playbook's process group only) while the module
-creating heirs is frozen: the run lock must see that run as alive while its orphaned worker and module
-live, and free once they are gone."""
+The first kill begins as the old, incomplete one (the playbook's process group only) while the process
+creating heirs is frozen (the tasks engine's csp_node module, or the step engine's worker running
+upgrade_step): the run lock must see that run as alive while its orphaned worker (and module) live, and free
+once they are gone."""
 
 import json
 import os
@@ -64,6 +65,17 @@ def running_module(run, name):
     return None
 
 
+def step_worker(run):
+    """The worker of this run that runs the upgrade_step task: a fork of ansible-playbook (same command line,
+    its own session after setsid()), not a module; or None."""
+    playbook = run.processes().get(run.proc.pid)
+    for proc in run.processes().values():
+        if (playbook and proc["pid"] != run.proc.pid and proc["ppid"] == run.proc.pid
+                and proc["cmdline"] == playbook["cmdline"]):
+            return proc
+    return None
+
+
 def orphaned_module_keeps_the_lock(handle, values, run, module):
     """Freeze `module` (a process of `run`) and kill only the playbook's process group, the incomplete kill:
     another run must not take the Lease while the orphaned worker and module live, and must take it at once
@@ -72,7 +84,8 @@ def orphaned_module_keeps_the_lock(handle, values, run, module):
     holder = uh.lease_holder(handle)
     run.kill_playbook_only()
     orphans = run.processes()
-    assert module["pid"] in orphans and len(orphans) >= 2, (
+    # A module lives on with its setsid() worker; the step engine's worker alone (between module calls).
+    assert module["pid"] in orphans and len(orphans) >= (2 if uh.ANSIBALLZ.search(module["cmdline"]) else 1), (
         "expected the module and its setsid() worker to outlive the playbook's process group: %s" % orphans)
     blocked = lock_module(values)
     assert blocked["failed"] and not blocked["acquired"], blocked
@@ -88,9 +101,9 @@ def orphaned_module_keeps_the_lock(handle, values, run, module):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud,engine", [("gcp", "tasks")])
+@pytest.mark.parametrize("cloud,engine", [("gcp", "step")])
 def test_killed_at_every_destructive_step_and_resumed(upgrade_cluster, cloud, engine, tmp_path):
-    handle, values, start = upgrade_cluster(cloud, rolling_upgrade_engine=engine) if engine != "tasks" else upgrade_cluster(cloud)
+    handle, values, start = upgrade_cluster(cloud, rolling_upgrade_engine=engine)
     rng = random.Random("killed-%s-%s" % (cloud, engine))
     watcher = uh.Watcher(handle, etcd=True)
     watcher.start()
@@ -103,14 +116,19 @@ def test_killed_at_every_destructive_step_and_resumed(upgrade_cluster, cloud, en
             began = time.monotonic()
             try:
                 if attempt == 0:
-                    # The first kill begins as the old, incomplete one, inside "Create heirs".
+                    # The first kill begins as the old, incomplete one, while heirs are created: the tasks
+                    # engine's csp_node module, or the step engine's worker once the first instance exists.
                     module = None
                     while module is None and run.proc.poll() is None and time.monotonic() < began + RUN_TIMEOUT:
-                        module = running_module(run, "csp_node")
+                        if engine == "tasks":
+                            module = running_module(run, "csp_node")
+                        elif watcher.seen({"instance-created"}, began):
+                            module = step_worker(run)
                         time.sleep(0.1)
-                    assert module, "no csp_node module ran:\n" + run.output()[-4000:]
+                    assert module, "nothing created heirs:\n" + run.output()[-4000:]
                     killed = orphaned_module_keeps_the_lock(handle, values, run, module)
-                    kills.append((what, "module csp_node frozen, playbook group killed, then the rest", len(killed)))
+                    kills.append((what, "%s frozen, playbook group killed, then the rest"
+                                  % ("module csp_node" if engine == "tasks" else "the upgrade_step worker"), len(killed)))
                     continue
                 moment = wait_for_moment(run, watcher, modules, events, began, RUN_TIMEOUT)
                 time.sleep(rng.uniform(0, 0.8))
