@@ -141,6 +141,7 @@ class ActionModule(ActionBase):
             did=outcome["did"],
             finished=outcome["finished"],
             etcd_due=outcome["etcd_due"],
+            etcd_waiting=facts.get("etcd_waiting") or [],
             refused=outcome["refused"],
             problems=facts.get("problems") or [],
             progress=facts["progress"],

@@ -260,6 +260,8 @@ class Executor:
             if (outcome or {}).get("waiting"):
                 # Not removed: another member is unhealthy or quorum would be lost; the next pass checks again.
                 self.say("WARNING: %s" % outcome["msg"])
+                facts.setdefault("etcd_waiting", []).append(dict(name=item["name"], msg=outcome["msg"],
+                                                                 waiting_on=outcome.get("waiting_on") or []))
                 continue
             self._record_phase(nodes, item["name"], core.PHASE_ETCD_REMOVED)
             did.append(dict(step="etcd_remove", name=item["name"]))
@@ -289,8 +291,10 @@ class Executor:
             self._timed("kube", self.journal, progress.journal_record(
                 facts, self.passes, drains, finished, run=self.settings.journal_run, api_seconds=self.timings,
                 engine_id=self.engine_id))
+        # plan.obsolete: surplus nodes marked in this pass (plan.surplus's "obsolete" entries among them) are
+        # drained in the next look, at once.
         moved = bool(plan["create"] or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
-                     or images_set or plan["annotate"] or any(d.get("evicted") for d in drains))
+                     or images_set or plan["annotate"] or plan["obsolete"] or any(d.get("evicted") for d in drains))
         return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,
                     refused=refused)
 
