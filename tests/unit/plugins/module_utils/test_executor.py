@@ -26,8 +26,12 @@ def test_first_pass_points_the_groups_and_creates_the_first_heirs_in_the_same_pa
     w.add_node("old-1", "G1", OLD)
     w.add_node("old-2", "G2", OLD)
     ex = w.executor(opts(), poll=5.0)
-    calls = []
-    ex.kube.list_nodes = (lambda listed: lambda: (calls.append("nodes"), listed())[1])(ex.kube.list_nodes)
+    calls, listed = [], ex.kube.list_nodes
+
+    def list_nodes():
+        calls.append("nodes")
+        return listed()
+    ex.kube.list_nodes = list_nodes
     first = ex.run_pass()
     assert [d["step"] for d in first["did"]] == ["set_group_image", "set_group_image", "create", "create"]
     assert calls == ["nodes"], "planned again on the same read, not read again"
