@@ -77,7 +77,8 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
                    engine_id=None):
     """What this pass saw, as an upgrade_journal record: per donor its group, heir, role and the time it
     entered its current phase (the journal keeps the earliest time per phase, so phases accumulate);
-    evicted pods from node_drain results; `deleted` names nodes whose replacement finished now. A drain
+    evicted pods from node_drain results; `deleted` names nodes whose replacement finished now, and
+    facts['donors_gone'] those found gone (deleted by a run that was killed before it recorded it). A drain
     that did not finish in this pass is a retry (the next pass drains again), counted by the attempt ID
     `run#pass` (`run`: when the run started), so a resumed run adds to the count. Instances the plan
     deletes without a Node (never joined, failed, orphaned) are recorded with the reason. With `run`, the
@@ -97,6 +98,13 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
             if donor.get(key):
                 entry["phases"].setdefault(phase, donor[key])
         nodes[donor["name"]] = entry
+    # Donors seen gone (their heir promoted now): replaced, though no record of this pass saw them deleted.
+    for gone in facts.get("donors_gone") or []:
+        entry = nodes.setdefault(gone["name"], {"phases": {}})
+        entry.update({k: gone[k] for k in ("group", "heir", "role") if gone.get(k)})
+        if gone.get("paired_at"):
+            entry["phases"].setdefault("paired", gone["paired_at"])
+        entry["phases"].setdefault("deleted", stamp)
     for result in drain_results or []:
         name = result.get("node") or (result.get("item") or {}).get("name")
         if not name or result.get("skipped") or result.get("failed"):
