@@ -195,6 +195,9 @@ class Executor:
             self._timed("cloud", self.cloud.set_group_image, item["group"], item["image"])
             did.append(dict(step="set_group_image", group=item["group"]))
 
+        if facts.get("donors_gone") and self.journal is not None:
+            # Before the promotion that forgets their names: a kill after it still leaves them journaled.
+            self._timed("kube", self.journal, progress.donors_gone_record(facts, core.format_time(self.clock())))
         for name in sorted(facts["node_patches"], key=lambda n: write_order(n, facts["node_patches"][n], keys)):
             node = nodes.get(name)
             if node is None:

@@ -98,13 +98,7 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
             if donor.get(key):
                 entry["phases"].setdefault(phase, donor[key])
         nodes[donor["name"]] = entry
-    # Donors seen gone (their heir promoted now): replaced, though no record of this pass saw them deleted.
-    for gone in facts.get("donors_gone") or []:
-        entry = nodes.setdefault(gone["name"], {"phases": {}})
-        entry.update({k: gone[k] for k in ("group", "heir", "role") if gone.get(k)})
-        if gone.get("paired_at"):
-            entry["phases"].setdefault("paired", gone["paired_at"])
-        entry["phases"].setdefault("deleted", stamp)
+    nodes.update(donors_gone_record(facts, stamp)["nodes"])
     for result in drain_results or []:
         name = result.get("node") or (result.get("item") or {}).get("name")
         if not name or result.get("skipped") or result.get("failed"):
@@ -132,6 +126,18 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
             record["attempts"][run]["api_seconds"] = {engine_id: {k: round(float(v), 1) for k, v in api_seconds.items()
                                                                   if k in API_BUCKETS}}
     return record
+
+
+def donors_gone_record(facts, stamp):
+    """The journal record of facts['donors_gone']: donors found gone while their heir still named them
+    (deleted by a run killed before it journaled that), replaced as of `stamp` (RFC 3339). Written before the
+    heir's promotion forgets the donor's name, and again with the pass."""
+    nodes = {}
+    for gone in facts.get("donors_gone") or []:
+        entry = nodes[gone["name"]] = {k: gone[k] for k in ("group", "heir", "role") if gone.get(k)}
+        entry["phases"] = {"paired": gone["paired_at"]} if gone.get("paired_at") else {}
+        entry["phases"]["deleted"] = stamp
+    return {"nodes": nodes}
 
 
 def phase_entries(names, phase):

@@ -302,8 +302,12 @@ def test_a_donor_deleted_by_a_killed_pass_is_journaled_by_the_next_one():
         w.tick()
     assert "old-1" not in w.nodes and len(lost) == 1
     assert not any("deleted" in (r.get("nodes", {}).get("old-1") or {}).get("phases", {}) for r in w.journal)
-    ex.journal = w.journal.append
+    # The next pass promotes the heir and is killed too, before its own record: the donor was journaled
+    # before the promotion forgot its name.
+    ex.journal = lambda record: None if "passes" in record else w.journal.append(record)
     result = ex.run_pass()
+    ex.journal = w.journal.append
+    assert ex.run_pass()["facts"]["donors_gone"] == []
     [gone] = result["facts"]["donors_gone"]
     assert gone["name"] == "old-1" and gone["group"] == "G1" and gone["role"] == "worker"
     journal = report.new_journal(NEW, core.format_time(w.now))
