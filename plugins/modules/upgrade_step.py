@@ -35,6 +35,14 @@ options:
       - The image every node should run, in the cloud's format.
     type: str
     required: true
+  image_resolved:
+    description:
+      - V(true) when O(image) is already the exact image the cloud names (as M(kubenodes.image_upgrade.csp_scaling_group)
+        in check mode or M(kubenodes.image_upgrade.node_image_facts) returns it) and known to exist; the step then
+        does not validate it with the cloud again. The rolling_upgrade role sets it after its preflight.
+      - V(false) validates O(image) first and uses its canonical form (an image family names its newest image).
+    type: bool
+    default: false
   annotation_prefix:
     description:
       - Prefix of the node annotations that hold the upgrade state.
