@@ -314,15 +314,19 @@ def _refusals(text, member):
 
 
 def exp_apiserver(handle, values, workdir, args, rng):
-    """Restart kube-apiserver once the first worker donor is cordoned (or after 60-120 s), 3 s down."""
+    """Restart kube-apiserver once the first donor is cordoned (or 10-30 s after the run reaches its passes,
+    or after 300 s), 3 s down before it starts again (the restart itself takes longer under load)."""
     watch = world.ClusterWatch(handle).start()
     run = live(world.MeasuredRun(values, workdir / "apiserver-1.log"))
     restart = None
     attempts = []
-    fallback = time.monotonic() + rng.uniform(60, 120)
+    fallback = time.monotonic() + 300
+    in_passes = rng.uniform(10, 30)
     try:
         deadline = time.monotonic() + args.budget
         while run.poll() is None and restart is None and time.monotonic() < deadline:
+            if in_passes is not None and PASSES_STARTED.search(run.output()):
+                fallback, in_passes = min(fallback, time.monotonic() + in_passes), None
             nodes, _ = watch.snapshot()
             cordoned = [n for n, r in nodes.items() if n in watch.initial_nodes and r.get("cordoned")]
             if cordoned or time.monotonic() > fallback:
