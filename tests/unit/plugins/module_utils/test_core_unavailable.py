@@ -113,7 +113,7 @@ def run(w, options, start=3, surge=0, take=None, executor=None, journal=None, pa
         assert sum(len(v) for v in w.instances.values()) <= start + surge, "too many instances before %s" % kind
         return True
 
-    for _ in range(passes):
+    for _pass in range(passes):
         try:
             outcome = ex.run_pass()
         except Killed:
