@@ -134,7 +134,8 @@ class Executor:
                                   scope=self.settings.scaling_groups or None, created=self.settings.created,
                                   start_counts=self.settings.start_counts)
         keys = core.AnnotationKeys(facts["annotation_prefix"])
-        facts.update(donors=facts_views.donors(nodes, facts, keys, instances), not_ready=facts_views.not_ready(nodes),
+        facts.update(donors=facts_views.donors(nodes, facts, keys, instances),
+                     donors_gone=facts_views.donors_gone(nodes, facts, keys), not_ready=facts_views.not_ready(nodes),
                      control_plane_endpoints=facts_views.control_plane_endpoints(nodes))
         return facts, {n["metadata"]["name"]: n for n in nodes}
 
@@ -200,6 +201,9 @@ class Executor:
         if plan.get("record_start_counts"):
             # Before the first delete-first mark: the refill counts back to this number after a kill (journal).
             self._record_created([], facts, start_counts=plan["record_start_counts"])
+        if facts.get("donors_gone") and self.journal is not None:
+            # Before the promotion that forgets their names: a kill after it still leaves them journaled.
+            self._timed("kube", self.journal, progress.donors_gone_record(facts, core.format_time(self.clock())))
 
         for name in sorted(facts["node_patches"], key=lambda n: write_order(n, facts["node_patches"][n], keys)):
             node = nodes.get(name)
