@@ -44,7 +44,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
     CREATING, DELETING, FAILED, RUNNING, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER, Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
+    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, ReadingMemo, with_retries,
 )
 
 try:
@@ -788,7 +788,10 @@ def from_params(options):
 # The provider
 # --------------------------------------------------------------------------------------------------
 
-class AzureProvider(CloudProvider):
+class AzureProvider(ReadingMemo, CloudProvider):
+    """Within reading(): each scale set is read once (its model: image, capacity), its VMs at every listing.
+    Its own writes (scale out, delete, image) make it read the scale sets again."""
+
     name = "azure"
 
     def __init__(self, credential, subscription_id, endpoint="https://management.azure.com", credential_scope=None,
@@ -860,7 +863,13 @@ class AzureProvider(CloudProvider):
     def _as_dict(model):
         return model.as_dict() if hasattr(model, "as_dict") else dict(model)
 
-    def _get_vmss(self, sub, rg, vmss):
+    def _get_vmss(self, sub, rg, vmss, fresh=False):
+        """The scale set (wire dict); within reading() read once unless `fresh` (a write decides on it)."""
+        if fresh:
+            return self._read_vmss(sub, rg, vmss)
+        return self._recall("vmss", _format_group_id(sub, rg, vmss), lambda: self._read_vmss(sub, rg, vmss))
+
+    def _read_vmss(self, sub, rg, vmss):
         model = self._call("get scale set %s" % vmss, self.client(sub).virtual_machine_scale_sets.get, rg, vmss)
         data = self._as_dict(model)
         self._remember(data)
@@ -952,6 +961,7 @@ class AzureProvider(CloudProvider):
         scale_sets = self._call("list scale sets of %s" % self.resource_group, fetch)
         for vmss in scale_sets:
             self._remember(vmss)
+            self._keep("vmss", canonical_group_id(vmss["id"]), vmss)
         return [group_from_vmss(v) for v in scale_sets]
 
     def list_instances(self, group_id):
@@ -966,7 +976,8 @@ class AzureProvider(CloudProvider):
         sub, rg, vmss = parse_group_id(group_id)
         canonical = _format_group_id(sub, rg, vmss)
         with self._create_lock:
-            data = self._get_vmss(sub, rg, vmss)
+            self._forget("vmss")
+            data = self._get_vmss(sub, rg, vmss, fresh=True)
             capacity_before = (data.get("sku") or {}).get("capacity")
             if capacity_before is None:
                 raise ProviderError("azure: scale set %s reports no sku.capacity; cannot scale it out" % vmss)
@@ -1008,7 +1019,7 @@ class AzureProvider(CloudProvider):
             except ProviderError as exc:
                 if not isinstance(exc.__cause__, ResourceModifiedError) or time.monotonic() > deadline:
                     raise
-            data = self._get_vmss(sub, rg, vmss)
+            data = self._get_vmss(sub, rg, vmss, fresh=True)
 
     def _await_new_vm(self, sub, rg, vmss, vms_before, capacity_before, capacity_after):
         """List until the new VM shows up (it may take a moment after the scale-out was accepted)."""
@@ -1052,6 +1063,7 @@ class AzureProvider(CloudProvider):
 
     def delete_instance(self, provider_id):
         sub, rg, vmss, instance_id = parse_provider_id(provider_id)
+        self._forget("vmss")    # its capacity shrinks
         if vmss is None:
             return self._delete_flexible_vm(provider_id, sub, rg, instance_id)
         try:
@@ -1097,7 +1109,8 @@ class AzureProvider(CloudProvider):
 
     def set_group_image(self, group_id, image):
         sub, rg, vmss = parse_group_id(group_id)
-        data = self._get_vmss(sub, rg, vmss)
+        self._forget("vmss")
+        data = self._get_vmss(sub, rg, vmss, fresh=True)
         canonical = self.validate_image(image, location=data.get("location"))
         if group_from_vmss(data).image.lower() == canonical.lower():
             return False
