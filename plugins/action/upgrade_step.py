@@ -73,6 +73,7 @@ def argument_spec():
         poll_interval=dict(type="float", default=executor.DEFAULT_POLL),
         passes=dict(type="int", default=0),
         surge_cap=dict(type="int"),
+        gate_after=dict(type="str", choices=["none", "batch", "replacement"], default="none"),
     ))
     spec.update(factory.provider_argument_spec(required=True))
     return spec
@@ -142,6 +143,7 @@ class ActionModule(ActionBase):
             finished=outcome["finished"],
             etcd_due=outcome["etcd_due"],
             refused=outcome["refused"],
+            gate_due=bool(outcome.get("gate_due")),
             problems=facts.get("problems") or [],
             progress=facts["progress"],
             eta=facts["eta"],
@@ -185,7 +187,8 @@ class ActionModule(ActionBase):
         settings = executor.Settings(options, scaling_groups=args["scaling_groups"], timeout=args["timeout"],
                                      started=args["started"], poll=args["poll_interval"],
                                      etcd_endpoints=etcd_args["endpoints"], check_mode=check_mode,
-                                     surge_cap=args["surge_cap"], journal_run=(args.get("journal") or {}).get("run"))
+                                     surge_cap=args["surge_cap"], journal_run=(args.get("journal") or {}).get("run"),
+                                     gate_after=None if args["gate_after"] == "none" else args["gate_after"])
         engine = executor.Executor(settings, executor.KubeAccess(api_client, options.annotation_prefix, args["drain"]),
                                    executor.CloudAccess(provider), etcd=remover, say=display.display)
         engine.passes = args["passes"]
