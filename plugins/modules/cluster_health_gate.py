@@ -18,8 +18,8 @@ description:
   - With O(state=snapshot), only reads the pods and returns RV(snapshot), the baseline for the next gate.
   - Only reads; it never changes the cluster, so it reports C(changed=false). The rolling_upgrade role
     records the baseline and the time each check took in the run journal (upgrade_journal).
-  - In check mode it looks once, does not wait, and never fails: it returns the checks as they stand and
-    RV(gates), the list of what it checks.
+  - In check mode it looks once, does not wait, and never fails on a failing check. It returns the checks as
+    they stand, and RV(gates), the list of what it checks.
 author:
   - kubenodes.image_upgrade maintainers (!UNKNOWN)
 options:
