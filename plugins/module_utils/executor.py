@@ -327,8 +327,8 @@ class Executor:
     # -- a bounded slice -----------------------------------------------------------------------------
     def run_slice(self, seconds=DEFAULT_SLICE):
         """Passes until the upgrade is done, a delegated etcd removal is due, a replacement finished, a health
-        gate is due (gate_due: the role runs it before the next slice), or `seconds` passed. Acts at once after a pass that moved; otherwise looks again after the poll
-        interval. Returns dict(done, passes, facts, did, finished, etcd_due, refused, progress, surge_cap,
+        gate is due (gate_due: the role runs it before the next slice), or `seconds` passed. Acts at once after a
+        pass that moved; otherwise looks again after the poll interval. Returns dict(done, passes, facts, did, finished, etcd_due, refused, progress, surge_cap,
         timings, gate_due)."""
         reading = getattr(self.cloud, "reading", None)
         with reading() if reading is not None else contextlib.nullcontext():
@@ -351,8 +351,8 @@ class Executor:
             if stop:
                 return dict(done=bool(facts["done"]) and not self.settings.check_mode, passes=self.passes,
                             facts=facts, did=did, finished=finished, etcd_due=result["etcd_due"],
-                            refused=refused, progress=line, surge_cap=self.settings.surge_cap, timings=dict(self.timings),
-                            gate_due=gate_due)
+                            refused=refused, progress=line, surge_cap=self.settings.surge_cap,
+                            timings=dict(self.timings), gate_due=gate_due)
             if not result["moved"]:
                 waited = time.monotonic()
                 self.sleep(self.settings.poll)

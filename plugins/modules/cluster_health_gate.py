@@ -74,6 +74,7 @@ attributes:
     description: Looks once and reports; never waits, never fails on a failing check.
   diff_mode:
     support: none
+    description: It changes nothing, so there is no difference to show.
 """
 
 EXAMPLES = r"""
