@@ -12,7 +12,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import executor, kube, node_state, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, kube, node_state, report
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
@@ -165,6 +165,12 @@ class ActionModule(ActionBase):
     def _build(self, args, check_mode):
         options = node_state.planner_options(args)
         options.validate()
+        if args["gate_after"] != "none" and core.unavailable_limit(options.max_unavailable, 1) > 0:
+            # Delete-first refills follow their donor's removal: a gate held after it would wait on a missing node.
+            raise executor.StepFailure("gate_after %s (rolling_upgrade_gate_after) does not work with max_unavailable %s "
+                                       "(rolling_upgrade_max_unavailable) yet: set one of them to its default (none, 0) "
+                                       "and run again; nothing was changed" % (args["gate_after"], options.max_unavailable),
+                                       reason="invalid")
         try:
             api_client = kube.build_api_client(args)
         except kube.KubeAuthError as exc:
