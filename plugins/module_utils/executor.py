@@ -341,8 +341,8 @@ class Executor:
     def run_slice(self, seconds=DEFAULT_SLICE):
         """Passes until the upgrade is done, a delegated etcd removal is due, a replacement finished, a health
         gate is due (gate_due: the role runs it before the next slice), or `seconds` passed. Acts at once after a
-        pass that moved; otherwise looks again after the poll interval. Returns dict(done, passes, facts, did, finished, etcd_due, refused, progress, surge_cap,
-        timings, gate_due)."""
+        pass that moved; otherwise looks again after the poll interval. Returns dict(done, passes, facts, did,
+        finished, etcd_due, refused, progress, surge_cap, timings, gate_due)."""
         reading = getattr(self.cloud, "reading", None)
         with reading() if reading is not None else contextlib.nullcontext():
             return self._slice(seconds)
