@@ -1,6 +1,7 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
-"""The journal whose record of created instances the planning modules read. The argument spec is
+"""The journal whose record of created instances the planning modules read (and node_pair adds the donors found
+gone to). The argument spec is
 module_utils/journal.py REFERENCE_SPEC."""
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ options:
         is the collection's own. A recorded node that no donor needs is then paired with a donor that needs a
         heir, or marked obsolete (and removed) while its group holds more nodes than at the start.
       - Without it, no node is removed as surplus unless it carries this collection's heir phase.
+      - M(kubenodes.image_upgrade.node_pair) also records there, before it promotes their heirs, the donors found
+        gone while their heir still names them (deleted by a run killed before it journaled them), so the
+        report names every replaced node.
     type: dict
     suboptions:
       name:

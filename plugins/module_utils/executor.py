@@ -131,7 +131,8 @@ class Executor:
                                   scope=self.settings.scaling_groups or None, created=self.settings.created,
                                   start_counts=self.settings.start_counts)
         keys = core.AnnotationKeys(facts["annotation_prefix"])
-        facts.update(donors=facts_views.donors(nodes, facts, keys, instances), not_ready=facts_views.not_ready(nodes),
+        facts.update(donors=facts_views.donors(nodes, facts, keys, instances),
+                     donors_gone=facts_views.donors_gone(nodes, facts, keys), not_ready=facts_views.not_ready(nodes),
                      control_plane_endpoints=facts_views.control_plane_endpoints(nodes))
         return facts, {n["metadata"]["name"]: n for n in nodes}
 
@@ -194,6 +195,9 @@ class Executor:
             self._timed("cloud", self.cloud.set_group_image, item["group"], item["image"])
             did.append(dict(step="set_group_image", group=item["group"]))
 
+        if facts.get("donors_gone") and self.journal is not None:
+            # Before the promotion that forgets their names: a kill after it still leaves them journaled.
+            self._timed("kube", self.journal, progress.donors_gone_record(facts, core.format_time(self.clock())))
         for name in sorted(facts["node_patches"], key=lambda n: write_order(n, facts["node_patches"][n], keys)):
             node = nodes.get(name)
             if node is None:

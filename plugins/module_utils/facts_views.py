@@ -1,7 +1,7 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
 """Views of the cluster that node_image_facts returns next to the plan, for people and for the role:
-the donors with where their replacement stands, the nodes that are not Ready, the control-plane etcd
+the donors with where their replacement stands, the donors found gone, the nodes that are not Ready, the control-plane etcd
 endpoints, the order of replacement, and the PodDisruptionBudgets that allow no disruption now.
 Pure: plain dicts in, plain dicts out."""
 
@@ -56,6 +56,27 @@ def donors(nodes, facts, keys, instances=None):
             heir_created=core.format_time(heir_created) if heir_created else None,
             heir_joined=registered.get(heir.name) if heir is not None else None,
             heir_ready_since=core.format_time(heir.ready_since) if heir is not None and heir.ready_since else None,
+        ))
+    return result
+
+
+def donors_gone(nodes, facts, keys):
+    """Donors whose Node is gone, seen through their heir, which this plan promotes (repair `promote`):
+    C(name) (the donor), C(heir), C(group), C(role) and C(paired_at) (the heir's started-at). A run killed
+    after it deleted a donor but before its journal record would otherwise leave that replacement out of
+    the report: the next pass learns of it only here."""
+    infos = {n.name: n for n in _infos(nodes)}
+    result = []
+    for repair in (facts.get("plan") or {}).get("repairs") or []:
+        heir = infos.get(repair.get("name"))
+        if repair.get("action") != "promote" or not repair.get("donor") or heir is None:
+            continue
+        result.append(dict(
+            name=repair["donor"],
+            heir=heir.name,
+            group=_group_of(heir, facts, keys),
+            role=core.ROLE_CONTROL_PLANE if heir.control_plane else core.ROLE_WORKER,
+            paired_at=heir.annotations.get(keys.started_at) or None,
         ))
     return result
 

@@ -110,8 +110,17 @@ def record_created(api_client, name, namespace, image, instances, start_counts, 
     once, so that an instance this upgrade created is provably its own even when the run is killed right after.
     Returns the journal written."""
     record = {"instances_created": dict(instances or {}), "start_counts": dict(start_counts or {})}
+    return merge_record(api_client, name, namespace, image, record, "the instances created", attempts)
+
+
+def merge_record(api_client, name, namespace, image, record, what, attempts=3, create=True):
+    """Merge one journal record (report.merge) into the journal ConfigMap at once; `what` names the record in
+    the error when the ConfigMap kept changing. Without `create`, a journal that does not exist is left so
+    (None is returned). Returns the journal written."""
     for _attempt in range(attempts):
         config_map, journal = read_journal(api_client, name, namespace)
+        if journal is None and not create:
+            return None
         merged = report.merge(journal if journal is not None else report.new_journal(image, None), record)
         try:
             write_journal(api_client, name, namespace, config_map, merged)
@@ -119,8 +128,8 @@ def record_created(api_client, name, namespace, image, instances, start_counts, 
         except Exception as exc:  # pylint: disable=broad-except
             if not kube.is_status(exc, 409):
                 raise
-    raise JournalConflict("journal ConfigMap %s/%s kept changing under us while the instances created were "
-                          "recorded; the next pass records them again" % (namespace, name))
+    raise JournalConflict("journal ConfigMap %s/%s kept changing under us while %s were recorded; the next "
+                          "pass records them again" % (namespace, name, what))
 
 
 def created_record(journal):

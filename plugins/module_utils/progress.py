@@ -81,7 +81,8 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
                    engine_id=None):
     """What this pass saw, as an upgrade_journal record: per donor its group, heir, role and the time it
     entered its current phase (the journal keeps the earliest time per phase, so phases accumulate);
-    evicted pods from node_drain results; `deleted` names nodes whose replacement finished now. A drain
+    evicted pods from node_drain results; `deleted` names nodes whose replacement finished now, and
+    facts['donors_gone'] those found gone (deleted by a run that was killed before it recorded it). A drain
     that did not finish in this pass is a retry (the next pass drains again), counted by the attempt ID
     `run#pass` (`run`: when the run started), so a resumed run adds to the count. Instances the plan
     deletes without a Node (never joined, failed, orphaned) are recorded with the reason. With `run`, the
@@ -101,6 +102,7 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
             if donor.get(key):
                 entry["phases"].setdefault(phase, donor[key])
         nodes[donor["name"]] = entry
+    nodes.update(donors_gone_record(facts, stamp)["nodes"])
     for result in drain_results or []:
         name = result.get("node") or (result.get("item") or {}).get("name")
         if not name or result.get("skipped") or result.get("failed"):
@@ -128,6 +130,18 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
             record["attempts"][run]["api_seconds"] = {engine_id: {k: round(float(v), 1) for k, v in api_seconds.items()
                                                                   if k in API_BUCKETS}}
     return record
+
+
+def donors_gone_record(facts, stamp):
+    """The journal record of facts['donors_gone']: donors found gone while their heir still named them
+    (deleted by a run killed before it journaled that), replaced as of `stamp` (RFC 3339). Written before the
+    heir's promotion forgets the donor's name, and again with the pass."""
+    nodes = {}
+    for gone in facts.get("donors_gone") or []:
+        entry = nodes[gone["name"]] = {k: gone[k] for k in ("group", "heir", "role") if gone.get(k)}
+        entry["phases"] = {"paired": gone["paired_at"]} if gone.get("paired_at") else {}
+        entry["phases"]["deleted"] = stamp
+    return {"nodes": nodes}
 
 
 def phase_entries(names, phase):

@@ -377,6 +377,15 @@ donors:
   returned: always
   type: list
   elements: dict
+donors_gone:
+  description:
+    - Donors whose Node is gone while their heir still names them (the heir is promoted to C(replaced) in this
+      plan), each with C(name), C(heir), C(group), C(role) and C(paired_at) (the heir's started-at, or null).
+      The journal records them as replaced, so a run killed after deleting a donor and before recording it
+      still reports that replacement.
+  returned: always
+  type: list
+  elements: dict
 not_ready:
   description: Names of the nodes whose Ready condition is not true.
   returned: always
@@ -480,6 +489,7 @@ def main():
         listed = list(nodes.values())
         result.update(
             donors=facts_views.donors(listed, result, keys),
+            donors_gone=facts_views.donors_gone(listed, result, keys),
             not_ready=facts_views.not_ready(listed),
             control_plane_endpoints=facts_views.control_plane_endpoints(listed),
             replacement_order=facts_views.replacement_order(listed, result, keys),

@@ -192,7 +192,7 @@ nodes:
 
 import time
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, journal, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views, journal, kube, node_state, progress
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import (
     CLOUD_OPTIONAL, KubenodesModule, merged_argument_spec)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import write_order
@@ -252,6 +252,22 @@ def main():
         module.fail_json(msg=str(exc))
     except Exception as exc:  # pylint: disable=broad-except
         module.fail_from_exception(exc, "node_pair: reading the cluster and the cloud")
+
+    gone = facts_views.donors_gone(list(nodes.values()), result, keys)
+    where = module.params["journal"]
+    if gone and where and not module.check_mode:
+        # Before the promotion forgets their names: donors deleted by a run killed before it journaled them
+        # (only into a journal an upgrade started: a standalone call creates none).
+        name, namespace = where["name"], where["namespace"]
+        try:
+            journal.merge_record(api_client, name, namespace, module.params["image"],
+                                 progress.donors_gone_record({"donors_gone": gone}, core.format_time(now)),
+                                 "the donors found gone", create=False)
+        except (journal.MalformedJournal, journal.JournalConflict) as exc:
+            module.fail_json(msg="journal: %s" % exc)
+        except kube.ApiException as exc:
+            module.fail_json(msg="cannot write the journal ConfigMap %s/%s (option journal): %s"
+                             % (namespace, name, kube.api_error_message(exc)))
 
     plan = result["plan"]
     patches = result["node_patches"]

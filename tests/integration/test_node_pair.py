@@ -2,6 +2,7 @@
 already carry their cached annotations. Each test uses its own annotation prefix, so nodes of other tests in
 the shared sandbox are invalid for it and never written."""
 
+import json
 import uuid
 
 import pytest
@@ -229,3 +230,34 @@ def test_a_user_who_may_not_list_nodes_gets_a_clear_403_and_nothing_is_written(s
     assert result["failed"] and result.get("changed") is False, result
     assert "cannot list nodes: 403" in result["msg"] and "forbidden" in result["msg"], result
     assert token not in str(result)        # api_key is no_log
+
+
+def test_a_donor_found_gone_is_journaled_before_its_heir_is_promoted(sandbox, new_nodes):
+    """A run killed after deleting a donor and before journaling it: node_pair records the donor as replaced
+    in the upgrade's journal before the promotion forgets its name; with no journal, it creates none."""
+    core = sandbox.core_v1()
+    where = {"name": "journal-" + uuid.uuid4().hex[:8], "namespace": "default"}
+    heirs = {}
+    for prefix, name in zip((_prefix(), _prefix()), new_nodes(2, group="grp-gone")):
+        p = prefix + "/"
+        _annotate(sandbox, name, {p + "scaling-group-id": "grp-gone", p + "node-image": NEW, p + "donor": "gone-donor",
+                                  p + "phase": "heir", p + "started-at": "2026-01-01T00:00:00Z"})
+        heirs[prefix] = name
+    (alone_prefix, alone), (prefix, heir) = list(heirs.items())
+
+    # No journal: the heir is promoted, and a standalone call makes no journal.
+    unjournaled = pair(sandbox, alone_prefix, journal=where)
+    assert not unjournaled["failed"] and unjournaled["repairs"] == [
+        {"name": alone, "action": "promote", "donor": "gone-donor"}], unjournaled
+    assert where["name"] not in [c.metadata.name for c in core.list_namespaced_config_map("default").items]
+
+    started = run_module("upgrade_journal", dict(sandbox.auth_args(), image=NEW.lower(), record={"passes": 1}, **where))
+    assert not started["failed"], started
+    promoted = pair(sandbox, prefix, journal=where)
+    assert not promoted["failed"] and promoted["changed"], promoted
+    assert _ann(sandbox, heir)[prefix + "/phase"] == "replaced"
+    record = json.loads(core.read_namespaced_config_map(where["name"], "default").data["journal.json"])
+    entry = record["nodes"]["gone-donor"]
+    assert entry["heir"] == heir and entry["group"] == "grp-gone" and entry["role"] == "worker"
+    assert entry["phases"]["paired"] == "2026-01-01T00:00:00Z" and "deleted" in entry["phases"]
+    core.delete_namespaced_config_map(where["name"], "default")

@@ -68,3 +68,11 @@ def test_journal_record_has_the_heirs_creation_join_and_ready_as_phases():
     record = journal_record(facts, 2, [], [], now=NOW)
     assert record["nodes"]["w-5"]["phases"] == {"creating": "2026-11-30T10:00:30Z", "joined": "2026-11-30T10:01:50Z",
                                                 "paired": "2026-11-30T10:02:00Z"}
+
+
+def test_journal_record_counts_a_donor_found_gone_as_replaced():
+    facts = dict(FACTS, donors=[], donors_gone=[dict(name="w-7", heir="w-8", group="g", role="worker",
+                                                     paired_at="2026-11-30T09:00:00Z")])
+    record = journal_record(facts, 4, [], [], now=NOW)
+    assert record["nodes"]["w-7"] == {"group": "g", "heir": "w-8", "role": "worker",
+                                      "phases": {"paired": "2026-11-30T09:00:00Z", "deleted": "2026-11-30T10:05:00Z"}}

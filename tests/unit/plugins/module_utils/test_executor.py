@@ -278,6 +278,47 @@ def test_the_journal_has_the_heirs_creation_join_and_ready_before_the_pair():
     assert phases["creating"] < phases["joined"] <= phases["heir-ready"] <= phases["draining"]
 
 
+def test_a_donor_deleted_by_a_killed_pass_is_journaled_by_the_next_one():
+    """A run killed after it deleted a donor and before it journaled that pass (the CI failure of
+    test_killed_at_every_destructive_step_and_resumed): the next pass finds the heir naming a donor that is
+    gone, promotes it, and journals the donor as replaced, so the report still names it."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    ex = w.executor(opts(), journal_run="2026-12-01T00:00:00Z")
+    lost = []
+
+    def journal_unless_deleted(record):
+        # The kill: the pass that deleted old-1 never writes its record.
+        if "deleted" in ((record.get("nodes") or {}).get("old-1") or {}).get("phases", {}):
+            lost.append(record)
+        else:
+            w.journal.append(record)
+
+    ex.journal = journal_unless_deleted
+    for _pass in range(12):
+        ex.run_pass()
+        if "old-1" not in w.nodes:
+            break
+        w.tick()
+    assert "old-1" not in w.nodes and len(lost) == 1
+    assert not any("deleted" in (r.get("nodes", {}).get("old-1") or {}).get("phases", {}) for r in w.journal)
+    # The next pass promotes the heir and is killed too, before its own record: the donor was journaled
+    # before the promotion forgot its name.
+    ex.journal = lambda record: None if "passes" in record else w.journal.append(record)
+    result = ex.run_pass()
+    ex.journal = w.journal.append
+    assert ex.run_pass()["facts"]["donors_gone"] == []
+    [gone] = result["facts"]["donors_gone"]
+    assert gone["name"] == "old-1" and gone["group"] == "G1" and gone["role"] == "worker"
+    journal = report.new_journal(NEW, core.format_time(w.now))
+    for record in w.journal:
+        report.merge(journal, record)
+    entry = journal["nodes"]["old-1"]
+    assert "deleted" in entry["phases"] and entry["heir"] == gone["heir"]
+    assert report.summarize(journal)["nodes_replaced"] == 1
+    assert "old-1" in report.render_markdown(report.summarize(journal))
+
+
 def test_a_slice_is_one_reading_of_the_cloud():
     """The cloud's reading() context spans the whole slice (the GCE provider then reads each group's manager
     and template once per slice), and is left when the slice returns."""

@@ -49,6 +49,16 @@ def test_donors_say_when_their_heir_was_created_joined_and_turned_ready():
     assert cp0["heir_created"] is None and cp0["heir_joined"] == "2026-11-30T09:58:00Z"
 
 
+def test_donors_gone_are_the_donors_of_promoted_heirs():
+    nodes = NODES + [node("w-8", cp=False, donor="w-7", started_at="2026-11-30T09:00:00Z", scaling_group_id="g-w")]
+    facts = dict(FACTS, plan={"repairs": [{"name": "w-8", "action": "promote", "donor": "w-7"},
+                                          {"name": "w-9", "action": "unpair", "donor": "w-0"},
+                                          {"name": "gone", "action": "promote", "donor": "x"}]})
+    assert facts_views.donors_gone(nodes, facts, KEYS) == [
+        dict(name="w-7", heir="w-8", group="g-w", role="worker", paired_at="2026-11-30T09:00:00Z")]
+    assert facts_views.donors_gone(NODES, FACTS, KEYS) == []
+
+
 def test_not_ready():
     assert facts_views.not_ready(NODES) == ["cp-1", "w-9"]
 
