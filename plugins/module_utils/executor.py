@@ -82,6 +82,9 @@ def planner_options(settings):
     if settings.surge_cap is None:
         return options
     cap = int(settings.surge_cap)
+    if cap <= 0:
+        # The preflight found no quota room and the user allows delete-first (max_unavailable): no surge heir.
+        return core.Options(**dict(options.__dict__, no_surge=True))
     if options.max_surge_total is not None:
         cap = min(cap, int(options.max_surge_total))
     return core.Options(**dict(options.__dict__, max_surge_total=cap))
@@ -195,9 +198,13 @@ class Executor:
             self._timed("cloud", self.cloud.set_group_image, item["group"], item["image"])
             did.append(dict(step="set_group_image", group=item["group"]))
 
+        if plan.get("record_start_counts"):
+            # Before the first delete-first mark: the refill counts back to this number after a kill (journal).
+            self._record_created([], facts, start_counts=plan["record_start_counts"])
         if facts.get("donors_gone") and self.journal is not None:
             # Before the promotion that forgets their names: a kill after it still leaves them journaled.
             self._timed("kube", self.journal, progress.donors_gone_record(facts, core.format_time(self.clock())))
+
         for name in sorted(facts["node_patches"], key=lambda n: write_order(n, facts["node_patches"][n], keys)):
             node = nodes.get(name)
             if node is None:
@@ -284,11 +291,13 @@ class Executor:
         return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,
                     refused=refused)
 
-    def _record_created(self, created, facts):
+    def _record_created(self, created, facts, start_counts=None):
         """Record new instances as this upgrade's own at once (first record wins, as in the journal)."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
         record = report.created_record(created, facts.get("scaling_groups"), self.clock())
+        if start_counts is not None:
+            record["start_counts"] = dict(start_counts)
         for key, known in (("instances_created", self.settings.created), ("start_counts", self.settings.start_counts)):
             for ident, value in record[key].items():
                 known.setdefault(ident, value)
