@@ -12,7 +12,8 @@ A drain that finishes in a pass goes on to etcd and deletion in the same pass.
 The executor takes its outside worlds as arguments, so unit and property tests drive it against an
 in-memory world and the upgrade_step action plugin against the real cluster and clouds:
   kube:   list_nodes() -> [Node dict]; write_node(node, entry) -> (status, node); uncordon(name);
-          drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node)
+          drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node) -> False when
+          the Node changed since it was read (left to the next pass), else True (or None)
   cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud);
           set_group_image(group, image); create(group, count) -> (instances, quota message or "");
           delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
@@ -271,8 +272,10 @@ class Executor:
             for item in finishing:
                 if not allowed("delete_node", item):
                     continue
-                if item["name"] in nodes:
-                    self._timed("kube", self.kube.delete_node, nodes[item["name"]])
+                if item["name"] in nodes and self._timed("kube", self.kube.delete_node, nodes[item["name"]]) is False:
+                    # It changed since this pass read it (the cloud's deletion taints it): the next pass reads it
+                    # again and decides anew, instead of this run failing on it.
+                    continue
                 finished.append(item["name"])
                 did.append(dict(step="delete", name=item["name"]))
 
@@ -442,6 +445,8 @@ class KubeAccess:
                     reason=report.reason, drain_started=drain_api.format_timestamp(start))
 
     def delete_node(self, node):
+        """Delete the Node as read (its resourceVersion a precondition): True when deleted or already gone,
+        False when it changed since it was read (409), so that nothing is deleted on stale grounds."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, node_state
 
         name = node["metadata"]["name"]
@@ -449,10 +454,11 @@ class KubeAccess:
             node_state.delete_node(self.client, name, node["metadata"].get("resourceVersion"))
         except kube.ApiException as exc:
             if kube.is_status(exc, 404):
-                return
+                return True
             if kube.is_status(exc, 409):
-                raise StepFailure("node %s changed while being deleted; run again" % name, step="delete_node", node=name)
+                return False
             raise
+        return True
 
 
 class CloudAccess:
