@@ -51,7 +51,7 @@ try:
     from azure.core import MatchConditions
     from azure.core.credentials import AccessToken
     from azure.core.exceptions import (
-        HttpResponseError, ResourceModifiedError, ServiceRequestError, ServiceResponseError,
+        ClientAuthenticationError, HttpResponseError, ResourceModifiedError, ServiceRequestError, ServiceResponseError,
     )
     from azure.mgmt.compute import ComputeManagementClient
     HAS_AZURE_SDK = True
@@ -484,8 +484,15 @@ def error_details(exc):
     return status, code or "", message
 
 
-def classify_error(exc, what):
-    """A ProviderError (or subclass) for an azure-core exception, with the retry decision made here."""
+def classify_error(exc, what, credential=None):
+    """A ProviderError (or subclass) for an azure-core exception, with the retry decision made here.
+    credential: what credential_summary() says of the credential in use, for a refused login."""
+    if HAS_AZURE_SDK and isinstance(exc, ClientAuthenticationError):
+        # Never retried: retrying a wrong password can lock the account.
+        return ProviderError("%s: the Azure login refused %s: %s; correct that credential (in AWX: the Microsoft "
+                             "Azure Resource Manager credential of the job template)"
+                             % (what, credential or "the credential", str(exc).split("\nContent:", 1)[0].strip()),
+                             status=401, code="AUTH_FAILED")
     if HAS_AZURE_SDK and isinstance(exc, (ServiceRequestError, ServiceResponseError)):
         # An untrusted certificate will not become trusted by retrying; a refused or reset connection may recover.
         tls = "CERTIFICATE_VERIFY_FAILED" in str(exc) or "SSLError" in str(exc)
@@ -697,6 +704,23 @@ def resolve_cloud(options):
     return endpoint, authority, scope
 
 
+def credential_summary(kind, settings, authority):
+    """The credential in words for a refused login: its kind, the options and variables it came from and
+    their non-secret values, the login authority. Never a secret."""
+    where = " at %s" % authority if authority else ""
+    if kind == "client_secret":
+        return ("the service principal azure.client_id %r (AZURE_CLIENT_ID) of azure.tenant %r (AZURE_TENANT) with "
+                "the secret of azure.secret (AZURE_SECRET)%s" % (settings.get("client_id"), settings.get("tenant"), where))
+    if kind == "certificate":
+        return ("the service principal azure.client_id %r (AZURE_CLIENT_ID) of azure.tenant %r (AZURE_TENANT) with "
+                "the certificate azure.x509_certificate_path %r%s"
+                % (settings.get("client_id"), settings.get("tenant"), settings.get("x509_certificate_path"), where))
+    if kind == "user_password":
+        return ("the user azure.ad_user %r (AZURE_AD_USER) with the password of azure.password (AZURE_PASSWORD)%s"
+                % (settings.get("ad_user"), where))
+    return "the %s credential (azure.auth_source)%s" % (kind, where)
+
+
 class StaticTokenCredential:
     """A credential that hands out one bearer token as-is (a token from `az account get-access-token`, or
     any string for the local ARM emulator)."""
@@ -750,12 +774,14 @@ def from_params(options):
         credential = build_credential(kind, settings, options, authority)
     except ImportError as exc:
         raise ProviderError("azure: auth_source %s needs the azure-identity package: %s" % (options.get("auth_source"), exc))
-    return AzureProvider(credential, settings["subscription_id"], endpoint=endpoint, credential_scope=scope,
-                         ca_bundle=transport_verify(options), resource_group=options.get("resource_group"),
-                         location=options.get("location"),
-                         timeout=options.get("timeout") or 600,
-                         polling_interval=options.get("polling_interval"),
-                         retries=options.get("retries") or 1)
+    provider = AzureProvider(credential, settings["subscription_id"], endpoint=endpoint, credential_scope=scope,
+                             ca_bundle=transport_verify(options), resource_group=options.get("resource_group"),
+                             location=options.get("location"),
+                             timeout=options.get("timeout") or 600,
+                             polling_interval=options.get("polling_interval"),
+                             retries=options.get("retries") or 1)
+    provider.credential_summary = credential_summary(kind, settings, authority)
+    return provider
 
 
 # --------------------------------------------------------------------------------------------------
@@ -772,6 +798,7 @@ class AzureProvider(ReadingMemo, CloudProvider):
                  ca_bundle=None, resource_group=None, location=None, timeout=600, polling_interval=2.0, retries=5,
                  retry_base_delay=0.5, sdk_retries=0):
         self.credential = credential
+        self.credential_summary = None   # the credential in words, for a refused login (from_params sets it)
         self.subscription_id = subscription_id
         self.endpoint = endpoint
         self.credential_scope = credential_scope or endpoint.rstrip("/") + "/.default"
@@ -815,7 +842,7 @@ class AzureProvider(ReadingMemo, CloudProvider):
             try:
                 return func(*args, **kwargs)
             except (HttpResponseError, ServiceRequestError, ServiceResponseError) as exc:
-                error = classify_error(exc, what)
+                error = classify_error(exc, what, self.credential_summary)
                 wait = retry_after_seconds(exc)
                 if error.retryable and wait and attempts[0] < self.retries:
                     time.sleep(min(wait, 60.0))
@@ -827,7 +854,7 @@ class AzureProvider(ReadingMemo, CloudProvider):
         try:
             poller.result(timeout=self.timeout)
         except (HttpResponseError, ServiceRequestError, ServiceResponseError) as exc:
-            raise classify_error(exc, what) from exc
+            raise classify_error(exc, what, self.credential_summary) from exc
         if not poller.done():
             raise ProviderError("%s: the operation did not finish within %ss (status %s)"
                                 % (what, self.timeout, poller.status()))
