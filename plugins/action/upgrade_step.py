@@ -60,6 +60,7 @@ def argument_spec():
         max_surge_total=dict(type="int"),
         join_timeout=dict(type="int", default=1800),
         heir_ready_seconds=dict(type="int", default=0),
+        max_unavailable=dict(type="raw", default=0),
         scaling_groups=dict(type="list", elements="str", default=[]),
         exclude_labels=dict(type="list", elements="str", default=[]),
         copy_taints=dict(type="bool", default=False),

@@ -153,6 +153,8 @@ def planner_options(params):
         exclude_labels=tuple(params.get("exclude_labels") or ()),
         copy_taints=bool(params.get("copy_taints")),
         heir_ready_seconds=params.get("heir_ready_seconds") or 0,
+        max_unavailable=params.get("max_unavailable", 0),
+        no_surge=bool(params.get("no_surge")),
     )
 
 
