@@ -88,7 +88,7 @@ def _record_created(api_client, where, image, record):
     the record in memory; a later run without it leaves those instances alone rather than removing them)."""
     try:
         journal_store.record_created(api_client, where["name"], where["namespace"], image, record["instances_created"],
-                                     record["start_counts"])
+                                     record["start_counts"], delete_first=record)
     except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
         display.warning("the instances just created (%s) could not be recorded in the journal ConfigMap %s/%s as this "
                         "upgrade's own: %s. A later run will not remove them as surplus"
@@ -194,8 +194,9 @@ class ActionModule(ActionBase):
         if args.get("journal"):
             where = args["journal"]
             try:
-                settings.created, settings.start_counts = journal_store.created_record(
-                    journal_store.read_journal(api_client, where["name"], where["namespace"])[1])
+                recorded = journal_store.read_journal(api_client, where["name"], where["namespace"])[1]
+                settings.created, settings.start_counts = journal_store.created_record(recorded)
+                settings.removed_first, settings.refills = journal_store.delete_first_record(recorded)
             except journal_store.MalformedJournal as exc:
                 raise executor.StepFailure("journal: %s" % exc, reason="malformed_journal")
             if not check_mode:

@@ -349,10 +349,22 @@ plan:
         - Group node counts to record in the journal as the start (C(start_counts)) before the marks in
           RV(plan.delete_first) are written, when the journal records none yet.
       type: dict
+    record_removed_first:
+      description:
+        - The copyable labels (and, with O(copy_taints), taints) of the workers in RV(plan.delete_first), per name
+          (C(group), C(labels), C(taints)), to record in the journal (C(removed_first)) before they are marked:
+          the refill that replaces such a worker gets them.
+      type: dict
+    record_refills:
+      description:
+        - Which worker removed delete-first each node in RV(plan.refilled) replaces, to record in the journal
+          (C(refills)) before its labels are copied.
+      type: dict
     refilled:
       description:
         - Nodes this upgrade created to refill a group after a delete-first removal that found no outdated node
-          to pair with; they are recorded as replaced (C(name), C(group), C(created)).
+          to pair with; they get the labels of the worker they replace (C(replaces)) and are recorded as replaced
+          (C(name), C(group), C(created), C(replaces)).
       type: list
       elements: dict
   sample:
@@ -372,6 +384,8 @@ plan:
     uncordon: []
     delete_first: []
     record_start_counts: {}
+    record_removed_first: {}
+    record_refills: {}
     refilled: []
 progress:
   description: Replacements in total, done, in flight (donors) and remaining, and the percentage done.
