@@ -97,7 +97,7 @@ options:
   no_surge:
     description:
       - No heir beyond the group's node count at the start (the role sets this when its quota preflight finds no
-        room for one more instance and O(max_unavailable) is above 0): only delete-first replacements.
+        room for one more instance and O(max_unavailable) is above 0), so only delete-first replacements run.
     type: bool
     default: false
   report_pdbs:
@@ -352,7 +352,7 @@ plan:
     record_removed_first:
       description:
         - The copyable labels (and, with O(copy_taints), taints) of the workers in RV(plan.delete_first), per name
-          (C(group), C(labels), C(taints)), to record in the journal (C(removed_first)) before they are marked:
+          (C(group), C(labels), C(taints)), to record in the journal (C(removed_first)) before they are marked;
           the refill that replaces such a worker gets them.
       type: dict
     record_refills:
