@@ -641,6 +641,7 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     planner.instances_without_nodes()
     planner.leaving_steps()
     planner.creations()
+    planner.unproven_surplus()
     return planner.result()
 
 
@@ -1371,6 +1372,36 @@ class _Planner:
                 reason = ("unavailable budget used (%d of %d node(s) missing or leaving) and no room for a heir "
                           "(%d instance(s), %d at the start)" % (in_use, limit, instances, start))
         return create, surge_heirs, reason
+
+    # 8c. Capacity not restored by nodes nothing proves we created (issue 13): named, never removed.
+    def unproven_surplus(self):
+        """A settled group (every node up to date, nothing joining, leaving or marked) that holds more nodes
+        than at the start, with no surplus the journal proves ours: the extra nodes may be heirs a run
+        created and was killed before recording. Nothing proves which, so none is removed; each of the
+        newest unrecorded nodes (as many as the excess) is reported as a problem with action "kept"."""
+        for report in self.group_reports:
+            gkey = _group_key(report["id"])
+            start = self.start_counts.get(gkey)
+            busy = any(report[k] for k in (OUTDATED, DONOR, HEIR, NEW, OBSOLETE)) or report["joining"] or report["leaving"]
+            if start is None or busy or not report["image_current"] or report["nodes_serving"] <= start:
+                continue
+            extra = report["nodes_serving"] - start
+            unrecorded = [s for s in self.by_group.get(gkey, []) if self.final.get(s.name) == UP_TO_DATE
+                          and self.created_by_us(s) is None]
+            instances = {s.name: self.by_provider_id.get(self.normalize(s.info.provider_id)) for s in unrecorded}
+            created = {name: inst.created_at if inst is not None else None for name, inst in instances.items()}
+            unrecorded.sort(key=lambda s: (created[s.name] is None, -(created[s.name] or 0), s.name))
+            for s in unrecorded[:extra]:
+                self.problems.append(_problem(s.name, None, "unproven_surplus", (
+                    "scaling group %s holds %d nodes, %d more than the %d it had when the upgrade started, and the "
+                    "journal records none of them as created by this upgrade; this node is one of the %d newest "
+                    "(instance %s, created %s) and may be a heir whose creation a killed run never recorded. Nothing "
+                    "proves it is ours, so it is kept: if it is surplus, remove it by hand (kubectl drain %s, csp_node "
+                    "state=absent for its instance, kubectl delete node %s)") % (
+                    report["id"], report["nodes_serving"], extra, start, extra, s.info.provider_id or "unknown",
+                    format_time(created[s.name]) if created[s.name] is not None else "at an unknown time",
+                    s.name, s.name)))
+                self.problems[-1]["action"] = "kept"
 
     # 9. Progress, ETA and the result.
     def result(self):

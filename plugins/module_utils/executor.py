@@ -545,7 +545,7 @@ class EtcdRemover:
         removal = etcd.MemberRemoval(client, timeout=self.timeout, expected_member_count=expected_member_count or None,
                                      warn=self.warn, on_refusal="wait")
         try:
-            return removal.run(peer_url=etcd.peer_url_for_ip(item["node_ip"]))
+            return removal.run(node_ip=item["node_ip"], node_name=item["name"])
         except etcd.RemovalRefused as exc:
             raise StepFailure("removing the etcd member of %s refused: %s" % (item["name"], exc), step="etcd_remove",
                               **exc.details)

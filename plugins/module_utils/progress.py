@@ -59,6 +59,10 @@ def progress_line(facts, pass_number=0, now=None):
     refused = [p["message"] for p in facts.get("problems") or [] if p.get("action") == "refused"]
     if refused:
         parts.append("refused: " + "; ".join(refused[:5]) + ("; and %d more" % (len(refused) - 5) if len(refused) > 5 else ""))
+    # Extra nodes nothing proves this upgrade created (a kill before the journal record): kept, and named.
+    kept = [p["message"] for p in facts.get("problems") or [] if p.get("action") == "kept"]
+    if kept:
+        parts.append("kept, not provably ours: " + "; ".join(kept[:5]) + ("; and %d more" % (len(kept) - 5) if len(kept) > 5 else ""))
     if facts.get("stop"):
         parts.append("cannot go on: " + facts["stop"])
     eta = facts.get("eta") or {}

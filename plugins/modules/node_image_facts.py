@@ -411,7 +411,10 @@ problems:
     - What the cross-checks found inconsistent between the cluster and the cloud, each with C(node), C(step)
       (the destructive step it would have been, or null), a stable C(code), a C(message) that starts with
       C(node <name>) and a colon, and C(action) - V(left alone) (the node, and its partner, are in RV(nodes.invalid) and
-      nothing is done to them) or V(corrected) (a cached annotation disagreed with the cloud; the cloud wins).
+      nothing is done to them), V(corrected) (a cached annotation disagreed with the cloud; the cloud wins) or
+      V(kept) (code C(unproven_surplus) - a settled group holds more nodes than at the start and the journal records
+      none of the extra ones as created by this upgrade, as after a run killed between creating a heir and
+      recording it; the newest unrecorded nodes, as many as the excess, are named and kept, never removed).
   returned: always
   type: list
   elements: dict
