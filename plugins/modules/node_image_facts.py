@@ -258,9 +258,9 @@ budget:
   description:
     - The surge settings, the extra nodes in flight, how many instances the plan creates, and whether workers
       wait for the control plane.
+    - C(max_unavailable) and C(no_surge) are the options; C(unavailable) sums the groups' C(unavailable_in_use).
   returned: always
   type: dict
-    - C(max_unavailable) and C(no_surge) are the options; C(unavailable) sums the groups' C(unavailable_in_use).
   sample: {max_surge: 1, max_surge_total: null, in_flight: 1, to_create: 0, control_plane_first: false,
            max_unavailable: 0, no_surge: false, unavailable: 0}
 plan:
