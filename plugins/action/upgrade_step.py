@@ -12,7 +12,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import executor, kube, node_state, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, kube, node_state, report
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
@@ -74,6 +74,7 @@ def argument_spec():
         poll_interval=dict(type="float", default=executor.DEFAULT_POLL),
         passes=dict(type="int", default=0),
         surge_cap=dict(type="int"),
+        gate_after=dict(type="str", choices=["none", "batch", "replacement"], default="none"),
     ))
     spec.update(factory.provider_argument_spec(required=True))
     return spec
@@ -143,6 +144,7 @@ class ActionModule(ActionBase):
             finished=outcome["finished"],
             etcd_due=outcome["etcd_due"],
             refused=outcome["refused"],
+            gate_due=bool(outcome.get("gate_due")),
             problems=facts.get("problems") or [],
             progress=facts["progress"],
             eta=facts["eta"],
@@ -164,6 +166,12 @@ class ActionModule(ActionBase):
     def _build(self, args, check_mode):
         options = node_state.planner_options(args)
         options.validate()
+        if args["gate_after"] != "none" and core.unavailable_limit(options.max_unavailable, 1) > 0:
+            # Delete-first refills follow their donor's removal: a gate held after it would wait on a missing node.
+            raise executor.StepFailure("gate_after %s (rolling_upgrade_gate_after) does not work with max_unavailable %s "
+                                       "(rolling_upgrade_max_unavailable) yet: set one of them to its default (none, 0) "
+                                       "and run again; nothing was changed" % (args["gate_after"], options.max_unavailable),
+                                       reason="invalid")
         try:
             api_client = kube.build_api_client(args)
         except kube.KubeAuthError as exc:
@@ -186,7 +194,8 @@ class ActionModule(ActionBase):
         settings = executor.Settings(options, scaling_groups=args["scaling_groups"], timeout=args["timeout"],
                                      started=args["started"], poll=args["poll_interval"],
                                      etcd_endpoints=etcd_args["endpoints"], check_mode=check_mode,
-                                     surge_cap=args["surge_cap"], journal_run=(args.get("journal") or {}).get("run"))
+                                     surge_cap=args["surge_cap"], journal_run=(args.get("journal") or {}).get("run"),
+                                     gate_after=None if args["gate_after"] == "none" else args["gate_after"])
         engine = executor.Executor(settings, executor.KubeAccess(api_client, options.annotation_prefix, args["drain"]),
                                    executor.CloudAccess(provider), etcd=remover, say=display.display)
         engine.passes = args["passes"]

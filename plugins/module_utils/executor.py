@@ -60,7 +60,7 @@ class Settings:
 
     def __init__(self, options, scaling_groups=None, timeout=None, started=None, poll=DEFAULT_POLL,
                  etcd_endpoints=None, check_mode=False, surge_cap=None, journal_run=None, created=None,
-                 start_counts=None, removed_first=None, refills=None):
+                 start_counts=None, removed_first=None, refills=None, gate_after=None):
         self.options = options
         self.scaling_groups = list(scaling_groups or [])
         self.timeout = timeout
@@ -77,6 +77,8 @@ class Settings:
         # Workers removed delete-first and the refills that replaced them (max_unavailable), as journaled.
         self.removed_first = dict(removed_first or {})
         self.refills = dict(refills or {})
+        # "batch" or "replacement": a health gate (cluster_health_gate, run by the role) follows each; None: no gate.
+        self.gate_after = gate_after
 
 
 def planner_options(settings):
@@ -109,6 +111,8 @@ class Executor:
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
         self.group_errors = {}
         self.surge_cap_said = False
+        # A replacement finished since the last gate: with gate_after "batch" no heir is created until the gate ran.
+        self.gate_owed = False
         self.timings = {"cloud": 0.0, "kube": 0.0, "drain": 0.0, "etcd": 0.0, "wait": 0.0}
         # Names this executor's cumulative timings in the journal (several executors may serve one attempt).
         self.engine_id = uuid.uuid4().hex[:12]
@@ -221,7 +225,8 @@ class Executor:
                 did.append(dict(step="patch", name=name))
 
         created_total, refusals = 0, []
-        for item in plan["create"]:
+        creations = [] if self.gate_owed else plan["create"]
+        for item in creations:
             created, quota_refusal = self._timed("cloud", self.cloud.create, item["group"], item["count"])
             created_total += len(created)
             if created:
@@ -292,7 +297,7 @@ class Executor:
             self._timed("kube", self.journal, progress.journal_record(
                 facts, self.passes, drains, finished, run=self.settings.journal_run, api_seconds=self.timings,
                 engine_id=self.engine_id))
-        moved = bool(plan["create"] or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
+        moved = bool(creations or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
                      or plan["set_group_image"] or plan["annotate"] or any(d.get("evicted") for d in drains))
         return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,
                     refused=refused)
@@ -344,10 +349,10 @@ class Executor:
 
     # -- a bounded slice -----------------------------------------------------------------------------
     def run_slice(self, seconds=DEFAULT_SLICE):
-        """Passes until the upgrade is done, a delegated etcd removal is due, a replacement finished, or
-        `seconds` passed. Acts at once after a pass that moved; otherwise looks again after the poll
-        interval. Returns dict(done, passes, facts, did, finished, etcd_due, refused, progress, surge_cap,
-        timings)."""
+        """Passes until the upgrade is done, a delegated etcd removal is due, a replacement finished, a health
+        gate is due (gate_due: the role runs it before the next slice), or `seconds` passed. Acts at once after a
+        pass that moved; otherwise looks again after the poll interval. Returns dict(done, passes, facts, did,
+        finished, etcd_due, refused, progress, surge_cap, timings, gate_due)."""
         reading = getattr(self.cloud, "reading", None)
         with reading() if reading is not None else contextlib.nullcontext():
             return self._slice(seconds)
@@ -363,16 +368,30 @@ class Executor:
             refused.extend(p for p in result["refused"] if p not in refused)
             line = progress.progress_line(facts, self.passes)
             self.say(line)
-            stop = (facts["done"] or result["etcd_due"] or self.settings.check_mode or finished
+            gate_due = self._gate_due(result, facts)
+            stop = (gate_due or facts["done"] or result["etcd_due"] or self.settings.check_mode or finished
                     or self.clock() - start + (0 if result["moved"] else self.settings.poll) >= seconds)
             if stop:
                 return dict(done=bool(facts["done"]) and not self.settings.check_mode, passes=self.passes,
                             facts=facts, did=did, finished=finished, etcd_due=result["etcd_due"],
-                            refused=refused, progress=line, surge_cap=self.settings.surge_cap, timings=dict(self.timings))
+                            refused=refused, progress=line, surge_cap=self.settings.surge_cap,
+                            timings=dict(self.timings), gate_due=gate_due)
             if not result["moved"]:
                 waited = time.monotonic()
                 self.sleep(self.settings.poll)
                 self.timings["wait"] += time.monotonic() - waited
+
+    def _gate_due(self, result, facts):
+        """Whether the role runs the health gate now: after each finished replacement, or once the batch in flight
+        finished (new creations are held meanwhile). The role runs it before the next slice, so it is owed no more."""
+        if not self.settings.gate_after or self.settings.check_mode:
+            return False
+        self.gate_owed = self.gate_owed or bool(result["finished"])
+        due = self.gate_owed and (self.settings.gate_after == "replacement" or facts["done"]
+                                  or not facts["budget"]["in_flight"])
+        if due:
+            self.gate_owed = False
+        return due
 
 
 def write_order(name, entry, keys):

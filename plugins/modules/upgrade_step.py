@@ -226,6 +226,16 @@ options:
       - At most this many replacements in flight, because the cloud refused instances earlier in this run
         (RV(surge_cap) of the previous call).
     type: int
+  gate_after:
+    description:
+      - V(batch) or V(replacement) - a health gate (M(kubenodes.image_upgrade.cluster_health_gate), run by the
+        caller) follows each finished batch or each finished replacement. The slice then returns
+        RV(gate_due=true); with V(batch), no heir is created from the first finished replacement until the batch
+        in flight finished and the slice returned RV(gate_due). The caller runs the gate before the next call.
+      - V(none), no gate.
+    type: str
+    choices: [none, batch, replacement]
+    default: none
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
   - kubenodes.image_upgrade.cloud_provider
@@ -287,6 +297,10 @@ etcd_due:
   returned: success
   type: list
   elements: dict
+gate_due:
+  description: Whether the caller is to run the health gate now, before the next call (O(gate_after)).
+  returned: success
+  type: bool
 refused:
   description:
     - Destructive steps (cordon and drain, etcd removal, instance or Node deletion) that the cross-checks refused
