@@ -61,7 +61,7 @@ class Settings:
 
     def __init__(self, options, scaling_groups=None, timeout=None, started=None, poll=DEFAULT_POLL,
                  etcd_endpoints=None, check_mode=False, surge_cap=None, journal_run=None, created=None,
-                 start_counts=None, gate_after=None):
+                 start_counts=None, removed_first=None, refills=None, gate_after=None):
         self.options = options
         self.scaling_groups = list(scaling_groups or [])
         self.timeout = timeout
@@ -75,6 +75,9 @@ class Settings:
         # the start of a resumed run, kept up to date here): only recorded instances are removed as surplus.
         self.created = dict(created or {})
         self.start_counts = dict(start_counts or {})
+        # Workers removed delete-first and the refills that replaced them (max_unavailable), as journaled.
+        self.removed_first = dict(removed_first or {})
+        self.refills = dict(refills or {})
         # "batch" or "replacement": a health gate (cluster_health_gate, run by the role) follows each; None: no gate.
         self.gate_after = gate_after
 
@@ -137,7 +140,8 @@ class Executor:
         facts = core.plan_upgrade(nodes, options, groups=groups, instances=instances, group_errors=errors,
                                   now=self.clock(), normalize=normalize,
                                   scope=self.settings.scaling_groups or None, created=self.settings.created,
-                                  start_counts=self.settings.start_counts)
+                                  start_counts=self.settings.start_counts,
+                                  removed_first=self.settings.removed_first, refills=self.settings.refills)
         keys = core.AnnotationKeys(facts["annotation_prefix"])
         facts.update(donors=facts_views.donors(nodes, facts, keys, instances),
                      donors_gone=facts_views.donors_gone(nodes, facts, keys), not_ready=facts_views.not_ready(nodes),
@@ -203,9 +207,11 @@ class Executor:
             self._timed("cloud", self.cloud.set_group_image, item["group"], item["image"])
             did.append(dict(step="set_group_image", group=item["group"]))
 
-        if plan.get("record_start_counts"):
-            # Before the first delete-first mark: the refill counts back to this number after a kill (journal).
-            self._record_created([], facts, start_counts=plan["record_start_counts"])
+        if plan.get("record_start_counts") or plan.get("record_removed_first") or plan.get("record_refills"):
+            # Before the delete-first marks and refills are written: a kill after them finds what they replace.
+            self._record_created([], facts, start_counts=plan.get("record_start_counts") or {},
+                                 delete_first=dict(removed_first=plan.get("record_removed_first") or {},
+                                                   refills=plan.get("record_refills") or {}))
         if facts.get("donors_gone") and self.journal is not None:
             # Before the promotion that forgets their names: a kill after it still leaves them journaled.
             self._timed("kube", self.journal, progress.donors_gone_record(facts, core.format_time(self.clock())))
@@ -299,14 +305,18 @@ class Executor:
         return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,
                     refused=refused)
 
-    def _record_created(self, created, facts, start_counts=None):
+    def _record_created(self, created, facts, start_counts=None, delete_first=None):
         """Record new instances as this upgrade's own at once (first record wins, as in the journal)."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
         record = report.created_record(created, facts.get("scaling_groups"), self.clock())
         if start_counts is not None:
             record["start_counts"] = dict(start_counts)
-        for key, known in (("instances_created", self.settings.created), ("start_counts", self.settings.start_counts)):
+        record.update({k: dict(v) for k, v in (delete_first or {}).items() if v})
+        for key, known in (("instances_created", self.settings.created), ("start_counts", self.settings.start_counts),
+                           ("removed_first", self.settings.removed_first), ("refills", self.settings.refills)):
+            if key not in record:
+                continue
             for ident, value in record[key].items():
                 known.setdefault(ident, value)
         if self.record_created is not None:
