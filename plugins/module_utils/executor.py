@@ -12,7 +12,8 @@ A drain that finishes in a pass goes on to etcd and deletion in the same pass.
 The executor takes its outside worlds as arguments, so unit and property tests drive it against an
 in-memory world and the upgrade_step action plugin against the real cluster and clouds:
   kube:   list_nodes() -> [Node dict]; write_node(node, entry) -> (status, node); uncordon(name);
-          drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node)
+          drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node) -> False when
+          the Node changed since it was read (left to the next pass), else True (or None)
   cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud);
           set_group_image(group, image); create(group, count) -> (instances, quota message or "");
           delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
@@ -60,7 +61,7 @@ class Settings:
 
     def __init__(self, options, scaling_groups=None, timeout=None, started=None, poll=DEFAULT_POLL,
                  etcd_endpoints=None, check_mode=False, surge_cap=None, journal_run=None, created=None,
-                 start_counts=None):
+                 start_counts=None, removed_first=None, refills=None, gate_after=None):
         self.options = options
         self.scaling_groups = list(scaling_groups or [])
         self.timeout = timeout
@@ -74,6 +75,11 @@ class Settings:
         # the start of a resumed run, kept up to date here): only recorded instances are removed as surplus.
         self.created = dict(created or {})
         self.start_counts = dict(start_counts or {})
+        # Workers removed delete-first and the refills that replaced them (max_unavailable), as journaled.
+        self.removed_first = dict(removed_first or {})
+        self.refills = dict(refills or {})
+        # "batch" or "replacement": a health gate (cluster_health_gate, run by the role) follows each; None: no gate.
+        self.gate_after = gate_after
 
 
 def planner_options(settings):
@@ -106,6 +112,8 @@ class Executor:
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
         self.group_errors = {}
         self.surge_cap_said = False
+        # A replacement finished since the last gate: with gate_after "batch" no heir is created until the gate ran.
+        self.gate_owed = False
         self.timings = {"cloud": 0.0, "kube": 0.0, "drain": 0.0, "etcd": 0.0, "wait": 0.0}
         # Names this executor's cumulative timings in the journal (several executors may serve one attempt).
         self.engine_id = uuid.uuid4().hex[:12]
@@ -132,7 +140,8 @@ class Executor:
         facts = core.plan_upgrade(nodes, options, groups=groups, instances=instances, group_errors=errors,
                                   now=self.clock(), normalize=normalize,
                                   scope=self.settings.scaling_groups or None, created=self.settings.created,
-                                  start_counts=self.settings.start_counts)
+                                  start_counts=self.settings.start_counts,
+                                  removed_first=self.settings.removed_first, refills=self.settings.refills)
         keys = core.AnnotationKeys(facts["annotation_prefix"])
         facts.update(donors=facts_views.donors(nodes, facts, keys, instances),
                      donors_gone=facts_views.donors_gone(nodes, facts, keys), not_ready=facts_views.not_ready(nodes),
@@ -198,9 +207,11 @@ class Executor:
             self._timed("cloud", self.cloud.set_group_image, item["group"], item["image"])
             did.append(dict(step="set_group_image", group=item["group"]))
 
-        if plan.get("record_start_counts"):
-            # Before the first delete-first mark: the refill counts back to this number after a kill (journal).
-            self._record_created([], facts, start_counts=plan["record_start_counts"])
+        if plan.get("record_start_counts") or plan.get("record_removed_first") or plan.get("record_refills"):
+            # Before the delete-first marks and refills are written: a kill after them finds what they replace.
+            self._record_created([], facts, start_counts=plan.get("record_start_counts") or {},
+                                 delete_first=dict(removed_first=plan.get("record_removed_first") or {},
+                                                   refills=plan.get("record_refills") or {}))
         if facts.get("donors_gone") and self.journal is not None:
             # Before the promotion that forgets their names: a kill after it still leaves them journaled.
             self._timed("kube", self.journal, progress.donors_gone_record(facts, core.format_time(self.clock())))
@@ -215,7 +226,8 @@ class Executor:
                 did.append(dict(step="patch", name=name))
 
         created_total, refusals = 0, []
-        for item in plan["create"]:
+        creations = [] if self.gate_owed else plan["create"]
+        for item in creations:
             created, quota_refusal = self._timed("cloud", self.cloud.create, item["group"], item["count"])
             created_total += len(created)
             if created:
@@ -271,8 +283,10 @@ class Executor:
             for item in finishing:
                 if not allowed("delete_node", item):
                     continue
-                if item["name"] in nodes:
-                    self._timed("kube", self.kube.delete_node, nodes[item["name"]])
+                if item["name"] in nodes and self._timed("kube", self.kube.delete_node, nodes[item["name"]]) is False:
+                    # It changed since this pass read it (the cloud's deletion taints it): the next pass reads it
+                    # again and decides anew, instead of this run failing on it.
+                    continue
                 finished.append(item["name"])
                 did.append(dict(step="delete", name=item["name"]))
 
@@ -286,19 +300,23 @@ class Executor:
             self._timed("kube", self.journal, progress.journal_record(
                 facts, self.passes, drains, finished, run=self.settings.journal_run, api_seconds=self.timings,
                 engine_id=self.engine_id))
-        moved = bool(plan["create"] or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
+        moved = bool(creations or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
                      or plan["set_group_image"] or plan["annotate"] or any(d.get("evicted") for d in drains))
         return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,
                     refused=refused)
 
-    def _record_created(self, created, facts, start_counts=None):
+    def _record_created(self, created, facts, start_counts=None, delete_first=None):
         """Record new instances as this upgrade's own at once (first record wins, as in the journal)."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
         record = report.created_record(created, facts.get("scaling_groups"), self.clock())
         if start_counts is not None:
             record["start_counts"] = dict(start_counts)
-        for key, known in (("instances_created", self.settings.created), ("start_counts", self.settings.start_counts)):
+        record.update({k: dict(v) for k, v in (delete_first or {}).items() if v})
+        for key, known in (("instances_created", self.settings.created), ("start_counts", self.settings.start_counts),
+                           ("removed_first", self.settings.removed_first), ("refills", self.settings.refills)):
+            if key not in record:
+                continue
             for ident, value in record[key].items():
                 known.setdefault(ident, value)
         if self.record_created is not None:
@@ -334,10 +352,10 @@ class Executor:
 
     # -- a bounded slice -----------------------------------------------------------------------------
     def run_slice(self, seconds=DEFAULT_SLICE):
-        """Passes until the upgrade is done, a delegated etcd removal is due, a replacement finished, or
-        `seconds` passed. Acts at once after a pass that moved; otherwise looks again after the poll
-        interval. Returns dict(done, passes, facts, did, finished, etcd_due, refused, progress, surge_cap,
-        timings)."""
+        """Passes until the upgrade is done, a delegated etcd removal is due, a replacement finished, a health
+        gate is due (gate_due: the role runs it before the next slice), or `seconds` passed. Acts at once after a
+        pass that moved; otherwise looks again after the poll interval. Returns dict(done, passes, facts, did,
+        finished, etcd_due, refused, progress, surge_cap, timings, gate_due)."""
         reading = getattr(self.cloud, "reading", None)
         with reading() if reading is not None else contextlib.nullcontext():
             return self._slice(seconds)
@@ -353,16 +371,30 @@ class Executor:
             refused.extend(p for p in result["refused"] if p not in refused)
             line = progress.progress_line(facts, self.passes)
             self.say(line)
-            stop = (facts["done"] or result["etcd_due"] or self.settings.check_mode or finished
+            gate_due = self._gate_due(result, facts)
+            stop = (gate_due or facts["done"] or result["etcd_due"] or self.settings.check_mode or finished
                     or self.clock() - start + (0 if result["moved"] else self.settings.poll) >= seconds)
             if stop:
                 return dict(done=bool(facts["done"]) and not self.settings.check_mode, passes=self.passes,
                             facts=facts, did=did, finished=finished, etcd_due=result["etcd_due"],
-                            refused=refused, progress=line, surge_cap=self.settings.surge_cap, timings=dict(self.timings))
+                            refused=refused, progress=line, surge_cap=self.settings.surge_cap,
+                            timings=dict(self.timings), gate_due=gate_due)
             if not result["moved"]:
                 waited = time.monotonic()
                 self.sleep(self.settings.poll)
                 self.timings["wait"] += time.monotonic() - waited
+
+    def _gate_due(self, result, facts):
+        """Whether the role runs the health gate now: after each finished replacement, or once the batch in flight
+        finished (new creations are held meanwhile). The role runs it before the next slice, so it is owed no more."""
+        if not self.settings.gate_after or self.settings.check_mode:
+            return False
+        self.gate_owed = self.gate_owed or bool(result["finished"])
+        due = self.gate_owed and (self.settings.gate_after == "replacement" or facts["done"]
+                                  or not facts["budget"]["in_flight"])
+        if due:
+            self.gate_owed = False
+        return due
 
 
 def write_order(name, entry, keys):
@@ -442,6 +474,8 @@ class KubeAccess:
                     reason=report.reason, drain_started=drain_api.format_timestamp(start))
 
     def delete_node(self, node):
+        """Delete the Node as read (its resourceVersion a precondition): True when deleted or already gone,
+        False when it changed since it was read (409), so that nothing is deleted on stale grounds."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, node_state
 
         name = node["metadata"]["name"]
@@ -449,10 +483,11 @@ class KubeAccess:
             node_state.delete_node(self.client, name, node["metadata"].get("resourceVersion"))
         except kube.ApiException as exc:
             if kube.is_status(exc, 404):
-                return
+                return True
             if kube.is_status(exc, 409):
-                raise StepFailure("node %s changed while being deleted; run again" % name, step="delete_node", node=name)
+                return False
             raise
+        return True
 
 
 class CloudAccess:

@@ -350,6 +350,10 @@ ROLE_RULES = {
     "rolling_upgrade_lock_duration": lease_seconds,
     "rolling_upgrade_lock_wait": lambda n, v: seconds(n, v, minimum=0),
     "rolling_upgrade_report_dir": lambda n, v: non_empty_string(n, v, "a directory on the controller"),
+    "rolling_upgrade_gate_after": lambda n, v: one_of(n, v, ("none", "batch", "replacement")),
+    "rolling_upgrade_soak_seconds": lambda n, v: seconds(n, v, minimum=0),
+    "rolling_upgrade_gate_timeout": seconds,
+    "rolling_upgrade_gate_namespaces": lambda n, v: non_empty_strings(n, v, "namespaces"),
 }
 
 # Rules of the etcd modules' own options (the connection options are checked by etcd.validate_connection).

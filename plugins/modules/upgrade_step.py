@@ -59,6 +59,13 @@ options:
       - Seconds a heir must have been Ready before its donor is drained.
     type: int
     default: 0
+  max_unavailable:
+    description:
+      - Worker nodes a scaling group may lack while they are replaced delete-first (drained and deleted before
+        their heir is created), an integer or a percentage such as V(25%); V(0) never does so. See
+        M(kubenodes.image_upgrade.node_image_facts). A O(surge_cap) of V(0) then means no surge heir at all.
+    type: raw
+    default: 0
   scaling_groups:
     description:
       - Only these scaling group IDs; all the groups the provider discovers when empty.
@@ -219,6 +226,16 @@ options:
       - At most this many replacements in flight, because the cloud refused instances earlier in this run
         (RV(surge_cap) of the previous call).
     type: int
+  gate_after:
+    description:
+      - V(batch) or V(replacement) - a health gate (M(kubenodes.image_upgrade.cluster_health_gate), run by the
+        caller) follows each finished batch or each finished replacement. The slice then returns
+        RV(gate_due=true); with V(batch), no heir is created from the first finished replacement until the batch
+        in flight finished and the slice returned RV(gate_due). The caller runs the gate before the next call.
+      - V(none), no gate.
+    type: str
+    choices: [none, batch, replacement]
+    default: none
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
   - kubenodes.image_upgrade.cloud_provider
@@ -280,6 +297,10 @@ etcd_due:
   returned: success
   type: list
   elements: dict
+gate_due:
+  description: Whether the caller is to run the health gate now, before the next call (O(gate_after)).
+  returned: success
+  type: bool
 refused:
   description:
     - Destructive steps (cordon and drain, etcd removal, instance or Node deletion) that the cross-checks refused
