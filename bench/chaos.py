@@ -259,20 +259,25 @@ def exp_etcd(handle, values, workdir, args, rng):
             heirs = [(n, r) for n, r in nodes.items() if n not in watch.initial_nodes and r.get("control_plane")
                      and r.get("paired") and r.get("donor_of")
                      and set(nodes.get(r["donor_of"], {}).get("phases", {})) & {"draining", "drained"}]
-            if heirs:
-                heir, rec = heirs[0]
+            for heir, rec in sorted(heirs):
                 members = handle.cp_etcd()["members"]
                 victims = sorted(n for n in members if n not in (heir, rec["donor_of"]) and members[n].get("pid")
                                  and members[n].get("running", True))
-                if victims:
-                    victim = rng.choice(victims)
-                    pid = members[victim]["pid"]
-                    before, _ = etcd_state(handle, skip=(victim,))
-                    offset = len(run.output())
-                    world.signal_process(pid, signal.SIGSTOP)
-                    stopped = {"member": victim, "pid": pid, "heir": heir, "donor": rec["donor_of"],
-                               "at_s": round(time.time() - run.started, 1), "members_before": before}
-                    world.log("SIGSTOP etcd member %s (pid %d) while %s replaces %s" % (victim, pid, heir, rec["donor_of"]))
+                if not victims:
+                    continue
+                victim = rng.choice(victims)
+                before, _ = etcd_state(handle, skip=(victim,))
+                # Only while the donor is still a member: its removal is what the stop must meet (the step
+                # engine drains, removes and deletes a donor in one pass; a later replacement comes next).
+                if rec["donor_of"] not in (before or ()):
+                    continue
+                pid = members[victim]["pid"]
+                offset = len(run.output())
+                world.signal_process(pid, signal.SIGSTOP)
+                stopped = {"member": victim, "pid": pid, "heir": heir, "donor": rec["donor_of"],
+                           "at_s": round(time.time() - run.started, 1), "members_before": before}
+                world.log("SIGSTOP etcd member %s (pid %d) while %s replaces %s" % (victim, pid, heir, rec["donor_of"]))
+                break
             time.sleep(0.5)
         if stopped:
             low = None

@@ -61,6 +61,7 @@ def argument_spec():
         max_surge_total=dict(type="int"),
         join_timeout=dict(type="int", default=1800),
         heir_ready_seconds=dict(type="int", default=0),
+        max_unavailable=dict(type="raw", default=0),
         scaling_groups=dict(type="list", elements="str", default=[]),
         exclude_labels=dict(type="list", elements="str", default=[]),
         copy_taints=dict(type="bool", default=False),
@@ -89,7 +90,7 @@ def _record_created(api_client, where, image, record):
     the record in memory; a later run without it leaves those instances alone rather than removing them)."""
     try:
         journal_store.record_created(api_client, where["name"], where["namespace"], image, record["instances_created"],
-                                     record["start_counts"])
+                                     record["start_counts"], delete_first=record)
     except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
         display.warning("the instances just created (%s) could not be recorded in the journal ConfigMap %s/%s as this "
                         "upgrade's own: %s. A later run will not remove them as surplus"
@@ -206,8 +207,9 @@ class ActionModule(ActionBase):
         if args.get("journal"):
             where = args["journal"]
             try:
-                settings.created, settings.start_counts = journal_store.created_record(
-                    journal_store.read_journal(api_client, where["name"], where["namespace"])[1])
+                recorded = journal_store.read_journal(api_client, where["name"], where["namespace"])[1]
+                settings.created, settings.start_counts = journal_store.created_record(recorded)
+                settings.removed_first, settings.refills = journal_store.delete_first_record(recorded)
             except journal_store.MalformedJournal as exc:
                 raise executor.StepFailure("journal: %s" % exc, reason="malformed_journal")
             if not check_mode:

@@ -609,7 +609,8 @@ def _group_key(group_id):
 
 
 def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None, now=0.0,
-                 normalize=default_normalize, scope=None, created=None, start_counts=None):
+                 normalize=default_normalize, scope=None, created=None, start_counts=None, removed_first=None,
+                 refills=None):
     """Group every node, compute budgets and the plan for the next pass.
 
     nodes:        NodeInfo values (or Node API dicts).
@@ -622,9 +623,12 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
                   recorded them (instances_created). Only these may be removed as surplus.
     start_counts: {group id: number of nodes} when the upgrade started (the journal's start_counts).
                   A recorded node that no donor needs is removed only while its group holds more nodes.
+    removed_first: {node name: {group, labels, taints}}: the workers this upgrade removed delete-first, as its
+                  journal recorded them (max_unavailable); refills: {such name: the node that replaced it}.
     Returns a dict of plain data (see the RETURN documentation of node_image_facts).
     """
-    planner = _Planner(nodes, options, groups, instances, group_errors, now, normalize, scope, created, start_counts)
+    planner = _Planner(nodes, options, groups, instances, group_errors, now, normalize, scope, created, start_counts,
+                       removed_first, refills)
     planner.locate_nodes()
     planner.classify()
     planner.screen()
@@ -645,7 +649,7 @@ class _Planner:
     """The steps of plan_upgrade over shared working state (still pure: nothing here does I/O)."""
 
     def __init__(self, nodes, options, groups, instances, group_errors, now, normalize, scope, created=None,
-                 start_counts=None):
+                 start_counts=None, removed_first=None, refills=None):
         self.keys = options.validate()
         self.created = {normalize(pid): dict(entry or {}) for pid, entry in (created or {}).items() if pid}
         self.start_counts = {}
@@ -686,6 +690,9 @@ class _Planner:
         self.group_reports, self.create, self.blocked = [], [], []
         self.in_flight_total, self.cp_busy = 0, False
         self.delete_first_marks, self.record_start_counts, self.refilled = [], {}, []
+        self.removed_first = {k: v for k, v in (removed_first or {}).items() if isinstance(v, dict)}
+        self.refills = {k: v for k, v in (refills or {}).items() if isinstance(v, str)}
+        self.record_removed_first, self.record_refills = {}, {}
         self.problems, self.held, self.stop = [], {}, None
         self.cloud_view = CloudView([i for items in self.instance_lists.values() for i in items], normalize,
                                     complete=self.cloud_consulted and not self.group_errors)
@@ -1001,15 +1008,41 @@ class _Planner:
         s.cache = {}
         return 1
 
+    def refill_slot(self, s):
+        """The worker removed delete-first that refill `s` replaces: the one the journal assigns to it, else the
+        first of its group that no node replaced yet (None when there is none)."""
+        for slot, refill in sorted(self.refills.items()):
+            if refill == s.name:
+                return slot
+        taken = set(self.refills) | set(self.record_refills)
+        for slot, entry in sorted(self.removed_first.items()):
+            if slot not in taken and slot not in self.by_name and same(entry.get("group"), s.group_id):
+                self.record_refills[slot] = s.name
+                return slot
+        return None
+
     def refill_done(self, s):
         """A node this upgrade created to refill a group whose donor it replaces was removed delete-first (no
-        outdated node was left to pair it with): it is recorded as replaced, from its creation on (journal)."""
+        outdated node was left to pair it with): it gets that worker's labels (journal) and is recorded as
+        replaced, from its creation on."""
         keys = self.keys
+        slot = self.refill_slot(s)
+        entry = self.removed_first.get(slot) or {}
+        labels = labels_to_copy(entry.get("labels") or {}, s.info.labels, self.options.exclude_labels)
+        taints = taints_to_copy(entry.get("taints") or [], s.info.taints, self.options.exclude_labels) \
+            if self.options.copy_taints else []
+        if labels or taints:
+            self.label_copies.append(dict(heir=s.name, donor=slot, labels=labels, taints=taints))
+            copies = self.node_patches.setdefault(s.name, {"annotations": {}, "expect": {}})
+            if labels:
+                copies["labels"] = labels
+            if taints:
+                copies["taints"] = list(s.info.taints) + taints
         created = self.created_by_us(s).get("created") or self.stamp
         s.phase, s.phase_since = PHASE_REPLACED, self.now
         before = s.info.annotations
         s.info = dataclasses.replace(s.info, annotations=dict(before, **{keys.started_at: created}))
-        self.refilled.append(dict(name=s.name, group=s.group_id, created=created))
+        self.refilled.append(dict(name=s.name, group=s.group_id, created=created, replaces=slot))
         self.patch(s.name, dict(s.cache, **{
             keys.phase: PHASE_REPLACED, keys.phase_since: self.stamp, keys.started_at: created,
             keys.phase_history: trail_with(s.info.annotations, keys, PHASE_REPLACED, self.now, reset=True)}),
@@ -1315,6 +1348,10 @@ class _Planner:
         spare = max(0, len(free) - joining_new - create)    # outdated nodes no heir on its way will take
         count = 0 if self.cp_busy else min(max(0, limit - in_use), spare)
         for s in free[:count]:
+            # Its labels (and taints) outlive it in the journal, for the refill that replaces it.
+            self.record_removed_first[s.name] = dict(
+                group=report["id"], labels=copyable_labels(s.info.labels, self.options.exclude_labels),
+                taints=copyable_taints(s.info.taints, self.options.exclude_labels) if self.options.copy_taints else [])
             self.final[s.name] = OBSOLETE
             self.obsolete_marks.append(s.name)
             self.delete_first_marks.append(dict(name=s.name, group=report["id"], provider_id=s.info.provider_id))
@@ -1410,6 +1447,8 @@ class _Planner:
             surplus=self.surplus,
             delete_first=self.delete_first_marks,
             record_start_counts=self.record_start_counts,
+            record_removed_first=self.record_removed_first,
+            record_refills=self.record_refills,
             refilled=self.refilled,
         )
         return dict(

@@ -12,7 +12,8 @@ A drain that finishes in a pass goes on to etcd and deletion in the same pass.
 The executor takes its outside worlds as arguments, so unit and property tests drive it against an
 in-memory world and the upgrade_step action plugin against the real cluster and clouds:
   kube:   list_nodes() -> [Node dict]; write_node(node, entry) -> (status, node); uncordon(name);
-          drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node)
+          drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node) -> False when
+          the Node changed since it was read (left to the next pass), else True (or None)
   cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud);
           set_group_image(group, image); create(group, count) -> (instances, quota message or "");
           delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
@@ -61,7 +62,7 @@ class Settings:
 
     def __init__(self, options, scaling_groups=None, timeout=None, started=None, poll=DEFAULT_POLL,
                  etcd_endpoints=None, check_mode=False, surge_cap=None, journal_run=None, created=None,
-                 start_counts=None, gate_after=None):
+                 start_counts=None, removed_first=None, refills=None, gate_after=None):
         self.options = options
         self.scaling_groups = list(scaling_groups or [])
         self.timeout = timeout
@@ -75,6 +76,9 @@ class Settings:
         # the start of a resumed run, kept up to date here): only recorded instances are removed as surplus.
         self.created = dict(created or {})
         self.start_counts = dict(start_counts or {})
+        # Workers removed delete-first and the refills that replaced them (max_unavailable), as journaled.
+        self.removed_first = dict(removed_first or {})
+        self.refills = dict(refills or {})
         # "batch" or "replacement": a health gate (cluster_health_gate, run by the role) follows each; None: no gate.
         self.gate_after = gate_after
 
@@ -143,7 +147,8 @@ class Executor:
         facts = core.plan_upgrade(nodes, options, groups=groups, instances=instances, group_errors=errors,
                                   now=self.clock(), normalize=normalize,
                                   scope=self.settings.scaling_groups or None, created=self.settings.created,
-                                  start_counts=self.settings.start_counts)
+                                  start_counts=self.settings.start_counts,
+                                  removed_first=self.settings.removed_first, refills=self.settings.refills)
         keys = core.AnnotationKeys(facts["annotation_prefix"])
         facts.update(donors=facts_views.donors(nodes, facts, keys, instances),
                      donors_gone=facts_views.donors_gone(nodes, facts, keys), not_ready=facts_views.not_ready(nodes),
@@ -216,9 +221,11 @@ class Executor:
             facts, nodes = self._replan_with_images({i["group"] for i in plan["set_group_image"]}, facts)
             plan = facts["plan"]
 
-        if plan.get("record_start_counts"):
-            # Before the first delete-first mark: the refill counts back to this number after a kill (journal).
-            self._record_created([], facts, start_counts=plan["record_start_counts"])
+        if plan.get("record_start_counts") or plan.get("record_removed_first") or plan.get("record_refills"):
+            # Before the delete-first marks and refills are written: a kill after them finds what they replace.
+            self._record_created([], facts, start_counts=plan.get("record_start_counts") or {},
+                                 delete_first=dict(removed_first=plan.get("record_removed_first") or {},
+                                                   refills=plan.get("record_refills") or {}))
         if facts.get("donors_gone") and self.journal is not None:
             # Before the promotion that forgets their names: a kill after it still leaves them journaled.
             self._timed("kube", self.journal, progress.donors_gone_record(facts, core.format_time(self.clock())))
@@ -292,8 +299,10 @@ class Executor:
             for item in finishing:
                 if not allowed("delete_node", item):
                     continue
-                if item["name"] in nodes:
-                    self._timed("kube", self.kube.delete_node, nodes[item["name"]])
+                if item["name"] in nodes and self._timed("kube", self.kube.delete_node, nodes[item["name"]]) is False:
+                    # It changed since this pass read it (the cloud's deletion taints it): the next pass reads it
+                    # again and decides anew, instead of this run failing on it.
+                    continue
                 finished.append(item["name"])
                 did.append(dict(step="delete", name=item["name"]))
 
@@ -322,14 +331,18 @@ class Executor:
         replanned["plan"]["set_group_image"] = []
         return replanned, nodes
 
-    def _record_created(self, created, facts, start_counts=None):
+    def _record_created(self, created, facts, start_counts=None, delete_first=None):
         """Record new instances as this upgrade's own at once (first record wins, as in the journal)."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
         record = report.created_record(created, facts.get("scaling_groups"), self.clock())
         if start_counts is not None:
             record["start_counts"] = dict(start_counts)
-        for key, known in (("instances_created", self.settings.created), ("start_counts", self.settings.start_counts)):
+        record.update({k: dict(v) for k, v in (delete_first or {}).items() if v})
+        for key, known in (("instances_created", self.settings.created), ("start_counts", self.settings.start_counts),
+                           ("removed_first", self.settings.removed_first), ("refills", self.settings.refills)):
+            if key not in record:
+                continue
             for ident, value in record[key].items():
                 known.setdefault(ident, value)
         if self.record_created is not None:
@@ -487,6 +500,8 @@ class KubeAccess:
                     reason=report.reason, drain_started=drain_api.format_timestamp(start))
 
     def delete_node(self, node):
+        """Delete the Node as read (its resourceVersion a precondition): True when deleted or already gone,
+        False when it changed since it was read (409), so that nothing is deleted on stale grounds."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, node_state
 
         name = node["metadata"]["name"]
@@ -494,10 +509,11 @@ class KubeAccess:
             node_state.delete_node(self.client, name, node["metadata"].get("resourceVersion"))
         except kube.ApiException as exc:
             if kube.is_status(exc, 404):
-                return
+                return True
             if kube.is_status(exc, 409):
-                raise StepFailure("node %s changed while being deleted; run again" % name, step="delete_node", node=name)
+                return False
             raise
+        return True
 
 
 class CloudAccess:

@@ -132,7 +132,9 @@ def merge(journal, record):
         removed.setdefault(provider_id, {}).update({k: v for k, v in (seen or {}).items() if v})
     # What this upgrade created, and how many nodes each group had before: the first record of each wins, so
     # the proof that an instance is ours (the planner removes only those as surplus) is never rewritten.
-    for key in ("instances_created", "start_counts"):
+    # So are the workers removed delete-first (their labels, for the refill that replaces them) and which refill
+    # replaced each (rolling_upgrade_max_unavailable).
+    for key in ("instances_created", "start_counts", "removed_first", "refills"):
         seen = record.get(key) or {}
         if seen or key in journal:
             known = journal.setdefault(key, {})

@@ -67,6 +67,13 @@ options:
       - Seconds a heir must have been Ready before its donor is drained.
     type: int
     default: 0
+  max_unavailable:
+    description:
+      - Worker nodes a scaling group may lack while they are replaced delete-first (drained and deleted before
+        their heir is created), an integer or a percentage such as V(25%); V(0) never does so. See
+        M(kubenodes.image_upgrade.node_image_facts). A O(surge_cap) of V(0) then means no surge heir at all.
+    type: raw
+    default: 0
   scaling_groups:
     description:
       - Only these scaling group IDs; all the groups the provider discovers when empty.

@@ -21,7 +21,7 @@ def opts(**kw):
 def world(size=3, cp=False):
     w = World([group("G1", image=NEW)] + ([group("CP", role="control-plane", image=NEW)] if cp else []))
     for number in range(size):
-        w.add_node("w%d" % number, "G1", OLD)
+        w.add_node("w%d" % number, "G1", OLD, labels={"team": "t%d" % number})
     if cp:
         for number in range(3):
             w.add_node("cp%d" % number, "CP", OLD, control_plane=True)
@@ -70,6 +70,26 @@ def test_an_unknown_start_count_is_recorded_with_the_first_mark():
     result = world().plan(opts(no_surge=True, max_unavailable=1))
     assert result["plan"]["record_start_counts"] == {"G1": 3}
     assert [m["name"] for m in result["plan"]["delete_first"]] == ["w0"]
+    # So are the labels of the worker removed first, for the refill that replaces it.
+    assert result["plan"]["record_removed_first"] == {"w0": dict(group="G1", labels={"team": "t0"}, taints=[])}
+
+
+def test_a_refill_with_no_outdated_node_left_takes_the_labels_of_the_worker_it_replaces():
+    w = World([group("G1", image=NEW)])
+    w.add_node("w1", "G1", NEW)
+    w.add_node("n9", "G1", NEW, cached=False)
+    created = {"gce://p/z/n9": {"group": "G1", "created": "2026-12-01T00:00:00Z"}}
+    removed = {"w0": dict(group="G1", labels={"team": "t0"}, taints=[]), "wx": dict(group="G2", labels={}, taints=[])}
+    result = w.plan(opts(max_unavailable=1), created=created, start_counts={"G1": 2}, removed_first=removed)
+    assert result["plan"]["refilled"] == [dict(name="n9", group="G1", created="2026-12-01T00:00:00Z", replaces="w0")]
+    assert result["plan"]["record_refills"] == {"w0": "n9"}
+    assert result["node_patches"]["n9"]["labels"] == {"team": "t0"}
+    assert result["node_patches"]["n9"]["annotations"][P + "phase"] == core.PHASE_REPLACED
+    assert result["progress"]["done"] == 1
+    # A slot the journal gives to another node is not taken twice.
+    result = w.plan(opts(max_unavailable=1), created=created, start_counts={"G1": 2}, removed_first=removed,
+                    refills={"w0": "other"})
+    assert result["plan"]["refilled"][0]["replaces"] is None and "labels" not in result["node_patches"]["n9"]
 
 
 def test_a_removal_under_way_without_a_recorded_start_is_not_guessed_at():
@@ -103,7 +123,9 @@ def run(w, options, start=3, surge=0, take=None, executor=None, journal=None, pa
     journal = journal if journal is not None else {}
     ex = executor or w.executor(options, take=lambda kind, item: guard(kind, item) and (take is None or take(kind, item)),
                                 created=dict(journal.get("instances_created") or {}),
-                                start_counts=dict(journal.get("start_counts") or {}))
+                                start_counts=dict(journal.get("start_counts") or {}),
+                                removed_first=dict(journal.get("removed_first") or {}),
+                                refills=dict(journal.get("refills") or {}))
     ex.record_created = lambda record: [journal.setdefault(k, {}).update(
         {i: v for i, v in record[k].items() if i not in journal.get(k, {})}) for k in record]
     limit = core.unavailable_limit(options.max_unavailable, start)
@@ -129,6 +151,8 @@ def finished_as_at_start(w, start=3):
     assert len(w.nodes) == start and len(w.instances["G1"]) == start
     assert all(i.image == NEW for i in w.instances["G1"])
     assert not any(n["spec"].get("unschedulable") for n in w.nodes.values())
+    # Every worker's labels went to the node that replaced it, also those of a worker removed before its heir.
+    assert sorted(n["metadata"]["labels"].get("team", "-") for n in w.nodes.values()) == ["t%d" % i for i in range(start)]
 
 
 def test_a_group_with_no_room_is_replaced_delete_first_one_at_a_time():

@@ -75,6 +75,33 @@ def test_a_drain_that_finishes_goes_on_to_deletion_in_the_same_pass():
     assert result["finished"] == ["old-1"] and "old-1" not in w.nodes
 
 
+def test_a_donor_node_that_changed_since_the_read_is_deleted_by_the_next_pass_not_a_failure():
+    """KubeAccess.delete_node answers False when the Node changed since the pass read it (409 on its
+    resourceVersion; tests/integration/test_executor_kube.py): the donor is not counted as finished, and the
+    next pass, reading it again, deletes it."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    ex = w.executor(opts())
+    deleting = ex.kube.delete_node
+    conflicts = []
+
+    def delete_node(node):
+        if not conflicts:
+            conflicts.append(node["metadata"]["name"])
+            return False
+        return deleting(node)
+    ex.kube.delete_node = delete_node
+    for _attempt in range(6):
+        result = ex.run_pass()
+        if steps(result, "drain"):
+            break
+        w.tick()
+    assert conflicts == ["old-1"] and "old-1" in w.nodes
+    assert result["finished"] == [] and steps(result, "delete") == []
+    later = ex.run_pass()
+    assert later["finished"] == ["old-1"] and "old-1" not in w.nodes
+
+
 def test_control_plane_donor_loses_its_etcd_member_before_deletion_in_one_pass():
     w = World([group("CP", role="control-plane", image=NEW)])
     w.add_node("cp-old", "CP", OLD, control_plane=True)
