@@ -76,3 +76,11 @@ def test_journal_record_counts_a_donor_found_gone_as_replaced():
     record = journal_record(facts, 4, [], [], now=NOW)
     assert record["nodes"]["w-7"] == {"group": "g", "heir": "w-8", "role": "worker",
                                       "phases": {"paired": "2026-11-30T09:00:00Z", "deleted": "2026-11-30T10:05:00Z"}}
+
+
+def test_journal_record_names_the_passes_warnings_as_events():
+    facts = dict(FACTS, problems=[{"node": "w-3", "message": "node w-3: its phase-history is out of order"}])
+    drains = [{"node": "w-1", "drained": False, "reason": "pdb_blocked", "blocked": [{"namespace": "web", "pdb": "p"}]}]
+    record = journal_record(facts, 2, drains, [], now=NOW)
+    assert [(e["node"], e["reason"]) for e in record["events"]] == [("w-3", "UpgradeProblem"), ("w-1", "UpgradeDrainBlocked")]
+    assert "events" not in journal_record(FACTS, 2, [], [], now=NOW)
