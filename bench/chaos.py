@@ -16,10 +16,11 @@ Experiments:
              the removal (naming the member), remove nothing while it is stopped, and go on after SIGCONT;
   apiserver  kube-apiserver restarted mid-run (sandbox Sandbox.restart).
 
-Invariants, every second (upgrade_helpers.Watcher) and at the end: every node on the image; no instance
-orphaned; instances per group never above the start plus the surge; Ready nodes per group never below the
-start; the donors' labels on the heirs; the autoscaler's replicas restored; etcd members equal to the
-control-plane nodes, and healthy; the lock released.
+Invariants. Every second while the run goes (upgrade_helpers.Watcher): instances per group never above the
+start plus the surge; Ready nodes per group never below the start; etcd members never fewer than at the start
+(not in the etcd experiment, which counts them itself while its member is stopped). At the end, those and:
+every node on the image; no instance orphaned; the donors' labels on the heirs; the autoscaler's replicas
+restored; etcd members equal to the control-plane nodes, and healthy; the lock released.
 """
 
 import argparse
@@ -117,15 +118,25 @@ def _end_invariants(handle, values, start, watcher, surge):
     sick = {m: h for m, h in health.items() if h is not True and m in cps}
     out["etcd members == control planes, healthy"] = {"ok": members == cps and not sick, "members": members,
                                                       "control_planes": cps, "unhealthy": sick}
+    if watcher.etcd:
+        out["etcd members never below the start"] = {
+            "ok": watcher.min_etcd_members is not None and watcher.min_etcd_members >= start["etcd_members"],
+            "fewest_members": watcher.min_etcd_members, "start": start["etcd_members"]}
     holder = helpers.lease_holder(handle)
     out["lock released"] = {"ok": not holder, "holder": holder}
     return out
 
 
-def watched(handle, interval=1.0):
-    watcher = helpers.Watcher(handle, interval=interval, max_seconds=7200)
+def watched(handle, interval=1.0, etcd=True):
+    watcher = helpers.Watcher(handle, interval=interval, max_seconds=7200, etcd=etcd)
     watcher.start()
     return watcher
+
+
+def last_line(output):
+    """The run's last output line (in the passes: its progress line, what was in flight), shortened."""
+    lines = [text.strip() for text in output.splitlines() if text.strip()]
+    return lines[-1][:240] if lines else ""
 
 
 def last_task(output):
@@ -147,20 +158,24 @@ def exp_kills(handle, values, workdir, args, rng):
         run = live(world.MeasuredRun(values, workdir / ("kills-%02d.log" % attempt)))
         if len(kills) < args.kills and time.monotonic() < stop_killing:
             # The preflight alone can outlast a minute under load: most kills are timed from the moment
-            # the run reaches its passes, so that they land in every step of a pass, not in the preflight.
-            delay = rng.uniform(args.kill_min, args.kill_max)
+            # the run reaches its passes (within --pass-kill-max: the step engine rolls the whole world in
+            # under a minute of passes), so that they land in every step of a pass, not in the preflight.
             in_passes = rng.random() < 0.8
             rc = None
             if in_passes:
                 rc = _wait_for_passes(run, deadline)
+                delay = rng.uniform(1.0, args.pass_kill_max)
+            else:
+                delay = rng.uniform(args.kill_min, args.kill_max)
             if rc is None:
                 rc = _wait_quietly(run, delay)
                 delay = time.time() - run.started
             if rc is None:
-                task = last_task(run.output())
+                output = run.output()
+                task, line = last_task(output), last_line(output)
                 left = run.kill()
-                kills.append({"attempt": attempt, "after_s": round(delay, 1), "task": task,
-                              "tree_survivors": len(left)})
+                kills.append({"attempt": attempt, "after_s": round(delay, 1), "in_passes": in_passes, "task": task,
+                              "last_line": line, "tree_survivors": len(left)})
                 if left:
                     survivors.append({"attempt": attempt, "pids": left})
                 attempts.append({"attempt": attempt, "ended": "killed", "after_s": round(delay, 1)})
@@ -244,20 +259,25 @@ def exp_etcd(handle, values, workdir, args, rng):
             heirs = [(n, r) for n, r in nodes.items() if n not in watch.initial_nodes and r.get("control_plane")
                      and r.get("paired") and r.get("donor_of")
                      and set(nodes.get(r["donor_of"], {}).get("phases", {})) & {"draining", "drained"}]
-            if heirs:
-                heir, rec = heirs[0]
+            for heir, rec in sorted(heirs):
                 members = handle.cp_etcd()["members"]
                 victims = sorted(n for n in members if n not in (heir, rec["donor_of"]) and members[n].get("pid")
                                  and members[n].get("running", True))
-                if victims:
-                    victim = rng.choice(victims)
-                    pid = members[victim]["pid"]
-                    before, _ = etcd_state(handle, skip=(victim,))
-                    offset = len(run.output())
-                    world.signal_process(pid, signal.SIGSTOP)
-                    stopped = {"member": victim, "pid": pid, "heir": heir, "donor": rec["donor_of"],
-                               "at_s": round(time.time() - run.started, 1), "members_before": before}
-                    world.log("SIGSTOP etcd member %s (pid %d) while %s replaces %s" % (victim, pid, heir, rec["donor_of"]))
+                if not victims:
+                    continue
+                victim = rng.choice(victims)
+                before, _ = etcd_state(handle, skip=(victim,))
+                # Only while the donor is still a member: its removal is what the stop must meet (the step
+                # engine drains, removes and deletes a donor in one pass; a later replacement comes next).
+                if rec["donor_of"] not in (before or ()):
+                    continue
+                pid = members[victim]["pid"]
+                offset = len(run.output())
+                world.signal_process(pid, signal.SIGSTOP)
+                stopped = {"member": victim, "pid": pid, "heir": heir, "donor": rec["donor_of"],
+                           "at_s": round(time.time() - run.started, 1), "members_before": before}
+                world.log("SIGSTOP etcd member %s (pid %d) while %s replaces %s" % (victim, pid, heir, rec["donor_of"]))
+                break
             time.sleep(0.5)
         if stopped:
             low = None
@@ -299,15 +319,19 @@ def _refusals(text, member):
 
 
 def exp_apiserver(handle, values, workdir, args, rng):
-    """Restart kube-apiserver once the first worker donor is cordoned (or after 60-120 s), 3 s down."""
+    """Restart kube-apiserver once the first donor is cordoned (or 10-30 s after the run reaches its passes,
+    or after 300 s), 3 s down before it starts again (the restart itself takes longer under load)."""
     watch = world.ClusterWatch(handle).start()
     run = live(world.MeasuredRun(values, workdir / "apiserver-1.log"))
     restart = None
     attempts = []
-    fallback = time.monotonic() + rng.uniform(60, 120)
+    fallback = time.monotonic() + 300
+    in_passes = rng.uniform(10, 30)
     try:
         deadline = time.monotonic() + args.budget
         while run.poll() is None and restart is None and time.monotonic() < deadline:
+            if in_passes is not None and PASSES_STARTED.search(run.output()):
+                fallback, in_passes = min(fallback, time.monotonic() + in_passes), None
             nodes, _ = watch.snapshot()
             cordoned = [n for n, r in nodes.items() if n in watch.initial_nodes and r.get("cordoned")]
             if cordoned or time.monotonic() > fallback:
@@ -363,8 +387,11 @@ def run_experiment(name, cloud, args, workdir, rng):
         values, start = helpers.prepare(handle, cloud, control_planes=control_planes, workers=workers, groups=2,
                                         **overrides)
         surge = int(values.get("rolling_upgrade_max_surge", 1))
+        start["etcd_members"] = len(helpers.etcd_member_names(handle))
         load = world.loadavg()
-        watcher = watched(handle)
+        # The etcd experiment counts the members itself: a poll that asks the stopped member first would
+        # hang for its timeout and stall the other invariants' 1 s polls.
+        watcher = watched(handle, etcd=name != "etcd")
         began = time.time()
         try:
             result = RUNNERS[name](handle, values, workdir / cloud, args, rng)
@@ -386,7 +413,13 @@ def run_experiment(name, cloud, args, workdir, rng):
 def print_result(r):
     print("\n== %s on %s (%d+%d nodes, load %s -> %s, %ss)" % (r["experiment"], r["cloud"], r["control_planes"],
                                                               r["workers"], r["load_before"], r["load_after"], r.get("wall_s")))
-    print("faults injected: %s" % json.dumps(r.get("faults"), default=str)[:1500])
+    faults = dict(r.get("faults") or {})
+    kills = faults.pop("kills", None)
+    print("faults injected: %s" % json.dumps(faults, default=str)[:1500])
+    for kill in kills or []:
+        print("  kill at %ss (attempt %s, %s): %s | %s | %d of its processes survived" % (
+            kill["after_s"], kill["attempt"], "in the passes" if kill.get("in_passes") else "from the start",
+            kill["task"], kill.get("last_line", ""), kill["tree_survivors"]))
     print("attempts: %s" % ", ".join("%s after %ss" % (a["ended"], a["after_s"]) for a in r.get("attempts", [])))
     print("completed: %s%s" % (r.get("completed"), (" (" + r["note"] + ")") if r.get("note") else ""))
     if r.get("interrupted"):
@@ -403,6 +436,8 @@ def main(argv=None):
     parser.add_argument("--kills", type=int, default=None, help="at least this many kills (default 20, --quick 5)")
     parser.add_argument("--kill-min", type=float, default=3.0, help="earliest kill, seconds after a run starts")
     parser.add_argument("--kill-max", type=float, default=60.0, help="latest kill, seconds after a run starts")
+    parser.add_argument("--pass-kill-max", type=float, default=15.0,
+                        help="latest kill, seconds after a run reaches its passes (four kills in five)")
     parser.add_argument("--kill-until", type=float, default=None,
                         help="start no kill later than this many seconds into the experiment; then a run finishes")
     parser.add_argument("--etcd-hold", type=float, default=300.0,

@@ -225,6 +225,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="2 workers (1 per group): a fast check of the script")
     parser.add_argument("--engines", default=None, help="comma-separated (default: every engine the role offers)")
     parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--baseline-arms", default=None,
+                        help="the arms today's engine (tasks) runs, when not all of --arms (it is the slow one)")
     parser.add_argument("--join-delay", type=float, default=20.0)
     parser.add_argument("--heir-ready", type=float, default=5.0, help="rolling_upgrade_heir_ready_seconds")
     parser.add_argument("--timeout", type=float, default=3600.0, help="per arm, for ansible-playbook")
@@ -242,6 +244,8 @@ def main(argv=None):
     arms = args.arms.split(",")
     if set(arms) - set(ARMS):
         parser.error("--arms: choose from %s" % ",".join(ARMS))
+    if args.baseline_arms and set(args.baseline_arms.split(",")) - set(arms):
+        parser.error("--baseline-arms %s: choose from --arms (%s)" % (args.baseline_arms, ",".join(arms)))
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="kubenodes-makespan-"))
     workdir.mkdir(parents=True, exist_ok=True)
     header = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "commit": world.commit(),
@@ -268,7 +272,8 @@ def main(argv=None):
 
     # Engines side by side per arm, so that their figures share the load of the moment; with --parallel N,
     # N arms run at once (each on its own sandbox), which shortens the wall time on a busy machine.
-    todo = [(engine, arm) for arm in arms for engine in engines]
+    baseline_arms = args.baseline_arms.split(",") if args.baseline_arms else arms
+    todo = [(engine, arm) for arm in arms for engine in engines if engine != world.TODAY or arm in baseline_arms]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
         for future in [pool.submit(one, engine, arm) for engine, arm in todo]:
             future.result()

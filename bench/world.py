@@ -131,10 +131,18 @@ class MeasuredRun:
         """The run's own kill (upgrade_helpers.PlaybookRun.kill), then the reap; returns survivors: PIDs of
         the run's tree still alive right after it (which a kill of the whole tree leaves none of)."""
         tree = process_tree(self.pid) if self.rc is None else []
-        self.run.kill()   # reaps the playbook itself (Popen.wait): a killed run's CPU is not counted
+        killed = dict(self.run.kill())   # reaps the playbook itself (Popen.wait): a killed run's CPU is not counted
         if self.rc is None:
             self.rc, self.ended = self.run.proc.returncode, time.time()
-        return [p for p in tree if p != self.pid and _alive(p)]
+        left = [p for p in tree if p != self.pid and _alive(p)]
+        if left:
+            # Each with what it was and whether kill_tree SIGKILLed it: a process still exiting is not one
+            # that acts on; one alive 2 s later that kill_tree never saw is.
+            seen = {p: (_state(p), _cmdline(p)) for p in left}
+            time.sleep(2.0)
+            left = [{"pid": p, "state": seen[p][0], "cmdline": seen[p][1][:160], "sigkilled": p in killed,
+                     "alive_2s_later": _alive(p)} for p in left]
+        return left
 
     def output(self):
         return self.run.output()
@@ -161,6 +169,22 @@ def signal_process(pid, sig):
         return True
     except ProcessLookupError:
         return False
+
+
+def _state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def _alive(pid):

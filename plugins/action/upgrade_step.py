@@ -12,7 +12,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import executor, kube, node_state, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, kube, node_state, report
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
@@ -55,11 +55,13 @@ JOURNAL_SPEC = dict(journal_store.REFERENCE_SPEC, run=dict(type="str"), events=d
 def argument_spec():
     spec = kube.auth_argument_spec(dict(
         image=dict(type="str", required=True),
+        image_resolved=dict(type="bool", default=False),
         annotation_prefix=dict(type="str", default="image-upgrade.kubenodes.io"),
         max_surge=dict(type="raw", default=1),
         max_surge_total=dict(type="int"),
         join_timeout=dict(type="int", default=1800),
         heir_ready_seconds=dict(type="int", default=0),
+        max_unavailable=dict(type="raw", default=0),
         scaling_groups=dict(type="list", elements="str", default=[]),
         exclude_labels=dict(type="list", elements="str", default=[]),
         copy_taints=dict(type="bool", default=False),
@@ -73,6 +75,7 @@ def argument_spec():
         poll_interval=dict(type="float", default=executor.DEFAULT_POLL),
         passes=dict(type="int", default=0),
         surge_cap=dict(type="int"),
+        gate_after=dict(type="str", choices=["none", "batch", "replacement"], default="none"),
     ))
     spec.update(factory.provider_argument_spec(required=True))
     return spec
@@ -87,7 +90,7 @@ def _record_created(api_client, where, image, record):
     the record in memory; a later run without it leaves those instances alone rather than removing them)."""
     try:
         journal_store.record_created(api_client, where["name"], where["namespace"], image, record["instances_created"],
-                                     record["start_counts"])
+                                     record["start_counts"], delete_first=record)
     except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
         display.warning("the instances just created (%s) could not be recorded in the journal ConfigMap %s/%s as this "
                         "upgrade's own: %s. A later run will not remove them as surplus"
@@ -141,7 +144,9 @@ class ActionModule(ActionBase):
             did=outcome["did"],
             finished=outcome["finished"],
             etcd_due=outcome["etcd_due"],
+            etcd_waiting=facts.get("etcd_waiting") or [],
             refused=outcome["refused"],
+            gate_due=bool(outcome.get("gate_due")),
             problems=facts.get("problems") or [],
             progress=facts["progress"],
             eta=facts["eta"],
@@ -163,13 +168,21 @@ class ActionModule(ActionBase):
     def _build(self, args, check_mode):
         options = node_state.planner_options(args)
         options.validate()
+        if args["gate_after"] != "none" and core.unavailable_limit(options.max_unavailable, 1) > 0:
+            # Delete-first refills follow their donor's removal: a gate held after it would wait on a missing node.
+            raise executor.StepFailure("gate_after %s (rolling_upgrade_gate_after) does not work with max_unavailable %s "
+                                       "(rolling_upgrade_max_unavailable) yet: set one of them to its default (none, 0) "
+                                       "and run again; nothing was changed" % (args["gate_after"], options.max_unavailable),
+                                       reason="invalid")
         try:
             api_client = kube.build_api_client(args)
         except kube.KubeAuthError as exc:
             raise executor.StepFailure("cannot reach Kubernetes: %s" % exc)
         try:
             provider = factory.build_provider(args)
-            canonical = provider_base.with_retries(lambda: provider.validate_image(options.image.strip()))
+            canonical = None
+            if not args["image_resolved"]:
+                canonical = provider_base.with_retries(lambda: provider.validate_image(options.image.strip()))
         except provider_base.NotFoundError as exc:
             raise executor.StepFailure("image %r does not exist: %s" % (options.image, exc))
         except provider_base.ProviderError as exc:
@@ -185,7 +198,8 @@ class ActionModule(ActionBase):
         settings = executor.Settings(options, scaling_groups=args["scaling_groups"], timeout=args["timeout"],
                                      started=args["started"], poll=args["poll_interval"],
                                      etcd_endpoints=etcd_args["endpoints"], check_mode=check_mode,
-                                     surge_cap=args["surge_cap"], journal_run=(args.get("journal") or {}).get("run"))
+                                     surge_cap=args["surge_cap"], journal_run=(args.get("journal") or {}).get("run"),
+                                     gate_after=None if args["gate_after"] == "none" else args["gate_after"])
         engine = executor.Executor(settings, executor.KubeAccess(api_client, options.annotation_prefix, args["drain"]),
                                    executor.CloudAccess(provider), etcd=remover, say=display.display)
         engine.passes = args["passes"]
@@ -193,8 +207,9 @@ class ActionModule(ActionBase):
         if args.get("journal"):
             where = args["journal"]
             try:
-                settings.created, settings.start_counts = journal_store.created_record(
-                    journal_store.read_journal(api_client, where["name"], where["namespace"])[1])
+                recorded = journal_store.read_journal(api_client, where["name"], where["namespace"])[1]
+                settings.created, settings.start_counts = journal_store.created_record(recorded)
+                settings.removed_first, settings.refills = journal_store.delete_first_record(recorded)
             except journal_store.MalformedJournal as exc:
                 raise executor.StepFailure("journal: %s" % exc, reason="malformed_journal")
             if not check_mode:

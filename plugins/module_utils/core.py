@@ -15,6 +15,7 @@ and its heir (new node) through
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -162,6 +163,27 @@ def surge_limit(max_surge, group_size):
     return max(1, int(math.ceil(group_size * number / 100.0)))
 
 
+def unavailable_limit(max_unavailable, group_size):
+    """max_unavailable as an integer, or `N%` of the group rounded down (at least 1 when N > 0): how many nodes
+    a worker group may lack while they are replaced delete-first. Rounded down, as Kubernetes rounds
+    maxUnavailable, so a percentage never takes away more than it says, except that 1% of a small group is 1."""
+    if isinstance(max_unavailable, bool):
+        raise PlanInputError("max_unavailable must be an integer or a percentage like '25%', got a boolean")
+    if isinstance(max_unavailable, int):
+        number, percent = max_unavailable, False
+    else:
+        match = _SURGE.match(str(max_unavailable if max_unavailable is not None else 0))
+        if not match:
+            raise PlanInputError("max_unavailable must be an integer or a percentage like '25%%', got %r"
+                                 % (max_unavailable,))
+        number, percent = int(match.group(1)), bool(match.group(2))
+    if number < 0:
+        raise PlanInputError("max_unavailable must not be negative, got %r" % (max_unavailable,))
+    if not percent or number == 0:
+        return number
+    return max(1, int(math.floor(group_size * number / 100.0)))
+
+
 def format_time(epoch):
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -242,15 +264,18 @@ class Options:
     copy_taints: bool = False
     eta_min_samples: int = 2
     heir_ready_seconds: float = 0   # how long a heir must have been Ready before its donor is drained
+    max_unavailable: object = 0     # worker nodes a group may lack while replaced delete-first (see _DeleteFirst)
+    no_surge: bool = False          # the quota leaves no room for one more instance: no heir beyond the start count
 
     def validate(self):
         if not isinstance(self.image, str) or not self.image.strip() or any(c.isspace() for c in self.image.strip()):
             raise PlanInputError("image must be a non-empty image reference without spaces, got %r" % (self.image,))
         surge_limit(self.max_surge, 1)
         # The rules of the modules and the role (validate.py): 0 would never replace a node, 10**20 is no count.
-        for problem in validate.check(dict(max_surge=self.max_surge, max_surge_total=self.max_surge_total),
-                                      validate.SURGE_RULES):
+        for problem in validate.check(dict(max_surge=self.max_surge, max_surge_total=self.max_surge_total,
+                                           max_unavailable=self.max_unavailable), validate.SURGE_RULES):
             raise PlanInputError(problem)
+        unavailable_limit(self.max_unavailable, 1)
         if self.join_timeout is None or float(self.join_timeout) <= 0:
             raise PlanInputError("join_timeout must be a positive number of seconds, got %r" % (self.join_timeout,))
         return AnnotationKeys(self.annotation_prefix)
@@ -584,7 +609,8 @@ def _group_key(group_id):
 
 
 def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None, now=0.0,
-                 normalize=default_normalize, scope=None, created=None, start_counts=None):
+                 normalize=default_normalize, scope=None, created=None, start_counts=None, removed_first=None,
+                 refills=None):
     """Group every node, compute budgets and the plan for the next pass.
 
     nodes:        NodeInfo values (or Node API dicts).
@@ -597,9 +623,12 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
                   recorded them (instances_created). Only these may be removed as surplus.
     start_counts: {group id: number of nodes} when the upgrade started (the journal's start_counts).
                   A recorded node that no donor needs is removed only while its group holds more nodes.
+    removed_first: {node name: {group, labels, taints}}: the workers this upgrade removed delete-first, as its
+                  journal recorded them (max_unavailable); refills: {such name: the node that replaced it}.
     Returns a dict of plain data (see the RETURN documentation of node_image_facts).
     """
-    planner = _Planner(nodes, options, groups, instances, group_errors, now, normalize, scope, created, start_counts)
+    planner = _Planner(nodes, options, groups, instances, group_errors, now, normalize, scope, created, start_counts,
+                       removed_first, refills)
     planner.locate_nodes()
     planner.classify()
     planner.screen()
@@ -612,6 +641,7 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     planner.instances_without_nodes()
     planner.leaving_steps()
     planner.creations()
+    planner.unproven_surplus()
     return planner.result()
 
 
@@ -619,7 +649,7 @@ class _Planner:
     """The steps of plan_upgrade over shared working state (still pure: nothing here does I/O)."""
 
     def __init__(self, nodes, options, groups, instances, group_errors, now, normalize, scope, created=None,
-                 start_counts=None):
+                 start_counts=None, removed_first=None, refills=None):
         self.keys = options.validate()
         self.created = {normalize(pid): dict(entry or {}) for pid, entry in (created or {}).items() if pid}
         self.start_counts = {}
@@ -659,6 +689,10 @@ class _Planner:
         self.drain, self.waiting, self.etcd_remove, self.delete_nodes, self.uncordon = [], [], [], [], []
         self.group_reports, self.create, self.blocked = [], [], []
         self.in_flight_total, self.cp_busy = 0, False
+        self.delete_first_marks, self.record_start_counts, self.refilled = [], {}, []
+        self.removed_first = {k: v for k, v in (removed_first or {}).items() if isinstance(v, dict)}
+        self.refills = {k: v for k, v in (refills or {}).items() if isinstance(v, str)}
+        self.record_removed_first, self.record_refills = {}, {}
         self.problems, self.held, self.stop = [], {}, None
         self.cloud_view = CloudView([i for items in self.instance_lists.values() for i in items], normalize,
                                     complete=self.cloud_consulted and not self.group_errors)
@@ -959,6 +993,8 @@ class _Planner:
         if nodes_now <= start:
             self.surplus.append(dict(entry, action="kept", reason="scaling group %s holds %d node(s), not more than "
                                      "the %d it had at the start" % (s.group_id, nodes_now, start)))
+            if not s.info.control_plane and unavailable_limit(self.options.max_unavailable, 1) > 0:
+                self.refill_done(s)
             return 0
         s.category = NEW
         self.obsolete_marks.append(s.name)
@@ -971,6 +1007,47 @@ class _Planner:
             expect={keys.donor: None, keys.obsolete: s.info.annotations.get(keys.obsolete)})
         s.cache = {}
         return 1
+
+    def refill_slot(self, s):
+        """The worker removed delete-first that refill `s` replaces: the one the journal assigns to it, else the
+        first of its group that no node replaced yet (None when there is none)."""
+        for slot, refill in sorted(self.refills.items()):
+            if refill == s.name:
+                return slot
+        taken = set(self.refills) | set(self.record_refills)
+        for slot, entry in sorted(self.removed_first.items()):
+            if slot not in taken and slot not in self.by_name and same(entry.get("group"), s.group_id):
+                self.record_refills[slot] = s.name
+                return slot
+        return None
+
+    def refill_done(self, s):
+        """A node this upgrade created to refill a group whose donor it replaces was removed delete-first (no
+        outdated node was left to pair it with): it gets that worker's labels (journal) and is recorded as
+        replaced, from its creation on."""
+        keys = self.keys
+        slot = self.refill_slot(s)
+        entry = self.removed_first.get(slot) or {}
+        labels = labels_to_copy(entry.get("labels") or {}, s.info.labels, self.options.exclude_labels)
+        taints = taints_to_copy(entry.get("taints") or [], s.info.taints, self.options.exclude_labels) \
+            if self.options.copy_taints else []
+        if labels or taints:
+            self.label_copies.append(dict(heir=s.name, donor=slot, labels=labels, taints=taints))
+            copies = self.node_patches.setdefault(s.name, {"annotations": {}, "expect": {}})
+            if labels:
+                copies["labels"] = labels
+            if taints:
+                copies["taints"] = list(s.info.taints) + taints
+        created = self.created_by_us(s).get("created") or self.stamp
+        s.phase, s.phase_since = PHASE_REPLACED, self.now
+        before = s.info.annotations
+        s.info = dataclasses.replace(s.info, annotations=dict(before, **{keys.started_at: created}))
+        self.refilled.append(dict(name=s.name, group=s.group_id, created=created, replaces=slot))
+        self.patch(s.name, dict(s.cache, **{
+            keys.phase: PHASE_REPLACED, keys.phase_since: self.stamp, keys.started_at: created,
+            keys.phase_history: trail_with(s.info.annotations, keys, PHASE_REPLACED, self.now, reset=True)}),
+            expect={keys.donor: None, keys.phase: before.get(keys.phase)})
+        s.cache = {}
 
     # 5. Remaining cache writes (nodes not touched above).
     def cache_annotations(self):
@@ -1169,13 +1246,17 @@ class _Planner:
             budget = budgets[_group_key(report["id"])]
             want = budget["demand"]
             room = max(0, budget["limit"] - budget["in_flight"])
-            reason = None
-            if want == 0:
+            reason, surge_only = None, None
+            if want == 0 and not self.delete_first_on(report):
                 count = 0
             elif not report["listed"]:
-                count, reason = 0, "its instances could not be listed"
+                count, reason = 0, "its instances could not be listed" if want else None
             elif not report["image_current"]:
-                count, reason = 0, "the scaling group does not use the image yet"
+                count, reason = 0, "the scaling group does not use the image yet" if want else None
+            elif self.delete_first_on(report):
+                count, surge_only, reason = self.delete_first(report, budget, cluster_room)
+            elif options.no_surge:
+                count, reason = 0, "the cloud quota leaves no room for a new instance"
             elif report["role"] == ROLE_WORKER and self.cp_busy:
                 count, reason = 0, "waiting for the control plane to be replaced first"
             elif report["role"] == ROLE_CONTROL_PLANE:
@@ -1190,19 +1271,137 @@ class _Planner:
                 reason = "surge budget held by node(s) left alone for a problem: %s" % ", ".join(budget["held"])
                 self.stop = self.stop or ("scaling group %s cannot go on: %s; resolve the problem(s) named in "
                                           "`problems`, then run again" % (report["id"], reason))
-            if count and cluster_room is not None:
+            if count and cluster_room is not None and surge_only is None:
                 count = min(count, cluster_room)
                 if not count:
                     reason = "cluster-wide surge budget used"
             if count and report["role"] == ROLE_CONTROL_PLANE:
                 cp_in_flight += count
             if cluster_room is not None:
-                cluster_room -= count
+                cluster_room -= count if surge_only is None else surge_only
             report["to_create"] = count
             if count:
                 self.create.append(dict(group=report["id"], count=count, role=report["role"]))
             elif reason:
                 self.blocked.append(dict(group=report["id"], reason=reason, outdated=want))
+
+    # 8b. Delete-first replacements (max_unavailable), in worker groups only: the control plane always surges.
+    #     A group lends capacity instead of borrowing it. An outdated node is marked obsolete, the removal path
+    #     of surplus nodes (cordon, drain with PDBs respected, delete; every cross-check, resumable at any
+    #     phase), and the group is refilled from the new image up to the node count it had at the start, as
+    #     the journal records it (start_counts, written before the first mark). A refill joins and pairs with
+    #     the next outdated node like any heir; one that finds none is the replacement of a node already gone
+    #     and is recorded as replaced. A donor removed delete-first is told from a surplus heir by its image:
+    #     the cloud says it runs an outdated one. Ready nodes never drop below the start minus the limit.
+    def delete_first_on(self, report):
+        return report["role"] == ROLE_WORKER and unavailable_limit(self.options.max_unavailable, 1) > 0
+
+    def vacating(self, members):
+        """Outdated nodes being removed delete-first (marked obsolete, still listed as nodes)."""
+        return [s for s in members if self.final[s.name] == OBSOLETE and s.image and not same(s.image, self.target)]
+
+    def available(self, members):
+        """Nodes of a group that serve and will go on serving: Ready, schedulable, not leaving. A donor whose
+        heir is Ready is leaving (its drain is next), one whose heir is not Ready yet still serves."""
+        count = 0
+        for s in members:
+            category = self.final[s.name]
+            if category not in (OUTDATED, UP_TO_DATE, HEIR, DONOR) or not s.info.ready or s.info.unschedulable:
+                continue
+            if category == DONOR:
+                heir = self.by_name.get(s.partner or "")
+                if heir is None or heir.info.ready or s.phase not in ("", PHASE_PAIRED):
+                    continue
+            count += 1
+        return count
+
+    def delete_first(self, report, budget, cluster_room):
+        """(instances to create, of which surge heirs, blocked reason) for a worker group with max_unavailable
+        above 0; marks the outdated nodes to remove first."""
+        gkey = _group_key(report["id"])
+        members = self.by_group.get(gkey, [])
+        vacating = self.vacating(members)
+        start = self.start_counts.get(gkey)
+        provisional = start is None
+        if provisional:
+            if vacating:
+                # A node already removed delete-first cannot be counted back without the journal's record.
+                return 0, 0, ("the journal does not record how many nodes scaling group %s had at the start, and "
+                              "%s is being removed delete-first: rolling_upgrade_max_unavailable needs the journal"
+                              % (report["id"], ", ".join(s.name for s in vacating)))
+            start = report["nodes_serving"]
+        limit = unavailable_limit(self.options.max_unavailable, start)
+        surge = 0 if self.options.no_surge else budget["limit"]
+        instances = len(self.instance_lists.get(gkey, []))
+        available = self.available(members)
+        in_use = max(0, start - available)
+        refill = max(0, start - instances)
+        surge_heirs = 0
+        if not self.cp_busy:
+            surge_heirs = min(max(0, budget["demand"] - refill), max(0, start + surge - instances - refill))
+            if cluster_room is not None:
+                surge_heirs = min(surge_heirs, cluster_room)
+        create = refill + surge_heirs
+        joining_new = self.joining_count.get(gkey, 0) - self.joining_old.get(gkey, 0)
+        free = [s for s in members if self.final[s.name] == OUTDATED and not s.paired_now
+                and not s.info.annotations.get(self.keys.donor)]
+        spare = max(0, len(free) - joining_new - create)    # outdated nodes no heir on its way will take
+        count = 0 if self.cp_busy else min(max(0, limit - in_use), spare)
+        for s in free[:count]:
+            # Its labels (and taints) outlive it in the journal, for the refill that replaces it.
+            self.record_removed_first[s.name] = dict(
+                group=report["id"], labels=copyable_labels(s.info.labels, self.options.exclude_labels),
+                taints=copyable_taints(s.info.taints, self.options.exclude_labels) if self.options.copy_taints else [])
+            self.final[s.name] = OBSOLETE
+            self.obsolete_marks.append(s.name)
+            self.delete_first_marks.append(dict(name=s.name, group=report["id"], provider_id=s.info.provider_id))
+            self.patch(s.name, dict(s.cache, **{
+                self.keys.obsolete: "true", self.keys.phase: None, self.keys.phase_since: self.stamp,
+                self.keys.phase_history: trail_with(s.info.annotations, self.keys, TRAIL_OBSOLETE, self.now)}),
+                expect={self.keys.heir: None, self.keys.obsolete: s.info.annotations.get(self.keys.obsolete)})
+            s.cache = {}
+        if count and provisional:
+            self.record_start_counts[report["id"]] = start
+        report.update(start_count=start, unavailable_limit=limit, unavailable_in_use=in_use + count,
+                      ready_serving=available, delete_first=sorted(s.name for s in vacating + free[:count]))
+        reason = None
+        if not create and not count and budget["demand"]:
+            if self.cp_busy:
+                reason = "waiting for the control plane to be replaced first"
+            else:
+                reason = ("unavailable budget used (%d of %d node(s) missing or leaving) and no room for a heir "
+                          "(%d instance(s), %d at the start)" % (in_use, limit, instances, start))
+        return create, surge_heirs, reason
+
+    # 8c. Capacity not restored by nodes nothing proves we created (issue 13): named, never removed.
+    def unproven_surplus(self):
+        """A settled group (every node up to date, nothing joining, leaving or marked) that holds more nodes
+        than at the start, with no surplus the journal proves ours: the extra nodes may be heirs a run
+        created and was killed before recording. Nothing proves which, so none is removed; each of the
+        newest unrecorded nodes (as many as the excess) is reported as a problem with action "kept"."""
+        for report in self.group_reports:
+            gkey = _group_key(report["id"])
+            start = self.start_counts.get(gkey)
+            busy = any(report[k] for k in (OUTDATED, DONOR, HEIR, NEW, OBSOLETE)) or report["joining"] or report["leaving"]
+            if start is None or busy or not report["image_current"] or report["nodes_serving"] <= start:
+                continue
+            extra = report["nodes_serving"] - start
+            unrecorded = [s for s in self.by_group.get(gkey, []) if self.final.get(s.name) == UP_TO_DATE
+                          and self.created_by_us(s) is None]
+            instances = {s.name: self.by_provider_id.get(self.normalize(s.info.provider_id)) for s in unrecorded}
+            created = {name: inst.created_at if inst is not None else None for name, inst in instances.items()}
+            unrecorded.sort(key=lambda s: (created[s.name] is None, -(created[s.name] or 0), s.name))
+            for s in unrecorded[:extra]:
+                self.problems.append(_problem(s.name, None, "unproven_surplus", (
+                    "scaling group %s holds %d nodes, %d more than the %d it had when the upgrade started, and the "
+                    "journal records none of them as created by this upgrade; this node is one of the %d newest "
+                    "(instance %s, created %s) and may be a heir whose creation a killed run never recorded. Nothing "
+                    "proves it is ours, so it is kept: if it is surplus, remove it by hand (kubectl drain %s, csp_node "
+                    "state=absent for its instance, kubectl delete node %s)") % (
+                    report["id"], report["nodes_serving"], extra, start, extra, s.info.provider_id or "unknown",
+                    format_time(created[s.name]) if created[s.name] is not None else "at an unknown time",
+                    s.name, s.name)))
+                self.problems[-1]["action"] = "kept"
 
     # 9. Progress, ETA and the result.
     def result(self):
@@ -1220,14 +1419,16 @@ class _Planner:
         replaced = [s for s in self.states if s.category == UP_TO_DATE and s.phase == PHASE_REPLACED
                     and same(s.image, target) and s.name not in promoted_names]
         done_count = len(replaced) + len(promoted_now)
-        remaining = sum(1 for s in self.states if final[s.name] in (OUTDATED, DONOR))
-        in_progress = sum(1 for s in self.states if final[s.name] == DONOR)
+        # A node removed delete-first is still a replacement to make, and one in progress.
+        vacating = len(self.vacating(self.states))
+        remaining = sum(1 for s in self.states if final[s.name] in (OUTDATED, DONOR)) + vacating
+        in_progress = sum(1 for s in self.states if final[s.name] == DONOR) + vacating
         total = done_count + remaining
         percent = 100.0 if total == 0 else round(100.0 * done_count / total, 1)
         eta = _eta(replaced, keys, remaining, self.options.eta_min_samples, self.now)
         done = (remaining == 0 and not any(final[s.name] in (HEIR, OBSOLETE, NEW) for s in self.states)
                 and not self.joining and not self.delete_instances and not self.repairs and not self.obsolete_marks
-                and not self.pairs and not set_group_image)
+                and not self.pairs and not set_group_image and not self.create)
         plan = dict(
             annotate=self.annotate,
             repairs=self.repairs,
@@ -1244,6 +1445,11 @@ class _Planner:
             delete_instances=self.delete_instances,
             uncordon=self.uncordon,
             surplus=self.surplus,
+            delete_first=self.delete_first_marks,
+            record_start_counts=self.record_start_counts,
+            record_removed_first=self.record_removed_first,
+            record_refills=self.record_refills,
+            refilled=self.refilled,
         )
         return dict(
             target_image=target,
@@ -1254,7 +1460,9 @@ class _Planner:
             scaling_groups=self.group_reports,
             budget=dict(max_surge=self.options.max_surge, max_surge_total=self.options.max_surge_total,
                         in_flight=self.in_flight_total, to_create=sum(c["count"] for c in self.create),
-                        control_plane_first=self.cp_busy),
+                        control_plane_first=self.cp_busy, max_unavailable=self.options.max_unavailable,
+                        no_surge=bool(self.options.no_surge),
+                        unavailable=sum(r.get("unavailable_in_use", 0) for r in self.group_reports)),
             plan=plan,
             progress=dict(total=total, done=done_count, in_flight=in_progress, remaining=remaining, percent=percent),
             eta=eta,

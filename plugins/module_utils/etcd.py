@@ -202,6 +202,72 @@ def match_members(members, peer_url=None, name=None, default_port=DEFAULT_PEER_P
     raise ValueError("a peer URL or a member name is needed")
 
 
+def _canonical_ip(ip):
+    return ipaddress.ip_address(str(ip).strip().strip("[]")).compressed  # ValueError for a non-IP
+
+
+def _url_hosts(member):
+    """The hosts of every peer and client URL of `member` (canonical IPs, lower-case names)."""
+    hosts = set()
+    for url in member["peer_urls"] + member["client_urls"]:
+        try:
+            hosts.add(normalize_url(url)[1])
+        except ValueError:
+            continue
+    return hosts
+
+
+def select_node_member(members, node_ip, node_name=None):
+    """The member of the node with `node_ip` (and, when given, the node name `node_name`), or None when no
+    member can be the node's. A member is the node's when one of its peer or client URLs is on `node_ip`, at
+    any port (a member with a peer port other than 2380 is still found), or when it is named after the node.
+    Raises EtcdError(kind=AMBIGUOUS) naming the members when the evidence does not point at exactly one
+    member: several on the IP, several with the name, or the address and the name pointing at different
+    members (or the name at a member none of whose URLs is on the IP)."""
+    ip = _canonical_ip(node_ip)
+    by_host = [m for m in members if ip in _url_hosts(m)]
+    by_name = [m for m in members if node_name and m["name"] == node_name]
+    if not by_host and not by_name:
+        return None
+    if len(by_host) == 1 and (not by_name or by_name == by_host):
+        return by_host[0]
+
+    def labels(found):
+        return ", ".join("%s (peer URLs %s, client URLs %s)" % (
+            _member_label(m), ", ".join(m["peer_urls"]) or "none", ", ".join(m["client_urls"]) or "none")
+            for m in found)
+
+    if len(by_host) > 1:
+        why = "%d members have a URL on node_ip %s: %s" % (len(by_host), ip, labels(by_host))
+    elif not by_host:
+        why = "member %s is named after node %r but none of its URLs is on node_ip %s" % (labels(by_name), node_name, ip)
+    else:
+        why = "the member on node_ip %s is %s, but the member named after node %r is %s" % (
+            ip, labels(by_host), node_name, labels(by_name))
+    raise EtcdError("cannot tell which etcd member belongs to the node: %s. Check with `etcdctl member list` and "
+                    "select the member by peer_url or member_name" % why, kind=AMBIGUOUS)
+
+
+def absent_member_problem(members, selector, expected_member_count):
+    """Why "no member matched `selector`" cannot be taken as "already removed", or None.
+
+    expected_member_count is the number of members while the member to remove is still in the cluster (the
+    control-plane nodes including the donor and its heir). Once the member is gone, etcd lists fewer; as many
+    or more means a member is listed that this selector does not find, which may be this very member under
+    another address, so deleting the node could leave its member behind."""
+    if expected_member_count is None or len(members) < expected_member_count:
+        return None
+    return ("no etcd member matches %s, but etcd still lists %d members (%s) and expected_member_count is %d, "
+            "the count with this member in it: the member may be listed under another address or name. Find it "
+            "with `etcdctl member list`, then select it by peer_url or member_name (or, if it is gone, set "
+            "expected_member_count to the number of members before its removal)" % (
+                selector, len(members), ", ".join(member_labels_with_urls(members)), expected_member_count))
+
+
+def member_labels_with_urls(members):
+    return ["%s %s" % (_member_label(m), ",".join(m["peer_urls"]) or "no peer URL") for m in members]
+
+
 def quorum_size(voters):
     """Votes needed for a majority of `voters` members."""
     return voters // 2 + 1
@@ -713,7 +779,9 @@ class MemberRemoval:
     def _request_timeout(self):
         return max(0.5, min(self.client.request_timeout, self._remaining()))
 
-    def run(self, peer_url=None, member_name=None, check_mode=False):
+    def run(self, peer_url=None, member_name=None, check_mode=False, node_ip=None, node_name=None):
+        """Remove the member selected by `node_ip` (with `node_name`: see select_node_member), else by the
+        exact `peer_url`, else by `member_name`."""
         self.deadline = self.clock() + self.timeout
         list_endpoint, members = self.client.member_list()
         result = {
@@ -721,15 +789,23 @@ class MemberRemoval:
             "health": [], "health_after": [], "checks": [], "leader_transfer": None, "forced": self.force,
             "endpoint": list_endpoint, "waiting": False, "waiting_on": [],
         }
-        matches = match_members(members, peer_url=peer_url, name=member_name)
-        if len(matches) > 1:
-            raise EtcdError("%s matches %d members (%s); select the member by peer_url instead" % (
-                "peer URL %s" % peer_url if peer_url is not None else "member name %r" % member_name,
-                len(matches), ", ".join("%s %s" % (_member_label(m), m["peer_urls"]) for m in matches)),
-                kind=AMBIGUOUS)
-        if not matches:
+        if node_ip is not None:
+            selector = "node_ip %s" % node_ip + (" or node_name %r" % node_name if node_name else "")
+            target = select_node_member(members, node_ip, node_name)
+        else:
+            selector = "peer_url %s" % peer_url if peer_url is not None else "member_name %r" % member_name
+            matches = match_members(members, peer_url=peer_url, name=member_name)
+            if len(matches) > 1:
+                raise EtcdError("%s matches %d members (%s); select the member by peer_url instead" % (
+                    selector, len(matches), ", ".join("%s %s" % (_member_label(m), m["peer_urls"]) for m in matches)),
+                    kind=AMBIGUOUS)
+            target = matches[0] if matches else None
+        if target is None:
+            problem = absent_member_problem(members, selector, self.expected_member_count)
+            if problem:  # (force cannot help: there is nothing found to remove)
+                result["checks"] = [_check("member_count", False, problem)]
+                raise RemovalRefused("refusing to answer that the etcd member is already gone: %s" % problem, result)
             return result  # already gone: nothing to do
-        target = matches[0]
         result["member"] = target
 
         members, health, checks = self._gather_and_check(list_endpoint, members, target)

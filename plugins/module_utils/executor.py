@@ -12,7 +12,8 @@ A drain that finishes in a pass goes on to etcd and deletion in the same pass.
 The executor takes its outside worlds as arguments, so unit and property tests drive it against an
 in-memory world and the upgrade_step action plugin against the real cluster and clouds:
   kube:   list_nodes() -> [Node dict]; write_node(node, entry) -> (status, node); uncordon(name);
-          drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node)
+          drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node) -> False when
+          the Node changed since it was read (left to the next pass), else True (or None)
   cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud);
           set_group_image(group, image); create(group, count) -> (instances, quota message or "");
           delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
@@ -31,6 +32,7 @@ A refused step is not taken; the refusal is a named problem in the result and on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import uuid
 
@@ -60,7 +62,7 @@ class Settings:
 
     def __init__(self, options, scaling_groups=None, timeout=None, started=None, poll=DEFAULT_POLL,
                  etcd_endpoints=None, check_mode=False, surge_cap=None, journal_run=None, created=None,
-                 start_counts=None):
+                 start_counts=None, removed_first=None, refills=None, gate_after=None):
         self.options = options
         self.scaling_groups = list(scaling_groups or [])
         self.timeout = timeout
@@ -74,6 +76,11 @@ class Settings:
         # the start of a resumed run, kept up to date here): only recorded instances are removed as surplus.
         self.created = dict(created or {})
         self.start_counts = dict(start_counts or {})
+        # Workers removed delete-first and the refills that replaced them (max_unavailable), as journaled.
+        self.removed_first = dict(removed_first or {})
+        self.refills = dict(refills or {})
+        # "batch" or "replacement": a health gate (cluster_health_gate, run by the role) follows each; None: no gate.
+        self.gate_after = gate_after
 
 
 def planner_options(settings):
@@ -82,6 +89,9 @@ def planner_options(settings):
     if settings.surge_cap is None:
         return options
     cap = int(settings.surge_cap)
+    if cap <= 0:
+        # The preflight found no quota room and the user allows delete-first (max_unavailable): no surge heir.
+        return core.Options(**dict(options.__dict__, no_surge=True))
     if options.max_surge_total is not None:
         cap = min(cap, int(options.max_surge_total))
     return core.Options(**dict(options.__dict__, max_surge_total=cap))
@@ -100,9 +110,12 @@ class Executor:
         self.say = say or (lambda text: None)
         self.record_created = None   # callable(record) that writes report.created_record's record at once
         self.passes = 0
+        self.last_read = None     # (nodes, groups) of this executor's last read, for a plan again after set_group_image
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
         self.group_errors = {}
         self.surge_cap_said = False
+        # A replacement finished since the last gate: with gate_after "batch" no heir is created until the gate ran.
+        self.gate_owed = False
         self.timings = {"cloud": 0.0, "kube": 0.0, "drain": 0.0, "etcd": 0.0, "wait": 0.0}
         # Names this executor's cumulative timings in the journal (several executors may serve one attempt).
         self.engine_id = uuid.uuid4().hex[:12]
@@ -124,12 +137,18 @@ class Executor:
             cloud = self._timed("cloud", self.cloud.read, self.settings.scaling_groups or None)
         groups, instances, errors = cloud if cloud is not None else (None, None, None)
         self.instances, self.group_errors = instances, dict(errors or {})
+        self.last_read = (nodes, groups)
+        return self.plan(nodes, groups, instances, errors)
+
+    def plan(self, nodes, groups, instances, errors):
+        """The planner's facts on one read, with the views the progress line and the role use."""
         options = planner_options(self.settings)
         normalize = self.cloud.normalize if self.cloud is not None else core.default_normalize
         facts = core.plan_upgrade(nodes, options, groups=groups, instances=instances, group_errors=errors,
                                   now=self.clock(), normalize=normalize,
                                   scope=self.settings.scaling_groups or None, created=self.settings.created,
-                                  start_counts=self.settings.start_counts)
+                                  start_counts=self.settings.start_counts,
+                                  removed_first=self.settings.removed_first, refills=self.settings.refills)
         keys = core.AnnotationKeys(facts["annotation_prefix"])
         facts.update(donors=facts_views.donors(nodes, facts, keys, instances),
                      donors_gone=facts_views.donors_gone(nodes, facts, keys), not_ready=facts_views.not_ready(nodes),
@@ -170,7 +189,8 @@ class Executor:
         replacement ended), etcd_due (delegated removals), refused (the guard's named problems, also in
         facts["problems"] and so on the progress line)."""
         self.passes += 1
-        if facts is None:
+        read_here = facts is None
+        if read_here:
             facts, nodes = self.read()
         elif instances is not None:
             self.instances, self.group_errors = instances, dict(group_errors or {})
@@ -194,10 +214,22 @@ class Executor:
         for item in plan["set_group_image"]:
             self._timed("cloud", self.cloud.set_group_image, item["group"], item["image"])
             did.append(dict(step="set_group_image", group=item["group"]))
+        images_set = bool(plan["set_group_image"])
+        if images_set and read_here:
+            # The cloud accepted the image: plan again on the same read with those groups on it, so the first
+            # heirs are created in this pass, not one pass (a read of every group) later.
+            facts, nodes = self._replan_with_images({i["group"] for i in plan["set_group_image"]}, facts)
+            plan = facts["plan"]
 
+        if plan.get("record_start_counts") or plan.get("record_removed_first") or plan.get("record_refills"):
+            # Before the delete-first marks and refills are written: a kill after them finds what they replace.
+            self._record_created([], facts, start_counts=plan.get("record_start_counts") or {},
+                                 delete_first=dict(removed_first=plan.get("record_removed_first") or {},
+                                                   refills=plan.get("record_refills") or {}))
         if facts.get("donors_gone") and self.journal is not None:
             # Before the promotion that forgets their names: a kill after it still leaves them journaled.
             self._timed("kube", self.journal, progress.donors_gone_record(facts, core.format_time(self.clock())))
+
         for name in sorted(facts["node_patches"], key=lambda n: write_order(n, facts["node_patches"][n], keys)):
             node = nodes.get(name)
             if node is None:
@@ -208,7 +240,8 @@ class Executor:
                 did.append(dict(step="patch", name=name))
 
         created_total, refusals = 0, []
-        for item in plan["create"]:
+        creations = [] if self.gate_owed else plan["create"]
+        for item in creations:
             created, quota_refusal = self._timed("cloud", self.cloud.create, item["group"], item["count"])
             created_total += len(created)
             if created:
@@ -250,6 +283,8 @@ class Executor:
             if (outcome or {}).get("waiting"):
                 # Not removed: another member is unhealthy or quorum would be lost; the next pass checks again.
                 self.say("WARNING: %s" % outcome["msg"])
+                facts.setdefault("etcd_waiting", []).append(dict(name=item["name"], msg=outcome["msg"],
+                                                                 waiting_on=outcome.get("waiting_on") or []))
                 continue
             self._record_phase(nodes, item["name"], core.PHASE_ETCD_REMOVED)
             did.append(dict(step="etcd_remove", name=item["name"]))
@@ -264,7 +299,7 @@ class Executor:
             for item in finishing:
                 if not allowed("delete_node", item):
                     continue
-                if item["name"] in nodes and not self._timed("kube", self.kube.delete_node, nodes[item["name"]]):
+                if item["name"] in nodes and self._timed("kube", self.kube.delete_node, nodes[item["name"]]) is False:
                     self.say("WARNING: node %s changed while being deleted; the next pass looks at it again" % item["name"])
                     continue
                 finished.append(item["name"])
@@ -280,17 +315,33 @@ class Executor:
             self._timed("kube", self.journal, progress.journal_record(
                 facts, self.passes, drains, finished, run=self.settings.journal_run, api_seconds=self.timings,
                 engine_id=self.engine_id))
-        moved = bool(plan["create"] or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
-                     or plan["set_group_image"] or plan["annotate"] or any(d.get("evicted") for d in drains))
+        # plan.obsolete: surplus nodes marked in this pass (plan.surplus's "obsolete" entries among them) are
+        # drained in the next look, at once.
+        moved = bool(creations or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
+                     or images_set or plan["annotate"] or plan["obsolete"] or any(d.get("evicted") for d in drains))
         return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,
                     refused=refused)
 
-    def _record_created(self, created, facts):
+    def _replan_with_images(self, group_ids, facts):
+        listed, groups = self.last_read
+        target = facts["target_image"]
+        groups = [dataclasses.replace(g, image=target) if g.id in group_ids else g for g in groups]
+        replanned, nodes = self.plan(listed, groups, self.instances, self.group_errors)
+        replanned["plan"]["set_group_image"] = []
+        return replanned, nodes
+
+    def _record_created(self, created, facts, start_counts=None, delete_first=None):
         """Record new instances as this upgrade's own at once (first record wins, as in the journal)."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
         record = report.created_record(created, facts.get("scaling_groups"), self.clock())
-        for key, known in (("instances_created", self.settings.created), ("start_counts", self.settings.start_counts)):
+        if start_counts is not None:
+            record["start_counts"] = dict(start_counts)
+        record.update({k: dict(v) for k, v in (delete_first or {}).items() if v})
+        for key, known in (("instances_created", self.settings.created), ("start_counts", self.settings.start_counts),
+                           ("removed_first", self.settings.removed_first), ("refills", self.settings.refills)):
+            if key not in record:
+                continue
             for ident, value in record[key].items():
                 known.setdefault(ident, value)
         if self.record_created is not None:
@@ -326,10 +377,10 @@ class Executor:
 
     # -- a bounded slice -----------------------------------------------------------------------------
     def run_slice(self, seconds=DEFAULT_SLICE):
-        """Passes until the upgrade is done, a delegated etcd removal is due, a replacement finished, or
-        `seconds` passed. Acts at once after a pass that moved; otherwise looks again after the poll
-        interval. Returns dict(done, passes, facts, did, finished, etcd_due, refused, progress, surge_cap,
-        timings)."""
+        """Passes until the upgrade is done, a delegated etcd removal is due, a replacement finished, a health
+        gate is due (gate_due: the role runs it before the next slice), or `seconds` passed. Acts at once after a
+        pass that moved; otherwise looks again after the poll interval. Returns dict(done, passes, facts, did,
+        finished, etcd_due, refused, progress, surge_cap, timings, gate_due)."""
         reading = getattr(self.cloud, "reading", None)
         with reading() if reading is not None else contextlib.nullcontext():
             return self._slice(seconds)
@@ -345,16 +396,30 @@ class Executor:
             refused.extend(p for p in result["refused"] if p not in refused)
             line = progress.progress_line(facts, self.passes)
             self.say(line)
-            stop = (facts["done"] or result["etcd_due"] or self.settings.check_mode or finished
+            gate_due = self._gate_due(result, facts)
+            stop = (gate_due or facts["done"] or result["etcd_due"] or self.settings.check_mode or finished
                     or self.clock() - start + (0 if result["moved"] else self.settings.poll) >= seconds)
             if stop:
                 return dict(done=bool(facts["done"]) and not self.settings.check_mode, passes=self.passes,
                             facts=facts, did=did, finished=finished, etcd_due=result["etcd_due"],
-                            refused=refused, progress=line, surge_cap=self.settings.surge_cap, timings=dict(self.timings))
+                            refused=refused, progress=line, surge_cap=self.settings.surge_cap,
+                            timings=dict(self.timings), gate_due=gate_due)
             if not result["moved"]:
                 waited = time.monotonic()
                 self.sleep(self.settings.poll)
                 self.timings["wait"] += time.monotonic() - waited
+
+    def _gate_due(self, result, facts):
+        """Whether the role runs the health gate now: after each finished replacement, or once the batch in flight
+        finished (new creations are held meanwhile). The role runs it before the next slice, so it is owed no more."""
+        if not self.settings.gate_after or self.settings.check_mode:
+            return False
+        self.gate_owed = self.gate_owed or bool(result["finished"])
+        due = self.gate_owed and (self.settings.gate_after == "replacement" or facts["done"]
+                                  or not facts["budget"]["in_flight"])
+        if due:
+            self.gate_owed = False
+        return due
 
 
 def write_order(name, entry, keys):
@@ -522,7 +587,7 @@ class EtcdRemover:
         removal = etcd.MemberRemoval(client, timeout=self.timeout, expected_member_count=expected_member_count or None,
                                      warn=self.warn, on_refusal="wait")
         try:
-            return removal.run(peer_url=etcd.peer_url_for_ip(item["node_ip"]))
+            return removal.run(node_ip=item["node_ip"], node_name=item["name"])
         except etcd.RemovalRefused as exc:
             raise StepFailure("removing the etcd member of %s refused: %s" % (item["name"], exc), step="etcd_remove",
                               **exc.details)

@@ -40,7 +40,7 @@ def journal_problem(journal):
         return "it holds %s, not a JSON object" % type(journal).__name__
     if not isinstance(journal.get("nodes", {}), dict):
         return "its nodes are %s, not an object" % type(journal.get("nodes")).__name__
-    for key in ("instances_created", "start_counts"):
+    for key in ("instances_created", "start_counts", "removed_first", "refills"):
         if not isinstance(journal.get(key, {}), dict):
             return "its %s is %s, not an object" % (key, type(journal.get(key)).__name__)
     for key in ("image", "target_image", "started", "finished"):
@@ -105,11 +105,12 @@ def write_journal(api_client, name, namespace, config_map, journal):
         kube.request(api_client, "PUT", config_maps_path(namespace, name), body=body)
 
 
-def record_created(api_client, name, namespace, image, instances, start_counts, attempts=3):
+def record_created(api_client, name, namespace, image, instances, start_counts, attempts=3, delete_first=None):
     """Merge `instances` ({providerID: {group, created}}) and `start_counts` ({group: nodes}) into the journal at
     once, so that an instance this upgrade created is provably its own even when the run is killed right after.
-    Returns the journal written."""
+    `delete_first` adds `removed_first` and `refills` (see delete_first_record). Returns the journal written."""
     record = {"instances_created": dict(instances or {}), "start_counts": dict(start_counts or {})}
+    record.update({k: dict(v) for k, v in (delete_first or {}).items() if k in ("removed_first", "refills") and v})
     return merge_record(api_client, name, namespace, image, record, "the instances created", attempts)
 
 
@@ -130,6 +131,13 @@ def merge_record(api_client, name, namespace, image, record, what, attempts=3, c
                 raise
     raise JournalConflict("journal ConfigMap %s/%s kept changing under us while %s were recorded; the next "
                           "pass records them again" % (namespace, name, what))
+
+
+def delete_first_record(journal):
+    """(removed_first, refills) of a journal: the workers removed delete-first ({name: {group, labels, taints}})
+    and the refill that replaced each ({name: refill node name}); empty when there is none."""
+    journal = journal or {}
+    return dict(journal.get("removed_first") or {}), dict(journal.get("refills") or {})
 
 
 def created_record(journal):

@@ -60,7 +60,10 @@ def merge(journal, record):
     instances_created: {provider_id: {group, created}} (instances this upgrade created; first record kept);
     start_counts: {group: nodes} (how many nodes each group had before this upgrade created any; first kept);
     attempts: {attempt ID: {started, passes, outcome (done or failed), ended}} (passes: the largest seen;
-    started: the first; outcome and ended: the last given).
+    started: the first; outcome and ended: the last given);
+    gate_due (a health gate is due: the next run runs it first) and gate_baseline (the workloads running before the
+    batch, gate.running_workloads): the last given; gates: {gate ID: {after, started, ended, outcome (passed or
+    failed), seconds: {check: seconds}, failure}} (per field the last given; seconds the largest per check).
     Phase times keep the earliest seen; evicted pods are a set; a counter given as a number keeps the
     largest value seen (each pass reports totals so far, never increments), one given as a list of attempt
     IDs is a set whose size is the count (so passes of several runs add up, and a repeated pass does not)."""
@@ -112,12 +115,26 @@ def merge(journal, record):
                 known[bucket] = max(float(known.get(bucket) or 0), float(value or 0))
     if not attempts:
         del journal["attempts"]
+    for key in ("gate_due", "gate_baseline"):
+        if key in record:
+            journal[key] = record[key]
+    for gate_id, seen in (record.get("gates") or {}).items():
+        entry = journal.setdefault("gates", {}).setdefault(str(gate_id), {})
+        for key, value in (seen or {}).items():
+            if key == "seconds":
+                known = entry.setdefault("seconds", {})
+                for check, spent in (value or {}).items():
+                    known[check] = max(float(known.get(check) or 0), float(spent or 0))
+            elif value is not None:
+                entry[key] = value
     removed = journal.setdefault("instances_removed", {})
     for provider_id, seen in (record.get("instances_removed") or {}).items():
         removed.setdefault(provider_id, {}).update({k: v for k, v in (seen or {}).items() if v})
     # What this upgrade created, and how many nodes each group had before: the first record of each wins, so
     # the proof that an instance is ours (the planner removes only those as surplus) is never rewritten.
-    for key in ("instances_created", "start_counts"):
+    # So are the workers removed delete-first (their labels, for the refill that replaces them) and which refill
+    # replaced each (rolling_upgrade_max_unavailable).
+    for key in ("instances_created", "start_counts", "removed_first", "refills"):
         seen = record.get(key) or {}
         if seen or key in journal:
             known = journal.setdefault(key, {})
@@ -363,7 +380,26 @@ def summarize(journal, now=None):
         "instances_removed": [dict(provider_id=pid, **info) for pid, info in sorted((journal.get("instances_removed") or {}).items())],
         "time_breakdown": time_breakdown(journal, now),
         "api_seconds": api_seconds(journal),
+        "gates": gate_rows(journal),
     }
+
+
+# The checks of a health gate in the report's order, and what the report calls them (gate.CHECKS, then the user's).
+GATE_CHECKS = (("nodes_ready", "nodes Ready"), ("system_pods_ready", "system pods Ready"),
+               ("no_new_pending", "no pod Pending that ran before"), ("soak", "soak"), ("user_tasks", "your checks"))
+
+
+def gate_rows(journal):
+    """The health gates in the order they started: {started, ended, after, outcome (passed, failed, or unfinished:
+    a run stopped in it), seconds: {check: seconds}, total_seconds, failure}."""
+    rows = []
+    for gate_id, entry in sorted((journal.get("gates") or {}).items()):
+        started, ended = parse_time(entry.get("started") or gate_id), parse_time(entry.get("ended"))
+        rows.append(dict(started=entry.get("started") or gate_id, ended=entry.get("ended"), after=entry.get("after") or "",
+                         outcome=entry.get("outcome") or "unfinished", seconds=dict(entry.get("seconds") or {}),
+                         total_seconds=int((ended - started).total_seconds()) if started and ended else None,
+                         failure=entry.get("failure") or ""))
+    return rows
 
 
 def _duration(seconds):
@@ -424,6 +460,16 @@ def render_markdown(summary):
                   "| instance | group | reason |", "|---|---|---|"]
         lines += ["| %s | %s | %s |" % (i["provider_id"], i.get("group") or "-", (i.get("reason") or "-").replace("|", "/"))
                   for i in removed]
+    gates = summary.get("gates") or []
+    if gates:
+        lines += ["", "Health gates (the time each check took to pass, from the gate's start; the soak overlaps the others):",
+                  "", "| gate | started | after | outcome | total | %s |" % " | ".join(label for _k, label in GATE_CHECKS),
+                  "|---|---|---|---|---|%s" % ("---|" * len(GATE_CHECKS))]
+        for index, row in enumerate(gates, 1):
+            lines.append("| %d | %s | %s | %s | %s | %s |" % (
+                index, row["started"], row["after"] or "-", row["outcome"], _duration(row["total_seconds"]),
+                " | ".join(_duration(row["seconds"][key]) if key in row["seconds"] else "-" for key, _l in GATE_CHECKS)))
+        lines += [""] + ["Gate %d failed: %s" % (index, row["failure"]) for index, row in enumerate(gates, 1) if row["failure"]]
     if attempts:
         lines += ["", "Attempts (runs of the playbook on this upgrade; one that never recorded its end was killed):", "",
                   "| attempt | started | ended | how it ended | passes |", "|---|---|---|---|---|"]

@@ -122,6 +122,21 @@ def max_surge(name, value):
     return None
 
 
+def max_unavailable(name, value):
+    """Worker nodes a group may lack while they are replaced delete-first: a whole number from 0 to MAX_NODES,
+    or a percentage of the group from 0% to 100%. 0 (the default) never takes a node away before its heir."""
+    rule = ("%s must be a whole number from 0 to %d or a percentage of the group from 0%% to 100%% (such as 25%%), "
+            "got %s; 0 keeps every replacement surge-first" % (name, MAX_NODES, _shown(value)))
+    if isinstance(value, str):
+        match = _PERCENT_RE.match(value)
+        if match:
+            return None if int(match.group(1)) <= 100 else rule
+    number = _integer(value)
+    if number is None or not 0 <= number <= MAX_NODES:
+        return rule
+    return None
+
+
 def max_surge_total(name, value):
     """Cap on replacements in flight across groups: null (no cap) or 1 to MAX_NODES."""
     if value is None:
@@ -259,6 +274,7 @@ def enforce(module, rules):
 SURGE_RULES = {
     "max_surge": max_surge,
     "max_surge_total": max_surge_total,
+    "max_unavailable": max_unavailable,
     "join_timeout": seconds,
     "heir_ready_seconds": lambda n, v: seconds(n, v, minimum=0),
 }
@@ -314,6 +330,7 @@ ROLE_RULES = {
     "rolling_upgrade_annotation_prefix": annotation_prefix,
     "rolling_upgrade_max_surge": max_surge,
     "rolling_upgrade_max_surge_total": max_surge_total,
+    "rolling_upgrade_max_unavailable": max_unavailable,
     "rolling_upgrade_join_timeout": seconds,
     "rolling_upgrade_heir_ready_seconds": lambda n, v: seconds(n, v, minimum=0),
     "rolling_upgrade_drain_timeout": lambda n, v: seconds(n, v, hint=(
@@ -333,6 +350,10 @@ ROLE_RULES = {
     "rolling_upgrade_lock_duration": lease_seconds,
     "rolling_upgrade_lock_wait": lambda n, v: seconds(n, v, minimum=0),
     "rolling_upgrade_report_dir": lambda n, v: non_empty_string(n, v, "a directory on the controller"),
+    "rolling_upgrade_gate_after": lambda n, v: one_of(n, v, ("none", "batch", "replacement")),
+    "rolling_upgrade_soak_seconds": lambda n, v: seconds(n, v, minimum=0),
+    "rolling_upgrade_gate_timeout": seconds,
+    "rolling_upgrade_gate_namespaces": lambda n, v: non_empty_strings(n, v, "namespaces"),
 }
 
 # Rules of the etcd modules' own options (the connection options are checked by etcd.validate_connection).

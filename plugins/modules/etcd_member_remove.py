@@ -10,9 +10,12 @@ short_description: Remove a control-plane node's etcd member without ever losing
 version_added: 1.0.0
 description:
   - Removes one member from an etcd cluster (3.4 or newer) through etcd's v3 JSON gateway with mutual TLS.
-  - The member is selected by the node's IP address (peer URL C(https://<ip>:2380), IPv6 in brackets), by an
-    explicit peer URL, or by the member name. Peer URLs are compared exactly after normalising the scheme,
-    host and port; an IP address never selects a member by substring.
+  - The member is selected by the node's IP address (with O(node_name) when given), by an explicit peer URL, or
+    by the member name. With O(node_ip) the node's member is the one with a peer or client URL on that IP at any
+    port (so a peer port other than 2380 is found), or the one named O(node_name); when that evidence does not
+    point at exactly one member the module fails with C(reason=ambiguous), naming the members. A O(peer_url) is
+    compared exactly after normalising the scheme, host and port. An IP address never selects a member by
+    substring.
   - Before removing, every member is probed through its advertised client URLs and these checks run, each
     reported in RV(checks) - every other member has started and is reachable and healthy; all members
     agree on one leader and term; the remaining voters are caught up with the leader; there are no active
@@ -22,7 +25,11 @@ description:
     index, and the removal waits until the new leader is in place.
   - etcd refuses membership changes for about five seconds after a member joined (C(unhealthy cluster));
     the module retries within O(timeout).
-  - A member that is already gone gives C(changed=false), so the module is safe to re-run.
+  - A member that is already gone gives C(changed=false), so the module is safe to re-run with the same options.
+    With O(expected_member_count), "gone" must also show in the count. When no member matches but etcd still
+    lists O(expected_member_count) members or more, one of them may be this node's member under another
+    address, and the module fails (C(reason=refused), a failed C(member_count) check) instead of answering
+    that it is gone.
 author:
   - kubenodes.image_upgrade maintainers (!UNKNOWN)
 requirements:
@@ -32,13 +39,19 @@ extends_documentation_fragment:
 options:
   node_ip:
     description:
-      - IP address of the node whose member to remove; selects the member whose peer URL is
-        C(https://<node_ip>:<peer_port>).
+      - IP address of the node whose member to remove; selects the member with a peer or client URL on this
+        IP, at any port.
       - Exactly one of O(node_ip), O(peer_url) and O(member_name) is required.
+    type: str
+  node_name:
+    description:
+      - With O(node_ip), the name of the node (kubeadm names a member after its node). A member with this
+        name also counts as the node's; when the name and the IP point at different members, or the named
+        member has no URL on O(node_ip), the module fails with C(reason=ambiguous) and removes nothing.
     type: str
   peer_port:
     description:
-      - Peer port used with O(node_ip), and assumed for a O(peer_url) without a port.
+      - Peer port assumed for a O(peer_url) without a port. O(node_ip) matches any port.
     type: int
     default: 2380
   peer_url:
@@ -52,8 +65,12 @@ options:
     type: str
   expected_member_count:
     description:
-      - Number of members the cluster must have before the removal, usually the number of control-plane
-        nodes including the new one. The removal is refused on a mismatch.
+      - Number of members the cluster has while the member to remove is still in it, that is before the
+        removal, the same number on every re-run. The rolling_upgrade role passes the number of control-plane
+        nodes, which includes both the donor and its heir.
+      - While the member is listed, any other count refuses the removal (check C(member_count)).
+      - Once no member matches, fewer members than this confirm that it is gone (C(changed=false)); as many or
+        more refuse (see above).
     type: int
   allow_learner:
     description:
@@ -283,6 +300,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.etcd impor
 # The etcd connection options and the module's own.
 ARGUMENT_SPEC = merged_argument_spec(dict(
     node_ip=dict(type="str"),
+    node_name=dict(type="str"),
     peer_port=dict(type="int", default=2380),
     peer_url=dict(type="str"),
     member_name=dict(type="str"),
@@ -299,7 +317,8 @@ SELECTORS = ["node_ip", "peer_url", "member_name"]
 def validate(params):
     """Problems with the options, before anything is contacted (nothing is changed on bad input)."""
     problems = validate_connection(params) + option_rules.check(
-        params, dict(option_rules.ETCD_RULES, peer_port=lambda n, v: option_rules.integer(n, v, 1, 65535)))
+        params, dict(option_rules.ETCD_RULES, peer_port=lambda n, v: option_rules.integer(n, v, 1, 65535),
+                     node_name=lambda n, v: None if v is None else option_rules.object_name(n, v)))
     if params["node_ip"] is not None:
         try:
             peer_url_for_ip(params["node_ip"], params["peer_port"])
@@ -310,6 +329,9 @@ def validate(params):
             normalize_url(params["peer_url"], default_port=params["peer_port"])
         except ValueError as exc:
             problems.append("peer_url: %s" % exc)
+    if params["node_name"] is not None and params["node_ip"] is None:
+        problems.append("node_name %r is only used with node_ip; set node_ip too, or select the member by "
+                        "member_name instead" % params["node_name"])
     if params["member_name"] is not None and not params["member_name"]:
         problems.append("member_name must not be empty")
     return problems
@@ -330,19 +352,14 @@ def main():
     )
     params = module.params
 
-    peer_url = params["peer_url"]
-    if params["node_ip"] is not None:
-        peer_url = peer_url_for_ip(params["node_ip"], params["peer_port"])
     client = client_from_params(params)
     removal = MemberRemoval(client, timeout=params["timeout"], force=params["force"],
                             allow_learner=params["allow_learner"],
                             expected_member_count=params["expected_member_count"], warn=module.warn,
                             on_refusal=params["on_refusal"])
     try:
-        if peer_url is not None:
-            result = removal.run(peer_url=peer_url, check_mode=module.check_mode)
-        else:
-            result = removal.run(member_name=params["member_name"], check_mode=module.check_mode)
+        result = removal.run(peer_url=params["peer_url"], member_name=params["member_name"], node_ip=params["node_ip"],
+                             node_name=params["node_name"], check_mode=module.check_mode)
     except RemovalRefused as exc:
         module.fail_json(msg=str(exc), reason=exc.kind, **exc.details)
     except EtcdError as exc:

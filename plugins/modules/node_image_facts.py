@@ -82,6 +82,24 @@ options:
         planned for draining. Until then the donor is listed in RV(plan.waiting_for_heir).
     type: int
     default: 0
+  max_unavailable:
+    description:
+      - Worker nodes a scaling group may lack while they are replaced delete-first, an integer or a percentage of
+        the group such as V(25%) (rounded down, at least 1 when above 0%). With V(0) (the default) every heir is
+        created before its donor is drained.
+      - Above 0, an outdated worker is marked obsolete, drained and deleted before its heir is created, as long
+        as the group's Ready, schedulable nodes stay at or above its node count at the start (the journal's
+        C(start_counts)) minus this limit; the group is then refilled from the new image up to that count.
+        Surge heirs (O(max_surge)) and delete-first replacements add up. Control-plane groups always surge.
+      - The marks are listed in RV(plan.delete_first).
+    type: raw
+    default: 0
+  no_surge:
+    description:
+      - No heir beyond the group's node count at the start (the role sets this when its quota preflight finds no
+        room for one more instance and O(max_unavailable) is above 0), so only delete-first replacements run.
+    type: bool
+    default: false
   report_pdbs:
     description:
       - Also list the PodDisruptionBudgets that allow no disruption now (one more LIST call), in
@@ -227,6 +245,9 @@ scaling_groups:
     - C(leaving) counts instances whose deletion was requested and that the cloud still lists; they count in
       C(in_flight) until the cloud no longer lists them. C(held) names nodes this collection created as heirs
       that are left alone for a problem; they keep their place in C(in_flight).
+    - With O(max_unavailable) above 0, a worker group also has C(start_count), C(unavailable_limit),
+      C(unavailable_in_use) (nodes missing or leaving against the start, with this plan's marks), C(ready_serving)
+      and C(delete_first) (the names of the nodes being removed delete-first).
   returned: always
   type: list
   elements: dict
@@ -234,11 +255,14 @@ scaling_groups:
             up_to_date: 1, donor: 1, heir: 1, new: 0, obsolete: 0, joining: 0, leaving: 0, held: [], surge_limit: 1,
             in_flight: 1, to_create: 0}]
 budget:
-  description: The surge settings, the extra nodes in flight, how many instances the plan creates, and whether
-    workers wait for the control plane.
+  description:
+    - The surge settings, the extra nodes in flight, how many instances the plan creates, and whether workers
+      wait for the control plane.
+    - C(max_unavailable) and C(no_surge) are the options; C(unavailable) sums the groups' C(unavailable_in_use).
   returned: always
   type: dict
-  sample: {max_surge: 1, max_surge_total: null, in_flight: 1, to_create: 0, control_plane_first: false}
+  sample: {max_surge: 1, max_surge_total: null, in_flight: 1, to_create: 0, control_plane_first: false,
+           max_unavailable: 0, no_surge: false, unavailable: 0}
 plan:
   description: What the next pass does, as data the other modules take directly.
   returned: always
@@ -314,6 +338,35 @@ plan:
           C(action) - V(obsolete) (marked for removal, listed in RV(plan.obsolete)) or V(kept) - with the C(reason).
       type: list
       elements: dict
+    delete_first:
+      description:
+        - Outdated workers marked now for removal before their heir exists (O(max_unavailable)), each with
+          C(name), C(group) and C(provider_id). They are also in RV(plan.obsolete); the next pass drains them.
+      type: list
+      elements: dict
+    record_start_counts:
+      description:
+        - Group node counts to record in the journal as the start (C(start_counts)) before the marks in
+          RV(plan.delete_first) are written, when the journal records none yet.
+      type: dict
+    record_removed_first:
+      description:
+        - The copyable labels (and, with O(copy_taints), taints) of the workers in RV(plan.delete_first), per name
+          (C(group), C(labels), C(taints)), to record in the journal (C(removed_first)) before they are marked;
+          the refill that replaces such a worker gets them.
+      type: dict
+    record_refills:
+      description:
+        - Which worker removed delete-first each node in RV(plan.refilled) replaces, to record in the journal
+          (C(refills)) before its labels are copied.
+      type: dict
+    refilled:
+      description:
+        - Nodes this upgrade created to refill a group after a delete-first removal that found no outdated node
+          to pair with; they get the labels of the worker they replace (C(replaces)) and are recorded as replaced
+          (C(name), C(group), C(created), C(replaces)).
+      type: list
+      elements: dict
   sample:
     annotate: []
     repairs: []
@@ -329,6 +382,11 @@ plan:
     delete_nodes: []
     delete_instances: []
     uncordon: []
+    delete_first: []
+    record_start_counts: {}
+    record_removed_first: {}
+    record_refills: {}
+    refilled: []
 progress:
   description: Replacements in total, done, in flight (donors) and remaining, and the percentage done.
   returned: always
@@ -353,7 +411,10 @@ problems:
     - What the cross-checks found inconsistent between the cluster and the cloud, each with C(node), C(step)
       (the destructive step it would have been, or null), a stable C(code), a C(message) that starts with
       C(node <name>) and a colon, and C(action) - V(left alone) (the node, and its partner, are in RV(nodes.invalid) and
-      nothing is done to them) or V(corrected) (a cached annotation disagreed with the cloud; the cloud wins).
+      nothing is done to them), V(corrected) (a cached annotation disagreed with the cloud; the cloud wins) or
+      V(kept) (code C(unproven_surplus) - a settled group holds more nodes than at the start and the journal records
+      none of the extra ones as created by this upgrade, as after a run killed between creating a heir and
+      recording it; the newest unrecorded nodes, as many as the excess, are named and kept, never removed).
   returned: always
   type: list
   elements: dict
@@ -457,6 +518,8 @@ def argument_spec():
         exclude_labels=dict(type="list", elements="str", default=[]),
         copy_taints=dict(type="bool", default=False),
         heir_ready_seconds=dict(type="int", default=0),
+        max_unavailable=dict(type="raw", default=0),
+        no_surge=dict(type="bool", default=False),
         journal=dict(type="dict", options=journal.REFERENCE_SPEC),
         report_pdbs=dict(type="bool", default=False),
         report_quota=dict(type="bool", default=False),

@@ -35,6 +35,14 @@ options:
       - The image every node should run, in the cloud's format.
     type: str
     required: true
+  image_resolved:
+    description:
+      - V(true) when O(image) is already the exact image the cloud names (as M(kubenodes.image_upgrade.csp_scaling_group)
+        in check mode or M(kubenodes.image_upgrade.node_image_facts) returns it) and known to exist; the step then
+        does not validate it with the cloud again. The rolling_upgrade role sets it after its preflight.
+      - V(false) validates O(image) first and uses its canonical form (an image family names its newest image).
+    type: bool
+    default: false
   annotation_prefix:
     description:
       - Prefix of the node annotations that hold the upgrade state.
@@ -58,6 +66,13 @@ options:
     description:
       - Seconds a heir must have been Ready before its donor is drained.
     type: int
+    default: 0
+  max_unavailable:
+    description:
+      - Worker nodes a scaling group may lack while they are replaced delete-first (drained and deleted before
+        their heir is created), an integer or a percentage such as V(25%); V(0) never does so. See
+        M(kubenodes.image_upgrade.node_image_facts). A O(surge_cap) of V(0) then means no surge heir at all.
+    type: raw
     default: 0
   scaling_groups:
     description:
@@ -225,6 +240,16 @@ options:
       - At most this many replacements in flight, because the cloud refused instances earlier in this run
         (RV(surge_cap) of the previous call).
     type: int
+  gate_after:
+    description:
+      - V(batch) or V(replacement) - a health gate (M(kubenodes.image_upgrade.cluster_health_gate), run by the
+        caller) follows each finished batch or each finished replacement. The slice then returns
+        RV(gate_due=true); with V(batch), no heir is created from the first finished replacement until the batch
+        in flight finished and the slice returned RV(gate_due). The caller runs the gate before the next call.
+      - V(none), no gate.
+    type: str
+    choices: [none, batch, replacement]
+    default: none
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
   - kubenodes.image_upgrade.cloud_provider
@@ -268,9 +293,20 @@ done:
   returned: always
   type: bool
 progress_line:
-  description: Nodes done of total, the pairs in flight with their phases, what waits on what, and the ETA.
+  description:
+    - Nodes done of total, the pairs in flight with their phases, the surplus nodes being removed (C(removing N
+      surplus node(s)) - names), what waits on what (a heir, the surge budget, an etcd member removal refused for
+      now, with the member and why), and the ETA.
   returned: success
   type: str
+etcd_waiting:
+  description:
+    - Control-plane donors whose etcd member removal was refused for now in the last pass (another member
+      unhealthy, or quorum at stake), each with C(name), C(msg) (naming the member and why) and C(waiting_on).
+      Nothing is removed or deleted for them; a later pass checks again.
+  returned: success
+  type: list
+  elements: dict
 did:
   description: What the slice did, one entry per step (C(step) and the node, group or instance).
   returned: success
@@ -286,6 +322,10 @@ etcd_due:
   returned: success
   type: list
   elements: dict
+gate_due:
+  description: Whether the caller is to run the health gate now, before the next call (O(gate_after)).
+  returned: success
+  type: bool
 refused:
   description:
     - Destructive steps (cordon and drain, etcd removal, instance or Node deletion) that the cross-checks refused

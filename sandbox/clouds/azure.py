@@ -35,10 +35,25 @@ total; a scale-out beyond it gets 409 OperationNotAllowed "... exceeding approve
 reports it as the cores, family cores and virtualMachines limits; generous limits when unset), deny (handler names,
 e.g. list_usages, answered 403 AuthorizationFailed as for an identity without the permission).
 
-Admin API (not ARM) under /_emulator/: images, groups, faults, requests (the request log), state.
+Entra ID's token endpoint, on the same HTTPS port (point the credential's authority at the endpoint, with instance
+discovery disabled: azure.adfs_authority_url and azure.disable_instance_discovery of the modules):
+
+  GET   /{tenant}/v2.0/.well-known/openid-configuration   (and /adfs/.well-known/openid-configuration)
+  POST  /{tenant}/oauth2/v2.0/token   (/adfs/oauth2/token)   grant_type client_credentials (client_id and
+        client_secret of a service principal added by the admin, in its tenant) or password (username and
+        password of a user added by the admin); a wrong secret or password is refused as Entra refuses it
+        (invalid_client AADSTS7000215, invalid_grant AADSTS50126)
+
+With set_faults(require_auth=True) ARM accepts only the bearer tokens that endpoint issued. A user's password
+login goes through the "adfs" tenant: MSAL asks Entra's user realm discovery on port 443 of the authority host,
+which an emulator on a free port cannot answer, and skips it for ADFS.
+
+Admin API (not ARM) under /_emulator/: images, groups, faults, requests (the request log), state, principals and
+users (the identities the token endpoint knows), token_grants (every login: who, how, which scope, or refused).
 """
 
 import argparse
+import base64
 import collections
 import os
 import datetime
@@ -251,6 +266,7 @@ class Faults:
         self.allocation_failure = set()
         self.quota = None
         self.deny = set()    # handler names answered 403 AuthorizationFailed
+        self.require_auth = False   # ARM accepts only tokens the emulator's token endpoint issued
         self.fail_next = 0
         self.rng = random.Random(7)
 
@@ -274,6 +290,10 @@ class AzureEmulator:
         self.community_versions = set()
         self.marketplace = set()
         self.operations = {}
+        self.principals = {}   # client ID (lower case): {"tenant", "secret"}
+        self.users = {}        # user name (lower case): {"tenant", "password"}
+        self.tokens = {}       # access token issued: its grant
+        self.token_grants = []
         self.requests = collections.deque(maxlen=50000)   # bounded: a long sandbox run must not grow forever
         self.faults = Faults()
         self.server = None
@@ -666,9 +686,10 @@ class AzureEmulator:
             return self._group_id(vmss)
 
     def admin_set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None,
-                         fail_next=0, seed=None, allocation_failure=(), deny=()):
+                         fail_next=0, seed=None, allocation_failure=(), deny=(), require_auth=False):
         with self.lock:
             self.faults.deny = set(deny or ())
+            self.faults.require_auth = bool(require_auth)
             self.faults.error_rate = float(error_rate)
             self.faults.codes = tuple(int(c) for c in codes)
             self.faults.latency = float(latency)
@@ -937,6 +958,21 @@ def _reference_of(image):
     return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
 
 
+# Entra ID's login routes on the emulator's port: (path regex, _Handler method).
+_LOGIN_ROUTES = [
+    (re.compile(r"^/([^/]+)(?:/v2\.0)?/\.well-known/openid-configuration$"), "_openid_configuration"),
+    (re.compile(r"^/([^/]+)/oauth2(?:/v2\.0)?/token$"), "_token"),
+]
+# Tenant names that stand for "the user's own tenant" in a login URL.
+_ANY_TENANT = {"organizations", "common", "adfs"}
+
+
+def _login_error(status, error, code, description):
+    """Entra ID's error body: the MSAL client shows error_description."""
+    return status, {"error": error, "error_description": "AADSTS%d: %s" % (code, description), "error_codes": [code],
+                    "timestamp": _now_iso(), "trace_id": str(uuid.uuid4()), "correlation_id": str(uuid.uuid4())}
+
+
 class _Request:
     def __init__(self, method, raw_path, headers, body):
         self.method = method
@@ -971,9 +1007,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, err):
         self._send(err.status, {"error": {"code": err.code, "message": err.message}}, err.headers)
 
-    def _read_body(self):
+    def _read_raw(self):
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        return self.rfile.read(length) if length else b""
+
+    @staticmethod
+    def _parse_body(raw):
         if not raw:
             return None
         try:
@@ -998,8 +1037,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method):
         emulator = self.emulator
+        raw = self._read_raw()
+        path = urllib.parse.urlsplit(self.path).path
+        for regex, login_handler in _LOGIN_ROUTES:
+            match = regex.match(path)
+            if match:
+                status, payload = getattr(self, login_handler)(method, raw, *match.groups())
+                self._send(status, payload, {"Cache-Control": "no-store"})
+                return
         try:
-            body = self._read_body()
+            body = self._parse_body(raw)
         except ArmError as err:
             self._error(err)
             return
@@ -1024,11 +1071,113 @@ class _Handler(BaseHTTPRequestHandler):
             emulator.requests.append(entry)
         self._send(status, payload, headers)
 
+    # -- Entra ID (lock taken here; return (status, body)) -------------------------------------------
+
+    def _known_tenant(self, tenant):
+        emulator = self.emulator
+        return tenant.lower() in _ANY_TENANT or any(
+            who["tenant"] == tenant.lower() for who in list(emulator.principals.values()) + list(emulator.users.values()))
+
+    def _openid_configuration(self, method, raw, tenant):  # pylint: disable=unused-argument
+        if method != "GET":
+            return _login_error(405, "invalid_request", 900561, "The endpoint only accepts GET requests.")
+        with self.emulator.lock:
+            known = self._known_tenant(tenant)
+        if not known:
+            return _login_error(400, "invalid_tenant", 90002, "Tenant '%s' not found. Check to make sure you have "
+                                "the correct tenant ID and are signing into the correct cloud." % tenant)
+        base = "%s/%s" % (self.emulator.endpoint, tenant)
+        adfs = tenant.lower() == "adfs"
+        return 200, {"token_endpoint": base + ("/oauth2/token" if adfs else "/oauth2/v2.0/token"),
+                     "authorization_endpoint": base + ("/oauth2/authorize" if adfs else "/oauth2/v2.0/authorize"),
+                     "device_authorization_endpoint": base + "/oauth2/v2.0/devicecode",
+                     "issuer": base + ("" if adfs else "/v2.0"),
+                     "token_endpoint_auth_methods_supported": ["client_secret_post", "client_secret_basic"],
+                     "response_types_supported": ["code", "id_token", "token"]}
+
+    def _token(self, method, raw, tenant):
+        if method != "POST":
+            return _login_error(405, "invalid_request", 900561, "The endpoint only accepts POST requests.")
+        form = dict(urllib.parse.parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+        status, answer = self._token_answer(form, tenant)
+        if status != 200:
+            # A refused login is on the record too: a test sees that a wrong secret was tried once, not retried.
+            with self.emulator.lock:
+                self.emulator.token_grants.append({
+                    "refused": answer["error_codes"][0], "grant_type": form.get("grant_type", ""),
+                    "client_id": form.get("client_id", ""), "username": form.get("username", ""),
+                    "tenant": tenant, "at": time.time()})
+        return status, answer
+
+    def _token_answer(self, form, tenant):
+        emulator = self.emulator
+        grant_type = form.get("grant_type", "")
+        scopes = form.get("scope", "").split()
+        resource_scopes = [scope for scope in scopes if scope.endswith("/.default")]
+        with emulator.lock:
+            if not self._known_tenant(tenant):
+                return _login_error(400, "invalid_tenant", 90002, "Tenant '%s' not found." % tenant)
+            if grant_type == "client_credentials":
+                client_id = form.get("client_id", "")
+                principal = emulator.principals.get(client_id.lower())
+                if principal is None or principal["tenant"] != tenant.lower():
+                    return _login_error(400, "unauthorized_client", 700016, "Application with identifier '%s' was "
+                                        "not found in the directory '%s'." % (client_id, tenant))
+                if "client_secret" not in form:
+                    return _login_error(401, "invalid_client", 7000218, "The request body must contain the "
+                                        "following parameter: 'client_assertion' or 'client_secret'.")
+                if form["client_secret"] != principal["secret"]:
+                    return _login_error(401, "invalid_client", 7000215, "Invalid client secret provided. Ensure "
+                                        "the secret being sent in the request is the client secret value, not the "
+                                        "client secret ID, for a secret added to app '%s'." % client_id)
+                who = {"client_id": client_id, "tenant": principal["tenant"]}
+            elif grant_type == "password":
+                user = emulator.users.get(form.get("username", "").lower())
+                if user is None or form.get("password") != user["password"] or (
+                        tenant.lower() not in _ANY_TENANT and tenant.lower() != user["tenant"]):
+                    return _login_error(400, "invalid_grant", 50126, "Error validating credentials due to "
+                                        "invalid username or password.")
+                who = {"username": form["username"], "client_id": form.get("client_id", ""), "tenant": user["tenant"]}
+            else:
+                return _login_error(400, "unsupported_grant_type", 70003, "The app requested an unsupported grant "
+                                    "type '%s'." % grant_type)
+            if len(resource_scopes) != 1:
+                return _login_error(400, "invalid_scope", 70011, "The provided value for the input parameter "
+                                    "'scope' is not valid: one resource/.default scope is needed, got %r."
+                                    % form.get("scope", ""))
+            token = "emulated-entra-" + uuid.uuid4().hex
+            grant = dict(who, grant_type=grant_type, scope=resource_scopes[0], at=time.time())
+            emulator.tokens[token] = grant
+            emulator.token_grants.append(grant)
+        answer = {"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599, "access_token": token,
+                  "scope": resource_scopes[0]}
+        if "openid" in scopes and "username" in who:
+            # A user's login: MSAL and azure-identity build the account from the ID token and client_info.
+            answer.update(self._id_token(tenant, who, form.get("client_id", "")))
+        return 200, answer
+
+    def _id_token(self, tenant, who, client_id):
+        """An ID token (unsigned: MSAL reads its claims without checking a signature) and client_info."""
+        def b64(data):
+            return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+        object_id = str(uuid.uuid5(uuid.NAMESPACE_URL, who["username"].lower()))
+        adfs = tenant.lower() == "adfs"
+        now = int(time.time())
+        claims = {"iss": "%s/%s%s" % (self.emulator.endpoint, tenant, "" if adfs else "/v2.0"), "aud": client_id,
+                  "sub": object_id, "oid": object_id, "tid": who["tenant"], "iat": now, "nbf": now,
+                  "exp": now + 3600, "preferred_username": who["username"], "upn": who["username"]}
+        return {"id_token": "%s.%s." % (b64({"typ": "JWT", "alg": "none"}), b64(claims)),
+                "client_info": b64({"uid": object_id, "utid": who["tenant"]})}
+
+    # -- Resource Manager ------------------------------------------------------------------------------
+
     def _arm(self, req, entry):
         emulator = self.emulator
         auth = req.headers.get("Authorization") or ""
         if not auth.startswith("Bearer ") or not auth[7:].strip():
             raise ArmError(401, "AuthenticationFailed", "Authentication failed. The 'Authorization' header is missing.")
+        if emulator.faults.require_auth and auth[7:].strip() not in emulator.tokens:
+            raise ArmError(401, "InvalidAuthenticationToken", "The access token is invalid.")
         if not req.api_version:
             raise ArmError(400, "MissingApiVersionParameter", "The api-version query parameter (?api-version=) is "
                            "required for all requests.")
@@ -1119,6 +1268,19 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, {})
             elif name == "state" and req.method == "GET":
                 self._send(200, emulator.admin_state())
+            elif name == "principals" and req.method == "POST":
+                with emulator.lock:
+                    emulator.principals[body["client_id"].lower()] = {"tenant": body["tenant"].lower(),
+                                                                      "secret": body["secret"]}
+                self._send(200, {})
+            elif name == "users" and req.method == "POST":
+                with emulator.lock:
+                    emulator.users[body["username"].lower()] = {"tenant": body["tenant"].lower(),
+                                                                "password": body["password"]}
+                self._send(200, {})
+            elif name == "token_grants" and req.method == "GET":
+                with emulator.lock:
+                    self._send(200, {"grants": list(emulator.token_grants)})
             else:
                 self._send(404, {"error": {"code": "NotFound", "message": "no admin call %s %s" % (req.method, name)}})
         except ArmError as err:
@@ -1158,14 +1320,28 @@ class Admin:
                                              "orchestration": orchestration})["group_id"]
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
-                   seed=None, allocation_failure=(), deny=()):
+                   seed=None, allocation_failure=(), deny=(), require_auth=False):
         """never_boot / allocation_failure: scale set IDs or names ("*" for all) whose new VMs stay creating /
         end failed with AllocationFailed. fail_next: the next N resource requests fail with one of `codes`. deny: handler
-        names (list_usages, list_skus, ...) answered 403 AuthorizationFailed."""
+        names (list_usages, list_skus, ...) answered 403 AuthorizationFailed. require_auth: ARM accepts only
+        tokens issued by the emulator's token endpoint."""
         self._call("POST", "faults", {"error_rate": error_rate, "codes": list(codes), "latency": latency,
                                       "never_boot": list(never_boot), "quota": quota, "fail_next": fail_next,
                                       "seed": seed, "allocation_failure": list(allocation_failure),
-                                      "deny": list(deny)})
+                                      "deny": list(deny), "require_auth": require_auth})
+
+    def create_service_principal(self, tenant, client_id, secret):
+        """A service principal the token endpoint knows (client_credentials grant in `tenant`)."""
+        self._call("POST", "principals", {"tenant": tenant, "client_id": client_id, "secret": secret})
+
+    def create_user(self, username, password, tenant):
+        """A user the token endpoint knows (password grant)."""
+        self._call("POST", "users", {"username": username, "password": password, "tenant": tenant})
+
+    def token_grants(self):
+        """Every login at the token endpoint: grant_type, client_id or username, tenant, and the scope of the
+        token issued, or `refused` (the AADSTS code) for a login it refused."""
+        return self._call("GET", "token_grants")["grants"]
 
     def requests(self):
         return self._call("GET", "requests")["requests"]
@@ -1184,6 +1360,15 @@ class Admin:
             "access_token": "sandbox-token", "resource_group": RESOURCE_GROUP, "polling_interval": 0.1,
             "timeout": 60,
         }}
+
+    def login_options(self):
+        """The azure options that send a credential's login to this emulator's token endpoint instead of a
+        static token: its URL as the authority (azure.azcollection's adfs_authority_url), no instance
+        discovery (that asks login.microsoftonline.com)."""
+        options = dict(self.provider_options()["azure"], adfs_authority_url=self.endpoint,
+                       disable_instance_discovery=True)
+        options.pop("access_token")
+        return options
 
 
 def main(argv=None):

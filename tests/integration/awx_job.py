@@ -48,13 +48,13 @@ def _env_file(private_data_dir, text):
 class Job:
     """One AWX job: build its private data directory, add credentials, run it, read what it left."""
 
-    def __init__(self, base_dir, extravars=None, check=False, ident=None):
+    def __init__(self, base_dir, extravars=None, check=False, ident=None, inventory=""):
         self.dir = pathlib.Path(base_dir) / ("pdd-" + uuid.uuid4().hex[:8])
         (self.dir / "env").mkdir(parents=True)
         (self.dir / "inventory").mkdir()
         shutil.copytree(PROJECT, self.dir / "project")
-        # An AWX inventory with nothing in it but what the play needs; the playbook runs on localhost.
-        (self.dir / "inventory" / "hosts").write_text("localhost ansible_connection=local\n")
+        # An AWX inventory with what the play needs (it runs on localhost) and the lines `inventory` adds.
+        (self.dir / "inventory" / "hosts").write_text("localhost ansible_connection=local\n" + inventory)
         self.ident = ident or "job-" + uuid.uuid4().hex[:6]
         self.extravars = dict(extravars or {})
         # AWX itself puts the job's collections path and a few settings into every job's environment.

@@ -10,13 +10,17 @@ Check. One sandbox (one control plane, one worker, on the GCP emulator insisting
 - a Run job with the kubeconfig credential type that stops in its first pass: the rescue path publishes the
   report with the cause;
 - a Run job to the end (the worker group): the report is published, with one row per node;
-- last, a Check job with AWX's AWS credential on an AWS auto scaling group added to the cluster.
+- a Check job with AWX's AWS credential on an AWS auto scaling group added to the cluster;
+- last, Check jobs with AWX's Azure credential on an Azure scale set added to the cluster, logging in at the
+  Azure emulator's Entra ID token endpoint: a service principal (AZURE_CLIENT_ID/AZURE_SECRET/AZURE_TENANT),
+  the same with a wrong secret (the job fails naming the credential), and a user (AZURE_AD_USER/AZURE_PASSWORD).
 No token, key or secret of any credential appears in the runner's stdout, job events or artifacts.
 """
 
 import json
 import pathlib
 import subprocess
+import sys
 import time
 import uuid
 
@@ -25,6 +29,7 @@ import pytest
 import awx_job
 import upgrade_helpers as uh
 from sandbox import binaries
+from tests.ansible_run import REPO
 from tests.integration import conftest as fixtures
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -36,7 +41,7 @@ ETCD_TASK = "Preflight | read the control-plane etcd members, their health and a
 
 @pytest.fixture(scope="module")
 def cluster():
-    handle = fixtures._start("kubenodes-awx-", ["gcp", "aws"])  # pylint: disable=protected-access
+    handle = fixtures._start("kubenodes-awx-", ["gcp", "aws", "azure"])  # pylint: disable=protected-access
     try:
         values, start = uh.prepare(handle, "gcp", control_planes=1, workers=1, groups=1)
         admin = handle.cloud("gcp")
@@ -90,10 +95,25 @@ def secrets_of(handle, key, token):
     return [token, key["private_key"].split("\n")[1], etcd_inputs(handle)["etcd_client_key"].split("\n")[1]]
 
 
+def interpreter_that_logs(tmp_path):
+    """(path, log): a Python interpreter for an inventory host that writes each module it runs to `log`."""
+    log = tmp_path / "etcd-host-python.log"
+    wrapper = tmp_path / "etcd-host-python"
+    wrapper.write_text('#!/bin/sh\necho "$@" >> %s\nexec %s "$@"\n' % (log, sys.executable))
+    wrapper.chmod(0o755)
+    return wrapper, log
+
+
 def test_check_job_with_awx_credentials_checks_etcd_and_publishes_the_plan(cluster, service_account_token, tmp_path):
+    """Also: the etcd steps delegated to a control-plane host of the inventory run with that host's Python,
+    not the controller's (upgrade_nodes.yml once set ansible_python_interpreter as a play variable, which
+    applied to delegated tasks too); and this first plan on a cluster nobody has upgraded names each node's
+    scaling group (it once said "node X in None")."""
     handle, values, start, key = cluster
     admin = handle.cloud("gcp")
-    job = awx_job.Job(tmp_path, survey_and_template_vars(values), check=True)
+    python, python_log = interpreter_that_logs(tmp_path)
+    job = awx_job.Job(tmp_path, survey_and_template_vars(values, rolling_upgrade_etcd_delegate_to="etcd-cp"),
+                      check=True, inventory="etcd-cp ansible_connection=local ansible_python_interpreter=%s\n" % python)
     env, extra_vars = awx_credentials(job, handle, key, service_account_token)
     # The etcd credential type gives the role its three variables, paths of files in the job's env/ holding
     # the PEM texts.
@@ -108,10 +128,20 @@ def test_check_job_with_awx_credentials_checks_etcd_and_publishes_the_plan(clust
     result = job.run(timeout=RUN_TIMEOUT)
     assert result.rc == 0 and result.status == "successful", result.describe()
 
-    # The preflight read etcd with the credential's files (a control-plane node is to be replaced).
+    # The preflight read etcd with the credential's files (a control-plane node is to be replaced), on the
+    # delegated host with that host's Python: the only module that ran there.
     [health] = result.task_results(ETCD_TASK)
     assert health["healthy"] is True, health
     assert health["invocation"]["module_args"]["client_key"] == extra_vars["rolling_upgrade_etcd_client_key"]
+    assert "localhost -> etcd-cp" in result.stdout
+    ran_there = python_log.read_text().splitlines() if python_log.exists() else []
+    assert len(ran_there) == 1 and "AnsiballZ_etcd_member_info.py" in ran_there[0], ran_there
+    # The order names each node's scaling group, read from this plan (no node has the annotation yet).
+    [order] = result.task_results("Plan | the order of replacement")
+    assert " in None" not in order["msg"], order["msg"]
+    for label, names in start["groups"].items():
+        for name in names:
+            assert "%s in %s" % (name, start["group_ids"][label]) in order["msg"], order["msg"]
     # The GCE credential's key signed the calls (the emulator checked each signature).
     grants = admin.token_grants()[grants_before:]
     assert grants and {g["iss"] for g in grants} == {key["client_email"]}
@@ -152,7 +182,10 @@ def test_run_jobs_publish_the_report_when_they_fail_and_when_they_finish(cluster
     # This job reaches the cluster through the kubeconfig credential type instead of the bearer token.
     # The Check job above ran the preflight; these runs leave it out to keep the jobs short.
     values["rolling_upgrade_preflight"] = False
-    job = awx_job.Job(tmp_path, survey_and_template_vars(values, rolling_upgrade_timeout=1))
+    # No report_dir: the default lands where ansible-playbook started (ansible-runner: the project directory),
+    # not in the collection's playbooks/ directory, the directory of the imported play.
+    job = awx_job.Job(tmp_path, survey_and_template_vars(
+        {k: v for k, v in values.items() if k != "rolling_upgrade_report_dir"}, rolling_upgrade_timeout=1))
     kubeconfig = inline_kubeconfig(handle)
     env, extra_vars = job.custom(awx_job.credential_type("kubeconfig"), {"kubeconfig": kubeconfig})
     assert extra_vars == {} and list(env) == ["K8S_AUTH_KUBECONFIG"]
@@ -171,6 +204,9 @@ def test_run_jobs_publish_the_report_when_they_fail_and_when_they_finish(cluster
     assert report["summary"]["nodes_replaced"] == 0
     assert uh.lease_holder(handle) is None  # released on the way out
     assert not result.leaks(*secrets)
+    written = json.loads((job.dir / "project" / "image-upgrade-report" / "image-upgrade-report.json").read_text())
+    assert written["attempt_outcomes"] == {"failed": 1}
+    assert not (REPO / "playbooks" / "image-upgrade-report").exists()
 
     # The step engine (one action plugin per pass instead of a task per step) ends the same way, sooner.
     job = awx_job.Job(tmp_path, survey_and_template_vars(values, rolling_upgrade_engine="step"))
@@ -191,15 +227,15 @@ def test_run_jobs_publish_the_report_when_they_fail_and_when_they_finish(cluster
     assert not result.leaks(*secrets)
 
 
-def aws_group_node(handle, group, timeout=120):
-    """The Node of the one instance of AWS group `group`, once Ready: (provider ID, node name)."""
+def group_node(handle, group, timeout=120):
+    """The Node of the one instance of scaling group `group`, once Ready: (provider ID, node name)."""
     deadline = time.monotonic() + timeout
     while True:
         found = [i for i in handle.nodesim.instances() if i["group_id"] == group and i["state"] != "deleted"]
         if found:
             handle.wait_nodes_ready([found[0]["node_name"]], timeout=max(1, deadline - time.monotonic()))
             return found[0]["provider_id"], found[0]["node_name"]
-        assert time.monotonic() < deadline, "no instance of AWS group %s booted" % group
+        assert time.monotonic() < deadline, "no instance of group %s booted" % group
         time.sleep(0.5)
 
 
@@ -211,7 +247,7 @@ def test_check_job_with_the_awx_aws_credential(cluster, service_account_token, t
     admin = handle.cloud("aws")
     image_b = admin.create_image("awx-b")
     group = admin.create_group("awx-workers", "worker", 1, admin.create_image("awx-a"))
-    provider_id, node = aws_group_node(handle, group)
+    provider_id, node = group_node(handle, group)
     try:
         aws = admin.provider_options()["aws"]
         secret, sts = "awx-aws-secret-" + uuid.uuid4().hex, "awx-aws-sts-" + uuid.uuid4().hex
@@ -231,5 +267,85 @@ def test_check_job_with_the_awx_aws_credential(cluster, service_account_token, t
         assert secret in (result.artifact_dir / "command").read_text()
     finally:
         admin.autoscaling.delete_auto_scaling_group(AutoScalingGroupName=group, ForceDelete=True)
+        handle.nodesim.delete_instance(provider_id)
+        handle.kube().request("DELETE", "/api/v1/nodes/" + node, ok=(200, 202, 404))
+
+
+AZURE_TENANT = "6f1d2c3b-0000-4000-8000-0000000a2a11"
+AZURE_CLIENT = "2b7e151a-0000-4000-8000-0000000a2c11"
+
+
+def test_check_jobs_with_the_awx_azure_credential(cluster, service_account_token, tmp_path):
+    """AWX's Azure Resource Manager credential as its injector writes it, first a service principal
+    (AZURE_CLIENT_ID, AZURE_SECRET, AZURE_TENANT), then a user (AZURE_AD_USER, AZURE_PASSWORD), both with
+    AZURE_SUBSCRIPTION_ID: the modules log in with it at the emulator's Entra ID token endpoint, and Resource
+    Manager accepts only the tokens issued there. The job template's variables point the login at the
+    emulator (azure.adfs_authority_url, azure.disable_instance_discovery). A wrong secret fails the job,
+    naming the credential. Runs last: it adds an Azure scale set's node to the cluster, which it removes."""
+    handle, values, start, key = cluster
+    admin = handle.cloud("azure")
+    image_b = admin.create_image("awx-az-b")
+    group = admin.create_group("awx-az-workers", "worker", 1, admin.create_image("awx-az-a"))
+    provider_id, node = group_node(handle, group)
+    secret, password = "awx-az-secret-" + uuid.uuid4().hex, "awx-az-password-" + uuid.uuid4().hex
+    user = "awx-upgrader@example.org"
+    admin.create_service_principal(AZURE_TENANT, AZURE_CLIENT, secret)
+    admin.create_user(user, password, AZURE_TENANT)
+    admin.set_faults(require_auth=True)
+    options = admin.login_options()
+    subscription = options.pop("subscription_id")  # the credential's
+
+    def check_job(**azure):
+        return awx_job.Job(tmp_path, {
+            "image": image_b, "provider": "azure", "max_surge": "1", "azure": dict(options, **azure),
+            "rolling_upgrade_scaling_groups": [group],
+            "rolling_upgrade_report_dir": values["rolling_upgrade_report_dir"]}, check=True)
+
+    def plan_of(result):
+        assert result.rc == 0 and result.status == "successful", result.describe()
+        plan = result.artifacts["image_upgrade"]
+        assert plan["kind"] == "plan" and plan["provider"] == "azure" and plan["target_image"] == image_b, plan
+        assert [n["node"] for n in plan["nodes"]] == [node] and plan["summary"]["nodes_to_replace"] == 1
+        return plan
+
+    try:
+        job = check_job()
+        job.kubernetes_bearer_token(handle.apiserver, service_account_token, pathlib.Path(handle.ca).read_text())
+        job.azure_rm(subscription, client=AZURE_CLIENT, tenant=AZURE_TENANT, secret=secret)
+        since = len(admin.token_grants())
+        result = job.run(timeout=RUN_TIMEOUT)
+        plan_of(result)
+        logins = admin.token_grants()[since:]
+        assert logins and {(g["grant_type"], g["client_id"], g["tenant"]) for g in logins} == {
+            ("client_credentials", AZURE_CLIENT, AZURE_TENANT)}, logins
+        assert not result.leaks(secret, service_account_token)
+        assert secret in (result.artifact_dir / "command").read_text()
+
+        # The same job with a wrong secret: the first module that reads Azure fails, naming the credential.
+        job = check_job()
+        job.kubernetes_bearer_token(handle.apiserver, service_account_token, pathlib.Path(handle.ca).read_text())
+        wrong = "awx-az-wrong-" + uuid.uuid4().hex
+        job.azure_rm(subscription, client=AZURE_CLIENT, tenant=AZURE_TENANT, secret=wrong)
+        result = job.run(timeout=RUN_TIMEOUT)
+        assert result.rc != 0 and result.status == "failed", result.describe()
+        [message] = [m for m in result.failed_messages() if "Azure login refused" in m] or [result.describe()]
+        assert "AADSTS7000215" in message and "azure.secret (AZURE_SECRET)" in message, message
+        assert "azure.client_id %r (AZURE_CLIENT_ID)" % AZURE_CLIENT in message, message
+        assert not result.leaks(wrong, secret, service_account_token)
+
+        # AWX's user/password credential carries no tenant: the template's variables name the login's, here
+        # the emulator's "adfs" (for any other, MSAL asks Entra's user realm discovery on port 443 of the
+        # authority host, which the emulator on a free port is not).
+        job = check_job(tenant="adfs")
+        job.kubernetes_bearer_token(handle.apiserver, service_account_token, pathlib.Path(handle.ca).read_text())
+        job.azure_rm(subscription, username=user, password=password)
+        since = len(admin.token_grants())
+        result = job.run(timeout=RUN_TIMEOUT)
+        plan_of(result)
+        logins = admin.token_grants()[since:]
+        assert logins and {(g["grant_type"], g["username"]) for g in logins} == {("password", user)}, logins
+        assert not result.leaks(password, service_account_token)
+    finally:
+        admin.set_faults()
         handle.nodesim.delete_instance(provider_id)
         handle.kube().request("DELETE", "/api/v1/nodes/" + node, ok=(200, 202, 404))

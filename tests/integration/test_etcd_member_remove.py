@@ -85,7 +85,10 @@ def test_check_mode_then_remove_a_follower_by_node_ip_then_absent(etcd_cluster):
     follower = "cp-0"
     cluster.move_leader("cp-1")
     ip, peer_port = cluster.members[follower].ip, cluster.members[follower].peer_port
-    args = module_args(cluster, node_ip=ip, peer_port=peer_port, expected_member_count=3)
+    # The member's peer port is not the default 2380 the module assumes: node_ip finds it at any port. The
+    # count is the members while the follower's is in, the same on every re-run.
+    assert peer_port != 2380
+    args = module_args(cluster, node_ip=ip, node_name=follower, expected_member_count=3)
 
     predicted = run_module(MODULE, args, check=True, diff=True)
     assert not predicted["failed"], predicted.get("msg")
@@ -109,10 +112,17 @@ def test_check_mode_then_remove_a_follower_by_node_ip_then_absent(etcd_cluster):
     assert len(removed["health_after"]) == 2 and all(h["healthy"] for h in removed["health_after"])
     assert wait_exit(cluster, follower)
 
-    again = run_module(MODULE, dict(args, expected_member_count=2))
+    again = run_module(MODULE, args)  # a re-run with the same options: two of three left, it is gone
     assert not again["failed"], again.get("msg")
     assert again["changed"] is False and again["member"] is None
     assert len(again["members_before"]) == 2 and again["checks"] == []
+
+    # A count that says the member should still be in: no match is no proof that it went.
+    counted = run_module(MODULE, dict(args, expected_member_count=2), check=True)
+    assert counted["failed"] and counted["reason"] == "refused"
+    assert "no etcd member matches node_ip %s" % ip in counted["msg"] and "etcd still lists 2 members" in counted["msg"]
+    assert [c["name"] for c in counted["checks"] if c["passed"] is False] == ["member_count"]
+    assert member_names(cluster) == sorted(set(cluster.members) - {follower})
 
 
 def test_remove_the_leader_of_five_moves_leadership_first(etcd_cluster):
@@ -286,3 +296,6 @@ def test_bad_input_fails_before_contacting_anything(tmp_path):
     assert "ca_cert %s does not exist" % (tmp_path / "absent.crt") in missing["msg"]
     not_ip = run_module(MODULE, dict(endpoints=["https://127.0.0.1:1"], node_ip="cp-1.example"))
     assert not_ip["failed"] is True and "node_ip 'cp-1.example' is not an IP address" in not_ip["msg"]
+    lone_name = run_module(MODULE, dict(endpoints=["https://127.0.0.1:1"], member_name="cp-1", node_name="cp-1"))
+    assert lone_name["failed"] is True and lone_name["reason"] == "invalid"
+    assert "node_name 'cp-1' is only used with node_ip" in lone_name["msg"]

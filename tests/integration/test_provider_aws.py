@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import aws, base
 from sandbox.clouds.aws import AwsEmulator
 
@@ -320,3 +321,38 @@ def test_create_timeout_keeps_the_raised_capacity(admin, provider, images):
     assert provider.list_groups([group])[0].target_size == 2
     assert len(provider.list_instances(group)) == 1
     _until(lambda: len(provider.list_instances(group)) == 2, timeout=10, what="the delayed launch")
+
+
+def test_one_read_of_each_group_and_template_per_read_and_per_slice(admin, provider, images):
+    """Issue 12 item 8, counted in the emulator's request log: node_state.read_cloud describes the groups once
+    (list_instances uses that description) and each launch template version once; within reading() (one
+    executor slice) later reads describe the groups and list the instances again but not the templates, and
+    this provider's own writes are seen at once."""
+    groups = [_group(admin, images, size=2) for _n in range(2)]
+    admin.clear_requests()
+    _groups, instances, errors = node_state.read_cloud(provider, groups)
+    assert sorted(_actions(admin)) == sorted(["DescribeAutoScalingGroups"] + ["DescribeLaunchTemplateVersions"] * 2
+                                             + ["DescribeInstances"] * 2)
+    assert not errors and [len(instances[g]) for g in groups] == [2, 2]
+    with provider.reading():
+        admin.clear_requests()
+        for _pass in range(3):
+            _groups, instances, _errors = node_state.read_cloud(provider, groups)
+        assert sorted(_actions(admin)) == sorted(["DescribeAutoScalingGroups"] * 3
+                                                 + ["DescribeLaunchTemplateVersions"] * 2 + ["DescribeInstances"] * 6)
+        created = provider.create_instance(groups[0])
+        admin.clear_requests()
+        _groups, instances, _errors = node_state.read_cloud(provider, groups)
+        assert sorted(_actions(admin)) == sorted(["DescribeAutoScalingGroups", "DescribeInstances", "DescribeInstances"])
+        assert created.provider_id in [i.provider_id for i in instances[groups[0]]] and len(instances[groups[0]]) == 3
+        assert provider.set_group_image(groups[1], images[1]) is True
+        admin.clear_requests()
+        listed, _instances, _errors = node_state.read_cloud(provider, groups)
+        assert {g.id: g.image for g in listed} == {groups[0]: images[0], groups[1]: images[1]}
+        assert _actions(admin).count("DescribeLaunchTemplateVersions") == 2     # read again after the write
+        assert provider.delete_instance(created.provider_id) is True
+        admin.clear_requests()
+        _groups, instances, _errors = node_state.read_cloud(provider, groups)
+        assert _actions(admin).count("DescribeAutoScalingGroups") == 1
+        states = {i.provider_id: i.state for i in instances[groups[0]]}
+        assert states.get(created.provider_id, base.DELETING) == base.DELETING

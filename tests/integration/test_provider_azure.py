@@ -11,6 +11,7 @@ import time
 import pytest
 import requests
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import azure as az
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CREATING, DELETING, FAILED, RUNNING, InvalidReferenceError, NotFoundError, ProviderError, QuotaError,
@@ -606,3 +607,40 @@ def test_recorded_shapes_are_exactly_what_the_emulator_accepts():
     used = {(s["path"], s["method"]) for s in recorded}
     served = {(t, m) for t, methods in routes.items() for m in methods}
     assert served <= used, sorted(served - used)
+
+
+def test_one_read_of_each_scale_set_per_read_and_per_slice(admin, provider):
+    """Issue 12 item 8, counted in the emulator's request log: node_state.read_cloud reads each scale set once
+    and lists its VMs; within reading() (one executor slice) later reads list only the VMs, until this
+    provider changes a scale set (scale out, delete, image), whose effect the next read shows."""
+    groups = [running_group(admin, provider, size=2)[0] for _n in range(2)]
+    image = admin.create_image(unique("img"))
+
+    def counts():
+        log = admin.requests()
+        return (len(by_template(log, "/virtualMachineScaleSets/{vmScaleSetName}")),
+                len(by_template(log, "/virtualMachineScaleSets/{vmScaleSetName}/virtualMachines")))
+
+    admin.clear_requests()
+    _groups, instances, errors = node_state.read_cloud(provider, groups)
+    gets, lists = counts()
+    assert not errors and gets == 2 and lists >= 2 and [len(instances[g]) for g in groups] == [2, 2]
+    with provider.reading():
+        admin.clear_requests()
+        for _pass in range(3):
+            node_state.read_cloud(provider, groups)
+        assert counts() == (2, 3 * lists)
+        created = provider.create_instance(groups[0])
+        admin.clear_requests()
+        listed, instances, _errors = node_state.read_cloud(provider, groups)
+        assert counts() == (2, lists + 1)      # page size 2: the group of three VMs lists in two pages
+        assert created.provider_id in [i.provider_id for i in instances[groups[0]]]
+        assert {g.id: g.target_size for g in listed} == {groups[0]: 3, groups[1]: 2}
+        assert provider.set_group_image(groups[1], image) is True
+        admin.clear_requests()
+        listed, _instances, _errors = node_state.read_cloud(provider, groups)
+        assert counts()[0] == 2 and {g.id: g.image for g in listed}[groups[1]] == image
+        assert provider.delete_instance(created.provider_id) is True
+        admin.clear_requests()
+        listed, _instances, _errors = node_state.read_cloud(provider, groups)
+        assert counts()[0] == 2 and {g.id: g.target_size for g in listed}[groups[0]] == 2

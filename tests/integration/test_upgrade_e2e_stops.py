@@ -27,9 +27,16 @@ def test_check_mode_prints_the_plan_and_bad_images_change_nothing(upgrade_cluste
     before = uh.world(handle, values)
     assert not uh.node_annotations_with_prefix(handle)
 
-    rc, output = run_playbook(uh.PLAYBOOK, extra_vars=values, check=True, timeout=RUN_TIMEOUT)
+    # With health gates (issue 16 item 2), the plan lists them too.
+    gated = dict(values, rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch", rolling_upgrade_soak_seconds=30)
+    rc, output = run_playbook(uh.PLAYBOOK, extra_vars=gated, check=True, timeout=RUN_TIMEOUT)
     assert rc == 0, uh.failed_messages(output)
     tasks = {t["task"]["name"]: t["hosts"]["localhost"] for t in output["plays"][0]["tasks"] if t["hosts"]}
+    gates = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | health gates"))
+    for words in ("after each batch, within 600s: every node Ready", "the pods of kube-system Ready",
+                  "no pod that was Running before the batch Pending", "soak of 30s since the last node turned Ready",
+                  "Now: %d node(s) Ready" % len(start["node_names"])):
+        assert words in gates, gates
     order = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | the order of replacement"))
     assert order.startswith("3 node(s) to replace"), order
     for name in start["node_names"]:
@@ -42,6 +49,13 @@ def test_check_mode_prints_the_plan_and_bad_images_change_nothing(upgrade_cluste
     assert uh.world(handle, values) == before
     assert not uh.node_annotations_with_prefix(handle)
 
+    if cloud == "gcp":  # the role's refusal is cloud-independent: one cloud keeps CI time down
+        refused = dict(values, rolling_upgrade_engine="tasks", rolling_upgrade_gate_after="batch")
+        rc, output = run_playbook(uh.PLAYBOOK, extra_vars=refused, timeout=RUN_TIMEOUT)
+        failures = uh.failed_messages(output)
+        assert rc != 0 and any("health gates run only with the step engine" in m and "set rolling_upgrade_engine to step" in m
+                               for m in failures), failures
+        assert uh.world(handle, values) == before
     for image, cause in [uh.missing_image(values), ("not a valid image reference", "not a valid image reference")]:
         rc, output = run_playbook(uh.PLAYBOOK, extra_vars=dict(values, rolling_upgrade_image=image), timeout=RUN_TIMEOUT)
         failures = uh.failed_messages(output)

@@ -62,5 +62,7 @@ def test_quota_for_no_new_instance_fails_the_preflight_and_changes_nothing(clust
     assert "the cloud quota leaves no room for a new instance" in output, output[-6000:]
     assert LIMIT_NAMES[cloud] in output, output[-6000:]
     assert "Nothing was changed" in output
+    # It says which option would let workers be replaced without room for surge.
+    assert "rolling_upgrade_max_unavailable is 0: set it to 1 or more" in output, output[-6000:]
     assert uh.world(handle, values) == before
     assert not uh.node_annotations_with_prefix(handle)

@@ -431,14 +431,15 @@ class Watcher(threading.Thread):
         self.stopped.set()
         self.join(timeout=30)
 
-    def check(self, start, max_surge=1):
-        """The invariants while it ran: Ready nodes per group never below the start, instances per group
-        never above the start plus `max_surge`, and (with etcd) never fewer etcd members than control planes
-        at the start."""
+    def check(self, start, max_surge=1, max_unavailable=0):
+        """The invariants while it ran: Ready nodes per group never below the start minus `max_unavailable`,
+        instances per group never above the start plus `max_surge`, and (with etcd) never fewer etcd members
+        than control planes at the start."""
         assert self.samples >= 5, "the watcher saw too little (%d samples, errors %s)" % (self.samples, self.errors[:3])
         for group, names in start["groups"].items():
-            assert self.min_ready.get(group, 0) >= len(names), (
-                "group %s fell to %s Ready node(s) (started with %d)" % (group, self.min_ready.get(group), len(names)))
+            assert self.min_ready.get(group, 0) >= len(names) - max_unavailable, (
+                "group %s fell to %s Ready node(s) (started with %d, max_unavailable %d)"
+                % (group, self.min_ready.get(group), len(names), max_unavailable))
             assert self.max_instances.get(group, 0) <= len(names) + max_surge, (
                 "group %s had %s instances at once (size %d, max_surge %d)"
                 % (group, self.max_instances.get(group), len(names), max_surge))

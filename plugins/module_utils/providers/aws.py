@@ -27,7 +27,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
     CREATING, DELETING, RUNNING, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER, Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
+    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, ReadingMemo, with_retries,
 )
 
 try:
@@ -274,7 +274,11 @@ def _epoch(value):
 # The provider
 # ----------------------------------------------------------------------------------------------------
 
-class AwsProvider(CloudProvider):
+class AwsProvider(ReadingMemo, CloudProvider):
+    """Within reading(): each launch template version is read once, and the group descriptions of a
+    list_groups serve the list_instances calls that follow it (one each: a description carries the group's
+    membership, which every pass must read fresh). Its own writes make it read again."""
+
     name = "aws"
 
     def __init__(self, session, endpoint_url=None, verify=None, create_timeout=120.0, poll_interval=2.0,
@@ -353,6 +357,10 @@ class AwsProvider(CloudProvider):
         return found[0]
 
     def _template_version(self, template_id, template_name, version):
+        return self._recall("template", (template_id, template_name, version),
+                            lambda: self._read_template_version(template_id, template_name, version))
+
+    def _read_template_version(self, template_id, template_name, version):
         kwargs = dict(Versions=[version])
         if template_id:
             kwargs["LaunchTemplateId"] = template_id
@@ -406,10 +414,13 @@ class AwsProvider(CloudProvider):
         else:
             # Discovery: the whole region, narrowed to the groups carrying aws.group_tags.
             described = [g for g in self._describe_groups() if has_tags(g, self.group_tags)]
+        self._forget("asg")
+        for asg in described:
+            self._keep("asg", asg["AutoScalingGroupName"], asg)
         return [self._to_group(asg) for asg in described]
 
     def list_instances(self, group_id):
-        asg = self._group(group_id)
+        asg = self._take("asg", group_id) or self._group(group_id)
         ec2_view = self._ec2_instances_of_group(group_id)
         instances = []
         seen = set()
@@ -457,6 +468,7 @@ class AwsProvider(CloudProvider):
                              "raise MaxSize or lower the surge" % (group_id, maximum, desired), code="MaxSize")
         known = {m["InstanceId"] for m in asg.get("Instances", [])}
         started = self._clock()
+        self._forget("asg")
         self._call(self.autoscaling, "set_desired_capacity", AutoScalingGroupName=group_id,
                    DesiredCapacity=desired + 1, HonorCooldown=False)
         deadline = started + self.create_timeout
@@ -506,6 +518,7 @@ class AwsProvider(CloudProvider):
 
     def delete_instance(self, provider_id):
         _zone, instance_id = parse_provider_id(provider_id)
+        self._forget("asg")
         found = self._call(self.autoscaling, "describe_auto_scaling_instances",
                            InstanceIds=[instance_id]).get("AutoScalingInstances", [])
         if not found:
@@ -543,11 +556,12 @@ class AwsProvider(CloudProvider):
         image = self.validate_image(image)
         asg = self._group(group_id)
         template_id, template_name, version = launch_template_of(asg)
-        current = self._template_version(template_id, template_name, version)
+        # Read fresh, not from reading(): this call decides on them and may change them.
+        current = self._read_template_version(template_id, template_name, version)
         if current.get("LaunchTemplateData", {}).get("ImageId") == image:
             return False
         template_id = current.get("LaunchTemplateId") or template_id
-        latest = self._template_version(template_id, None, "$Latest")
+        latest = self._read_template_version(template_id, None, "$Latest")
         if latest.get("LaunchTemplateData", {}).get("ImageId") == image:
             # An earlier run created the version and stopped before making it the default.
             number = latest["VersionNumber"]
@@ -562,6 +576,8 @@ class AwsProvider(CloudProvider):
                 raise ProviderError("AWS created a launch template version for %s but did not return its number"
                                     % template_id)
         self._call(self.ec2, "modify_launch_template", LaunchTemplateId=template_id, DefaultVersion=str(number))
+        self._forget("template")    # $Default and $Latest moved
+        self._forget("asg")
         if version not in ("$Default", "$Latest"):
             if asg.get("LaunchTemplate"):
                 self._call(self.autoscaling, "update_auto_scaling_group", AutoScalingGroupName=group_id,

@@ -44,14 +44,14 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
     CREATING, DELETING, FAILED, RUNNING, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER, Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
+    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, ReadingMemo, with_retries,
 )
 
 try:
     from azure.core import MatchConditions
     from azure.core.credentials import AccessToken
     from azure.core.exceptions import (
-        HttpResponseError, ResourceModifiedError, ServiceRequestError, ServiceResponseError,
+        ClientAuthenticationError, HttpResponseError, ResourceModifiedError, ServiceRequestError, ServiceResponseError,
     )
     from azure.mgmt.compute import ComputeManagementClient
     HAS_AZURE_SDK = True
@@ -484,8 +484,15 @@ def error_details(exc):
     return status, code or "", message
 
 
-def classify_error(exc, what):
-    """A ProviderError (or subclass) for an azure-core exception, with the retry decision made here."""
+def classify_error(exc, what, credential=None):
+    """A ProviderError (or subclass) for an azure-core exception, with the retry decision made here.
+    credential: what credential_summary() says of the credential in use, for a refused login."""
+    if HAS_AZURE_SDK and isinstance(exc, ClientAuthenticationError):
+        # Never retried: retrying a wrong password can lock the account.
+        return ProviderError("%s: the Azure login refused %s: %s; correct that credential (in AWX: the Microsoft "
+                             "Azure Resource Manager credential of the job template)"
+                             % (what, credential or "the credential", str(exc).split("\nContent:", 1)[0].strip()),
+                             status=401, code="AUTH_FAILED")
     if HAS_AZURE_SDK and isinstance(exc, (ServiceRequestError, ServiceResponseError)):
         # An untrusted certificate will not become trusted by retrying; a refused or reset connection may recover.
         tls = "CERTIFICATE_VERIFY_FAILED" in str(exc) or "SSLError" in str(exc)
@@ -697,6 +704,23 @@ def resolve_cloud(options):
     return endpoint, authority, scope
 
 
+def credential_summary(kind, settings, authority):
+    """The credential in words for a refused login: its kind, the options and variables it came from and
+    their non-secret values, the login authority. Never a secret."""
+    where = " at %s" % authority if authority else ""
+    if kind == "client_secret":
+        return ("the service principal azure.client_id %r (AZURE_CLIENT_ID) of azure.tenant %r (AZURE_TENANT) with "
+                "the secret of azure.secret (AZURE_SECRET)%s" % (settings.get("client_id"), settings.get("tenant"), where))
+    if kind == "certificate":
+        return ("the service principal azure.client_id %r (AZURE_CLIENT_ID) of azure.tenant %r (AZURE_TENANT) with "
+                "the certificate azure.x509_certificate_path %r%s"
+                % (settings.get("client_id"), settings.get("tenant"), settings.get("x509_certificate_path"), where))
+    if kind == "user_password":
+        return ("the user azure.ad_user %r (AZURE_AD_USER) with the password of azure.password (AZURE_PASSWORD)%s"
+                % (settings.get("ad_user"), where))
+    return "the %s credential (azure.auth_source)%s" % (kind, where)
+
+
 class StaticTokenCredential:
     """A credential that hands out one bearer token as-is (a token from `az account get-access-token`, or
     any string for the local ARM emulator)."""
@@ -750,25 +774,31 @@ def from_params(options):
         credential = build_credential(kind, settings, options, authority)
     except ImportError as exc:
         raise ProviderError("azure: auth_source %s needs the azure-identity package: %s" % (options.get("auth_source"), exc))
-    return AzureProvider(credential, settings["subscription_id"], endpoint=endpoint, credential_scope=scope,
-                         ca_bundle=transport_verify(options), resource_group=options.get("resource_group"),
-                         location=options.get("location"),
-                         timeout=options.get("timeout") or 600,
-                         polling_interval=options.get("polling_interval"),
-                         retries=options.get("retries") or 1)
+    provider = AzureProvider(credential, settings["subscription_id"], endpoint=endpoint, credential_scope=scope,
+                             ca_bundle=transport_verify(options), resource_group=options.get("resource_group"),
+                             location=options.get("location"),
+                             timeout=options.get("timeout") or 600,
+                             polling_interval=options.get("polling_interval"),
+                             retries=options.get("retries") or 1)
+    provider.credential_summary = credential_summary(kind, settings, authority)
+    return provider
 
 
 # --------------------------------------------------------------------------------------------------
 # The provider
 # --------------------------------------------------------------------------------------------------
 
-class AzureProvider(CloudProvider):
+class AzureProvider(ReadingMemo, CloudProvider):
+    """Within reading(): each scale set is read once (its model: image, capacity), its VMs at every listing.
+    Its own writes (scale out, delete, image) make it read the scale sets again."""
+
     name = "azure"
 
     def __init__(self, credential, subscription_id, endpoint="https://management.azure.com", credential_scope=None,
                  ca_bundle=None, resource_group=None, location=None, timeout=600, polling_interval=2.0, retries=5,
                  retry_base_delay=0.5, sdk_retries=0):
         self.credential = credential
+        self.credential_summary = None   # the credential in words, for a refused login (from_params sets it)
         self.subscription_id = subscription_id
         self.endpoint = endpoint
         self.credential_scope = credential_scope or endpoint.rstrip("/") + "/.default"
@@ -812,7 +842,7 @@ class AzureProvider(CloudProvider):
             try:
                 return func(*args, **kwargs)
             except (HttpResponseError, ServiceRequestError, ServiceResponseError) as exc:
-                error = classify_error(exc, what)
+                error = classify_error(exc, what, self.credential_summary)
                 wait = retry_after_seconds(exc)
                 if error.retryable and wait and attempts[0] < self.retries:
                     time.sleep(min(wait, 60.0))
@@ -824,7 +854,7 @@ class AzureProvider(CloudProvider):
         try:
             poller.result(timeout=self.timeout)
         except (HttpResponseError, ServiceRequestError, ServiceResponseError) as exc:
-            raise classify_error(exc, what) from exc
+            raise classify_error(exc, what, self.credential_summary) from exc
         if not poller.done():
             raise ProviderError("%s: the operation did not finish within %ss (status %s)"
                                 % (what, self.timeout, poller.status()))
@@ -833,7 +863,13 @@ class AzureProvider(CloudProvider):
     def _as_dict(model):
         return model.as_dict() if hasattr(model, "as_dict") else dict(model)
 
-    def _get_vmss(self, sub, rg, vmss):
+    def _get_vmss(self, sub, rg, vmss, fresh=False):
+        """The scale set (wire dict); within reading() read once unless `fresh` (a write decides on it)."""
+        if fresh:
+            return self._read_vmss(sub, rg, vmss)
+        return self._recall("vmss", _format_group_id(sub, rg, vmss), lambda: self._read_vmss(sub, rg, vmss))
+
+    def _read_vmss(self, sub, rg, vmss):
         model = self._call("get scale set %s" % vmss, self.client(sub).virtual_machine_scale_sets.get, rg, vmss)
         data = self._as_dict(model)
         self._remember(data)
@@ -925,6 +961,7 @@ class AzureProvider(CloudProvider):
         scale_sets = self._call("list scale sets of %s" % self.resource_group, fetch)
         for vmss in scale_sets:
             self._remember(vmss)
+            self._keep("vmss", canonical_group_id(vmss["id"]), vmss)
         return [group_from_vmss(v) for v in scale_sets]
 
     def list_instances(self, group_id):
@@ -939,7 +976,8 @@ class AzureProvider(CloudProvider):
         sub, rg, vmss = parse_group_id(group_id)
         canonical = _format_group_id(sub, rg, vmss)
         with self._create_lock:
-            data = self._get_vmss(sub, rg, vmss)
+            self._forget("vmss")
+            data = self._get_vmss(sub, rg, vmss, fresh=True)
             capacity_before = (data.get("sku") or {}).get("capacity")
             if capacity_before is None:
                 raise ProviderError("azure: scale set %s reports no sku.capacity; cannot scale it out" % vmss)
@@ -981,7 +1019,7 @@ class AzureProvider(CloudProvider):
             except ProviderError as exc:
                 if not isinstance(exc.__cause__, ResourceModifiedError) or time.monotonic() > deadline:
                     raise
-            data = self._get_vmss(sub, rg, vmss)
+            data = self._get_vmss(sub, rg, vmss, fresh=True)
 
     def _await_new_vm(self, sub, rg, vmss, vms_before, capacity_before, capacity_after):
         """List until the new VM shows up (it may take a moment after the scale-out was accepted)."""
@@ -1025,6 +1063,7 @@ class AzureProvider(CloudProvider):
 
     def delete_instance(self, provider_id):
         sub, rg, vmss, instance_id = parse_provider_id(provider_id)
+        self._forget("vmss")    # its capacity shrinks
         if vmss is None:
             return self._delete_flexible_vm(provider_id, sub, rg, instance_id)
         try:
@@ -1070,7 +1109,8 @@ class AzureProvider(CloudProvider):
 
     def set_group_image(self, group_id, image):
         sub, rg, vmss = parse_group_id(group_id)
-        data = self._get_vmss(sub, rg, vmss)
+        self._forget("vmss")
+        data = self._get_vmss(sub, rg, vmss, fresh=True)
         canonical = self.validate_image(image, location=data.get("location"))
         if group_from_vmss(data).image.lower() == canonical.lower():
             return False

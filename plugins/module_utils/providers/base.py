@@ -54,6 +54,46 @@ class InvalidReferenceError(ProviderError):
     """A providerID, group ID or image reference is malformed. The message names the expected format."""
 
 
+class ReadingMemo:
+    """reading() for a provider that keeps what it read, by kind and key, within one block (one executor
+    slice, one node_image_facts call); outside a block every read goes to the cloud. The provider forgets
+    what its own writes change. Nests."""
+
+    _memo = None
+
+    @contextlib.contextmanager
+    def reading(self):
+        outer = self._memo is None
+        if outer:
+            self._memo = {}
+        try:
+            yield self
+        finally:
+            if outer:
+                self._memo = None
+
+    def _recall(self, kind, key, fetch):
+        """fetch() once per (kind, key) within reading(); every time outside it."""
+        if self._memo is None:
+            return fetch()
+        kept = self._memo.setdefault(kind, {})
+        if key not in kept:
+            kept[key] = fetch()
+        return kept[key]
+
+    def _keep(self, kind, key, value):
+        if self._memo is not None:
+            self._memo.setdefault(kind, {})[key] = value
+
+    def _take(self, kind, key):
+        """What was kept under (kind, key), at most once; None when nothing was."""
+        return None if self._memo is None else self._memo.get(kind, {}).pop(key, None)
+
+    def _forget(self, kind):
+        if self._memo is not None:
+            self._memo.pop(kind, None)
+
+
 class CloudProvider(abc.ABC):
     """What the collection asks of a cloud. Every method costs a constant number of API calls per group,
     never one per node."""
@@ -62,7 +102,7 @@ class CloudProvider(abc.ABC):
 
     def reading(self):
         """A context within which the provider may reuse what it read (GCE: each instance group manager and
-        template once). By default, nothing is reused."""
+        template once; Azure and AWS through ReadingMemo). By default, nothing is reused."""
         return contextlib.nullcontext(self)
 
     @abc.abstractmethod

@@ -84,3 +84,12 @@ def test_journal_record_names_the_passes_warnings_as_events():
     record = journal_record(facts, 2, drains, [], now=NOW)
     assert [(e["node"], e["reason"]) for e in record["events"]] == [("w-3", "UpgradeProblem"), ("w-1", "UpgradeDrainBlocked")]
     assert "events" not in journal_record(FACTS, 2, [], [], now=NOW)
+
+
+def test_controller_path_is_absolute_against_the_controller_working_directory(tmp_path, monkeypatch):
+    from ansible_collections.kubenodes.image_upgrade.plugins.filter.paths import controller_path
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", "/home/upgrader")
+    assert controller_path("./image-upgrade-report") == str(tmp_path / "image-upgrade-report")
+    assert controller_path("~/reports") == "/home/upgrader/reports"
+    assert controller_path("/srv/reports/") == "/srv/reports"

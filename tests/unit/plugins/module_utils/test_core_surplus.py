@@ -5,7 +5,7 @@ it, and its group holds more nodes than at the start. Nothing the journal does n
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, progress
 
 from core_world import NEW, OLD, World, group
 
@@ -170,3 +170,59 @@ def test_the_executor_records_what_it_creates_and_a_resumed_run_removes_its_surp
 def test_without_the_record_the_surplus_stays():
     w = run_with_duplicate_creation(resume_with_record=False)
     assert len(w.instances["G1"]) == 4
+
+
+def test_the_progress_line_names_the_surplus_it_removes_and_the_slice_follows_the_mark_at_once():
+    w = world()
+    ex = w.executor(OPTS, created=created("x"), start_counts={"G1": 3})
+    marked = ex.run_pass()
+    assert marked["facts"]["plan"]["obsolete"] == ["x"]
+    # Nothing else moved in that pass: the mark alone makes the next look come at once, not after the poll.
+    assert marked["moved"] is True
+    line = progress.progress_line(marked["facts"], 1)
+    assert "0/0 nodes on the image" in line and "removing 1 surplus node(s): x" in line, line
+    leaving = ex.run_pass()
+    assert "removing 1 surplus node(s): x" in progress.progress_line(leaving["facts"], 2) and leaving["finished"] == ["x"]
+
+
+# An instance created by a run killed before its journal record is never provably ours (issue 13): it is kept,
+# and reported by name as a problem with action "kept", the newest unrecorded nodes first, as many as the excess.
+
+def unproven(result):
+    return [p for p in result["problems"] if p["code"] == "unproven_surplus"]
+
+
+def test_unrecorded_extra_nodes_are_kept_and_named_newest_first():
+    w = world(extra=("x", "y"))
+    instances = {i.node_name: i for i in w.instances["G1"]}
+    instances["y"].created_at = w.now - 60      # y joined last
+    instances["x"].created_at = w.now - 600
+    result = plan(w, created={}, start_counts={"G1": 3, "G2": 1})
+    assert result["plan"]["obsolete"] == [] and result["done"]
+    assert [p["node"] for p in unproven(result)] == ["y", "x"]
+    assert all(p["action"] == "kept" and p["step"] is None for p in unproven(result))
+    message = unproven(result)[0]["message"]
+    assert message.startswith("node y: scaling group G1 holds 5 nodes, 2 more than the 3 it had when the upgrade started")
+    assert "gce://p/z/y" in message and "kubectl drain y" in message and "csp_node state=absent" in message
+    assert not any(p["node"] == "foreign" for p in unproven(result))   # G2 is at its start count
+
+
+def test_unproven_surplus_only_names_the_excess_and_only_in_a_settled_group():
+    w = world(extra=("x", "y"))
+    result = plan(w, created={}, start_counts={"G1": 4})
+    assert len(unproven(result)) == 1
+    assert unproven(plan(w, created={}, start_counts={"G1": 5})) == []
+    assert unproven(plan(w, created={})) == []                        # no start count: nothing to compare with
+    # A recorded surplus node is being removed: the group is not settled, the count will come down by itself.
+    assert unproven(plan(w, created=created("x"), start_counts={"G1": 3})) == []
+    # While the group is still being replaced, extra nodes are the surge at work, not a problem.
+    assert unproven(plan(world(extra=("x",), outdated=1), created={}, start_counts={"G1": 3})) == []
+
+
+def test_the_progress_line_names_the_kept_unproven_nodes():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import progress
+
+    w = world()
+    next(i for i in w.instances["G1"] if i.node_name == "x").created_at = w.now - 60
+    line = progress.progress_line(plan(w, created={}, start_counts={"G1": 3}), pass_number=4)
+    assert "kept, not provably ours: node x: scaling group G1 holds 4 nodes, 1 more than the 3" in line

@@ -295,3 +295,56 @@ def test_pick_transfer_target_prefers_most_caught_up_healthy_voter():
 ])
 def test_classify_tls_error(text, expected):
     assert expected in etcd.classify_tls_error(text, "/ca.crt", "/client.crt")
+
+
+# --- select_node_member: the member of a node, found by its IP at any port, or by its name --------------
+
+def test_node_member_is_found_by_ip_at_any_peer_port_never_by_substring():
+    members = [member(1, "a", "https://10.0.0.1:12380"), member(10, "b", "https://10.0.0.10:2380"),
+               member(11, "c", "https://10.0.0.11:2380")]
+    assert etcd.select_node_member(members, "10.0.0.1")["name"] == "a"
+    assert etcd.select_node_member(members, "10.0.0.2") is None
+
+
+def test_node_member_is_found_by_a_client_url_or_ipv6_in_any_spelling():
+    peer_by_name = member(1, "a", "https://cp-a.internal:2380", client="https://[fd00::1]:2379")
+    assert etcd.select_node_member([peer_by_name], "FD00:0::1") == peer_by_name
+    assert etcd.select_node_member([peer_by_name], "[fd00::1]") == peer_by_name
+
+
+def test_node_member_by_ip_and_name_must_agree():
+    members = [member(1, "cp-1", "https://10.0.0.1:2380"), member(2, "cp-2", "https://10.0.0.2:2380")]
+    assert etcd.select_node_member(members, "10.0.0.1", "cp-1")["name"] == "cp-1"
+    assert etcd.select_node_member(members, "10.0.0.1", "other")["name"] == "cp-1"  # a member not named after its node
+    with pytest.raises(etcd.EtcdError) as caught:
+        etcd.select_node_member(members, "10.0.0.1", "cp-2")
+    assert caught.value.kind == etcd.AMBIGUOUS
+    assert "cp-1" in str(caught.value) and "cp-2" in str(caught.value) and "peer_url or member_name" in str(caught.value)
+
+
+def test_node_member_named_after_the_node_elsewhere_is_ambiguous_not_absent():
+    members = [member(1, "cp-1", "https://cp-1.internal:2380", client="https://cp-1.internal:2379")]
+    with pytest.raises(etcd.EtcdError) as caught:
+        etcd.select_node_member(members, "10.0.0.1", "cp-1")
+    assert caught.value.kind == etcd.AMBIGUOUS and "none of its URLs is on node_ip 10.0.0.1" in str(caught.value)
+
+
+def test_several_members_on_the_node_ip_are_ambiguous():
+    members = [member(1, "a", "https://127.0.0.1:2380"), member(2, "b", "https://127.0.0.1:12380")]
+    with pytest.raises(etcd.EtcdError) as caught:
+        etcd.select_node_member(members, "127.0.0.1")
+    assert caught.value.kind == etcd.AMBIGUOUS and "2 members have a URL on node_ip 127.0.0.1" in str(caught.value)
+
+
+def test_node_member_ip_must_be_an_ip():
+    with pytest.raises(ValueError):
+        etcd.select_node_member([], "cp-1.example")
+
+
+def test_absent_member_problem_counts_members_with_the_member_in():
+    members = [member(1, "a", "https://10.0.0.1:2380"), member(2, "b", "https://10.0.0.2:2380")]
+    assert etcd.absent_member_problem(members, "node_ip 10.0.0.3", None) is None
+    assert etcd.absent_member_problem(members, "node_ip 10.0.0.3", 3) is None  # two left of three: it went
+    problem = etcd.absent_member_problem(members, "node_ip 10.0.0.3", 2)
+    assert "no etcd member matches node_ip 10.0.0.3" in problem and "expected_member_count is 2" in problem
+    assert "https://10.0.0.2:2380" in problem and "etcdctl member list" in problem

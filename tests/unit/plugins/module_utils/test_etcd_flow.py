@@ -258,3 +258,39 @@ def test_waitable_refusal():
     assert not etcd.waitable_refusal(checks("members_healthy", "no_alarms"))
     assert not etcd.waitable_refusal(checks("member_count"))
     assert not etcd.waitable_refusal(checks())
+
+
+def raw_at(member_id, name, peer_port):
+    return etcd.parse_member({"ID": str(member_id), "name": name,
+                              "peerURLs": ["https://10.0.0.%d:%d" % (member_id, peer_port)],
+                              "clientURLs": ["https://10.0.0.%d:2379" % member_id]})
+
+
+def test_node_ip_removes_a_member_whose_peer_port_is_not_2380():
+    clock = FakeClock()
+    client = ScriptedClient([raw_at(1, "a", 2380), raw_at(2, "b", 12380), raw_at(3, "c", 2380)])
+    result = flow(client, clock, expected_member_count=3)[0].run(node_ip="10.0.0.2", node_name="b")
+    assert result["changed"] is True and result["member"]["name"] == "b" and client.removed == ["2"]
+
+
+def test_no_match_while_the_count_says_the_member_is_in_is_refused_not_absent():
+    clock = FakeClock()
+    # The node's member is listed under an address the selector does not find (a hostname).
+    hidden = etcd.parse_member({"ID": "2", "name": "m-2", "peerURLs": ["https://cp-2.internal:2380"],
+                                "clientURLs": ["https://cp-2.internal:2379"]})
+    client = ScriptedClient([raw(1, "a"), hidden, raw(3, "c")])
+    for selector in (dict(node_ip="10.0.0.2", node_name="cp-2"), dict(peer_url="https://10.0.0.2:2380")):
+        for options in (dict(), dict(force=True), dict(on_refusal="wait")):
+            with pytest.raises(etcd.RemovalRefused) as caught:
+                flow(client, clock, expected_member_count=3, **options)[0].run(check_mode=False, **selector)
+            assert "etcd still lists 3 members" in str(caught.value) and "cp-2.internal" in str(caught.value)
+            assert caught.value.details["checks"][0]["name"] == "member_count"
+            assert caught.value.details["checks"][0]["passed"] is False
+    assert client.removed == []
+
+
+def test_no_match_with_fewer_members_than_expected_is_already_gone():
+    clock = FakeClock()
+    client = ScriptedClient([raw(1, "a"), raw(3, "c")])
+    result = flow(client, clock, expected_member_count=3)[0].run(node_ip="10.0.0.2", node_name="b")
+    assert result["changed"] is False and result["member"] is None and client.removed == []

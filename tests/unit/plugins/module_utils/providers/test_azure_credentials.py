@@ -126,3 +126,17 @@ def test_the_credentials_get_the_login_options():
     options = dict(disable_instance_discovery=True, ca_bundle="/ca.pem")
     credential = az.build_credential("user_password", settings, options, "https://login.example.invalid")
     assert type(credential).__name__ == "UsernamePasswordCredential"
+
+
+def test_credential_summary_names_the_options_and_variables_never_the_secret():
+    settings = {"client_id": "app-1", "tenant": "t-1", "secret": "s3cr3t", "ad_user": "u@x", "password": "pw-1",
+                "x509_certificate_path": "/k/sp.pem"}
+    secret = az.credential_summary("client_secret", settings, "https://login.example")
+    assert secret == ("the service principal azure.client_id 'app-1' (AZURE_CLIENT_ID) of azure.tenant 't-1' "
+                      "(AZURE_TENANT) with the secret of azure.secret (AZURE_SECRET) at https://login.example")
+    assert "'/k/sp.pem'" in az.credential_summary("certificate", settings, None)
+    user = az.credential_summary("user_password", settings, None)
+    assert "azure.ad_user 'u@x' (AZURE_AD_USER)" in user and "azure.password (AZURE_PASSWORD)" in user
+    for kind in ("client_secret", "certificate", "user_password", "msi", "default"):
+        text = az.credential_summary(kind, settings, None)
+        assert "s3cr3t" not in text and "pw-1" not in text

@@ -1,0 +1,98 @@
+"""End to end, issue #16 item 2, on the sandbox (GCE emulator): health gates and soak between batches.
+
+One upgrade of two workers, one at a time, with a gate after each batch: a soak and the user's tasks file
+(check mode's listing of the gates is tested in test_upgrade_e2e_stops). The first run's first gate passes its
+soak, then the user's check fails: the run stops naming it, before the second heir is created. The run after the fix runs that gate first, replaces the
+second worker, soaks again after its heir turned Ready, and finishes; the report shows the time in each gate."""
+
+import datetime
+import json
+import pathlib
+
+import pytest
+
+import upgrade_helpers as uh
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+RUN_TIMEOUT = 600
+SOAK = 12
+JOURNAL = "/api/v1/namespaces/kube-system/configmaps/kubenodes-image-upgrade-journal"
+
+USER_CHECKS = """\
+- name: Smoke test | is the service switched off
+  ansible.builtin.stat:
+    path: "{marker}"
+  register: smoke_marker
+
+- name: Smoke test | the service answers
+  ansible.builtin.assert:
+    that: not smoke_marker.stat.exists
+    fail_msg: "smoke test failed: {marker} exists"
+"""
+
+
+def journal(handle):
+    return json.loads(handle.kube().request("GET", JOURNAL)["data"]["journal.json"])
+
+
+def seconds(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def ready_since(node):
+    [ready] = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
+    return seconds(ready["lastTransitionTime"])
+
+
+@pytest.mark.timeout(900)
+def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run_resumes_at_the_gate(
+        upgrade_cluster, tmp_path):
+    handle, values, start = upgrade_cluster("gcp", workers=2, groups=1)
+    upgraded = uh.limit_to_groups(values, start, ["workers-0"])
+    [group_label] = upgraded
+    old_workers = set(start["groups"][group_label])
+    assert len(old_workers) == 2
+    marker = tmp_path / "service-off"
+    marker.write_text("off\n")
+    checks = tmp_path / "checks.yml"
+    checks.write_text(USER_CHECKS.format(marker=marker))
+    values.update(rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch", rolling_upgrade_max_surge=1,
+                  rolling_upgrade_soak_seconds=SOAK, rolling_upgrade_gate_timeout=120,
+                  rolling_upgrade_gate_tasks=str(checks))
+
+    rc, text = uh.run_upgrade(values, tmp_path / "first.log", timeout=RUN_TIMEOUT)
+    assert rc != 0, text[-3000:]
+    assert 'your tasks file rolling_upgrade_gate_tasks (%s) failed at task "Smoke test | the service answers"' % checks in text
+    assert "smoke test failed" in text and "the next run runs this gate first" in text
+    # One replacement done, the other not begun: the gate held the next heir.
+    nodes = {n["metadata"]["name"]: n for n in uh.nodes(handle)}
+    in_group = [n for n in nodes.values() if n["metadata"]["labels"][uh.GROUP_LABEL] == group_label]
+    assert len(old_workers & set(nodes)) == 1, sorted(nodes)
+    assert len(in_group) == 2 and len(uh.live_instances(handle)) == len(start["instances"]), sorted(nodes)
+    [heir] = [n for n in in_group if n["metadata"]["name"] not in old_workers]
+    first = journal(handle)
+    assert first["gate_due"] is True
+    [gate] = first["gates"].values()
+    assert gate["outcome"] == "failed" and "smoke test failed" in gate["failure"]
+    # The built-in checks passed, the soak last: not before SOAK seconds after the heir turned Ready.
+    assert seconds(gate["ended"]) >= ready_since(heir) + SOAK - 1, (gate, heir["status"]["conditions"])
+    assert set(gate["seconds"]) >= {"nodes_ready", "system_pods_ready", "no_new_pending", "soak"}
+
+    marker.unlink()
+    rc, text = uh.run_upgrade(values, tmp_path / "second.log", timeout=RUN_TIMEOUT)
+    assert rc == 0, text[-3000:]
+    uh.assert_upgraded(handle, values, start, groups=upgraded)
+    final = journal(handle)
+    assert final["gate_due"] is False
+    gates = [final["gates"][k] for k in sorted(final["gates"])]
+    assert [g["outcome"] for g in gates] == ["failed", "passed", "passed"], gates
+    # The resumed run ran the failed gate again before the second heir was created.
+    [second_heir] = [n for n in uh.nodes(handle) if n["metadata"]["labels"][uh.GROUP_LABEL] == group_label
+                     and n["metadata"]["name"] != heir["metadata"]["name"]]
+    assert seconds(second_heir["metadata"]["creationTimestamp"]) >= seconds(gates[1]["ended"]) - 1
+    # The last gate soaked after the last heir turned Ready.
+    assert seconds(gates[2]["ended"]) >= ready_since(second_heir) + SOAK - 1
+    assert "user_tasks" in gates[2]["seconds"]
+    report = (pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.md").read_text()
+    assert "Health gates" in report and "| 3 |" in report and "Gate 1 failed: health gate failed: your tasks file" in report

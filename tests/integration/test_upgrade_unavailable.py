@@ -1,0 +1,29 @@
+"""End to end: with no room for surge (the cloud quota is full) and rolling_upgrade_max_unavailable 1, the role
+replaces the workers delete-first (issue 16 item 1): each worker is cordoned, drained and deleted before its heir
+is created, Ready nodes never fall below the start minus one and the group never holds more instances than at the
+start. Without the option the same cluster stops in the preflight (test_upgrade_quota.py)."""
+
+import pytest
+
+import upgrade_helpers as uh
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+RUN_TIMEOUT = 600
+
+
+@pytest.mark.timeout(900)
+def test_no_room_for_surge_replaces_workers_delete_first(upgrade_cluster, tmp_path):
+    handle, values, start = upgrade_cluster("gcp", control_planes=1, workers=2, groups=1,
+                                            rolling_upgrade_max_unavailable=1, rolling_upgrade_engine="step")
+    upgraded = uh.limit_to_groups(values, start, ["workers-0"])
+    handle.cloud("gcp").set_faults(quota=len(uh.live_instances(handle)))
+    rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
+    assert rc == 0, output[-6000:]
+    assert "workers are replaced delete-first" in output, output[-6000:]
+    assert "the cloud refused new instances" not in output, "the quota was hit instead of respected"
+    watcher.check(start, max_surge=0, max_unavailable=1)
+    (group,) = upgraded
+    # Delete-first for real: the group lent a node (with surge, Ready never dips below the start).
+    assert watcher.min_ready[group] == len(start["groups"][group]) - 1, watcher.min_ready
+    uh.assert_upgraded(handle, values, start, groups=upgraded)

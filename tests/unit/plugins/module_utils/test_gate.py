@@ -1,0 +1,224 @@
+"""The health gate between batches: the pure checks (module_utils/gate.py), their record in the journal and the
+report (report.merge, report.gate_rows, render_markdown), and the executor's hook (gate_due, creations held
+until the batch in flight finished) against the in-memory world."""
+
+import datetime
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, gate, report
+
+from core_world import NEW, OLD, World, group
+
+NOW = datetime.datetime(2026, 12, 2, 3, 0, 0, tzinfo=datetime.timezone.utc).timestamp()
+
+
+def stamp(seconds_ago):
+    return datetime.datetime.fromtimestamp(NOW - seconds_ago, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node(name, ready="True", since=3600, deleting=False):
+    metadata = {"name": name}
+    if deleting:
+        metadata["deletionTimestamp"] = stamp(1)
+    return {"metadata": metadata, "status": {"conditions": [
+        {"type": "Ready", "status": ready, "reason": "KubeletReady" if ready == "True" else "KubeletNotReady",
+         "lastTransitionTime": stamp(since)}]}}
+
+
+def pod(name, namespace="default", phase="Running", ready="True", owner=None, scheduled=None):
+    metadata = {"name": name, "namespace": namespace}
+    if owner:
+        metadata["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": True}]
+    conditions = [{"type": "Ready", "status": ready}]
+    if scheduled:
+        conditions.append({"type": "PodScheduled", "status": "False", "reason": scheduled})
+    return {"metadata": metadata, "status": {"phase": phase, "conditions": conditions}}
+
+
+def by_name(checks):
+    return {c["name"]: c for c in checks}
+
+
+def test_a_healthy_soaked_cluster_passes_every_check():
+    pods = [pod("dns-1", "kube-system", owner=("ReplicaSet", "dns")), pod("web-1", owner=("ReplicaSet", "web"))]
+    checks = gate.evaluate([node("a"), node("b", since=120)], pods, gate.running_workloads(pods), 60, NOW)
+    assert [c["name"] for c in checks] == list(gate.CHECKS)
+    assert all(c["passed"] for c in checks), checks
+
+
+def test_a_node_not_ready_fails_naming_it_and_a_deleting_one_does_not_count():
+    checks = by_name(gate.evaluate([node("a"), node("b", ready="False"), node("gone", ready="False", deleting=True)],
+                                   [], [], 0, NOW))
+    assert not checks["nodes_ready"]["passed"]
+    assert "b (Ready=False: KubeletNotReady)" in checks["nodes_ready"]["detail"]
+    assert "gone" not in checks["nodes_ready"]["detail"]
+    assert not gate.check_nodes_ready([])["passed"]
+
+
+def test_system_pods_must_be_running_and_ready_but_finished_ones_are_left_out():
+    pods = [pod("proxy", "kube-system", ready="False"), pod("setup", "kube-system", phase="Pending"),
+            pod("job", "kube-system", phase="Succeeded", ready="False"), pod("app", "default", ready="False")]
+    check = gate.check_system_pods_ready(pods, ["kube-system"])
+    assert not check["passed"]
+    assert "kube-system/proxy (Running, not Ready)" in check["detail"]
+    assert "kube-system/setup (Pending)" in check["detail"]
+    assert "job" not in check["detail"] and "app" not in check["detail"]
+
+
+def test_a_workload_that_ran_before_the_batch_with_a_pending_pod_now_fails_by_its_controller():
+    before = gate.running_workloads([pod("web-abc", owner=("ReplicaSet", "web-5d")), pod("db-0", owner=("StatefulSet", "db")),
+                                     pod("bare"), pod("starting", phase="Pending", owner=("ReplicaSet", "new"))])
+    assert before == ["default/Pod/bare", "default/ReplicaSet/web-5d", "default/StatefulSet/db"]
+    # The evicted pod's replacement has a new name: it counts by its ReplicaSet.
+    now = [pod("web-xyz", phase="Pending", owner=("ReplicaSet", "web-5d"), scheduled="Unschedulable"),
+           pod("starting-2", phase="Pending", owner=("ReplicaSet", "new"))]
+    check = gate.check_no_new_pending(now, before)
+    assert not check["passed"]
+    assert "default/web-xyz (of ReplicaSet/web-5d, Unschedulable)" in check["detail"]
+    assert "starting-2" not in check["detail"]   # its workload did not run before the batch
+    assert gate.check_no_new_pending(now, None)["passed"]   # no baseline: nothing to compare with
+
+
+def test_soak_counts_from_the_last_ready_transition():
+    nodes = [node("old", since=3600), node("heir", since=20), node("down", ready="False", since=1)]
+    check = gate.check_soak(nodes, 60, NOW)
+    assert not check["passed"] and check["wait"] == 40
+    assert "node heir turned Ready at %s; 40s left" % stamp(20) in check["detail"]
+    assert gate.check_soak(nodes, 20, NOW)["passed"]
+    assert gate.check_soak(nodes, 0, NOW) == dict(name="soak", passed=True, wait=0,
+                                                  detail="no soak (rolling_upgrade_soak_seconds is 0)")
+
+
+def test_track_keeps_the_time_each_check_passed_for_good():
+    seconds = {}
+    gate.track(seconds, [dict(name="a", passed=True), dict(name="b", passed=False)], 0)
+    gate.track(seconds, [dict(name="a", passed=False), dict(name="b", passed=True)], 5)
+    gate.track(seconds, [dict(name="a", passed=True), dict(name="b", passed=True)], 9)
+    assert seconds == {"a": 9, "b": 5}
+    assert gate.final_seconds({"a": None, "b": 2}, 30) == {"a": 30, "b": 2}
+
+
+def test_the_failure_message_names_each_failing_check_the_option_and_what_to_do():
+    checks = gate.evaluate([node("b", ready="False")], [], [], 0, NOW)
+    message = gate.failure_message(checks, 61.2, 60)
+    assert message.startswith("health gate failed: after 61s (rolling_upgrade_gate_timeout is 60s) nodes_ready: ")
+    assert "system_pods_ready" not in message
+    assert "resumable" in message and "runs this gate first" in message
+
+
+def test_describe_lists_the_gates():
+    lines = gate.describe(30, ["kube-system"], "/srv/checks.yml", "batch", 600)
+    assert lines == ["after each batch, within 600s: every node Ready",
+                     "after each batch, within 600s: the pods of kube-system Ready",
+                     "after each batch, within 600s: no pod that was Running before the batch Pending",
+                     "after each batch, within 600s: soak of 30s since the last node turned Ready",
+                     "after each batch, within 600s: your tasks file /srv/checks.yml"]
+    assert len(gate.describe(0, ["kube-system"], "", "replacement", 600)) == 3
+
+
+def test_the_journal_keeps_every_gate_and_the_report_shows_the_time_in_each():
+    journal = report.new_journal("img", "2026-12-02T03:00:00Z")
+    report.merge(journal, {"gate_baseline": ["default/ReplicaSet/web"]})
+    report.merge(journal, {"gate_due": True, "gates": {"2026-12-02T03:10:00Z": {"after": "batch", "started": "2026-12-02T03:10:00Z"}}})
+    assert journal["gate_due"] is True
+    done = {"2026-12-02T03:10:00Z": {"outcome": "passed", "ended": "2026-12-02T03:10:40Z",
+                                     "seconds": {"nodes_ready": 0, "soak": 38.5, "user_tasks": 1.5}}}
+    report.merge(journal, {"gate_due": False, "gate_baseline": ["default/ReplicaSet/web-2"], "gates": done})
+    report.merge(journal, {"gates": done})   # recorded twice: the same
+    report.merge(journal, {"gate_due": True, "gates": {"2026-12-02T03:20:00Z": {
+        "started": "2026-12-02T03:20:00Z", "after": "batch", "outcome": "failed", "ended": "2026-12-02T03:30:00Z",
+        "seconds": {"soak": 0, "user_tasks": 2}, "failure": "health gate failed: your tasks file ..."}}})
+    assert journal["gate_due"] is True and journal["gate_baseline"] == ["default/ReplicaSet/web-2"]
+    rows = report.summarize(journal)["gates"]
+    assert [(r["outcome"], r["total_seconds"]) for r in rows] == [("passed", 40), ("failed", 600)]
+    assert rows[0]["seconds"] == {"nodes_ready": 0, "soak": 38.5, "user_tasks": 1.5}
+    text = report.render_markdown(report.summarize(journal))
+    assert "| 1 | 2026-12-02T03:10:00Z | batch | passed | 40s | 0s | - | - | 38s | 1s |" in text
+    assert "Gate 2 failed: health gate failed: your tasks file ..." in text
+    assert "Health gates" not in report.render_markdown(report.summarize(report.new_journal("img", None)))
+
+
+# -- the executor's hook ---------------------------------------------------------------------------------
+
+def opts(**kw):
+    kw.setdefault("image", NEW.lower())
+    return core.Options(**kw)
+
+
+def run_until_gate(ex, w, looks=40):
+    for _look in range(looks):
+        result = ex.run_slice(seconds=30)
+        if result["gate_due"] or result["done"]:
+            return result
+        w.tick()
+    raise AssertionError("no gate and not done after %d slices" % looks)
+
+
+def test_with_gates_after_batches_no_heir_is_created_until_the_batch_finished_and_the_gate_ran():
+    w = World([group("G1")])
+    for index in range(4):
+        w.add_node("old-%d" % index, "G1", OLD)
+    ex = w.executor(opts(max_surge=2), gate_after="batch")
+    first = run_until_gate(ex, w)
+    assert first["gate_due"] and not first["done"]
+    # The batch: two heirs, both replacements finished, and none created after the first one finished.
+    assert len(w.created) == 2 and sum(1 for n in w.nodes if n.startswith("old-")) == 2
+    assert not first["facts"]["budget"]["in_flight"]
+    # The role ran the gate: the next slice starts the next batch.
+    second = run_until_gate(ex, w)
+    assert second["gate_due"] and len(w.created) == 4
+    last = run_until_gate(ex, w)
+    assert last["done"] and not last["gate_due"] and not any(n.startswith("old-") for n in w.nodes)
+
+
+def test_without_gates_the_next_heir_follows_the_first_finished_replacement():
+    w = World([group("G1")])
+    for index in range(4):
+        w.add_node("old-%d" % index, "G1", OLD)
+    ex = w.executor(opts(max_surge=2))
+    created_at_first_finish = None
+    for _look in range(40):
+        result = ex.run_slice(seconds=30)
+        assert result["gate_due"] is False
+        if result["finished"] and created_at_first_finish is None:
+            created_at_first_finish = len(w.created)
+        if result["done"]:
+            break
+        w.tick()
+    assert result["done"]
+    assert created_at_first_finish == 2 and len(w.created) == 4
+
+
+def test_with_gates_after_each_replacement_every_finish_hands_the_gate_back():
+    w = World([group("G1")])
+    for index in range(2):
+        w.add_node("old-%d" % index, "G1", OLD)
+    ex = w.executor(opts(max_surge=1), gate_after="replacement")
+    gates = 0
+    for _look in range(60):
+        result = ex.run_slice(seconds=30)
+        if result["gate_due"]:
+            gates += 1
+            assert result["finished"], "a gate is due only after a finished replacement"
+        if result["done"]:
+            break
+        w.tick()
+    assert result["done"] and gates == 2
+
+
+def test_check_mode_never_hands_a_gate_back():
+    w = World([group("G1")])
+    w.add_node("old-0", "G1", OLD)
+    result = w.executor(opts(), gate_after="batch", check_mode=True).run_slice()
+    assert result["gate_due"] is False and not w.created
+
+
+def test_the_role_refuses_bad_gate_variables_naming_each():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
+
+    cases = {"rolling_upgrade_gate_after": "always", "rolling_upgrade_soak_seconds": -5,
+             "rolling_upgrade_gate_timeout": 0, "rolling_upgrade_gate_namespaces": ["kube-system", ""]}
+    for name, value in cases.items():
+        problems = validate.check({name: value}, validate.ROLE_RULES)
+        assert len(problems) == 1 and problems[0].startswith(name + " must") and repr(value) in problems[0], problems
+    assert not validate.check({"rolling_upgrade_gate_after": "batch", "rolling_upgrade_soak_seconds": 0,
+                               "rolling_upgrade_gate_timeout": 600}, validate.ROLE_RULES)
