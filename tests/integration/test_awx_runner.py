@@ -29,6 +29,7 @@ import pytest
 import awx_job
 import upgrade_helpers as uh
 from sandbox import binaries
+from tests.ansible_run import REPO
 from tests.integration import conftest as fixtures
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -181,7 +182,10 @@ def test_run_jobs_publish_the_report_when_they_fail_and_when_they_finish(cluster
     # This job reaches the cluster through the kubeconfig credential type instead of the bearer token.
     # The Check job above ran the preflight; these runs leave it out to keep the jobs short.
     values["rolling_upgrade_preflight"] = False
-    job = awx_job.Job(tmp_path, survey_and_template_vars(values, rolling_upgrade_timeout=1))
+    # No report_dir: the default lands where ansible-playbook started (ansible-runner: the project directory),
+    # not in the collection's playbooks/ directory, the directory of the imported play.
+    job = awx_job.Job(tmp_path, survey_and_template_vars(
+        {k: v for k, v in values.items() if k != "rolling_upgrade_report_dir"}, rolling_upgrade_timeout=1))
     kubeconfig = inline_kubeconfig(handle)
     env, extra_vars = job.custom(awx_job.credential_type("kubeconfig"), {"kubeconfig": kubeconfig})
     assert extra_vars == {} and list(env) == ["K8S_AUTH_KUBECONFIG"]
@@ -200,6 +204,9 @@ def test_run_jobs_publish_the_report_when_they_fail_and_when_they_finish(cluster
     assert report["summary"]["nodes_replaced"] == 0
     assert uh.lease_holder(handle) is None  # released on the way out
     assert not result.leaks(*secrets)
+    written = json.loads((job.dir / "project" / "image-upgrade-report" / "image-upgrade-report.json").read_text())
+    assert written["attempt_outcomes"] == {"failed": 1}
+    assert not (REPO / "playbooks" / "image-upgrade-report").exists()
 
     # The step engine (one action plugin per pass instead of a task per step) ends the same way, sooner.
     job = awx_job.Job(tmp_path, survey_and_template_vars(values, rolling_upgrade_engine="step"))

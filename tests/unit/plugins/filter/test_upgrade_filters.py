@@ -76,3 +76,12 @@ def test_journal_record_counts_a_donor_found_gone_as_replaced():
     record = journal_record(facts, 4, [], [], now=NOW)
     assert record["nodes"]["w-7"] == {"group": "g", "heir": "w-8", "role": "worker",
                                       "phases": {"paired": "2026-11-30T09:00:00Z", "deleted": "2026-11-30T10:05:00Z"}}
+
+
+def test_controller_path_is_absolute_against_the_controller_working_directory(tmp_path, monkeypatch):
+    from ansible_collections.kubenodes.image_upgrade.plugins.filter.paths import controller_path
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", "/home/upgrader")
+    assert controller_path("./image-upgrade-report") == str(tmp_path / "image-upgrade-report")
+    assert controller_path("~/reports") == "/home/upgrader/reports"
+    assert controller_path("/srv/reports/") == "/srv/reports"
