@@ -55,6 +55,7 @@ JOURNAL_SPEC = dict(journal_store.REFERENCE_SPEC, run=dict(type="str"))
 def argument_spec():
     spec = kube.auth_argument_spec(dict(
         image=dict(type="str", required=True),
+        image_resolved=dict(type="bool", default=False),
         annotation_prefix=dict(type="str", default="image-upgrade.kubenodes.io"),
         max_surge=dict(type="raw", default=1),
         max_surge_total=dict(type="int"),
@@ -143,6 +144,7 @@ class ActionModule(ActionBase):
             did=outcome["did"],
             finished=outcome["finished"],
             etcd_due=outcome["etcd_due"],
+            etcd_waiting=facts.get("etcd_waiting") or [],
             refused=outcome["refused"],
             gate_due=bool(outcome.get("gate_due")),
             problems=facts.get("problems") or [],
@@ -178,7 +180,9 @@ class ActionModule(ActionBase):
             raise executor.StepFailure("cannot reach Kubernetes: %s" % exc)
         try:
             provider = factory.build_provider(args)
-            canonical = provider_base.with_retries(lambda: provider.validate_image(options.image.strip()))
+            canonical = None
+            if not args["image_resolved"]:
+                canonical = provider_base.with_retries(lambda: provider.validate_image(options.image.strip()))
         except provider_base.NotFoundError as exc:
             raise executor.StepFailure("image %r does not exist: %s" % (options.image, exc))
         except provider_base.ProviderError as exc:

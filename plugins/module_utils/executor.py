@@ -32,6 +32,7 @@ A refused step is not taken; the refusal is a named problem in the result and on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import uuid
 
@@ -109,6 +110,7 @@ class Executor:
         self.say = say or (lambda text: None)
         self.record_created = None   # callable(record) that writes report.created_record's record at once
         self.passes = 0
+        self.last_read = None     # (nodes, groups) of this executor's last read, for a plan again after set_group_image
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
         self.group_errors = {}
         self.surge_cap_said = False
@@ -135,6 +137,11 @@ class Executor:
             cloud = self._timed("cloud", self.cloud.read, self.settings.scaling_groups or None)
         groups, instances, errors = cloud if cloud is not None else (None, None, None)
         self.instances, self.group_errors = instances, dict(errors or {})
+        self.last_read = (nodes, groups)
+        return self.plan(nodes, groups, instances, errors)
+
+    def plan(self, nodes, groups, instances, errors):
+        """The planner's facts on one read, with the views the progress line and the role use."""
         options = planner_options(self.settings)
         normalize = self.cloud.normalize if self.cloud is not None else core.default_normalize
         facts = core.plan_upgrade(nodes, options, groups=groups, instances=instances, group_errors=errors,
@@ -182,7 +189,8 @@ class Executor:
         replacement ended), etcd_due (delegated removals), refused (the guard's named problems, also in
         facts["problems"] and so on the progress line)."""
         self.passes += 1
-        if facts is None:
+        read_here = facts is None
+        if read_here:
             facts, nodes = self.read()
         elif instances is not None:
             self.instances, self.group_errors = instances, dict(group_errors or {})
@@ -206,6 +214,12 @@ class Executor:
         for item in plan["set_group_image"]:
             self._timed("cloud", self.cloud.set_group_image, item["group"], item["image"])
             did.append(dict(step="set_group_image", group=item["group"]))
+        images_set = bool(plan["set_group_image"])
+        if images_set and read_here:
+            # The cloud accepted the image: plan again on the same read with those groups on it, so the first
+            # heirs are created in this pass, not one pass (a read of every group) later.
+            facts, nodes = self._replan_with_images({i["group"] for i in plan["set_group_image"]}, facts)
+            plan = facts["plan"]
 
         if plan.get("record_start_counts") or plan.get("record_removed_first") or plan.get("record_refills"):
             # Before the delete-first marks and refills are written: a kill after them finds what they replace.
@@ -269,6 +283,8 @@ class Executor:
             if (outcome or {}).get("waiting"):
                 # Not removed: another member is unhealthy or quorum would be lost; the next pass checks again.
                 self.say("WARNING: %s" % outcome["msg"])
+                facts.setdefault("etcd_waiting", []).append(dict(name=item["name"], msg=outcome["msg"],
+                                                                 waiting_on=outcome.get("waiting_on") or []))
                 continue
             self._record_phase(nodes, item["name"], core.PHASE_ETCD_REMOVED)
             did.append(dict(step="etcd_remove", name=item["name"]))
@@ -300,10 +316,20 @@ class Executor:
             self._timed("kube", self.journal, progress.journal_record(
                 facts, self.passes, drains, finished, run=self.settings.journal_run, api_seconds=self.timings,
                 engine_id=self.engine_id))
+        # plan.obsolete: surplus nodes marked in this pass (plan.surplus's "obsolete" entries among them) are
+        # drained in the next look, at once.
         moved = bool(creations or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
-                     or plan["set_group_image"] or plan["annotate"] or any(d.get("evicted") for d in drains))
+                     or images_set or plan["annotate"] or plan["obsolete"] or any(d.get("evicted") for d in drains))
         return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,
                     refused=refused)
+
+    def _replan_with_images(self, group_ids, facts):
+        listed, groups = self.last_read
+        target = facts["target_image"]
+        groups = [dataclasses.replace(g, image=target) if g.id in group_ids else g for g in groups]
+        replanned, nodes = self.plan(listed, groups, self.instances, self.group_errors)
+        replanned["plan"]["set_group_image"] = []
+        return replanned, nodes
 
     def _record_created(self, created, facts, start_counts=None, delete_first=None):
         """Record new instances as this upgrade's own at once (first record wins, as in the journal)."""

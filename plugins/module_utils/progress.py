@@ -47,10 +47,20 @@ def progress_line(facts, pass_number=0, now=None):
     joining = facts.get("joining") or []
     if joining:
         parts.append("%d joining" % len(joining))
+    plan = facts.get("plan") or {}
+    # Nodes no donor needs (a surplus heir, or this upgrade's instance beyond the group's start count): marked
+    # obsolete in this pass or on their way out; they are not in the nodes count above.
+    surplus = sorted(set((facts.get("nodes") or {}).get("obsolete") or []) | set(plan.get("obsolete") or []))
+    if surplus:
+        parts.append("removing %d surplus node(s): %s" % (len(surplus), ", ".join(surplus)))
     waits = ["%s: %s" % (b.get("group", "?").rsplit("/", 1)[-1], b.get("reason")) for b in
-             (facts.get("plan") or {}).get("create_blocked") or []]
+             plan.get("create_blocked") or []]
     if waits:
         parts.append("waiting: " + "; ".join(waits))
+    # An etcd member removal refused for now (another member unhealthy, quorum at stake): what and why.
+    etcd_waits = ["%s (%s)" % (w.get("name"), w.get("msg")) for w in facts.get("etcd_waiting") or []]
+    if etcd_waits:
+        parts.append("waiting on etcd to remove the member of " + "; ".join(etcd_waits))
     # Inconsistencies the cross-checks found: each named, and the node left alone (issue 13).
     alone = [p["message"] for p in facts.get("problems") or [] if p.get("action") == "left alone"]
     if alone:

@@ -35,6 +35,14 @@ options:
       - The image every node should run, in the cloud's format.
     type: str
     required: true
+  image_resolved:
+    description:
+      - V(true) when O(image) is already the exact image the cloud names (as M(kubenodes.image_upgrade.csp_scaling_group)
+        in check mode or M(kubenodes.image_upgrade.node_image_facts) returns it) and known to exist; the step then
+        does not validate it with the cloud again. The rolling_upgrade role sets it after its preflight.
+      - V(false) validates O(image) first and uses its canonical form (an image family names its newest image).
+    type: bool
+    default: false
   annotation_prefix:
     description:
       - Prefix of the node annotations that hold the upgrade state.
@@ -279,9 +287,20 @@ done:
   returned: always
   type: bool
 progress_line:
-  description: Nodes done of total, the pairs in flight with their phases, what waits on what, and the ETA.
+  description:
+    - Nodes done of total, the pairs in flight with their phases, the surplus nodes being removed (C(removing N
+      surplus node(s)) - names), what waits on what (a heir, the surge budget, an etcd member removal refused for
+      now, with the member and why), and the ETA.
   returned: success
   type: str
+etcd_waiting:
+  description:
+    - Control-plane donors whose etcd member removal was refused for now in the last pass (another member
+      unhealthy, or quorum at stake), each with C(name), C(msg) (naming the member and why) and C(waiting_on).
+      Nothing is removed or deleted for them; a later pass checks again.
+  returned: success
+  type: list
+  elements: dict
 did:
   description: What the slice did, one entry per step (C(step) and the node, group or instance).
   returned: success

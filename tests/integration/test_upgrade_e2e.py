@@ -22,8 +22,9 @@ RUN_TIMEOUT = 600
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("engine", ["tasks", "step"])
-@pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
+# The step engine (the default) on every cloud; the older tasks engine once, on one cloud (its modules are the
+# same on every cloud, and test_upgrade_surplus and test_messages drive them one by one).
+@pytest.mark.parametrize("cloud,engine", [("gcp", "step"), ("azure", "step"), ("aws", "step"), ("gcp", "tasks")])
 def test_full_upgrade(upgrade_cluster, cloud, engine, tmp_path):
     """1 control plane and 2 workers in 2 worker groups: 3 replacements, one of them a control-plane node
     (its etcd member goes from 1 to 2 when the heir joins, then back to 1 when the donor's is removed), with
@@ -41,18 +42,18 @@ def test_full_upgrade(upgrade_cluster, cloud, engine, tmp_path):
     assert "3/3 nodes on the image" in output
     watcher.check(start, max_surge=1)
     uh.assert_upgraded(handle, values, start)
-    if engine == "step":
-        # The executor's guard refused nothing on this consistent cluster; the report's timeline starts at each
-        # heir's creation (no gap while it is made), and its breakdown accounts for the whole wall time.
-        assert "refused: " not in output, output[-6000:]
-        summary = json.loads((pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.json").read_text())
-        for row in summary["nodes"]:
-            assert {"creating", "joined", "heir-ready", "paired", "draining", "deleted"} <= set(row["phases"]), row
-            assert min(row["phases"].values()) == row["phases"]["creating"], row
-        spent = summary["time_breakdown"]
-        assert spent["wall_seconds"] == summary["wall_seconds"] == sum(
-            spent[key] for key in ("drains_and_pdbs_seconds", "joins_seconds", "cloud_seconds", "overhead_seconds")), spent
-        assert spent["cloud_seconds"] > 0, spent
+    # The executor's guard refused nothing on this consistent cluster; with either engine the report's timeline
+    # starts at each heir's creation (no gap while it is made), and its breakdown accounts for the whole wall time.
+    assert "refused: " not in output, output[-6000:]
+    summary = json.loads((pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.json").read_text())
+    for row in summary["nodes"]:
+        assert {"creating", "joined", "heir-ready", "paired", "draining", "deleted"} <= set(row["phases"]), row
+        assert min(row["phases"].values()) == row["phases"]["creating"], row
+    spent = summary["time_breakdown"]
+    assert spent["wall_seconds"] == summary["wall_seconds"] == sum(
+        spent[key] for key in ("drains_and_pdbs_seconds", "joins_seconds", "cloud_seconds", "overhead_seconds")), spent
+    assert spent["cloud_seconds"] > 0, spent
+    assert (summary["api_seconds"] is None) == (engine == "tasks"), summary["api_seconds"]
     assert not uh.lease_holder(handle), "the run lock was not released"
     if "rolling_upgrade_etcd_delegate_to" in overrides:
         assert re.search(r"Remove the etcd members of drained control-plane donors \(pass \d+\)\] \*+\nchanged: \[localhost -> etcd-host\]",

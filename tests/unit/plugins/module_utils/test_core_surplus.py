@@ -5,7 +5,7 @@ it, and its group holds more nodes than at the start. Nothing the journal does n
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, progress
 
 from core_world import NEW, OLD, World, group
 
@@ -170,6 +170,19 @@ def test_the_executor_records_what_it_creates_and_a_resumed_run_removes_its_surp
 def test_without_the_record_the_surplus_stays():
     w = run_with_duplicate_creation(resume_with_record=False)
     assert len(w.instances["G1"]) == 4
+
+
+def test_the_progress_line_names_the_surplus_it_removes_and_the_slice_follows_the_mark_at_once():
+    w = world()
+    ex = w.executor(OPTS, created=created("x"), start_counts={"G1": 3})
+    marked = ex.run_pass()
+    assert marked["facts"]["plan"]["obsolete"] == ["x"]
+    # Nothing else moved in that pass: the mark alone makes the next look come at once, not after the poll.
+    assert marked["moved"] is True
+    line = progress.progress_line(marked["facts"], 1)
+    assert "0/0 nodes on the image" in line and "removing 1 surplus node(s): x" in line, line
+    leaving = ex.run_pass()
+    assert "removing 1 surplus node(s): x" in progress.progress_line(leaving["facts"], 2) and leaving["finished"] == ["x"]
 
 
 # An instance created by a run killed before its journal record is never provably ours (issue 13): it is kept,

@@ -21,15 +21,44 @@ def steps(result, step):
     return [d for d in result["did"] if d["step"] == step]
 
 
-def test_first_pass_points_the_groups_and_the_next_look_creates_at_once():
+def test_first_pass_points_the_groups_and_creates_the_first_heirs_in_the_same_pass():
+    w = World([group("G1"), group("G2")])
+    w.add_node("old-1", "G1", OLD)
+    w.add_node("old-2", "G2", OLD)
+    ex = w.executor(opts(), poll=5.0)
+    calls, listed = [], ex.kube.list_nodes
+
+    def list_nodes():
+        calls.append("nodes")
+        return listed()
+    ex.kube.list_nodes = list_nodes
+    first = ex.run_pass()
+    assert [d["step"] for d in first["did"]] == ["set_group_image", "set_group_image", "create", "create"]
+    assert calls == ["nodes"], "planned again on the same read, not read again"
+    # The heirs come from the image the groups were just pointed at, and the plan no longer asks for it.
+    assert {i.image for items in w.instances.values() for i in items if i.node_name.startswith("n")} == {NEW.lower()}
+    assert first["facts"]["plan"]["set_group_image"] == [] and first["moved"] is True
+
+
+def test_a_group_the_cloud_refuses_to_point_at_the_image_gets_no_heir():
     w = World([group("G1")])
     w.add_node("old-1", "G1", OLD)
-    ex = w.executor(opts(), poll=5.0)
-    first = ex.run_pass()
-    assert steps(first, "set_group_image") == [{"step": "set_group_image", "group": "G1"}]
-    assert first["moved"] is True          # so the slice looks again without waiting
-    second = ex.run_pass()
-    assert steps(second, "create") == [{"step": "create", "group": "G1", "count": 1}]
+    ex = w.executor(opts())
+
+    def refuse(group_id, image):
+        raise executor.StepFailure("setting the image of %s to %s failed: denied" % (group_id, image))
+    ex.cloud.set_group_image = refuse
+    with pytest.raises(executor.StepFailure):
+        ex.run_pass()
+    assert w.created == []
+
+
+def test_the_control_plane_goes_first_after_the_groups_are_pointed_at_the_image():
+    w = World([group("CP", role="control-plane"), group("G1")])
+    w.add_node("cp-1", "CP", OLD, control_plane=True)
+    w.add_node("old-1", "G1", OLD)
+    first = w.executor(opts()).run_pass()
+    assert steps(first, "create") == [{"step": "create", "group": "CP", "count": 1}]
 
 
 def test_a_drain_that_finishes_goes_on_to_deletion_in_the_same_pass():

@@ -2,7 +2,7 @@
 neither recorded as removed nor deleted, the pass says why, the slice waits its poll interval instead of
 looking again at once, and the removal goes ahead in a later pass."""
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, progress
 
 from core_world import NEW, OLD, World, group
 
@@ -41,3 +41,9 @@ def test_a_waiting_etcd_removal_deletes_nothing_and_goes_on_once_the_member_is_b
         assert not [d for d in look["did"] if d["step"] in ("etcd_remove", "delete")]
         assert look["moved"] is False           # the slice waits its poll interval before the next look
     assert said.count("WARNING: " + WAITING) == 3
+    # The progress line of each waiting look says what waits on etcd and why, naming the member.
+    for look in waited:
+        assert look["facts"]["etcd_waiting"] == [dict(name="cp-old", msg=WAITING, waiting_on=[])]
+        line = progress.progress_line(look["facts"], 1)
+        assert "waiting on etcd to remove the member of cp-old (etcd member cp-2 (2) is not healthy" in line, line
+    assert "etcd_waiting" not in result["facts"]
