@@ -49,7 +49,7 @@ LOCK_SPEC = dict(
     namespace=dict(type="str", default="kube-system"),
     lease_duration=dict(type="int", default=600),
 )
-JOURNAL_SPEC = dict(journal_store.REFERENCE_SPEC, run=dict(type="str"))
+JOURNAL_SPEC = dict(journal_store.REFERENCE_SPEC, run=dict(type="str"), events=dict(type="bool", default=True))
 
 
 def argument_spec():
@@ -203,7 +203,7 @@ class ActionModule(ActionBase):
         engine = executor.Executor(settings, executor.KubeAccess(api_client, options.annotation_prefix, args["drain"]),
                                    executor.CloudAccess(provider), etcd=remover, say=display.display)
         engine.passes = args["passes"]
-        engine.pending_journal = {}
+        engine.pending_journal, engine.pending_events = {}, []
         if args.get("journal"):
             where = args["journal"]
             try:
@@ -213,7 +213,8 @@ class ActionModule(ActionBase):
             except journal_store.MalformedJournal as exc:
                 raise executor.StepFailure("journal: %s" % exc, reason="malformed_journal")
             if not check_mode:
-                engine.journal = lambda record: report.merge(engine.pending_journal, record)
+                engine.journal = lambda record: (engine.pending_events.extend(record.get("events") or ()),
+                                                 report.merge(engine.pending_journal, record))
                 # Created instances are recorded at once, not with the slice's journal: a run killed right after
                 # still knows they are its own.
                 engine.record_created = lambda record: _record_created(api_client, where, args["image"], record)
@@ -227,17 +228,20 @@ class ActionModule(ActionBase):
         if engine is None or not getattr(engine, "pending_journal", None) or not args.get("journal"):
             return
         record, engine.pending_journal = engine.pending_journal, {}
+        # The slice's warnings, written as Events by upgrade_journal (report.merge keeps no events).
+        record["events"], engine.pending_events = engine.pending_events, []
         journal = args["journal"]
         # args["image"] is the upgrade's exact target: given as target_image too, a finished journal of the same
         # upgrade (a rerun) is kept, not started afresh (which would drop its record of the instances created).
         module_args = dict(self._auth(args), name=journal["name"], namespace=journal["namespace"],
-                           image=args["image"], target_image=args["image"], record=record)
+                           image=args["image"], target_image=args["image"], record=record, events=journal["events"])
         answer = self._execute_module(module_name="kubenodes.image_upgrade.upgrade_journal", module_args=module_args,
                                       task_vars=task_vars)
         if answer.get("failed"):
             display.warning("the journal could not be written (the next slice tries again): %s" % answer.get("msg"))
             report.merge(record, engine.pending_journal)
             engine.pending_journal = record
+            engine.pending_events = record.pop("events") + engine.pending_events
 
     def _renew_lock(self, args, task_vars):
         lock = args["lock"]

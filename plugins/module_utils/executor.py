@@ -300,8 +300,7 @@ class Executor:
                 if not allowed("delete_node", item):
                     continue
                 if item["name"] in nodes and self._timed("kube", self.kube.delete_node, nodes[item["name"]]) is False:
-                    # It changed since this pass read it (the cloud's deletion taints it): the next pass reads it
-                    # again and decides anew, instead of this run failing on it.
+                    self.say("WARNING: node %s changed while being deleted; the next pass looks at it again" % item["name"])
                     continue
                 finished.append(item["name"])
                 did.append(dict(step="delete", name=item["name"]))
@@ -440,6 +439,7 @@ class KubeAccess:
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api
 
         self.client = api_client
+        self.prefix = annotation_prefix
         self.annotation = drain_api.drain_annotation(annotation_prefix)
         self.clock = clock
         drain = dict(drain or {})
@@ -500,20 +500,11 @@ class KubeAccess:
                     reason=report.reason, drain_started=drain_api.format_timestamp(start))
 
     def delete_node(self, node):
-        """Delete the Node as read (its resourceVersion a precondition): True when deleted or already gone,
-        False when it changed since it was read (409), so that nothing is deleted on stale grounds."""
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, node_state
+        """True when the Node is gone; False when its claim changed since this pass read it (the next pass
+        plans again with what it is now)."""
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
 
-        name = node["metadata"]["name"]
-        try:
-            node_state.delete_node(self.client, name, node["metadata"].get("resourceVersion"))
-        except kube.ApiException as exc:
-            if kube.is_status(exc, 404):
-                return True
-            if kube.is_status(exc, 409):
-                return False
-            raise
-        return True
+        return node_state.delete_node_as_read(self.client, node, self.prefix) != "changed"
 
 
 class CloudAccess:

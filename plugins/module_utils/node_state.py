@@ -52,6 +52,39 @@ def delete_node(api_client, name, resource_version):
     kube.raw_request(api_client, "DELETE", "/api/v1/nodes/" + name, body=body)
 
 
+def _claim(node, prefix):
+    """What a deletion decision rests on: this collection's annotations, the labels, the cordon and the taints
+    (not the status, which a kubelet or the node controller moves on its own)."""
+    meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(prefix + "/")}
+    return annotations, meta.get("labels") or {}, bool(spec.get("unschedulable")), spec.get("taints") or []
+
+
+def delete_node_as_read(api_client, node, prefix):
+    """Delete `node` as it was read, with a precondition on its resourceVersion. A 409 (it changed since) is
+    looked at again: when only its status moved (a heartbeat, or the node controller marking it NotReady once
+    its instance was deleted), the same node is deleted at its new resourceVersion; when its claim changed
+    (_claim), nothing is deleted. Returns "deleted", "absent" or "changed"."""
+    name = node["metadata"]["name"]
+    version = node["metadata"].get("resourceVersion")
+    for _attempt in range(3):
+        try:
+            delete_node(api_client, name, version)
+            return "deleted"
+        except kube.ApiException as exc:
+            if kube.is_status(exc, 404):
+                return "absent"
+            if not kube.is_status(exc, 409):
+                raise
+        fresh = get_node(api_client, name)
+        if fresh is None:
+            return "absent"
+        if _claim(fresh, prefix) != _claim(node, prefix):
+            return "changed"
+        version = fresh["metadata"].get("resourceVersion")
+    return "changed"
+
+
 def _merge_patch(api_client, name, body):
     return kube.patch_node(api_client, name, body)
 

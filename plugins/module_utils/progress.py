@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import events
+
 
 def _ago(since, now):
     if not since:
@@ -133,6 +135,10 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
     removed = {i["provider_id"]: {"group": i.get("group"), "reason": i.get("reason")}
                for i in (facts.get("plan") or {}).get("delete_instances") or [] if i.get("provider_id")}
     record = {"passes": int(pass_number or 0), "nodes": nodes, "instances_removed": removed}
+    # Warnings as Events on the Nodes (upgrade_journal writes them; the journal does not keep them).
+    warnings = events.pass_events(facts.get("problems"), drain_results, stamp)
+    if warnings:
+        record["events"] = warnings
     if run:
         # This attempt's passes so far (the report sums every attempt's).
         record["attempts"] = {run: {"started": run, "passes": int(pass_number or 0)}}

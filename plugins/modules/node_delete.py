@@ -77,7 +77,7 @@ problems:
 
 import time
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, kube, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 
@@ -105,15 +105,13 @@ def run(module, api_client):
                          % "; ".join(p["message"] for p in result["problems"]), **result)
     for name, node in nodes.items():
         if not module.check_mode:
-            try:
-                node_state.delete_node(api_client, name, node["metadata"].get("resourceVersion"))
-            except kube.ApiException as exc:
-                if kube.is_status(exc, 404):
-                    result["absent"].append(name)
-                    continue
-                if kube.is_status(exc, 409):
-                    module.fail_json(msg="node %s changed while being deleted; run again" % name, **result)
-                raise
+            outcome = node_state.delete_node_as_read(api_client, node, keys.prefix)
+            if outcome == "absent":
+                result["absent"].append(name)
+                continue
+            if outcome == "changed":
+                module.fail_json(msg="node %s changed while being deleted (its annotations, labels, cordon or taints); "
+                                 "nothing more was deleted: run again" % name, **result)
         result["deleted"].append(name)
         result["changed"] = True
     return result

@@ -69,8 +69,22 @@ options:
         C(attempts), a dictionary from an attempt ID (one run of the playbook) to its C(started) time, its
         C(passes) so far, and at its end its C(outcome) (V(done) or V(failed)) and C(ended) time. An attempt
         that never recorded its end counts as killed in the report, which sums the passes of every attempt.
+      - C(events), a list of Events to write (not kept in the journal) with C(node), C(reason), C(message),
+        C(type) (V(Normal) or V(Warning)) and C(time) - the problems and blocked drains a pass found.
     type: dict
     default: {}
+  events:
+    description:
+      - Write a Kubernetes Event on the Node for every phase a replacement enters for the first time in the journal
+        (C(UpgradeHeirJoined), C(UpgradePaired), C(UpgradeHeirReady), C(UpgradeCordoned), C(UpgradeDrainStarted),
+        C(UpgradeDrained), C(UpgradeEtcdMemberRemoved), C(UpgradeNodeDeleted)) and for the C(events) of O(record)
+        (C(UpgradeProblem), C(UpgradeDrainBlocked) naming the PodDisruptionBudget), in the C(default) namespace as
+        the kubelet does, so C(kubectl describe node) and C(kubectl get events) show the upgrade.
+      - Bounded as Kubernetes' own recorder is - one Event per node, reason and message, whose C(count) goes up when
+        it happens again; at most 50 per call. An Event that cannot be written is a warning, never a failure.
+      - Needs C(create), C(get) and C(patch) on C(events) in the C(default) namespace (the shipped RBAC grants them).
+    type: bool
+    default: true
   created:
     description:
       - Instances this upgrade just created, to record at once as its own (under C(instances_created), by providerID
@@ -147,6 +161,11 @@ moved:
     family published into since the upgrade started), else null. The recorded target is kept.
   returned: when state is present
   type: str
+events_written:
+  description: How many Events (new or aggregated into one already there) were written on Nodes (O(events)).
+  returned: with O(state=present) and O(events), when not in check mode
+  type: int
+  sample: 2
 summary:
   description: Totals, wall time, and per node the phase durations in seconds (with O(state=report)).
   returned: when state is report
@@ -165,7 +184,7 @@ import os
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as store
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, report, target
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import events, kube, report, target
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 
@@ -205,16 +224,32 @@ def record(module, api_client):
                 params["created"]["instances"], params["created"]["scaling_groups"], now=time.time()))
         outcome = dict(target_image=decision["target_image"], resumed=decision["resumed"], moved=decision["moved"])
         if merged == before:
-            return dict(changed=False, journal=merged, **outcome)
+            written = write_events(module, api_client, before, merged)
+            # Only Events of this pass's problems were written: that is the change, if any.
+            return dict(changed=bool(written.get("events_written")), journal=merged, **outcome, **written)
         if module.check_mode:
             return dict(changed=True, journal=merged, **outcome)
         try:
             write_journal(api_client, params["name"], params["namespace"], config_map, merged)
-            return dict(changed=True, journal=merged, **outcome)
+            return dict(changed=True, journal=merged, **outcome, **write_events(module, api_client, before, merged))
         except Exception as exc:  # pylint: disable=broad-except
             if not kube.is_status(exc, 409):  # a conflict: someone wrote meanwhile; read and merge again
                 raise
     module.fail_json(msg="journal ConfigMap %s/%s kept changing under us" % (params["namespace"], params["name"]))
+
+
+def write_events(module, api_client, before, merged):
+    """The Events of what this record changed (the journal is written first: an Event repeats nothing it has not
+    recorded). Returns {events_written}; errors are warnings."""
+    if module.check_mode or not module.params["events"]:
+        return {}
+    items = events.journal_events(before, merged) + list(module.params["record"].get("events") or [])
+    if not items:
+        return dict(events_written=0)
+    written, errors = events.write(api_client, items, report.iso(datetime.datetime.now(datetime.timezone.utc)))
+    for error in errors:
+        module.warn("upgrade Event not written: %s" % error)
+    return dict(events_written=written)
 
 
 def write_if_changed(path, text, check_mode):
@@ -279,6 +314,7 @@ def main():
         target_image=dict(type="str"),
         new_target=dict(type="bool", default=False),
         record=dict(type="dict", default={}),
+        events=dict(type="bool", default=True),
         report_dir=dict(type="path"),
         created=dict(type="dict", options=dict(instances=dict(type="list", elements="dict", default=[]),
                                                scaling_groups=dict(type="list", elements="dict", default=[]))),

@@ -206,6 +206,12 @@ options:
       run:
         description: When the run started (RFC 3339); identifies the run's drain attempts in the journal.
         type: str
+      events:
+        description:
+          - Write Kubernetes Events on the Nodes with the journal (M(kubenodes.image_upgrade.upgrade_journal)
+            O(kubenodes.image_upgrade.upgrade_journal#module:events)).
+        type: bool
+        default: true
   timeout:
     description:
       - Seconds the whole upgrade may take from O(started); past that the step fails with the progress line.

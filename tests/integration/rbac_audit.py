@@ -142,6 +142,11 @@ NOT_IN_A_PLAIN_UPGRADE = {
         "node_drain deletes pods with disable_eviction, and with on_timeout=force "
         "(rolling_upgrade_drain_on_timeout=force): tests/integration/test_rbac.py "
         "test_drain_without_eviction_deletes_pods_as_the_shipped_service_account",
+    Grant("get", "", "events", "default", None):
+        "upgrade_journal aggregates a repeated Event (a problem seen in several passes) into the one already "
+        "there: tests/integration/test_run_control_modules.py "
+        "test_journal_writes_each_step_as_one_event_on_its_node_and_aggregates_repeats",
+    Grant("patch", "", "events", "default", None): "the same aggregation (the count and last time go up)",
 }
 
 

@@ -61,3 +61,27 @@ def test_a_node_not_being_replaced_is_refused_and_nothing_is_deleted(sandbox, ne
 def test_bad_prefix_is_a_clear_error(sandbox):
     bad = run_module("node_delete", dict(sandbox.auth_args(), name=["x"], annotation_prefix="Not A Prefix"))
     assert bad["failed"] and "DNS subdomain" in bad["msg"]
+
+
+def test_a_node_whose_status_moved_is_deleted_as_read_but_not_one_whose_claim_changed(sandbox, new_nodes):
+    """The executor deletes a donor's Node read at the start of its pass, after deleting its instance: by then
+    the node controller or a heartbeat may have moved its status (a 409 on the resourceVersion precondition).
+    Only the status moved: it is deleted. Its annotations changed: nothing is deleted."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
+
+    moved, claimed = new_nodes(2)
+    kube = sandbox.kube()
+    read = {name: kube.request("GET", "/api/v1/nodes/" + name) for name in (moved, claimed)}
+    kube.request("PATCH", "/api/v1/nodes/%s/status" % moved, {"status": {"conditions": [
+        {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "test: kubelet stopped"}]}},
+        content_type="application/strategic-merge-patch+json")
+    mark(sandbox, claimed, "heir", "someone-else")
+    for name in (moved, claimed):
+        assert kube.request("GET", "/api/v1/nodes/" + name)["metadata"]["resourceVersion"] != read[name]["metadata"]["resourceVersion"]
+
+    client = sandbox.api_client()
+    assert node_state.delete_node_as_read(client, read[claimed], PREFIX) == "changed"
+    assert exists(sandbox, claimed)
+    assert node_state.delete_node_as_read(client, read[moved], PREFIX) == "deleted"
+    assert not exists(sandbox, moved)
+    assert node_state.delete_node_as_read(client, read[moved], PREFIX) == "absent"

@@ -235,3 +235,48 @@ def test_journal_of_a_large_upgrade_fits_its_configmap(sandbox, namespace, tmp_p
     reported = run_module("upgrade_journal", dict(base, state="report", report_dir=str(tmp_path)))
     assert reported["summary"]["nodes_total"] == 4501 and reported["summary"]["nodes_replaced"] == 4500
     assert reported["summary"]["pods_evicted"] == 1500 * 30 + 1
+
+
+def _node_events(sandbox, node):
+    answer = sandbox.core_v1().list_namespaced_event(
+        "default", field_selector="involvedObject.kind=Node,involvedObject.name=%s" % node)
+    return {(e.reason, e.message): e for e in answer.items if e.source and e.source.component == "kubenodes-image-upgrade"}
+
+
+def test_journal_writes_each_step_as_one_event_on_its_node_and_aggregates_repeats(sandbox, namespace):
+    donor, heir = "ev-" + namespace, "ev-heir-" + namespace
+    base = dict(sandbox.auth_args(), namespace=namespace, image="img-b")
+    problem = {"node": donor, "reason": "UpgradeProblem", "type": "Warning", "time": "2026-12-02T10:00:05Z",
+               "message": "node %s: its phase-history is out of order" % donor}
+    phases = {"paired": "2026-12-02T10:00:00Z", "heir-ready": "2026-12-02T10:00:02Z"}
+    paired = {"passes": 1, "nodes": {donor: {"group": "g", "heir": heir, "phases": phases}}}
+    # Check mode writes no Event; events=false neither.
+    assert run_module("upgrade_journal", dict(base, record=paired), check=True)["changed"]
+    assert not run_module("upgrade_journal", dict(base, record=dict(paired, events=[problem]), events=False))["failed"]
+    assert _node_events(sandbox, donor) == {} and _node_events(sandbox, heir) == {}
+    run_module("upgrade_journal", dict(base, state="absent"))
+
+    first = run_module("upgrade_journal", dict(base, record=dict(paired, events=[problem])))
+    assert first["changed"] and first["events_written"] == 3, first
+    on_donor, on_heir = _node_events(sandbox, donor), _node_events(sandbox, heir)
+    assert set(on_donor) == {("UpgradePaired", "to be replaced by %s in g" % heir), ("UpgradeProblem", problem["message"])}
+    assert set(on_heir) == {("UpgradeHeirReady", "Ready: the heir of %s" % donor)}
+    assert on_donor[("UpgradeProblem", problem["message"])].type == "Warning"
+    assert on_donor[("UpgradePaired", "to be replaced by %s in g" % heir)].involved_object.uid == donor
+
+    # The same pass again: the phases are known (no Event), the problem is aggregated into its Event.
+    again = run_module("upgrade_journal", dict(base, record=dict(paired, events=[dict(problem, time="2026-12-02T10:01:05Z")])))
+    assert again["changed"] and again["events_written"] == 1, again
+    on_donor = _node_events(sandbox, donor)
+    assert len(on_donor) == 2
+    repeated = on_donor[("UpgradeProblem", problem["message"])]
+    assert repeated.count == 2 and repeated.last_timestamp > repeated.first_timestamp
+    assert on_donor[("UpgradePaired", "to be replaced by %s in g" % heir)].count == 1
+    assert "events" not in json.dumps(again["journal"])
+
+    # A new phase: one new Event.
+    phases = {"draining": "2026-12-02T10:02:00Z", "drained": "2026-12-02T10:03:00Z"}
+    drained = {"passes": 2, "nodes": {donor: {"evicted": ["web/a"], "phases": phases}}}
+    third = run_module("upgrade_journal", dict(base, record=drained))
+    assert third["events_written"] == 2, third
+    assert ("UpgradeDrained", "drained (1 pods evicted); heir %s" % heir) in _node_events(sandbox, donor)

@@ -59,6 +59,17 @@ def test_full_upgrade(upgrade_cluster, cloud, engine, tmp_path):
     assert (spent["cloud_seconds"] > 0) == (engine == "step"), spent
     assert (summary["api_seconds"] is None) == (engine == "tasks"), summary["api_seconds"]
     assert not uh.lease_holder(handle), "the run lock was not released"
+    # Each replacement's steps as Events on its Nodes (rolling_upgrade_events), once each.
+    ours = [e for e in handle.kube().request("GET", "/api/v1/namespaces/default/events")["items"]
+            if (e.get("source") or {}).get("component") == "kubenodes-image-upgrade"]
+    reasons = {}
+    for item in ours:
+        reasons.setdefault(item["involvedObject"]["name"], []).append(item["reason"])
+    for donor in (n for names in start["groups"].values() for n in names):
+        assert {"UpgradePaired", "UpgradeDrainStarted", "UpgradeDrained", "UpgradeNodeDeleted"} <= set(reasons.get(donor, ())), (
+            donor, reasons)
+        assert sorted(set(reasons[donor])) == sorted(reasons[donor]), reasons[donor]
+    assert sum(r.count("UpgradeHeirReady") for r in reasons.values()) == 3, reasons
     if "rolling_upgrade_etcd_delegate_to" in overrides:
         assert re.search(r"Remove the etcd members of drained control-plane donors \(pass \d+\)\] \*+\nchanged: \[localhost -> etcd-host\]",
                          output), output[-6000:]

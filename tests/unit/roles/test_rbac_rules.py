@@ -16,7 +16,8 @@ ITEMS = rbac_audit.shipped()
 
 def test_one_file_holds_the_account_its_roles_and_their_bindings():
     kinds = sorted(item["kind"] for item in ITEMS)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Role", "Role", "RoleBinding", "RoleBinding", "ServiceAccount"]
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Role", "Role", "Role", "RoleBinding", "RoleBinding",
+                     "RoleBinding", "ServiceAccount"]
     assert rbac_audit.service_account(ITEMS) == ("kube-system", "kubenodes-image-upgrade")
 
 
@@ -37,6 +38,8 @@ def test_the_grants_are_exactly_what_the_modules_call():
         Grant("create", "", "configmaps", lock[0], None),
         Grant("get", "apps", "deployments", scaler[0], scaler[1]),
         Grant("patch", "apps", "deployments", scaler[0], scaler[1]),
+        Grant("create", "", "events", "default", None), Grant("get", "", "events", "default", None),
+        Grant("patch", "", "events", "default", None),
     }
 
 

@@ -78,6 +78,14 @@ def test_journal_record_counts_a_donor_found_gone_as_replaced():
                                       "phases": {"paired": "2026-11-30T09:00:00Z", "deleted": "2026-11-30T10:05:00Z"}}
 
 
+def test_journal_record_names_the_passes_warnings_as_events():
+    facts = dict(FACTS, problems=[{"node": "w-3", "message": "node w-3: its phase-history is out of order"}])
+    drains = [{"node": "w-1", "drained": False, "reason": "pdb_blocked", "blocked": [{"namespace": "web", "pdb": "p"}]}]
+    record = journal_record(facts, 2, drains, [], now=NOW)
+    assert [(e["node"], e["reason"]) for e in record["events"]] == [("w-3", "UpgradeProblem"), ("w-1", "UpgradeDrainBlocked")]
+    assert "events" not in journal_record(FACTS, 2, [], [], now=NOW)
+
+
 def test_controller_path_is_absolute_against_the_controller_working_directory(tmp_path, monkeypatch):
     from ansible_collections.kubenodes.image_upgrade.plugins.filter.paths import controller_path
     monkeypatch.chdir(tmp_path)

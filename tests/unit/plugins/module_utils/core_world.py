@@ -96,6 +96,7 @@ class World:
                 world.gate(take, "delete-node", name)
                 world.check_delete(name)
                 world.nodes.pop(name, None)
+                return True
 
         class Cloud:
             def read(self, scaling_groups):
