@@ -39,6 +39,8 @@ ALLOWED = [
     ("create", "configmaps", "kube-system", None),
     ("get", "deployments.apps/cluster-autoscaler", "kube-system", None),
     ("patch", "deployments.apps/cluster-autoscaler", "kube-system", None),
+    # Events about Nodes (rolling_upgrade_events), where the kubelet writes them
+    ("create", "events", "default", None), ("get", "events", "default", None), ("patch", "events", "default", None),
 ]
 
 DENIED = [
@@ -82,7 +84,8 @@ DENIED = [
     ("create", "rolebindings.rbac.authorization.k8s.io", "kube-system", None),
     ("escalate", "clusterroles.rbac.authorization.k8s.io", None, None),
     ("impersonate", "users", None, None),
-    ("delete", "poddisruptionbudgets.policy", "default", None), ("create", "events", "default", None),
+    ("delete", "poddisruptionbudgets.policy", "default", None), ("create", "events", "kube-system", None),
+    ("delete", "events", "default", None), ("list", "events", None, None), ("update", "events", "default", None),
 ]
 
 

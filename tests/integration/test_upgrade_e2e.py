@@ -68,7 +68,9 @@ def test_full_upgrade(upgrade_cluster, cloud, engine, tmp_path):
     for donor in (n for names in start["groups"].values() for n in names):
         assert {"UpgradePaired", "UpgradeDrainStarted", "UpgradeDrained", "UpgradeNodeDeleted"} <= set(reasons.get(donor, ())), (
             donor, reasons)
-        assert sorted(set(reasons[donor])) == sorted(reasons[donor]), reasons[donor]
+        # A step is one Event (warnings may be several: a drain blocked by different PodDisruptionBudgets).
+        steps = [r for r in reasons[donor] if r not in ("UpgradeDrainBlocked", "UpgradeProblem")]
+        assert sorted(set(steps)) == sorted(steps), reasons[donor]
     assert sum(r.count("UpgradeHeirReady") for r in reasons.values()) == 3, reasons
     if "rolling_upgrade_etcd_delegate_to" in overrides:
         assert re.search(r"Remove the etcd members of drained control-plane donors \(pass \d+\)\] \*+\nchanged: \[localhost -> etcd-host\]",

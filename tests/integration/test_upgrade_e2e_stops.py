@@ -125,11 +125,17 @@ def test_second_concurrent_run_stops_naming_the_holder_and_the_first_finishes(up
         first.wait_for(uh.PROGRESS.search, RUN_TIMEOUT, "the first run's first pass")
         holder = uh.lease_holder(handle)
         assert holder and "/%d/" % first.proc.pid in holder, holder
-        began = time.monotonic()
-        rc_second, second_output = uh.run_upgrade(
-            dict(values, rolling_upgrade_lock_wait=10, rolling_upgrade_run_id="second-" + uuid.uuid4().hex[:6],
-                 rolling_upgrade_report_dir=str(tmp_path / "second-report")),
-            tmp_path / "second.log", timeout=300)
+        # The first run is frozen (alive, holding its Lease) while the second one tries: the step engine would
+        # otherwise finish this one replacement before the second run has waited its 10 s.
+        frozen = uh.freeze_tree(first.proc.pid, first.marker)
+        try:
+            began = time.monotonic()
+            rc_second, second_output = uh.run_upgrade(
+                dict(values, rolling_upgrade_lock_wait=10, rolling_upgrade_run_id="second-" + uuid.uuid4().hex[:6],
+                     rolling_upgrade_report_dir=str(tmp_path / "second-report")),
+                tmp_path / "second.log", timeout=300)
+        finally:
+            uh.thaw_tree(frozen)
         assert first.proc.poll() is None, "the first run ended while the second waited"
         assert uh.lease_holder(handle) == holder, "the second run took the first run's Lease"
         rc_first = first.wait(RUN_TIMEOUT)

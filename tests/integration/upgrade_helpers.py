@@ -181,11 +181,10 @@ def process_tree(root_pid, marker=None, table=None):
     return {pid: table[pid] for pid in found if table[pid]["state"] not in ("Z", "X")}
 
 
-def kill_tree(root_pid, marker=None, timeout=30):
-    """Kill a run's whole process tree (process_tree) so that nothing of it acts afterwards: SIGSTOP every
-    process found, top-down, and look again until every process of the tree is stopped (a stopped process
-    cannot fork, so a child forked meanwhile is found in the next round); then SIGKILL them all and wait
-    until they are gone. Returns [(pid, command line)] of the processes killed."""
+def freeze_tree(root_pid, marker=None, timeout=30):
+    """SIGSTOP every process of a run's tree (process_tree), top-down, and look again until every process
+    of the tree is stopped (a stopped process cannot fork, so a child forked meanwhile is found in the next
+    round). Returns {pid: command line} of the processes stopped (thaw_tree resumes them)."""
     deadline = time.monotonic() + timeout
     stopped = {}
     while True:
@@ -203,6 +202,23 @@ def kill_tree(root_pid, marker=None, timeout=30):
             raise AssertionError("could not freeze the tree of %d within %ss: %s" % (root_pid, timeout, sorted(
                 (pid, proc["state"], proc["cmdline"][:80]) for pid, proc in tree.items())))
         time.sleep(0.02)
+    return stopped
+
+
+def thaw_tree(stopped):
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+def kill_tree(root_pid, marker=None, timeout=30):
+    """Kill a run's whole process tree (process_tree) so that nothing of it acts afterwards: freeze it
+    (freeze_tree), then SIGKILL every process and wait until they are gone. Returns [(pid, command line)]
+    of the processes killed."""
+    deadline = time.monotonic() + timeout
+    stopped = freeze_tree(root_pid, marker, timeout)
     for pid in stopped:
         try:
             os.kill(pid, signal.SIGKILL)
