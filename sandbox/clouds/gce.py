@@ -123,7 +123,9 @@ class Faults:
         # How a quota refusal shows: "operation" fails createInstances/resize with QUOTA_EXCEEDED; "instance"
         # accepts it and leaves the instances CREATING with lastAttempt errors, as a MIG that keeps retrying.
         self.quota_mode = "operation"
+        self.seed = None            # when set, the error_rate draws repeat from run to run
         self._count = itertools.count()
+        self._rng = random.Random()
 
     def update(self, **knobs):
         for key, value in knobs.items():
@@ -131,6 +133,8 @@ class Faults:
                 raise ApiError(400, "unknown fault knob %r" % key)
             if key in ("codes", "never_boot", "paths", "deny"):
                 value = tuple(value or ())
+            if key == "seed" and value is not None:
+                self._rng.seed(value)
             setattr(self, key, value)
 
     def as_dict(self):
@@ -141,7 +145,7 @@ class Faults:
             return None
         if self.fail_next > 0:
             self.fail_next -= 1
-        elif not (self.error_rate and random.random() < self.error_rate):
+        elif not (self.error_rate and self._rng.random() < self.error_rate):
             return None
         codes = self.codes or (503,)
         code = int(codes[next(self._count) % len(codes)])
@@ -1249,7 +1253,7 @@ class Admin:
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, **more):
         """Replace every fault knob (unnamed ones go back to their defaults). Extra knobs: fail_next,
-        boot_delay, op_delay, paths."""
+        boot_delay, op_delay, paths, seed (repeatable error_rate draws)."""
         return self._call("POST", "faults", dict(reset=True, error_rate=error_rate, codes=list(codes), latency=latency,
                                                  never_boot=list(never_boot), quota=quota, **more))
 

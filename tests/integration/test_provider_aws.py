@@ -231,7 +231,7 @@ def test_retries_give_up_after_the_budget(admin, provider):
 
 def test_random_error_rate_is_absorbed(admin, provider, images):
     group = _group(admin, images, size=1)
-    provider.retry_attempts = 10
+    provider.retry_attempts = 20   # 20 faults in a row (0.3**20) is what would fail a call for good
     admin.set_faults(error_rate=0.3, codes=(429, 500, 503))
     for _attempt in range(8):
         assert provider.group_image(group) == images[0]

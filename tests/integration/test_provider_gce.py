@@ -379,10 +379,15 @@ def test_persistent_errors_give_up_after_the_retry_budget(admin, images):
 def test_random_faults_are_absorbed(admin, images):
     old = images[0]
     group = admin.create_group(_unique("flaky"), "worker", 0, old)
-    provider = gce.GceProvider(admin.provider_options()["gcp"], retry_attempts=8, retry_base_delay=0.01)
-    admin.set_faults(error_rate=0.3, codes=[429, 500, 503])
+    # 20 attempts: a call fails for good only after 20 faults in a row (0.3**20, about 3e-11); with 8 it was
+    # about 7e-5 per call, and CI met it once. The seed makes a failure repeatable.
+    provider = gce.GceProvider(admin.provider_options()["gcp"], retry_attempts=20, retry_base_delay=0.01)
+    admin.clear_requests()
+    admin.set_faults(error_rate=0.3, codes=[429, 500, 503], seed=7)
     created = [provider.create_instance(group) for dummy in range(3)]
+    faults = [r for r in admin.requests() if r.get("fault")]
     admin.set_faults()
+    assert faults, "no fault was injected at 30%"
     names = {i.name for i in provider.list_instances(group)}
     assert names == {i.name for i in created}   # each exactly once despite retried POSTs
 
