@@ -6,16 +6,18 @@ plugins/modules/upgrade_step.py."""
 
 from __future__ import annotations
 
+import datetime
 import json
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, kube, node_state, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import base, core, executor, kube, node_state, report
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
+from ansible_collections.kubenodes.image_upgrade.plugins.modules import autoscaler_pause, upgrade_journal, upgrade_lock
 
 display = Display()
 
@@ -50,6 +52,19 @@ LOCK_SPEC = dict(
     lease_duration=dict(type="int", default=600),
 )
 JOURNAL_SPEC = dict(journal_store.REFERENCE_SPEC, run=dict(type="str"), events=dict(type="bool", default=True))
+AUTOSCALER_SPEC = dict(name=dict(type="str", default="cluster-autoscaler"), namespace=dict(type="str", default="kube-system"))
+# What the role did in tasks of their own before the first slice (run.yml): start the journal, pause the autoscaler.
+BEGIN_SPEC = dict(
+    image=dict(type="str", required=True),
+    new_target=dict(type="bool", default=False),
+    record=dict(type="dict", default={}),
+    autoscaler=dict(type="dict", default={}, options=AUTOSCALER_SPEC),
+)
+# And after the last: restore the autoscaler, close the journal, write the report, release the run lock.
+FINISH_SPEC = dict(
+    report_dir=dict(type="path", required=True),
+    autoscaler=dict(type="dict", default={}, options=AUTOSCALER_SPEC),
+)
 
 
 def argument_spec():
@@ -76,6 +91,8 @@ def argument_spec():
         passes=dict(type="int", default=0),
         surge_cap=dict(type="int"),
         gate_after=dict(type="str", choices=["none", "batch", "replacement"], default="none"),
+        begin=dict(type="dict", options=BEGIN_SPEC),
+        finish=dict(type="dict", options=FINISH_SPEC),
     ))
     spec.update(factory.provider_argument_spec(required=True))
     return spec
@@ -114,6 +131,9 @@ class ActionModule(ActionBase):
         try:
             if engine is None:
                 engine = _ENGINES[key] = self._build(args, check_mode)
+            if args["begin"] and not check_mode and not engine.begun:
+                self._begin(args)
+                engine.begun = True
             outcome = engine.run_slice(seconds=args["slice_seconds"])
         except executor.StepFailure as exc:
             _ENGINES.pop(key, None)
@@ -133,7 +153,15 @@ class ActionModule(ActionBase):
         if check_mode:
             self._show_plan(facts)
         self._flush(args, engine, task_vars)
-        if not check_mode and args.get("lock"):
+        finishing = bool(outcome["done"] and args["finish"] and not check_mode)
+        if finishing:
+            try:
+                result["report"] = self._finish_run(args, engine)
+            except executor.StepFailure as exc:
+                _ENGINES.pop(key, None)
+                result.update(failed=True, msg=str(exc), done=False, **exc.details)
+                return self._finish(result, engine, args)
+        elif not check_mode and args.get("lock"):
             self._renew_lock(args, task_vars)
         if outcome["done"] or check_mode:
             _ENGINES.pop(key, None)
@@ -203,6 +231,7 @@ class ActionModule(ActionBase):
         engine = executor.Executor(settings, executor.KubeAccess(api_client, options.annotation_prefix, args["drain"]),
                                    executor.CloudAccess(provider), etcd=remover, say=display.display)
         engine.passes = args["passes"]
+        engine.begun = False
         engine.pending_journal, engine.pending_events = {}, []
         if args.get("journal"):
             where = args["journal"]
@@ -220,37 +249,89 @@ class ActionModule(ActionBase):
                 engine.record_created = lambda record: _record_created(api_client, where, args["image"], record)
         return engine
 
-    # -- journal and lock: the modules' own code, once per slice -----------------------------------------
+    # -- journal, lock and autoscaler: the modules' own code, in this process --------------------------
     def _auth(self, args):
-        return {k: args[k] for k in kube.AUTH_ARG_SPEC if args.get(k) is not None}
+        return base.given_options(args, kube.AUTH_ARG_SPEC)
+
+    def _module(self, args, module, own, run, doing):
+        """`module`'s own code (its spec, rules and `run`) in this process, with own options `own`: its result, or
+        StepFailure with its message; its warnings are shown as its own task would show them."""
+        try:
+            call = base.InProcessModule(module.ARGUMENT_SPEC, dict(self._auth(args), **own), kube_auth=True,
+                                        validate=module.VALIDATE)
+            answer = call.run(lambda: run(call, kube.build_api_client(call.params)), doing)
+        except base.ModuleFailed as exc:
+            raise executor.StepFailure(exc.result.get("msg") or doing,
+                                       **{k: v for k, v in exc.result.items() if k == "reason"})
+        for warning in answer.pop("warnings", None) or ():
+            display.warning(warning)
+        return answer
+
+    def _journal(self, args, record, image=None, **own):
+        journal = args["journal"]
+        own = dict(name=journal["name"], namespace=journal["namespace"], image=image or args["image"],
+                   target_image=args["image"], record=record, events=journal["events"], **own)
+        return self._module(args, upgrade_journal, own, upgrade_journal.act,
+                            "journal ConfigMap %s/%s" % (journal["namespace"], journal["name"]))
+
+    def _autoscaler(self, args, where, state):
+        own = dict(name=where["name"], namespace=where["namespace"], state=state,
+                   annotation_prefix=args["annotation_prefix"])
+        return self._module(args, autoscaler_pause, own, autoscaler_pause.run,
+                            "Deployment %s/%s" % (where["namespace"], where["name"]))
+
+    def _lock(self, args, state):
+        lock = args["lock"]
+        own = dict(holder=lock["holder"], name=lock["name"], namespace=lock["namespace"],
+                   lease_duration=lock["lease_duration"], state=state)
+        return self._module(args, upgrade_lock, own, upgrade_lock.run, "Lease %s/%s" % (lock["namespace"], lock["name"]))
+
+    def _begin(self, args):
+        """Start the journal (this attempt's record) and pause the cluster-autoscaler, as run.yml's tasks did."""
+        begin = args["begin"]
+        self._journal(args, begin["record"], image=begin["image"], new_target=begin["new_target"])
+        self._autoscaler(args, begin["autoscaler"], "paused")
+
+    def _finish_run(self, args, engine):
+        """The upgrade is done: restore the autoscaler, close the journal, write the report and release the
+        run lock, as run.yml's tasks did. Returns the report (summary, files)."""
+        finish = args["finish"]
+        self._autoscaler(args, finish["autoscaler"], "restored")
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        run = (args.get("journal") or {}).get("run")
+        record = dict(finished=now, passes=engine.passes)
+        if run:
+            record["attempts"] = {run: dict(passes=engine.passes, outcome="done", ended=now)}
+        self._journal(args, record)
+        written = self._journal(args, {}, state="report", report_dir=finish["report_dir"])
+        if args.get("lock"):
+            self._lock(args, "absent")
+        return dict(summary=written["summary"], files=written["files"])
 
     def _flush(self, args, engine, task_vars):
+        del task_vars
         if engine is None or not getattr(engine, "pending_journal", None) or not args.get("journal"):
             return
         record, engine.pending_journal = engine.pending_journal, {}
         # The slice's warnings, written as Events by upgrade_journal (report.merge keeps no events).
         record["events"], engine.pending_events = engine.pending_events, []
-        journal = args["journal"]
         # args["image"] is the upgrade's exact target: given as target_image too, a finished journal of the same
         # upgrade (a rerun) is kept, not started afresh (which would drop its record of the instances created).
-        module_args = dict(self._auth(args), name=journal["name"], namespace=journal["namespace"],
-                           image=args["image"], target_image=args["image"], record=record, events=journal["events"])
-        answer = self._execute_module(module_name="kubenodes.image_upgrade.upgrade_journal", module_args=module_args,
-                                      task_vars=task_vars)
-        if answer.get("failed"):
-            display.warning("the journal could not be written (the next slice tries again): %s" % answer.get("msg"))
+        try:
+            self._journal(args, record)
+        except executor.StepFailure as exc:
+            display.warning("the journal could not be written (the next slice tries again): %s" % exc)
             report.merge(record, engine.pending_journal)
             engine.pending_journal = record
             engine.pending_events = record.pop("events") + engine.pending_events
 
     def _renew_lock(self, args, task_vars):
+        del task_vars
         lock = args["lock"]
-        module_args = dict(self._auth(args), holder=lock["holder"], name=lock["name"], namespace=lock["namespace"],
-                           lease_duration=lock["lease_duration"])
-        answer = self._execute_module(module_name="kubenodes.image_upgrade.upgrade_lock", module_args=module_args,
-                                      task_vars=task_vars)
-        if answer.get("failed"):
-            raise AnsibleActionFail("renewing the run lock %s/%s failed: %s" % (lock["namespace"], lock["name"], answer.get("msg")))
+        try:
+            self._lock(args, "present")
+        except executor.StepFailure as exc:
+            raise AnsibleActionFail("renewing the run lock %s/%s failed: %s" % (lock["namespace"], lock["name"], exc))
 
     @staticmethod
     def _show_plan(facts):

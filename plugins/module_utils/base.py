@@ -486,3 +486,94 @@ class KubenodesModule(AnsibleModule):
         except Exception as exc:  # pylint: disable=broad-except
             self.fail_from_exception(exc, doing)
         self.exit_json(**result)
+
+
+# ---------------------------------------------------------------------------------------------------
+# A module's own code, run in the controller process by an action plugin
+
+
+class ModuleFailed(BaseException):
+    """What fail_json would have returned (already redacted): `result` has failed=True and msg. A BaseException, as
+    the SystemExit of a module's fail_json: a module's `except Exception` does not catch it."""
+
+    def __init__(self, result):
+        super().__init__(result.get("msg"))
+        self.result = result
+
+
+def given_options(args, spec):
+    """The options of `spec` that are set in `args` (an action's validated arguments), for another module's spec:
+    unset ones (None, at any depth of a dict) are left out, since a None would fail a choice there."""
+    def given(value):
+        if isinstance(value, dict):
+            return {k: given(v) for k, v in value.items() if v is not None}
+        return value
+    return {k: given(args[k]) for k in spec if args.get(k) is not None}
+
+
+class InProcessModule:
+    """The part of KubenodesModule a module's run function uses (params, check_mode, fail_json, warn), for the
+    action plugins that run several modules' code in one controller process (upgrade_start, upgrade_step): no
+    interpreter start and no SDK import per call. The options are validated against the module's own argument
+    spec and rules, secrets are collected and redacted as in KubenodesModule, and fail_json raises ModuleFailed.
+
+    InProcessModule(own_spec, params, kube_auth=False, cloud=None, validate=None, check_mode=False)
+    """
+
+    def __init__(self, own_spec, params, kube_auth=False, cloud=None, validate=None, check_mode=False):
+        from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+        self.argument_spec = merged_argument_spec(own_spec, kube_auth=kube_auth, cloud=cloud)
+        self.check_mode = bool(check_mode)
+        self._diff = False
+        self.warnings = []
+        self._secrets = set()
+        self.add_secrets(secret_values(self.argument_spec, params))
+        self.add_secrets(environment_secrets())
+        checked = ArgumentSpecValidator(self.argument_spec).validate(dict(params))
+        if checked.error_messages:
+            self.fail_json(msg="; ".join(checked.error_messages), reason="invalid")
+        self.params = checked.validated_parameters
+        self.add_secrets(secret_values(self.argument_spec, self.params))
+        if validate is not None:
+            problems = validate(self.params)
+            problems = [problems] if isinstance(problems, str) else [p for p in problems or () if p]
+            if problems:
+                self.fail_json(msg="invalid options: " + "; ".join(problems), reason="invalid")
+
+    def add_secrets(self, values):
+        for value in values or ():
+            if isinstance(value, str):
+                self._secrets.update(spellings(value))
+
+    def redact(self, text):
+        return redact(text, self._secrets)
+
+    def result(self, data):
+        """The module's result as exit_json would return it: redacted, with its warnings."""
+        data = redact_data(dict(data), self._secrets)
+        if self.warnings:
+            data["warnings"] = list(data.get("warnings") or []) + self.warnings
+        return data
+
+    def fail_json(self, msg, **kwargs):
+        kwargs.pop("exception", None)
+        raise ModuleFailed(self.result(dict(kwargs, failed=True, msg=str(msg))))
+
+    def warn(self, warning, *args, **kwargs):  # pylint: disable=unused-argument
+        self.warnings.append(self.redact(str(warning)))
+
+    def fail_from_exception(self, exc, doing=None, **result):
+        msg, extra = describe_error(exc, doing)
+        for key, value in extra.items():
+            result.setdefault(key, value)
+        self.fail_json(msg=msg, **result)
+
+    def run(self, action, doing, *args):
+        """The module's result of action(*args), or ModuleFailed naming `doing` when it raises."""
+        try:
+            return self.result(action(*args))
+        except ModuleFailed:
+            raise
+        except Exception as exc:  # pylint: disable=broad-except
+            self.fail_from_exception(exc, doing)

@@ -146,15 +146,19 @@ def run(module, api_client):
                      % (params["namespace"], params["name"]))
 
 
+# The module's own options and rules (also run in the controller by the upgrade_start and upgrade_step actions).
+ARGUMENT_SPEC = dict(
+    name=dict(type="str", default="cluster-autoscaler"),
+    namespace=dict(type="str", default="kube-system"),
+    state=dict(type="str", choices=["paused", "restored"], required=True),
+    annotation_prefix=dict(type="str", default="image-upgrade.kubenodes.io"),
+)
+VALIDATE = validate.checker(dict(name=validate.object_name, namespace=validate.namespace,
+                                 annotation_prefix=validate.annotation_prefix))
+
+
 def main():
-    module = KubenodesModule(argument_spec=dict(
-        name=dict(type="str", default="cluster-autoscaler"),
-        namespace=dict(type="str", default="kube-system"),
-        state=dict(type="str", choices=["paused", "restored"], required=True),
-        annotation_prefix=dict(type="str", default="image-upgrade.kubenodes.io"),
-    ), kube_auth=True, supports_check_mode=True,
-        validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace,
-                                       annotation_prefix=validate.annotation_prefix)))
+    module = KubenodesModule(argument_spec=ARGUMENT_SPEC, kube_auth=True, supports_check_mode=True, validate=VALIDATE)
     module.run(lambda: run(module, module.kube_client()),
                "Deployment %s/%s" % (module.params["namespace"], module.params["name"]))
 

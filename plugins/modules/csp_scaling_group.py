@@ -159,12 +159,17 @@ def ensure_image(module, provider):
     return result
 
 
+# The module's own options (also run in the controller by the upgrade_start action).
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["present"], default="present"),
+    group=dict(type="list", elements="str", default=[]),
+    image=dict(type="str"),
+)
+
+
 def main():
-    module = KubenodesModule(argument_spec=dict(
-        state=dict(type="str", choices=["present"], default="present"),
-        group=dict(type="list", elements="str", default=[]),
-        image=dict(type="str"),
-    ), cloud=CLOUD_REQUIRED, supports_check_mode=True, required_if=[("state", "present", ["image"])])
+    module = KubenodesModule(argument_spec=ARGUMENT_SPEC, cloud=CLOUD_REQUIRED, supports_check_mode=True,
+                             required_if=[("state", "present", ["image"])])
     try:
         provider = factory.build_provider(module.params)
         result = ensure_image(module, provider)

@@ -540,9 +540,8 @@ def quota_report(provider, result):
     return quota.assess(rows, limits, result["budget"].get("max_surge_total"))
 
 
-def main():
-    module = KubenodesModule(argument_spec=argument_spec(), supports_check_mode=True)
-    module.require("kubernetes")
+def facts(module):
+    """The module's result (fails through module.fail_json); also run in the controller by upgrade_start."""
     try:
         api_client, nodes, result, provider = node_state.plan_from_cluster(module.params)
         keys = AnnotationKeys(result["annotation_prefix"])
@@ -572,7 +571,13 @@ def main():
     if invalid:
         shown = ", ".join("%s (%s)" % (i["name"], i["reason"]) for i in invalid[:5])
         module.warn("%d node(s) are left alone: %s%s" % (len(invalid), shown, ", ..." if len(invalid) > 5 else ""))
-    module.exit_json(changed=False, **result)
+    return dict(result, changed=False)
+
+
+def main():
+    module = KubenodesModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module.require("kubernetes")
+    module.exit_json(**facts(module))
 
 
 if __name__ == "__main__":

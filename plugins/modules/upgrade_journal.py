@@ -305,32 +305,39 @@ def delete(module, api_client):
     return dict(changed=True, journal=journal or {})
 
 
-def main():
-    module = KubenodesModule(argument_spec=dict(
-        name=dict(type="str", default="kubenodes-image-upgrade-journal"),
-        namespace=dict(type="str", default="kube-system"),
-        state=dict(type="str", choices=["present", "report", "absent"], default="present"),
-        image=dict(type="str"),
-        target_image=dict(type="str"),
-        new_target=dict(type="bool", default=False),
-        record=dict(type="dict", default={}),
-        events=dict(type="bool", default=True),
-        report_dir=dict(type="path"),
-        created=dict(type="dict", options=dict(instances=dict(type="list", elements="dict", default=[]),
-                                               scaling_groups=dict(type="list", elements="dict", default=[]))),
-    ), kube_auth=True, supports_check_mode=True, required_if=[("state", "report", ["report_dir"])],
-        validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace)))
+# The module's own options and rules (also run in the controller by the upgrade_start and upgrade_step actions).
+ARGUMENT_SPEC = dict(
+    name=dict(type="str", default="kubenodes-image-upgrade-journal"),
+    namespace=dict(type="str", default="kube-system"),
+    state=dict(type="str", choices=["present", "report", "absent"], default="present"),
+    image=dict(type="str"),
+    target_image=dict(type="str"),
+    new_target=dict(type="bool", default=False),
+    record=dict(type="dict", default={}),
+    events=dict(type="bool", default=True),
+    report_dir=dict(type="path"),
+    created=dict(type="dict", options=dict(instances=dict(type="list", elements="dict", default=[]),
+                                           scaling_groups=dict(type="list", elements="dict", default=[]))),
+)
+VALIDATE = validate.checker(dict(name=validate.object_name, namespace=validate.namespace))
+
+
+def act(module, api_client):
+    """What the module does for its state: record, write_report or delete."""
     action = {"present": record, "report": write_report, "absent": delete}[module.params["state"]]
+    try:
+        return action(module, api_client)
+    except MalformedJournal as exc:
+        module.fail_json(msg=str(exc), reason="malformed_journal")
+    except OSError as exc:
+        module.fail_json(msg="cannot write the report to %s: %s" % (module.params["report_dir"], exc))
 
-    def act():
-        try:
-            return action(module, module.kube_client())
-        except MalformedJournal as exc:
-            module.fail_json(msg=str(exc), reason="malformed_journal")
-        except OSError as exc:
-            module.fail_json(msg="cannot write the report to %s: %s" % (module.params["report_dir"], exc))
 
-    module.run(act, "journal ConfigMap %s/%s" % (module.params["namespace"], module.params["name"]))
+def main():
+    module = KubenodesModule(argument_spec=ARGUMENT_SPEC, kube_auth=True, supports_check_mode=True,
+                             required_if=[("state", "report", ["report_dir"])], validate=VALIDATE)
+    module.run(lambda: act(module, module.kube_client()),
+               "journal ConfigMap %s/%s" % (module.params["namespace"], module.params["name"]))
 
 
 if __name__ == "__main__":

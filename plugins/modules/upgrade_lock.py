@@ -257,16 +257,21 @@ def run(module, api_client):
     module.fail_json(msg="Lease %s/%s kept changing under us (three conflicts in a row)" % (namespace, name), **result)
 
 
+# The module's own options and rules (also run in the controller by the upgrade_start and upgrade_step actions).
+ARGUMENT_SPEC = dict(
+    name=dict(type="str", default="kubenodes-image-upgrade"),
+    namespace=dict(type="str", default="kube-system"),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    holder=dict(type="str"),
+    lease_duration=dict(type="int", default=300),
+    fail_when_held=dict(type="bool", default=True),
+)
+VALIDATE = validate.checker(dict(name=validate.object_name, namespace=validate.namespace,
+                                 lease_duration=validate.lease_seconds))
+
+
 def main():
-    module = KubenodesModule(argument_spec=dict(
-        name=dict(type="str", default="kubenodes-image-upgrade"),
-        namespace=dict(type="str", default="kube-system"),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-        holder=dict(type="str"),
-        lease_duration=dict(type="int", default=300),
-        fail_when_held=dict(type="bool", default=True),
-    ), kube_auth=True, supports_check_mode=True,
-        validate=validate.checker(dict(name=validate.object_name, namespace=validate.namespace, lease_duration=validate.lease_seconds)))
+    module = KubenodesModule(argument_spec=ARGUMENT_SPEC, kube_auth=True, supports_check_mode=True, validate=VALIDATE)
     module.run(lambda: run(module, module.kube_client()),
                "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
 

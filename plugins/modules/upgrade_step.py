@@ -250,6 +250,50 @@ options:
     type: str
     choices: [none, batch, replacement]
     default: none
+  begin:
+    description:
+      - Before the first slice of this process (once, not on every retry), start the journal and pause the
+        cluster-autoscaler, with the code of M(kubenodes.image_upgrade.upgrade_journal) (O(journal), this record,
+        O(begin.image) as its C(image) and O(image) as its C(target_image)) and of
+        M(kubenodes.image_upgrade.autoscaler_pause) (C(state=paused)), in this process. The rolling_upgrade role
+        sets it with the step engine and no health gate, instead of a task (a module process) for each.
+      - Nothing of it in check mode.
+    type: dict
+    suboptions:
+      image:
+        description: The image reference the run asked for (C(rolling_upgrade_image)).
+        type: str
+        required: true
+      new_target:
+        description: As M(kubenodes.image_upgrade.upgrade_journal)'s O(kubenodes.image_upgrade.upgrade_journal#module:new_target).
+        type: bool
+        default: false
+      record:
+        description: The journal record of the run's start (C(started), C(attempts)).
+        type: dict
+        default: {}
+      autoscaler:
+        description: The cluster-autoscaler Deployment (C(name), C(namespace)).
+        type: dict
+        default: {}
+  finish:
+    description:
+      - When the upgrade is done (RV(done)), in the same call - restore the cluster-autoscaler, close the journal
+        (C(finished), C(passes), this attempt's outcome V(done)), write the report to O(finish.report_dir) and
+        release the run lock O(lock), with the code of M(kubenodes.image_upgrade.autoscaler_pause),
+        M(kubenodes.image_upgrade.upgrade_journal) (C(state=report) too) and M(kubenodes.image_upgrade.upgrade_lock)
+        (C(state=absent)); the report is RV(report). A failure of any of them fails the call, naming it.
+      - Nothing of it in check mode.
+    type: dict
+    suboptions:
+      report_dir:
+        description: Where the report files go.
+        type: path
+        required: true
+      autoscaler:
+        description: The cluster-autoscaler Deployment (C(name), C(namespace)).
+        type: dict
+        default: {}
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
   - kubenodes.image_upgrade.cloud_provider
@@ -288,6 +332,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+report:
+  description: With O(finish), when RV(done) - the report M(kubenodes.image_upgrade.upgrade_journal) C(state=report)
+    wrote, its C(summary) and its C(files).
+  returned: with finish, when done
+  type: dict
 done:
   description: Every node runs the image and nothing is left over.
   returned: always

@@ -234,3 +234,62 @@ def test_a_gcp_key_dict_masks_its_key_but_not_the_project(capsys):
                                                                   service_account_contents=key)), capsys)
     assert result["group"] == "projects/my-project-42/zones/z/instanceGroupManagers/g"
     assert leaks(text) == [], text
+
+
+# -- a module's own code run in the controller (base.InProcessModule, the upgrade_start/upgrade_step actions) --
+
+def in_process(module, args, run=None):
+    """A module's run function in-process, as the actions call it: (result, None) or (None, failure)."""
+    try:
+        call = base.InProcessModule(module.ARGUMENT_SPEC, args, kube_auth=True, validate=module.VALIDATE)
+        run = run or module.run
+        doing = "Lease %s/%s" % (call.params["namespace"], call.params["name"])   # as upgrade_lock.main names it
+        return call.run(lambda: run(call, base.kube.build_api_client(call.params)), doing), None
+    except base.ModuleFailed as exc:
+        return None, exc.result
+
+
+@pytest.mark.parametrize("args", [dict(lease_duration=5), dict(state="held"), dict(namespace="Not_A_Namespace")])
+def test_in_process_refuses_bad_options_with_the_modules_own_message(args, capsys):
+    expected, _text = run_module(upgrade_lock.main, dict(args, host="http://127.0.0.1:1"), capsys)
+    result, failure = in_process(upgrade_lock, dict(args, host="http://127.0.0.1:1"))
+    assert result is None and failure["failed"] is True
+    assert failure["msg"] == expected["msg"], (failure["msg"], expected["msg"])
+
+
+def test_in_process_api_error_echoing_the_api_key_is_masked_as_in_the_module(echo_server, capsys):
+    expected, _text = run_module(upgrade_lock.main, dict(host=echo_server, api_key=CANARY), capsys)
+    result, failure = in_process(upgrade_lock, dict(host=echo_server, api_key=CANARY))
+    assert result is None and "401" in failure["msg"] and "renew the token" in failure["msg"], failure
+    assert leaks(json.dumps(failure)) == [], failure
+    assert failure["msg"] == expected["msg"]
+
+
+def test_in_process_fail_json_is_not_caught_by_the_modules_except_exception():
+    # A module's fail_json ends the module (SystemExit); in-process it must end the call too, not be turned
+    # into another error by an `except Exception` around it (node_image_facts.facts has one).
+    def run(module, _client):
+        try:
+            module.fail_json(msg="Lease x/y: token %s refused" % CANARY, reason="held")
+        except Exception:  # pylint: disable=broad-except
+            return dict(changed=False, swallowed=True)
+    result, failure = in_process(upgrade_lock, dict(host="http://127.0.0.1:1", api_key=CANARY), run=run)
+    assert result is None and failure["reason"] == "held" and failure["failed"] is True
+    assert CANARY not in failure["msg"] and base.MASK in failure["msg"]
+
+
+def test_in_process_fills_the_modules_defaults_and_keeps_its_warnings():
+    def run(module, _client):
+        module.warn("a warning naming %s" % CANARY)
+        return dict(changed=False, params=dict(module.params))
+    result, failure = in_process(upgrade_lock, dict(host="http://127.0.0.1:1", api_key=CANARY), run=run)
+    assert failure is None
+    assert result["params"]["name"] == "kubenodes-image-upgrade" and result["params"]["lease_duration"] == 300
+    assert result["params"]["api_key"] == base.MASK
+    assert result["warnings"] == ["a warning naming %s" % base.MASK]
+
+
+def test_given_options_leave_out_what_is_unset_at_any_depth():
+    spec = dict(provider=dict(type="str"), azure=dict(type="dict"), host=dict(type="str"))
+    args = dict(provider="azure", azure=dict(subscription_id="s", cert_validation_mode=None), host=None, other=1)
+    assert base.given_options(args, spec) == dict(provider="azure", azure=dict(subscription_id="s"))

@@ -1,0 +1,126 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""upgrade_start: the reads before an upgrade and the run lock, in the controller process; documentation is in
+plugins/modules/upgrade_start.py. It runs the modules' own code (their argument specs, rules and messages) in
+one worker process, so the role starts without a module process (and an SDK import) per step."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import base, kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
+from ansible_collections.kubenodes.image_upgrade.plugins.modules import (
+    csp_scaling_group, node_image_facts, upgrade_journal, upgrade_lock)
+
+LOCK_SPEC = dict(
+    holder=dict(type="str"),
+    name=dict(type="str", default="kubenodes-image-upgrade"),
+    namespace=dict(type="str", default="kube-system"),
+    lease_duration=dict(type="int", default=600),
+)
+
+
+def argument_spec():
+    spec = kube.auth_argument_spec(dict(
+        stage=dict(type="str", choices=["prepare", "lock"], required=True),
+        image=dict(type="str"),
+        new_target=dict(type="bool", default=False),
+        journal=dict(type="dict", options=journal_store.REFERENCE_SPEC),
+        preflight=dict(type="dict"),
+        lock=dict(type="dict", options=LOCK_SPEC),
+    ))
+    spec.update(factory.provider_argument_spec(required=False))
+    return spec
+
+
+def auth_params(args):
+    return base.given_options(args, kube.AUTH_ARG_SPEC)
+
+
+def cloud_params(args):
+    return base.given_options(args, factory.provider_argument_spec(required=False))
+
+
+def prepare(args, check_mode):
+    """target.yml's two reads and the preflight's read, each as its module does it: `resolved` as
+    csp_scaling_group (check mode, no group), `target` as upgrade_journal (check mode), `preflight` as
+    node_image_facts on the target image (None when args["preflight"] is None)."""
+    steps = {}
+    module = base.InProcessModule(dict(csp_scaling_group.ARGUMENT_SPEC),
+                                  dict(cloud_params(args), image=args["image"], group=[]),
+                                  cloud=base.CLOUD_REQUIRED, check_mode=True)
+
+    def resolve():
+        provider = factory.build_provider(module.params)
+        result = csp_scaling_group.ensure_image(module, provider)
+        result.update(factory.provider_extras(provider))
+        return result
+    steps["resolved"] = _step("resolve the image", module, resolve)
+    journal = args["journal"] or {}
+    module = base.InProcessModule(upgrade_journal.ARGUMENT_SPEC, dict(
+        auth_params(args), name=journal.get("name"), namespace=journal.get("namespace"), image=args["image"],
+        target_image=steps["resolved"]["image"], new_target=args["new_target"]),
+        kube_auth=True, validate=upgrade_journal.VALIDATE, check_mode=True)
+    steps["target"] = _step("the upgrade's target image", module, lambda: upgrade_journal.act(module, kube.build_api_client(module.params)))
+    steps["preflight"] = None
+    if args["preflight"] is not None:
+        params = dict(auth_params(args), **cloud_params(args))
+        params.update(args["preflight"], image=steps["target"]["target_image"])
+        module = base.InProcessModule(node_image_facts.argument_spec(), params, check_mode=check_mode)
+        steps["preflight"] = _step("read the nodes and the clouds", module, lambda: node_image_facts.facts(module))
+    return steps
+
+
+class StepFailed(Exception):
+    def __init__(self, doing, result):
+        super().__init__(result.get("msg"))
+        self.doing, self.result = doing, result
+
+
+def _step(doing, module, action):
+    try:
+        return module.run(action, doing)
+    except base.ModuleFailed as exc:
+        raise StepFailed(doing, exc.result) from None
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        _valid, args = self.validate_argument_spec(argument_spec=argument_spec())
+        check_mode = bool(self._task.check_mode or self._play_context.check_mode)
+        try:
+            if args["stage"] == "prepare":
+                if not args["image"]:
+                    raise AnsibleActionFail("stage=prepare needs image")
+                result.update(prepare(args, check_mode), changed=False)
+            else:
+                result.update(self._lock(args, check_mode))
+        except base.ModuleFailed as exc:
+            result.update(exc.result)
+        except StepFailed as exc:
+            result.update(exc.result, failed_step=exc.doing)
+        # Each module's warnings, as its own task would have shown them.
+        for step in ("resolved", "target", "preflight"):
+            warnings = (result.get(step) or {}).pop("warnings", None)
+            if warnings:
+                result.setdefault("warnings", []).extend(warnings)
+        return result
+
+    @staticmethod
+    def _lock(args, check_mode):
+        """upgrade_lock state=present fail_when_held=false, once (the role repeats it while the Lease is held)."""
+        lock = args["lock"] or {}
+        module = base.InProcessModule(upgrade_lock.ARGUMENT_SPEC, dict(
+            auth_params(args), name=lock.get("name"), namespace=lock.get("namespace"), holder=lock.get("holder"),
+            lease_duration=lock.get("lease_duration"), fail_when_held=False),
+            kube_auth=True, validate=upgrade_lock.VALIDATE, check_mode=check_mode)
+        return module.run(lambda: upgrade_lock.run(module, kube.build_api_client(module.params)),
+                          "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
