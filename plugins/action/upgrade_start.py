@@ -7,13 +7,13 @@ one worker process, so the role starts without a module process (and an SDK impo
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import base, kube
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 from ansible_collections.kubenodes.image_upgrade.plugins.modules import (
     csp_scaling_group, node_image_facts, upgrade_journal, upgrade_lock)
+from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils import action_base
 
 LOCK_SPEC = dict(
     holder=dict(type="str"),
@@ -87,13 +87,14 @@ def _step(doing, module, action):
         raise StepFailed(doing, exc.result) from None
 
 
-class ActionModule(ActionBase):
+class ActionModule(action_base.KubenodesActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
+    def options_spec(self):
+        return argument_spec()
+
+    def run_action(self, result, task_vars):
         _valid, args = self.validate_argument_spec(argument_spec=argument_spec())
         check_mode = bool(self._task.check_mode or self._play_context.check_mode)
         try:
