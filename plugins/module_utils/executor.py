@@ -314,7 +314,7 @@ class Executor:
         if self.journal is not None:
             self._timed("kube", self.journal, progress.journal_record(
                 facts, self.passes, drains, finished, run=self.settings.journal_run, api_seconds=self.timings,
-                engine_id=self.engine_id))
+                engine_id=self.engine_id, etcd_removed=[i["name"] for i in removed_now]))
         # plan.obsolete: surplus nodes marked in this pass (plan.surplus's "obsolete" entries among them) are
         # drained in the next look, at once.
         moved = bool(creations or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans

@@ -32,6 +32,15 @@ USER_CHECKS = """\
 """
 
 
+def gate_events(handle):
+    """{node: [(reason, type, message)]} of the upgrade's gate Events on Nodes."""
+    found = {}
+    for item in handle.kube().request("GET", "/api/v1/namespaces/default/events")["items"]:
+        if (item.get("source") or {}).get("component") == "kubenodes-image-upgrade" and item["reason"].startswith("UpgradeGate"):
+            found.setdefault(item["involvedObject"]["name"], []).append((item["reason"], item["type"], item["message"]))
+    return found
+
+
 def journal(handle):
     return json.loads(handle.kube().request("GET", JOURNAL)["data"]["journal.json"])
 
@@ -78,6 +87,11 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     # The built-in checks passed, the soak last: not before SOAK seconds after the heir turned Ready.
     assert seconds(gate["ended"]) >= ready_since(heir) + SOAK - 1, (gate, heir["status"]["conditions"])
     assert set(gate["seconds"]) >= {"nodes_ready", "system_pods_ready", "no_new_pending", "soak"}
+    # The failed gate is a Warning Event on the heir of the batch it followed, naming the gate and what failed.
+    [gate_id] = first["gates"]
+    assert gate_events(handle) == {heir["metadata"]["name"]: [("UpgradeGateFailed", "Warning", (
+        "health gate %s (after each batch; this one after the heirs %s) failed at %s: %s"
+        % (gate_id, heir["metadata"]["name"], gate["ended"], gate["failure"]))[:1024])]}, gate_events(handle)
 
     marker.unlink()
     rc, text = uh.run_upgrade(values, tmp_path / "second.log", timeout=RUN_TIMEOUT)
@@ -94,5 +108,14 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     # The last gate soaked after the last heir turned Ready.
     assert seconds(gates[2]["ended"]) >= ready_since(second_heir) + SOAK - 1
     assert "user_tasks" in gates[2]["seconds"]
+    # Each gate that passed is an Event on the heirs of its batch: the gate run again on the first heir's, the
+    # last gate on the second heir's; the failed gate's Event stays.
+    written = gate_events(handle)
+    first_heir, last_heir = heir["metadata"]["name"], second_heir["metadata"]["name"]
+    assert sorted(reason for reason, _kind, _text in written[first_heir]) == ["UpgradeGateFailed", "UpgradeGatePassed"]
+    assert [reason for reason, _kind, _text in written[last_heir]] == ["UpgradeGatePassed"], written
+    [(_, kind, text)] = [e for e in written[last_heir]]
+    assert kind == "Normal" and "after the heirs %s) passed at %s" % (last_heir, gates[2]["ended"]) in text, text
+    assert "soak %ss" % gates[2]["seconds"]["soak"] in text and "user_tasks" in text, text
     report = (pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.md").read_text()
     assert "Health gates" in report and "| 3 |" in report and "Gate 1 failed: health gate failed: your tasks file" in report
