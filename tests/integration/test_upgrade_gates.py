@@ -8,6 +8,7 @@ second worker, soaks again after its heir turned Ready, and finishes; the report
 import datetime
 import json
 import pathlib
+import time
 
 import pytest
 
@@ -119,3 +120,77 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     assert "soak %ss" % gates[2]["seconds"]["soak"] in text and "user_tasks" in text, text
     report = (pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.md").read_text()
     assert "Health gates" in report and "| 3 |" in report and "Gate 1 failed: health gate failed: your tasks file" in report
+
+
+def wait_until(what, predicate, timeout, run=None):
+    deadline = time.monotonic() + timeout
+    while True:
+        found = predicate()
+        if found:
+            return found
+        assert run is None or run.proc.poll() is None, "the run ended before %s:\n%s" % (what, run.output()[-4000:])
+        assert time.monotonic() < deadline, "no %s within %ss" % (what, timeout)
+        time.sleep(0.3)
+
+
+@pytest.mark.timeout(900)
+def test_a_run_killed_with_a_part_finished_batch_runs_the_owed_gate_before_the_next_heir(upgrade_cluster, tmp_path):
+    """Three workers, batches of two. A PodDisruptionBudget holds the drain of the first worker while the second's
+    replacement finishes: the gate after this batch is owed, and recorded so in the journal. The whole process tree
+    is killed then, the budget removed, and the resumed run finishes that batch and runs its gate before it creates
+    the third worker's heir (without the journal's record it would create it at once: the batch has room)."""
+    handle, values, start = upgrade_cluster("gcp", workers=3, groups=1)
+    upgraded = uh.limit_to_groups(values, start, ["workers-0"])
+    [group_label] = upgraded
+    old_workers = sorted(start["groups"][group_label])
+    assert len(old_workers) == 3
+    # The planner pairs a group's outdated nodes in name order: the first two are the first batch.
+    guarded, finishing, later = old_workers
+    kube = handle.kube()
+    kube.merge_patch("/api/v1/nodes/" + guarded, {"metadata": {"labels": {"kubenodes-test/guard": "yes"}}})
+    namespace, labels = "guarded", {"app": "guarded"}
+    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}}, ok=(201,))
+    wait_until("default service account", lambda: kube.request(
+        "GET", "/api/v1/namespaces/%s/serviceaccounts/default" % namespace, ok=(200, 404)).get("kind") == "ServiceAccount", 30)
+    # The label goes to the guarded worker's heir with the others, so the pod has a place once it is evicted.
+    kube.request("POST", "/apis/apps/v1/namespaces/%s/deployments" % namespace, {
+        "metadata": {"name": "guarded"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"nodeSelector": {"kubenodes-test/guard": "yes"}, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}}}, ok=(201,))
+    pdb = "/apis/policy/v1/namespaces/%s/poddisruptionbudgets" % namespace
+    kube.request("POST", pdb, {"metadata": {"name": "hold"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}},
+                 ok=(201,))
+    uh.wait_pod_running(kube, namespace, "app=guarded", guarded)
+    values.update(rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch", rolling_upgrade_max_surge=2,
+                  rolling_upgrade_gate_timeout=120)
+
+    def names():
+        return {n["metadata"]["name"] for n in uh.nodes(handle)}
+
+    run = uh.PlaybookRun(values, tmp_path / "killed.log")
+    try:
+        wait_until("deletion of %s" % finishing, lambda: finishing not in names(), RUN_TIMEOUT, run)
+        assert guarded in names(), "the guarded worker's drain did not wait for its PodDisruptionBudget"
+        # The gate is owed from the moment the replacement finished, in the journal (not only in the run's memory).
+        wait_until("gate owed in the journal", lambda: journal(handle).get("gate_owed") is True, 20, run)
+    except BaseException:
+        run.close()
+        raise
+    killed = run.kill()
+    assert killed and "gates" not in journal(handle), journal(handle).get("gates")
+    assert later in names()
+
+    kube.request("DELETE", pdb + "/hold", ok=(200,))
+    rc, text = uh.run_upgrade(values, tmp_path / "resumed.log", timeout=RUN_TIMEOUT)
+    assert rc == 0, text[-3000:]
+    uh.assert_upgraded(handle, values, start, groups=upgraded)
+    final = journal(handle)
+    assert final["gate_owed"] is False and final["gate_due"] is False
+    gates = [final["gates"][k] for k in sorted(final["gates"])]
+    assert [g["outcome"] for g in gates] == ["passed", "passed"], gates
+    # The third worker's heir was created (the cloud's time, as journaled) after the owed gate passed.
+    created = final["nodes"][later]["phases"]["creating"]
+    assert seconds(created) >= seconds(gates[0]["ended"]), (created, gates[0])
+    assert max(seconds(final["nodes"][n]["phases"]["deleted"]) for n in (guarded, finishing)) <= seconds(gates[0]["started"])
