@@ -115,7 +115,7 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     first_heir, last_heir = heir["metadata"]["name"], second_heir["metadata"]["name"]
     assert sorted(reason for reason, _kind, _text in written[first_heir]) == ["UpgradeGateFailed", "UpgradeGatePassed"]
     assert [reason for reason, _kind, _text in written[last_heir]] == ["UpgradeGatePassed"], written
-    [(_, kind, text)] = [e for e in written[last_heir]]
+    [(_reason, kind, text)] = written[last_heir]
     assert kind == "Normal" and "after the heirs %s) passed at %s" % (last_heir, gates[2]["ended"]) in text, text
     assert "soak %ss" % gates[2]["seconds"]["soak"] in text and "user_tasks" in text, text
     report = (pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.md").read_text()

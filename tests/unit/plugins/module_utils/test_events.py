@@ -39,8 +39,8 @@ def test_each_phase_first_seen_is_one_event_on_the_node_it_concerns():
 
 def test_a_cordon_the_journal_records_is_not_written_twice():
     cordoned = {"nodes": {"w-1": {"heir": "w-9", "phases": {"cordoned": "2026-12-02T10:00:50Z"}}}}
-    draining = {"nodes": {"w-1": {"heir": "w-9", "phases": {"cordoned": "2026-12-02T10:00:50Z",
-                                                          "draining": "2026-12-02T10:01:00Z"}}}}
+    both = {"cordoned": "2026-12-02T10:00:50Z", "draining": "2026-12-02T10:01:00Z"}
+    draining = {"nodes": {"w-1": {"heir": "w-9", "phases": both}}}
     assert [e["reason"] for e in events.journal_events(None, cordoned)] == ["UpgradeCordoned"]
     assert [e["reason"] for e in events.journal_events(cordoned, draining)] == ["UpgradeDrainStarted"]
     assert [e["reason"] for e in events.journal_events(None, draining)] == ["UpgradeCordoned", "UpgradeDrainStarted"]
