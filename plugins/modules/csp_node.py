@@ -24,7 +24,7 @@ options:
       - V(present) creates O(count) new instances in O(group).
       - V(absent) deletes the instances named by O(provider_id) or O(node_name) and shrinks their group.
         Instances already gone count as deleted (RV(already_absent)). An instance that is not where it was
-        looked for but still exists is not gone: the task fails naming the groups searched and the instance's own
+        looked for but still exists is not gone, so the task fails naming the groups searched and the instance's own
         group, or that it is in none (C(reason=other_group), RV(other_group)), and deletes nothing. For a
         providerID the cloud is asked which group the instance belongs to (GCE its C(created-by) metadata, Azure
         the VM's scale set, AWS DescribeAutoScalingInstances), so a group the discovery does not find counts
