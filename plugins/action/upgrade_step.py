@@ -182,7 +182,7 @@ class ActionModule(action_base.KubenodesActionBase):
             provider = factory.build_provider(args)
             canonical = None
             if not args["image_resolved"]:
-                canonical = provider_base.with_retries(lambda: provider.validate_image(options.image.strip()))
+                canonical = provider.validate_image(options.image.strip())   # retried inside the provider
         except provider_base.NotFoundError as exc:
             raise executor.StepFailure("image %r does not exist: %s" % (options.image, exc))
         except provider_base.ProviderError as exc:
