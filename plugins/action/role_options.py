@@ -8,20 +8,19 @@ from __future__ import annotations
 import yaml
 
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 from ansible.utils.vars import load_extra_vars
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
+from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils import action_base
 
 PREFIX = "rolling_upgrade_"
 
 
-class ActionModule(ActionBase):
+class ActionModule(action_base.KubenodesActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("options_file", "short_names"))
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
+    def run_action(self, result, task_vars):
         task_vars = task_vars or {}
         args = self._task.args
         try:

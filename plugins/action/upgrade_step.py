@@ -9,15 +9,13 @@ from __future__ import annotations
 import json
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
-from ansible.utils.display import Display
-
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, kube, node_state, report
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
+from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils import action_base
 
-display = Display()
+display = action_base.MaskingDisplay()   # masks the task's secrets in every message
 
 # The clients (and the SDKs they imported) live as long as the worker process: `until` runs every retry
 # of the task in the same process, each with a new action object.
@@ -97,13 +95,15 @@ def _record_created(api_client, where, image, record):
                         % (", ".join(sorted(record["instances_created"])), where["namespace"], where["name"], exc))
 
 
-class ActionModule(ActionBase):
+class ActionModule(action_base.KubenodesActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
+    display = display
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
+    def options_spec(self):
+        return argument_spec()
+
+    def run_action(self, result, task_vars):
         valid, args = self.validate_argument_spec(argument_spec=argument_spec())
         del valid
         check_mode = bool(self._task.check_mode or self._play_context.check_mode)
@@ -182,7 +182,7 @@ class ActionModule(ActionBase):
             provider = factory.build_provider(args)
             canonical = None
             if not args["image_resolved"]:
-                canonical = provider_base.with_retries(lambda: provider.validate_image(options.image.strip()))
+                canonical = provider.validate_image(options.image.strip())   # retried inside the provider
         except provider_base.NotFoundError as exc:
             raise executor.StepFailure("image %r does not exist: %s" % (options.image, exc))
         except provider_base.ProviderError as exc:

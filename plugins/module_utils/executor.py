@@ -533,7 +533,7 @@ class CloudAccess:
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
 
         try:
-            base.with_retries(lambda: self.provider.set_group_image(group_id, image))
+            self.provider.set_group_image(group_id, image)   # the provider retries its own calls (one level)
         except base.ProviderError as exc:
             raise StepFailure("setting the image of %s to %s failed: %s" % (group_id, image, exc), step="set_group_image")
 

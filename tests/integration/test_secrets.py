@@ -133,7 +133,8 @@ def test_no_secret_in_any_output_or_object(upgrade_cluster, tmp_path, monkeypatc
     secrets["etcd client_key file"] = canary("etcdclientkeyfile")
     etcd_key_file.write_text("-----BEGIN PRIVATE KEY-----\n%s\n-----END PRIVATE KEY-----\n" % secrets["etcd client_key file"])
     gcp_canaries = {name: canary(name) for name in ("gcpprivatekeydict", "gcpprivatekeystring", "gcpprivatekeyfile",
-                                                    "gcpaccesstoken", "gcpenvcontents", "gcpenvaccesstoken")}
+                                                    "gcpaccesstoken", "gcpenvcontents", "gcpenvaccesstoken",
+                                                    "gcpprivatekeystep")}
     secrets.update(("gcp " + name, value) for name, value in gcp_canaries.items())
 
     def gcp_key(private_key):
@@ -185,6 +186,9 @@ def test_no_secret_in_any_output_or_object(upgrade_cluster, tmp_path, monkeypatc
         ("csp_node", {"state": "present", "group": "g", "provider": "aws", "aws": aws_refused}),
         ("csp_scaling_group", {"state": "present", "image": "ami-0123456789abcdef0", "group": ["g"], "provider": "aws",
                                "aws": {"region": "us-east-1", "endpoint_url": "http://" + refused}}),  # AWS_* from env
+        # the action plugin the role repeats (plugin_utils/action_base masks what the controller shows)
+        ("upgrade_step", {"kubeconfig": dict_kubeconfig, "image": "x", "provider": "gcp", "etcd": etcd,
+                          "gcp": dict(gcp_refused, service_account_contents=gcp_key(gcp_canaries["gcpprivatekeystep"]))}),
         ("etcd_member_info", etcd),
         ("etcd_member_remove", dict(etcd, node_ip="10.0.0.9")),
     ]
