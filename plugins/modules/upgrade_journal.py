@@ -187,6 +187,7 @@ import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import events, kube, report, target
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.report_files import write_if_changed
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 
@@ -253,21 +254,6 @@ def write_events(module, api_client, before, merged):
     for error in errors:
         module.warn("upgrade Event not written: %s" % error)
     return dict(events_written=written)
-
-
-def write_if_changed(path, text, check_mode):
-    try:
-        with open(path) as handle:
-            if handle.read() == text:
-                return False
-    except OSError:
-        pass
-    if not check_mode:
-        tmp = path + ".tmp"
-        with open(tmp, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    return True
 
 
 def write_report(module, api_client):
