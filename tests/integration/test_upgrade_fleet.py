@@ -199,3 +199,28 @@ def test_bad_fleet_batches_are_refused_before_any_cluster_is_touched(tmp_path, w
     assert len(fatal) == 1 and expected in json.loads(fatal[0].split("=> ", 1)[1])["msg"], text[-3000:]
     assert "Fleet | the workloads running before" not in text and "kubeconfig" not in text.split("Fleet | the batches]")[1]
     assert not (tmp_path / "report").exists()
+
+
+def test_a_clusters_credentials_never_appear_in_the_output_even_at_vvv(tmp_path):
+    """No sandbox: an API server that refuses connections. The cluster's token and cloud secret pass through the
+    fleet's own tasks (the variables of each cluster, the failure, the report) and never show."""
+    token, secret = "tok-" + "f1ee7" * 8, "sec-" + "c10ud" * 8
+    inventory = {"clusters": {"hosts": {"one": {
+        "kube": {"host": "https://127.0.0.1:1", "api_key": token, "validate_certs": False},
+        "provider": "azure", "azure": {"subscription_id": "s", "client_id": "c", "secret": secret, "tenant": "t"},
+        "image": "img"}}}}
+    inventory_path = tmp_path / "fleet.yml"
+    inventory_path.write_text(yaml.safe_dump(inventory))
+    report = tmp_path / "report"
+    playbook = uh.PlaybookRun({"fleet_report_dir": str(report), "fleet_soak_seconds": 0}, tmp_path / "run.log",
+                              playbook=FLEET_PLAYBOOK, inventory=inventory_path, extra_args=("-vvv",))
+    try:
+        rc = playbook.wait(300)
+    finally:
+        playbook.close()
+    text = playbook.output()
+    assert rc != 0 and "Cluster one (batch 1) failed at task" in text, text[-3000:]
+    for path in [tmp_path / "run.log"] + sorted(report.iterdir()):
+        content = path.read_text()
+        assert token not in content and secret not in content, path
+    assert "one" in json.loads((report / "fleet-upgrade-report.json").read_text())["failed"][0]["cluster"]
