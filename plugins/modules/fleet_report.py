@@ -46,7 +46,8 @@ options:
     description:
       - The clusters of the batch that runs now (C(ansible_play_batch)), with O(state=plan). When they are not
         one of the batches O(batches) makes, the play's C(serial) was not O(batches) (C(fleet_batches) set as an
-        inventory variable, which C(serial) never sees): the module fails, saying to pass it as an extra variable.
+        inventory variable, which C(serial) never sees), and the module fails, saying to pass it as an extra
+        variable.
     type: list
     elements: str
     default: []
