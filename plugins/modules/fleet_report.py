@@ -42,6 +42,15 @@ options:
     type: list
     elements: str
     required: true
+  current:
+    description:
+      - The clusters of the batch that runs now (C(ansible_play_batch)), with O(state=plan). When they are not
+        one of the batches O(batches) makes, the play's C(serial) was not O(batches) (C(fleet_batches) set as an
+        inventory variable, which C(serial) never sees), and the module fails, saying to pass it as an extra
+        variable.
+    type: list
+    elements: str
+    default: []
   soak_seconds:
     description:
       - C(fleet_soak_seconds), checked with O(state=plan) (0 to 2592000).
@@ -149,6 +158,7 @@ def main():
         batches=dict(type="list", elements="raw", required=True),
         hosts=dict(type="list", elements="str", required=True),
         soak_seconds=dict(type="raw", default=0),
+        current=dict(type="list", elements="str", default=[]),
         clusters=dict(type="dict", default={}),
         report_dir=dict(type="path"),
     ), supports_check_mode=True, required_if=[("state", "report", ["report_dir"])], validate=_problems)
@@ -156,6 +166,11 @@ def main():
     layout = fleet.batches(params["batches"], params["hosts"])
     result = dict(changed=False, batches=layout, batch_of=fleet.batch_of(layout))
     if params["state"] == "plan":
+        if params["current"] and list(params["current"]) not in layout:
+            module.fail_json(msg="this batch is %s, but fleet_batches %s makes the batches %s: the play's serial did not "
+                                 "get fleet_batches. Give fleet_batches (and fleet_hosts) as extra variables (-e, or the "
+                                 "AWX job's extra variables), not as inventory variables, which serial never sees. "
+                                 "Nothing was changed" % (params["current"], params["batches"], layout), **result)
         module.exit_json(**result)
 
     records = {}

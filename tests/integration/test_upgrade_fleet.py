@@ -9,6 +9,7 @@ changes nothing. The run upgrades the canary, stops at the second's failed gate,
 batch: the third cluster is as it was (nodes, instances, journal, lock). The fleet report (JSON, Markdown, SVG)
 names every cluster's outcome, batch and time, the failed cluster and why."""
 
+import concurrent.futures
 import json
 import re
 import sys
@@ -55,12 +56,16 @@ def host_vars(values):
 
 @pytest.mark.timeout(900)
 def test_fleet_canary_then_a_failed_gate_stops_the_later_batch_and_the_report_says_why(fresh_sandbox, tmp_path):
-    clusters = {}
-    for name in ("canary", "second", "third"):
+    def cluster(_name):
         handle = fresh_sandbox(clouds=["gcp"])
         values, start = uh.prepare(handle, "gcp", control_planes=1, workers=1, groups=1)
         values["rolling_upgrade_kube"] = uh.least_privilege_auth(handle)
-        clusters[name] = (handle, values, start)
+        return handle, values, start
+
+    # The three start side by side: most of a sandbox's start is waiting for its components.
+    cluster_names = ("canary", "second", "third")
+    with concurrent.futures.ThreadPoolExecutor(len(cluster_names)) as pool:
+        clusters = dict(zip(cluster_names, pool.map(cluster, cluster_names)))
 
     marker = tmp_path / "service-off"
     checks = tmp_path / "checks.yml"
@@ -164,3 +169,58 @@ def test_fleet_canary_then_a_failed_gate_stops_the_later_batch_and_the_report_sa
     for name in ("canary", "second"):
         assert (fleet_dir / name / "image-upgrade-report.json").is_file(), name
     assert not (fleet_dir / "third").exists()
+
+
+@pytest.mark.parametrize("where,value,expected", [
+    ("extra", [1, 0], "fleet_batches item 2 is 0, which is no whole number from 1"),
+    ("extra", ["150%"], "fleet_batches item 1 is '150%'"),
+    # serial never sees an inventory variable: the batches it would make are not the ones the play runs.
+    ("inventory", [2], "the play's serial did not get fleet_batches. Give fleet_batches (and fleet_hosts) as extra variables"),
+])
+def test_bad_fleet_batches_are_refused_before_any_cluster_is_touched(tmp_path, where, value, expected):
+    """No sandbox: the clusters' kubeconfigs do not exist, so any task that reached a cluster would fail on that."""
+    inventory = {"clusters": {"hosts": {"one": {"kubeconfig": str(tmp_path / "none-1")},
+                                        "two": {"kubeconfig": str(tmp_path / "none-2")}}}}
+    fleet_vars = {"fleet_report_dir": str(tmp_path / "report")}
+    if where == "inventory":
+        inventory["clusters"]["vars"] = {"fleet_batches": value}
+    else:
+        fleet_vars["fleet_batches"] = value
+    inventory_path = tmp_path / "fleet.yml"
+    inventory_path.write_text(yaml.safe_dump(inventory))
+    playbook = uh.PlaybookRun(fleet_vars, tmp_path / "run.log", playbook=FLEET_PLAYBOOK, inventory=inventory_path)
+    try:
+        rc = playbook.wait(300)
+    finally:
+        playbook.close()
+    text = playbook.output()
+    assert rc != 0
+    fatal = [line for line in text.splitlines() if line.startswith("fatal: [one -> localhost]: FAILED! => ")]
+    assert len(fatal) == 1 and expected in json.loads(fatal[0].split("=> ", 1)[1])["msg"], text[-3000:]
+    assert "Fleet | the workloads running before" not in text and "kubeconfig" not in text.split("Fleet | the batches]")[1]
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_clusters_credentials_never_appear_in_the_output_even_at_vvv(tmp_path):
+    """No sandbox: a kubeconfig that does not exist, next to a token. The cluster's token and cloud secret pass
+    through the fleet's own tasks (the variables of each cluster, the failure, the report) and never show."""
+    token, secret = "tok-" + "f1ee7" * 8, "sec-" + "c10ud" * 8
+    inventory = {"clusters": {"hosts": {"one": {
+        "kube": {"kubeconfig": str(tmp_path / "no-kubeconfig"), "api_key": token},
+        "provider": "azure", "azure": {"subscription_id": "s", "client_id": "c", "secret": secret, "tenant": "t"},
+        "image": "img"}}}}
+    inventory_path = tmp_path / "fleet.yml"
+    inventory_path.write_text(yaml.safe_dump(inventory))
+    report = tmp_path / "report"
+    playbook = uh.PlaybookRun({"fleet_report_dir": str(report), "fleet_soak_seconds": 0}, tmp_path / "run.log",
+                              playbook=FLEET_PLAYBOOK, inventory=inventory_path, extra_args=("-vvv",))
+    try:
+        rc = playbook.wait(300)
+    finally:
+        playbook.close()
+    text = playbook.output()
+    assert rc != 0 and "Cluster one (batch 1) failed at task" in text, text[-3000:]
+    for path in [tmp_path / "run.log"] + sorted(report.iterdir()):
+        content = path.read_text()
+        assert token not in content and secret not in content, path
+    assert "one" in json.loads((report / "fleet-upgrade-report.json").read_text())["failed"][0]["cluster"]
