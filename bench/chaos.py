@@ -9,7 +9,8 @@ image B by playbooks/upgrade_nodes.yml. Without --cloud every experiment runs on
 
 Experiments:
   kills      SIGKILL the run (upgrade_helpers.PlaybookRun.kill) at random moments, at least --kills times,
-             each followed by a restart, until a run exits 0;
+             each followed by a restart, until a run exits 0; with --aim draining,deleting each kill waits
+             for a drain or an instance deletion in flight instead;
   faults     10 % of the cloud API calls answered 429, 500 or 503 (the emulator's fault knobs) for the
              whole upgrade;
   etcd       one etcd member SIGSTOPped while a control-plane node is being replaced: the run must refuse
@@ -146,8 +147,118 @@ def last_task(output):
 
 # ---------------------------------------------------------------- experiments
 
+AIMS = ("draining", "deleting")
+
+
+def is_instance_deletion(cloud, entry):
+    """A request of the emulator's log that deletes an instance from its group (the cloud's DELETE step)."""
+    if cloud == "gcp":
+        return (entry.get("path") or "").endswith("/deleteInstances")
+    if cloud == "azure":
+        return entry.get("method") == "POST" and (entry.get("template") or "").endswith("/delete")
+    return entry.get("action") == "TerminateInstanceInAutoScalingGroup"
+
+
+def aim_trigger(aim, watch, admin, cloud, since, requests_seen):
+    """What an aimed kill waits for, or None yet: `draining`, a node that entered the draining phase (its
+    <prefix>/phase annotation, as the watch first saw it) after `since`, so a resumed drain is let finish and
+    every aimed kill meets a drain of its own; `deleting`, an instance deletion request in the emulator's log
+    after the first `requests_seen` entries."""
+    if aim == "draining":
+        nodes, _ = watch.snapshot()
+        entered = sorted((rec["phases"]["draining"], name) for name, rec in nodes.items()
+                         if (rec.get("phases") or {}).get("draining", 0) > since and not rec.get("deleted"))
+        return {"node": entered[0][1], "seen": entered[0][0]} if entered else None
+    fresh = [e for e in admin.requests()[requests_seen:] if is_instance_deletion(cloud, e)]
+    if not fresh:
+        return None
+    # GCE's log times each request; the others' are as seen now (at most one 0.2 s poll late).
+    return {"request": fresh[0].get("path") or fresh[0].get("template") or fresh[0].get("action"),
+            "seen": fresh[0].get("at") or time.time()}
+
+
+def at_kill(aim, trigger, watch):
+    """The state the aimed kill met: for a drain, the node's phase and the pods (not a DaemonSet's) still on it."""
+    if aim != "draining":
+        return {"s_after_request": round(time.time() - trigger["seen"], 2)}
+    nodes, _ = watch.snapshot()
+    rec = nodes.get(trigger["node"]) or {}
+    with watch.lock:
+        pods = sum(1 for p in watch.pods.values() if p["node"] == trigger["node"] and not p["daemonset"])
+    return {"phase": rec.get("phase"), "pods_left": pods, "s_after_phase": round(time.time() - trigger["seen"], 2)}
+
+
 def exp_kills(handle, values, workdir, args, rng):
-    """Kill at random moments, restart each time; then let a run finish."""
+    """Kill at random moments (or, with --aim, at the moment a drain or an instance deletion is in flight),
+    restart each time; then let a run finish."""
+    aims = [a for a in (args.aim or "").split(",") if a]
+    if not aims:
+        return _kill_series(values, workdir, args, _RandomMoment(args, rng))
+    moment = _AimedMoment(handle, values["rolling_upgrade_provider"], aims, args, rng)
+    try:
+        result = _kill_series(values, workdir, args, moment)
+    finally:
+        moment.watch.stop()
+    hits = [k for k in result["faults"]["kills"] if k["hit"]]
+    result["faults"].update(aimed={a: sum(1 for k in hits if k["aim"] == a) for a in aims},
+                            missed=len(result["faults"]["kills"]) - len(hits))
+    return result
+
+
+class _RandomMoment:
+    """Four kills in five 1 s to --pass-kill-max after the run reaches its passes (the preflight alone can
+    outlast a minute under load, and the step engine rolls the whole world in under a minute of passes, so
+    that they land in every step of a pass); the others --kill-min to --kill-max into the run."""
+
+    def __init__(self, args, rng):
+        self.args, self.rng = args, rng
+
+    def before_run(self):
+        return None
+
+    def wait(self, run, deadline, _ready, kills):
+        in_passes = self.rng.random() < 0.8
+        rc = _wait_for_passes(run, deadline) if in_passes else None
+        if rc is None:
+            rc = _wait_quietly(run, self.rng.uniform(1.0, self.args.pass_kill_max) if in_passes
+                               else self.rng.uniform(self.args.kill_min, self.args.kill_max))
+        return rc, {"in_passes": in_passes}
+
+    def describe(self, record):
+        return ""
+
+
+class _AimedMoment:
+    """Each kill aimed at a step in flight, the aims taken in turn: once the run reaches its passes, wait for
+    the aim's trigger (at most --aim-wait), then 0-1 s more so the kill lands inside the step."""
+
+    def __init__(self, handle, cloud, aims, args, rng):
+        self.cloud, self.aims, self.args, self.rng = cloud, aims, args, rng
+        self.admin = handle.cloud(cloud)
+        self.watch = world.ClusterWatch(handle).start()
+
+    def before_run(self):
+        return len(self.admin.requests())
+
+    def wait(self, run, deadline, requests_seen, kills):
+        aim = self.aims[len(kills) % len(self.aims)]
+        rc, trigger = _wait_for_passes(run, deadline), None
+        until = min(deadline, time.monotonic() + self.args.aim_wait)
+        while rc is None and trigger is None and time.monotonic() < until:
+            trigger = aim_trigger(aim, self.watch, self.admin, self.cloud, run.started, requests_seen)
+            rc = _wait_quietly(run, self.rng.uniform(0.0, 1.0) if trigger else 0.2)
+        return rc, {"aim": aim, "hit": bool(trigger), "trigger": trigger,
+                    "at_kill": at_kill(aim, trigger, self.watch) if trigger else {}}
+
+    def describe(self, record):
+        return " (aimed at %s: %s; at the kill %s)" % (
+            record["aim"], json.dumps(record["trigger"]) if record["hit"] else "not seen within --aim-wait",
+            json.dumps(record["at_kill"]))
+
+
+def _kill_series(values, workdir, args, moment):
+    """Kill each run at the moment's choosing and restart it, at least --kills times (none started after
+    --kill-until), then let a run finish."""
     kills, attempts, survivors = [], [], []
     deadline = time.monotonic() + args.budget
     stop_killing = time.monotonic() + (args.kill_until if args.kill_until else args.budget)
@@ -155,32 +266,22 @@ def exp_kills(handle, values, workdir, args, rng):
     attempt = 0
     while time.monotonic() < deadline:
         attempt += 1
+        ready = moment.before_run()
         run = live(world.MeasuredRun(values, workdir / ("kills-%02d.log" % attempt)))
         if len(kills) < args.kills and time.monotonic() < stop_killing:
-            # The preflight alone can outlast a minute under load: most kills are timed from the moment
-            # the run reaches its passes (within --pass-kill-max: the step engine rolls the whole world in
-            # under a minute of passes), so that they land in every step of a pass, not in the preflight.
-            in_passes = rng.random() < 0.8
-            rc = None
-            if in_passes:
-                rc = _wait_for_passes(run, deadline)
-                delay = rng.uniform(1.0, args.pass_kill_max)
-            else:
-                delay = rng.uniform(args.kill_min, args.kill_max)
-            if rc is None:
-                rc = _wait_quietly(run, delay)
-                delay = time.time() - run.started
+            rc, record = moment.wait(run, deadline, ready, kills)
             if rc is None:
                 output = run.output()
                 task, line = last_task(output), last_line(output)
                 left = run.kill()
-                kills.append({"attempt": attempt, "after_s": round(delay, 1), "in_passes": in_passes, "task": task,
-                              "last_line": line, "tree_survivors": len(left)})
+                after = round(time.time() - run.started, 1)
+                record.update(attempt=attempt, after_s=after, task=task, last_line=line, tree_survivors=len(left))
+                kills.append(record)
                 if left:
                     survivors.append({"attempt": attempt, "pids": left})
-                attempts.append({"attempt": attempt, "ended": "killed", "after_s": round(delay, 1)})
-                world.log("kill %d at %.1fs in %r (%d of its processes survived the kill)"
-                          % (len(kills), delay, task, len(left)))
+                attempts.append({"attempt": attempt, "ended": "killed", "after_s": after})
+                world.log("kill %d at %.1fs in %r%s (%d of its processes survived the kill)"
+                          % (len(kills), after, task, moment.describe(record), len(left)))
                 continue
         else:
             rc = run.wait(max(deadline - time.monotonic(), 60))
@@ -423,9 +524,13 @@ def print_result(r):
     kills = faults.pop("kills", None)
     print("faults injected: %s" % json.dumps(faults, default=str)[:1500])
     for kill in kills or []:
+        if kill.get("aim"):
+            when = "aimed at %s: %s, at the kill %s" % (kill["aim"], json.dumps(kill["trigger"]) if kill["hit"]
+                                                         else "not seen", json.dumps(kill["at_kill"]))
+        else:
+            when = "in the passes" if kill.get("in_passes") else "from the start"
         print("  kill at %ss (attempt %s, %s): %s | %s | %d of its processes survived" % (
-            kill["after_s"], kill["attempt"], "in the passes" if kill.get("in_passes") else "from the start",
-            kill["task"], kill.get("last_line", ""), kill["tree_survivors"]))
+            kill["after_s"], kill["attempt"], when, kill["task"], kill.get("last_line", ""), kill["tree_survivors"]))
     print("attempts: %s" % ", ".join("%s after %ss" % (a["ended"], a["after_s"]) for a in r.get("attempts", [])))
     print("completed: %s%s" % (r.get("completed"), (" (" + r["note"] + ")") if r.get("note") else ""))
     if r.get("interrupted"):
@@ -446,6 +551,11 @@ def main(argv=None):
                         help="latest kill, seconds after a run reaches its passes (four kills in five)")
     parser.add_argument("--kill-until", type=float, default=None,
                         help="start no kill later than this many seconds into the experiment; then a run finishes")
+    parser.add_argument("--aim", default="",
+                        help="kills: aim every kill at a step in flight, taken in turn: draining (a node entering "
+                             "the draining phase), deleting (an instance deletion request in the emulator's log)")
+    parser.add_argument("--aim-wait", type=float, default=180.0,
+                        help="with --aim, the longest a run waits for its trigger before it is killed anyway")
     parser.add_argument("--etcd-hold", type=float, default=300.0,
                         help="the longest the etcd member stays stopped (it is resumed 10 s after the first refusal)")
     parser.add_argument("--budget", type=float, default=3600.0, help="wall-time limit per experiment")
@@ -459,6 +569,8 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _interrupt)
     if args.kills is None:
         args.kills = 5 if args.quick else 20
+    if set(a for a in args.aim.split(",") if a) - set(AIMS):
+        parser.error("--aim: choose from %s" % ",".join(AIMS))
     experiments = args.experiments.split(",")
     if set(experiments) - set(EXPERIMENTS):
         parser.error("--experiments: choose from %s" % ",".join(EXPERIMENTS))

@@ -100,6 +100,17 @@ def _key(args):
     return json.dumps({k: v for k, v in args.items() if k not in ("passes", "surge_cap")}, sort_keys=True, default=str)
 
 
+def _record_gate_owed(api_client, where, image):
+    """Record in the journal that a health gate is owed; a failure is a warning (this process still holds new heirs
+    until the gate ran; only a run killed before the gate is recorded as due would not know it owes one)."""
+    try:
+        journal_store.record_gate_owed(api_client, where["name"], where["namespace"], image)
+    except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
+        display.warning("that a health gate is owed (rolling_upgrade_gate_after) could not be recorded in the journal "
+                        "ConfigMap %s/%s: %s. This run still runs the gate before it creates more heirs; a run killed "
+                        "before the gate starts would not" % (where["namespace"], where["name"], exc))
+
+
 def _record_created(api_client, where, image, record):
     """Write the record of instances just created into the journal; a failure is a warning (this process keeps
     the record in memory; a later run without it leaves those instances alone rather than removing them)."""
@@ -242,6 +253,9 @@ class ActionModule(action_base.KubenodesActionBase):
             except journal_store.MalformedJournal as exc:
                 raise executor.StepFailure("journal: %s" % exc, reason="malformed_journal")
             if not check_mode:
+                # A gate a killed run owed (a batch part-finished): held for, as that run would have.
+                engine.gate_owed = bool(settings.gate_after) and journal_store.gate_owed(recorded)
+                engine.record_gate_owed = lambda: _record_gate_owed(api_client, where, args["image"])
                 engine.journal = lambda record: (engine.pending_events.extend(record.get("events") or ()),
                                                  report.merge(engine.pending_journal, record))
                 # Created instances are recorded at once, not with the slice's journal: a run killed right after

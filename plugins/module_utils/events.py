@@ -5,13 +5,16 @@
 
 Which Events to write is pure: a phase a replacement enters for the first time in the journal (the journal
 keeps the first time of each phase, so an Event is written once, however many passes or resumed runs see the
-phase again), plus the events a pass names in its record (problems found, drains blocked by a named
+phase again), each health gate whose outcome the journal records for the first time (on the heirs of the batch
+it followed), plus the events a pass names in its record (problems found, drains blocked by a named
 PodDisruptionBudget). The writer keeps them bounded as Kubernetes' own recorder does: one Event object per
 node, reason and message, whose count and last time go up when it happens again."""
 
 from __future__ import annotations
 
 import hashlib
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.report import parse_time
 
 COMPONENT = "kubenodes-image-upgrade"
 # Events about cluster-scoped objects (Nodes) live in the default namespace, as the kubelet's do.
@@ -32,6 +35,8 @@ PHASE_EVENTS = {
     "deleted": ("donor", "UpgradeNodeDeleted", "replaced by {heir}: its instance and Node were deleted"),
 }
 PHASE_ORDER = tuple(PHASE_EVENTS)
+# Named in a gate's message at most this many heirs, then "and N more".
+_NAMED = 5
 
 
 def event(node, reason, message, kind=NORMAL, when=None):
@@ -48,14 +53,60 @@ def journal_events(before, after):
         for phase in PHASE_ORDER:
             if phase not in phases or phase in known:
                 continue
-            on, reason, template = PHASE_EVENTS[phase]
-            node = donor if on == "donor" else entry.get("heir")
-            if not node:
-                continue
-            evicted = entry["evicted_count"] if "evicted_count" in entry else len(entry.get("evicted") or [])
-            message = template.format(donor=donor, heir=entry.get("heir") or "(none)", group=entry.get("group") or "its group",
-                                      evicted=evicted)
-            result.append(event(node, reason, message, when=phases[phase]))
+            # A drain cordons the donor first, in the same call: its start is the cordon's time too.
+            also = ("cordoned",) if phase == "draining" and "cordoned" not in phases and "cordoned" not in known else ()
+            for shown in also + (phase,):
+                on, reason, template = PHASE_EVENTS[shown]
+                node = donor if on == "donor" else entry.get("heir")
+                if not node:
+                    continue
+                evicted = entry["evicted_count"] if "evicted_count" in entry else len(entry.get("evicted") or [])
+                message = template.format(donor=donor, heir=entry.get("heir") or "(none)",
+                                          group=entry.get("group") or "its group", evicted=evicted)
+                result.append(event(node, reason, message, when=phases[phase]))
+    return result
+
+
+def gate_batch(journal, gate_id):
+    """The heirs of the batch the gate `gate_id` followed: the replacements deleted after the last gate that
+    passed before it began (a gate run again after a failure or a kill follows the same batch) and by its start."""
+    gates = (journal or {}).get("gates") or {}
+    started = parse_time((gates.get(gate_id) or {}).get("started") or gate_id)
+    if started is None:
+        return []
+    ends = [parse_time(g.get("ended")) for other, g in gates.items()
+            if other != gate_id and (g or {}).get("outcome") == "passed" and parse_time((g or {}).get("ended"))]
+    since = max([e for e in ends if e <= started], default=None)
+    heirs = set()
+    for entry in ((journal or {}).get("nodes") or {}).values():
+        deleted = parse_time((entry.get("phases") or {}).get("deleted"))
+        if entry.get("heir") and deleted is not None and deleted <= started and (since is None or deleted > since):
+            heirs.add(entry["heir"])
+    return sorted(heirs)
+
+
+def gate_events(before, after):
+    """An Event on each heir of the batch a health gate followed, for each gate whose outcome the journal `after`
+    records and `before` did not: UpgradeGatePassed with the seconds each check took, or the Warning
+    UpgradeGateFailed with what failed. The gate is named by its start time (its ID in the journal)."""
+    known = (before or {}).get("gates") or {}
+    result = []
+    for gate_id, gate in sorted(((after or {}).get("gates") or {}).items()):
+        outcome = (gate or {}).get("outcome")
+        if outcome not in ("passed", "failed") or (known.get(gate_id) or {}).get("outcome") == outcome:
+            continue
+        heirs = gate_batch(after, gate_id)
+        more = len(heirs) - _NAMED
+        batch = ", ".join(heirs[:_NAMED]) + (" and %d more" % more if more > 0 else "")
+        head = "health gate %s (after each %s; this one after the heirs %s)" % (gate_id, gate.get("after") or "batch", batch)
+        when = gate.get("ended")
+        if outcome == "passed":
+            spent = ", ".join("%s %ss" % (check, seconds) for check, seconds in sorted((gate.get("seconds") or {}).items()))
+            message = "%s passed at %s; seconds per check: %s" % (head, when or "?", spent or "none recorded")
+            result.extend(event(heir, "UpgradeGatePassed", message, NORMAL, when) for heir in heirs)
+        else:
+            message = "%s failed at %s: %s" % (head, when or "?", gate.get("failure") or "no cause recorded")
+            result.extend(event(heir, "UpgradeGateFailed", message, WARNING, when) for heir in heirs)
     return result
 
 

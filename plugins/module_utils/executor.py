@@ -62,7 +62,7 @@ class Settings:
 
     def __init__(self, options, scaling_groups=None, timeout=None, started=None, poll=DEFAULT_POLL,
                  etcd_endpoints=None, check_mode=False, surge_cap=None, journal_run=None, created=None,
-                 start_counts=None, removed_first=None, refills=None, gate_after=None):
+                 start_counts=None, removed_first=None, refills=None, gate_after=None, gate_owed=False):
         self.options = options
         self.scaling_groups = list(scaling_groups or [])
         self.timeout = timeout
@@ -81,6 +81,9 @@ class Settings:
         self.refills = dict(refills or {})
         # "batch" or "replacement": a health gate (cluster_health_gate, run by the role) follows each; None: no gate.
         self.gate_after = gate_after
+        # The journal says a gate is owed (a replacement finished since the last gate passed): a resumed run holds
+        # new heirs until the batch in flight finished and the gate ran, as the run it resumes would have.
+        self.gate_owed = bool(gate_owed)
 
 
 def planner_options(settings):
@@ -109,13 +112,14 @@ class Executor:
         self.sleep = sleep
         self.say = say or (lambda text: None)
         self.record_created = None   # callable(record) that writes report.created_record's record at once
+        self.record_gate_owed = None  # callable() that records in the journal at once that a health gate is owed
         self.passes = 0
         self.last_read = None     # (nodes, groups) of this executor's last read, for a plan again after set_group_image
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
         self.group_errors = {}
         self.surge_cap_said = False
         # A replacement finished since the last gate: with gate_after "batch" no heir is created until the gate ran.
-        self.gate_owed = False
+        self.gate_owed = bool(settings.gate_owed and settings.gate_after)
         self.timings = {"cloud": 0.0, "kube": 0.0, "drain": 0.0, "etcd": 0.0, "wait": 0.0}
         # Names this executor's cumulative timings in the journal (several executors may serve one attempt).
         self.engine_id = uuid.uuid4().hex[:12]
@@ -314,7 +318,7 @@ class Executor:
         if self.journal is not None:
             self._timed("kube", self.journal, progress.journal_record(
                 facts, self.passes, drains, finished, run=self.settings.journal_run, api_seconds=self.timings,
-                engine_id=self.engine_id))
+                engine_id=self.engine_id, etcd_removed=[i["name"] for i in removed_now]))
         # plan.obsolete: surplus nodes marked in this pass (plan.surplus's "obsolete" entries among them) are
         # drained in the next look, at once.
         moved = bool(creations or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
@@ -414,7 +418,12 @@ class Executor:
         finished (new creations are held meanwhile). The role runs it before the next slice, so it is owed no more."""
         if not self.settings.gate_after or self.settings.check_mode:
             return False
-        self.gate_owed = self.gate_owed or bool(result["finished"])
+        if result["finished"] and not self.gate_owed:
+            self.gate_owed = True
+            # Recorded at once (the role clears it when the gate passed): a run killed from here on, before the
+            # gate is recorded as due, still owes it when resumed.
+            if self.record_gate_owed is not None:
+                self._timed("kube", self.record_gate_owed)
         due = self.gate_owed and (self.settings.gate_after == "replacement" or facts["done"]
                                   or not facts["budget"]["in_flight"])
         if due:

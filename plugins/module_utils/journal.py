@@ -133,6 +133,17 @@ def merge_record(api_client, name, namespace, image, record, what, attempts=3, c
                           "pass records them again" % (namespace, name, what))
 
 
+def record_gate_owed(api_client, name, namespace, image, attempts=3):
+    """Record at once that a health gate is owed (report.merge's gate_owed): a replacement finished since the last
+    gate passed. The role's gate clears it when it passed. Returns the journal written."""
+    return merge_record(api_client, name, namespace, image, {"gate_owed": True}, "the health gate owed", attempts)
+
+
+def gate_owed(journal):
+    """Whether the journal says a health gate is owed (see record_gate_owed)."""
+    return (journal or {}).get("gate_owed") is True
+
+
 def delete_first_record(journal):
     """(removed_first, refills) of a journal: the workers removed delete-first ({name: {group, labels, taints}})
     and the refill that replaced each ({name: refill node name}); empty when there is none."""

@@ -90,7 +90,7 @@ API_BUCKETS = ("cloud", "kube", "drain", "etcd")
 
 
 def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=None, run=None, api_seconds=None,
-                   engine_id=None):
+                   engine_id=None, etcd_removed=None):
     """What this pass saw, as an upgrade_journal record: per donor its group, heir, role and the time it
     entered its current phase (the journal keeps the earliest time per phase, so phases accumulate);
     evicted pods from node_drain results; `deleted` names nodes whose replacement finished now, and
@@ -99,7 +99,8 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
     `run#pass` (`run`: when the run started), so a resumed run adds to the count. Instances the plan
     deletes without a Node (never joined, failed, orphaned) are recorded with the reason. With `run`, the
     attempt `run` is recorded with its passes so far, and with `api_seconds` ({cloud, kube, drain, etcd}: the
-    seconds the executor `engine_id` spent in those calls so far) its API time."""
+    seconds the executor `engine_id` spent in those calls so far) its API time. `etcd_removed` names donors whose
+    etcd member went in this pass (they are often deleted in the same pass, so no later read sees that phase)."""
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
     nodes = {}
     for donor in facts.get("donors") or []:
@@ -130,6 +131,8 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
         if result.get("reason") == "pdb_blocked":
             # Seconds this drain has waited so far; the journal keeps the largest value it sees.
             entry["waits"] = {"pdb_seconds": int((_parse(stamp) - _parse(started)).total_seconds())}
+    for name in etcd_removed or []:
+        nodes.setdefault(name, {"phases": {}})["phases"].setdefault("etcd-removed", stamp)
     for name in deleted or []:
         nodes.setdefault(name, {"phases": {}})["phases"]["deleted"] = stamp
     removed = {i["provider_id"]: {"group": i.get("group"), "reason": i.get("reason")}

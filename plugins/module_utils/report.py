@@ -61,9 +61,11 @@ def merge(journal, record):
     start_counts: {group: nodes} (how many nodes each group had before this upgrade created any; first kept);
     attempts: {attempt ID: {started, passes, outcome (done or failed), ended}} (passes: the largest seen;
     started: the first; outcome and ended: the last given);
-    gate_due (a health gate is due: the next run runs it first) and gate_baseline (the workloads running before the
-    batch, gate.running_workloads): the last given; gates: {gate ID: {after, started, ended, outcome (passed or
-    failed), seconds: {check: seconds}, failure}} (per field the last given; seconds the largest per check).
+    gate_due (a health gate is due: the next run runs it first), gate_owed (a replacement finished since the last
+    gate passed: the next run holds new heirs until the batch finished and the gate ran) and gate_baseline (the
+    workloads running before the batch, gate.running_workloads): the last given; gates: {gate ID: {after, started,
+    ended, outcome (passed or failed), seconds: {check: seconds}, failure}} (per field the last given; seconds the
+    largest per check).
     Phase times keep the earliest seen; evicted pods are a set; a counter given as a number keeps the
     largest value seen (each pass reports totals so far, never increments), one given as a list of attempt
     IDs is a set whose size is the count (so passes of several runs add up, and a repeated pass does not)."""
@@ -115,7 +117,7 @@ def merge(journal, record):
                 known[bucket] = max(float(known.get(bucket) or 0), float(value or 0))
     if not attempts:
         del journal["attempts"]
-    for key in ("gate_due", "gate_baseline"):
+    for key in ("gate_due", "gate_owed", "gate_baseline"):
         if key in record:
             journal[key] = record[key]
     for gate_id, seen in (record.get("gates") or {}).items():

@@ -23,8 +23,12 @@ options:
     description:
       - V(present) creates O(count) new instances in O(group).
       - V(absent) deletes the instances named by O(provider_id) or O(node_name) and shrinks their group.
-        Instances already gone count as deleted. An instance not in O(group) that lives in another scaling group
-        is not gone, so the task fails naming its group (C(reason=other_group)) and deletes nothing.
+        Instances already gone count as deleted (RV(already_absent)). An instance that is not where it was
+        looked for but still exists is not gone, so the task fails naming the groups searched and the instance's own
+        group, or that it is in none (C(reason=other_group), RV(other_group)), and deletes nothing. For a
+        providerID the cloud is asked which group the instance belongs to (GCE its C(created-by) metadata, Azure
+        the VM's scale set, AWS DescribeAutoScalingInstances), so a group the discovery does not find counts
+        too; a node name is looked for in the discovered groups.
     type: str
     choices: [present, absent]
     default: present
@@ -96,7 +100,8 @@ attributes:
 requirements:
   - the SDK of the chosen cloud (google-cloud-compute, azure-mgmt-compute with azure-identity, or boto3)
 notes:
-  - Every call costs a constant number of cloud API calls per scaling group. Throttling and server errors
+  - Every call costs a constant number of cloud API calls per scaling group, plus one or two per requested
+    providerID that the listing does not find (to ask the cloud where it is). Throttling and server errors
     are retried with jittered backoff.
 """
 
@@ -195,6 +200,15 @@ already_absent:
   type: list
   elements: str
   sample: [i-0fedcba9876543210]
+other_group:
+  description:
+    - When the task failed with C(reason=other_group), the requested instances that exist outside the groups
+      searched, each with its own group (empty when it is in no scaling group).
+  returned: on failure with reason other_group
+  type: list
+  elements: dict
+  sample: [{requested: "aws:///eu-west-1a/i-0123456789abcdef0", provider_id: "aws:///eu-west-1a/i-0123456789abcdef0",
+            node_name: "", group: other-workers}]
 quota_exceeded:
   description: With O(state=present), whether the cloud refused a create for quota or capacity.
   returned: when state is present
@@ -321,26 +335,50 @@ def ensure_present(module, provider):
     return result
 
 
-def _refuse_other_groups(module, provider, group, missing):
-    """An instance not in the named group may live in another one: then it is not absent, and deleting
-    nothing while answering already_absent would mislead. Fails naming each, before anything is deleted."""
-    wanted = {provider.normalize_provider_id(m): m for m in missing}
-    elsewhere = []
-    for instance in _listing(provider, None, missing_ok=True):
-        if instance.group_id and instance.group_id.strip().lower() == group.strip().lower():
-            continue
-        asked = wanted.get(provider.normalize_provider_id(instance.provider_id))
-        asked = asked or (instance.node_name if instance.node_name in wanted.values() else None)
-        if asked:
-            elsewhere.append(dict(requested=asked, provider_id=instance.provider_id, node_name=instance.node_name,
-                                  group=instance.group_id))
-    if elsewhere:
-        module.fail_json(
-            msg="refusing to delete any instance: %s; group=%s limits the deletion to that scaling group. Set group "
-                "to the instance's own group, or leave group out to find instances named by provider_id in every "
-                "group" % ("; ".join("%s is not in scaling group %s but in %s" % (e["requested"], group, e["group"])
-                                     for e in elsewhere), group),
-            reason="other_group", other_group=elsewhere, deleted=[], changed=False)
+def _same_group(one, other):
+    return (one or "").strip().lower() == (other or "").strip().lower()
+
+
+def _elsewhere(provider, group, scope, missing_ids, missing_names):
+    """Where the instances the listing of the groups `scope` did not find really are. A providerID is asked of
+    the cloud itself (its own record of its group: GCE's created-by, the Azure VM's scale set, the AWS
+    instance's auto scaling group), so a group the discovery does not find still counts; a node name can only
+    be looked for in the discovered groups. One dict per instance that exists outside `scope`."""
+    found = []
+    for provider_id in missing_ids:
+        home = provider.instance_group(provider_id)
+        if home is None or any(_same_group(home, listed) for listed in scope):
+            continue    # gone, or in a group that was listed (and no longer lists it: it is leaving)
+        found.append(dict(requested=provider_id, provider_id=provider_id, node_name="", group=home))
+    if missing_names:
+        wanted = set(missing_names)
+        for instance in _listing(provider, None, missing_ok=True):
+            if instance.node_name in wanted and not _same_group(instance.group_id, group):
+                found.append(dict(requested=instance.node_name, provider_id=instance.provider_id,
+                                  node_name=instance.node_name, group=instance.group_id))
+    return found
+
+
+def _refuse_elsewhere(module, provider, group, scope, missing_ids, missing_names):
+    """An instance not found where it was looked for may live in another scaling group, or in none: then it
+    is not absent, and deleting nothing while answering already_absent would mislead (and let the caller
+    delete its Node while it runs on). Fails naming each instance's own group, before anything is deleted."""
+    elsewhere = _elsewhere(provider, group, scope, missing_ids, missing_names)
+    if not elsewhere:
+        return
+    where = ("scaling group %s" % group) if group else (
+        "the scaling groups searched (%s)" % (", ".join(scope) if scope else "none found"))
+    reasons = [("%s is not in %s but in %s" % (e["requested"], where, e["group"])) if e["group"] else
+               ("%s is not in %s and exists in no scaling group; csp_node deletes only instances of scaling groups: "
+                "leave it out, or delete it in the cloud yourself" % (e["requested"], where)) for e in elsewhere]
+    if group:
+        hint = "group=%s limits the deletion to that scaling group, so nothing was deleted. Set group to the " \
+               "instance's own group" % group
+    else:
+        hint = ("nothing was deleted. Set group to the instance's own group, or widen the discovery (gcp.project, "
+                "azure.resource_group, aws.group_tags) to include it")
+    module.fail_json(msg="refusing to delete any instance: %s; %s" % ("; ".join(reasons), hint), reason="other_group",
+                     other_group=elsewhere, deleted=[], changed=False)
 
 
 def ensure_absent(module, provider, cloud):
@@ -353,24 +391,27 @@ def ensure_absent(module, provider, cloud):
     _check_provider_ids(cloud, provider_ids)
     scope = _search_scope(provider, group, provider_ids)
     # A named group must exist; groups taken from providerIDs may be gone, and their instances with them.
+    if scope is None:
+        scope = [grp.id for grp in provider.list_groups()]
     listing = _listing(provider, scope, missing_ok=not group)
     by_provider_id = {provider.normalize_provider_id(i.provider_id): i for i in listing}
     by_node_name = {i.node_name: i for i in listing}
-    targets, already_absent = {}, []
+    targets, missing_ids, missing_names = {}, [], []
     for provider_id in provider_ids:
         instance = by_provider_id.get(provider.normalize_provider_id(provider_id))
         if instance is None:
-            already_absent.append(provider_id)
+            missing_ids.append(provider_id)
         else:
             targets[provider.normalize_provider_id(instance.provider_id)] = instance
     for node_name in node_names:
         instance = by_node_name.get(node_name)
         if instance is None:
-            already_absent.append(node_name)
+            missing_names.append(node_name)
         else:
             targets[provider.normalize_provider_id(instance.provider_id)] = instance
-    if group and already_absent:
-        _refuse_other_groups(module, provider, group, already_absent)
+    if missing_ids or missing_names:
+        _refuse_elsewhere(module, provider, group, scope, missing_ids, missing_names)
+    already_absent = missing_ids + missing_names
     target = (module.params.get("outdated_for") or "").strip()
     if target:
         refused = []

@@ -77,9 +77,11 @@ options:
     description:
       - Write a Kubernetes Event on the Node for every phase a replacement enters for the first time in the journal
         (C(UpgradeHeirJoined), C(UpgradePaired), C(UpgradeHeirReady), C(UpgradeCordoned), C(UpgradeDrainStarted),
-        C(UpgradeDrained), C(UpgradeEtcdMemberRemoved), C(UpgradeNodeDeleted)) and for the C(events) of O(record)
-        (C(UpgradeProblem), C(UpgradeDrainBlocked) naming the PodDisruptionBudget), in the C(default) namespace as
-        the kubelet does, so C(kubectl describe node) and C(kubectl get events) show the upgrade.
+        C(UpgradeDrained), C(UpgradeEtcdMemberRemoved), C(UpgradeNodeDeleted)), for every health gate whose outcome
+        it records for the first time (C(UpgradeGatePassed) with the seconds of each check, or the Warning
+        C(UpgradeGateFailed) with what failed, on each heir of the batch the gate followed) and for the C(events) of
+        O(record) (C(UpgradeProblem), C(UpgradeDrainBlocked) naming the PodDisruptionBudget), in the C(default)
+        namespace as the kubelet does, so C(kubectl describe node) and C(kubectl get events) show the upgrade.
       - Bounded as Kubernetes' own recorder is - one Event per node, reason and message, whose C(count) goes up when
         it happens again; at most 50 per call. An Event that cannot be written is a warning, never a failure.
       - Needs C(create), C(get) and C(patch) on C(events) in the C(default) namespace (the shipped RBAC grants them).
@@ -185,6 +187,7 @@ import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import events, kube, report, target
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.report_files import write_if_changed
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 
@@ -243,28 +246,14 @@ def write_events(module, api_client, before, merged):
     recorded). Returns {events_written}; errors are warnings."""
     if module.check_mode or not module.params["events"]:
         return {}
-    items = events.journal_events(before, merged) + list(module.params["record"].get("events") or [])
+    items = (events.journal_events(before, merged) + events.gate_events(before, merged)
+             + list(module.params["record"].get("events") or []))
     if not items:
         return dict(events_written=0)
     written, errors = events.write(api_client, items, report.iso(datetime.datetime.now(datetime.timezone.utc)))
     for error in errors:
         module.warn("upgrade Event not written: %s" % error)
     return dict(events_written=written)
-
-
-def write_if_changed(path, text, check_mode):
-    try:
-        with open(path) as handle:
-            if handle.read() == text:
-                return False
-    except OSError:
-        pass
-    if not check_mode:
-        tmp = path + ".tmp"
-        with open(tmp, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    return True
 
 
 def write_report(module, api_client):

@@ -1,7 +1,8 @@
 """Issue 13, item 3, on real parts: messages that lead somewhere. A TLS verification failure to the real
 kube-apiserver names the CA options to set; a real etcd's peer port (an endpoint that answers, but not as etcd)
 is named as not etcd, with the option to fix; an instance asked for in the wrong scaling group of the AWS
-emulator is named with its real group instead of answering already_absent."""
+emulator, or in a group the discovery does not find, is named with its real group instead of answering
+already_absent (the GCE and Azure twins are in test_provider_gce_modules and test_provider_azure_modules)."""
 
 import uuid
 
@@ -50,4 +51,14 @@ def test_an_instance_in_another_group_is_not_already_absent(sandbox, cloud_admin
         assert result["failed"] and result["reason"] == "other_group", result
         assert "is not in scaling group %s but in %s" % (other, home) in result["msg"], result["msg"]
         assert "Set group" in result["msg"] and result["deleted"] == []
+    # Groups the discovery does not find (neither carries these aws.group_tags): the instance's own group comes
+    # from DescribeAutoScalingInstances, with the group named or not.
+    undiscovered = dict(cloud, aws=dict(cloud["aws"], group_tags={"kubenodes-msg": tag}))
+    provider_id = "aws:///%s/%s" % (admin.region + "a", instance)
+    for scope, searched in ((dict(group=other), "scaling group %s" % other), ({}, "the scaling groups searched (none found)")):
+        result = run_module("csp_node", dict(undiscovered, state="absent", provider_id=[provider_id], **scope))
+        assert result["failed"] and result["reason"] == "other_group", result
+        assert "%s is not in %s but in %s" % (provider_id, searched, home) in result["msg"], result["msg"]
+        assert result["other_group"] == [dict(requested=provider_id, provider_id=provider_id, node_name="", group=home)]
+        assert "nothing was deleted" in result["msg"] and "Set group" in result["msg"], result["msg"]
     assert [i for i, _s in admin.group_instances(home)] == [instance]     # nothing was deleted

@@ -136,6 +136,28 @@ def test_csp_node_absent_by_the_provider_id_of_a_flexible_vm_alone(admin, emulat
     assert not again["failed"] and again["changed"] is False and again["already_absent"] == [provider_id]
 
 
+@pytest.mark.parametrize("orchestration", ["Uniform", "Flexible"])
+def test_csp_node_absent_names_the_scale_set_of_a_vm_the_discovery_does_not_find(admin, emulator, orchestration):
+    """azure.resource_group names a resource group without these scale sets, so the discovery finds neither. A VM
+    asked for in the wrong one is not absent: the VM's own scale set is read (a Uniform providerID names it, a
+    Flexible VM references it), the task fails naming both, and nothing is deleted."""
+    image = admin.create_image(unique("img"))
+    home = admin.create_group(unique("home"), "worker", 1, image, orchestration=orchestration)
+    other = admin.create_group(unique("other"), "worker", 0, image, orchestration=orchestration)
+    wait_running(admin, home, 1)
+    vm = group_state(admin, home)["vms"][0]
+    provider_id = "azure://" + vm["id"].replace("/resourceGroups/%s/" % emu.RESOURCE_GROUP,
+                                                "/resourceGroups/%s/" % emu.RESOURCE_GROUP.lower())
+    options = admin.provider_options()
+    options["azure"]["resource_group"] = "rg-without-them"
+    result = run_module("csp_node", dict(options, state="absent", group=other, provider_id=[provider_id]))
+    assert result["failed"] and result["reason"] == "other_group", result
+    assert "%s is not in scaling group %s but in " % (provider_id, other) in result["msg"], result["msg"]
+    assert [e["group"].lower() for e in result["other_group"]] == [home.lower()], result["other_group"]
+    assert "nothing was deleted" in result["msg"] and "Set group" in result["msg"], result["msg"]
+    assert capacity(emulator, home) == 1 and len(group_state(admin, home)["vms"]) == 1
+
+
 def test_csp_node_quota_is_reported_not_failed(admin, emulator):
     image = admin.create_image(unique("img"))
     group_id = admin.create_group(unique("workers"), "worker", 1, image)

@@ -109,6 +109,25 @@ def test_csp_node_on_a_regional_group_create_wait_then_delete_by_node_name(admin
     assert again["changed"] is False
 
 
+def test_csp_node_absent_names_the_group_of_an_instance_the_discovery_does_not_find(admin):
+    """The discovery lists gcp.project's groups only. An instance of another project's group is not absent: its
+    created-by metadata names its group, the task fails naming both, and nothing is deleted."""
+    elsewhere = type(admin)(dict(admin.info, project=_unique("other")))
+    image = elsewhere.create_image(_unique("img"))
+    home = elsewhere.create_group(_unique("home"), "worker", 1, image, zone="us-central1-a")
+    near = admin.create_group(_unique("near"), "worker", 0, admin.create_image(_unique("img")), zone="us-central1-a")
+    [instance] = _provider(elsewhere).list_instances(home)
+    for scope, searched in ((dict(group=near), "scaling group %s" % near), ({}, "the scaling groups searched (")):
+        result = run_module("csp_node", dict(admin.provider_options(), state="absent", provider_id=[instance.provider_id],
+                                             **scope))
+        assert result["failed"] and result["reason"] == "other_group", result
+        assert "%s is not in %s" % (instance.provider_id, searched) in result["msg"], result["msg"]
+        assert "but in %s" % home in result["msg"] and "nothing was deleted" in result["msg"], result["msg"]
+        assert [e["group"] for e in result["other_group"]] == [home] and result["deleted"] == []
+    assert [i.provider_id for i in _provider(elsewhere).list_instances(home)] == [instance.provider_id]
+    assert elsewhere.state()["groups"][home]["target_size"] == 1
+
+
 def test_csp_node_quota_refusal_is_reported(admin):
     image = admin.create_image(_unique("img"))
     group = admin.create_group(_unique("quota"), "worker", 0, image)

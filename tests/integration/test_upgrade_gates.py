@@ -8,6 +8,7 @@ second worker, soaks again after its heir turned Ready, and finishes; the report
 import datetime
 import json
 import pathlib
+import time
 
 import pytest
 
@@ -30,6 +31,15 @@ USER_CHECKS = """\
     that: not smoke_marker.stat.exists
     fail_msg: "smoke test failed: {marker} exists"
 """
+
+
+def gate_events(handle):
+    """{node: [(reason, type, message)]} of the upgrade's gate Events on Nodes."""
+    found = {}
+    for item in handle.kube().request("GET", "/api/v1/namespaces/default/events")["items"]:
+        if (item.get("source") or {}).get("component") == "kubenodes-image-upgrade" and item["reason"].startswith("UpgradeGate"):
+            found.setdefault(item["involvedObject"]["name"], []).append((item["reason"], item["type"], item["message"]))
+    return found
 
 
 def journal(handle):
@@ -78,6 +88,11 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     # The built-in checks passed, the soak last: not before SOAK seconds after the heir turned Ready.
     assert seconds(gate["ended"]) >= ready_since(heir) + SOAK - 1, (gate, heir["status"]["conditions"])
     assert set(gate["seconds"]) >= {"nodes_ready", "system_pods_ready", "no_new_pending", "soak"}
+    # The failed gate is a Warning Event on the heir of the batch it followed, naming the gate and what failed.
+    [gate_id] = first["gates"]
+    assert gate_events(handle) == {heir["metadata"]["name"]: [("UpgradeGateFailed", "Warning", (
+        "health gate %s (after each batch; this one after the heirs %s) failed at %s: %s"
+        % (gate_id, heir["metadata"]["name"], gate["ended"], gate["failure"]))[:1024])]}, gate_events(handle)
 
     marker.unlink()
     rc, text = uh.run_upgrade(values, tmp_path / "second.log", timeout=RUN_TIMEOUT)
@@ -94,5 +109,88 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     # The last gate soaked after the last heir turned Ready.
     assert seconds(gates[2]["ended"]) >= ready_since(second_heir) + SOAK - 1
     assert "user_tasks" in gates[2]["seconds"]
+    # Each gate that passed is an Event on the heirs of its batch: the gate run again on the first heir's, the
+    # last gate on the second heir's; the failed gate's Event stays.
+    written = gate_events(handle)
+    first_heir, last_heir = heir["metadata"]["name"], second_heir["metadata"]["name"]
+    assert sorted(reason for reason, _kind, _text in written[first_heir]) == ["UpgradeGateFailed", "UpgradeGatePassed"]
+    assert [reason for reason, _kind, _text in written[last_heir]] == ["UpgradeGatePassed"], written
+    [(_reason, kind, text)] = written[last_heir]
+    assert kind == "Normal" and "after the heirs %s) passed at %s" % (last_heir, gates[2]["ended"]) in text, text
+    assert "soak %ss" % gates[2]["seconds"]["soak"] in text and "user_tasks" in text, text
     report = (pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.md").read_text()
     assert "Health gates" in report and "| 3 |" in report and "Gate 1 failed: health gate failed: your tasks file" in report
+
+
+def wait_until(what, predicate, timeout, run=None):
+    deadline = time.monotonic() + timeout
+    while True:
+        found = predicate()
+        if found:
+            return found
+        assert run is None or run.proc.poll() is None, "the run ended before %s:\n%s" % (what, run.output()[-4000:])
+        assert time.monotonic() < deadline, "no %s within %ss" % (what, timeout)
+        time.sleep(0.3)
+
+
+@pytest.mark.timeout(900)
+def test_a_run_killed_with_a_part_finished_batch_runs_the_owed_gate_before_the_next_heir(upgrade_cluster, tmp_path):
+    """Three workers, batches of two. A PodDisruptionBudget holds the drain of the first worker while the second's
+    replacement finishes: the gate after this batch is owed, and recorded so in the journal. The whole process tree
+    is killed then, the budget removed, and the resumed run finishes that batch and runs its gate before it creates
+    the third worker's heir (without the journal's record it would create it at once: the batch has room)."""
+    handle, values, start = upgrade_cluster("gcp", workers=3, groups=1)
+    upgraded = uh.limit_to_groups(values, start, ["workers-0"])
+    [group_label] = upgraded
+    old_workers = sorted(start["groups"][group_label])
+    assert len(old_workers) == 3
+    # The planner pairs a group's outdated nodes in name order: the first two are the first batch.
+    guarded, finishing, later = old_workers
+    kube = handle.kube()
+    kube.merge_patch("/api/v1/nodes/" + guarded, {"metadata": {"labels": {"kubenodes-test/guard": "yes"}}})
+    namespace, labels = "guarded", {"app": "guarded"}
+    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}}, ok=(201,))
+    wait_until("default service account", lambda: kube.request(
+        "GET", "/api/v1/namespaces/%s/serviceaccounts/default" % namespace, ok=(200, 404)).get("kind") == "ServiceAccount", 30)
+    # The label goes to the guarded worker's heir with the others, so the pod has a place once it is evicted.
+    kube.request("POST", "/apis/apps/v1/namespaces/%s/deployments" % namespace, {
+        "metadata": {"name": "guarded"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"nodeSelector": {"kubenodes-test/guard": "yes"}, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}}}, ok=(201,))
+    pdb = "/apis/policy/v1/namespaces/%s/poddisruptionbudgets" % namespace
+    kube.request("POST", pdb, {"metadata": {"name": "hold"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}},
+                 ok=(201,))
+    uh.wait_pod_running(kube, namespace, "app=guarded", guarded)
+    values.update(rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch", rolling_upgrade_max_surge=2,
+                  rolling_upgrade_gate_timeout=120)
+
+    def names():
+        return {n["metadata"]["name"] for n in uh.nodes(handle)}
+
+    run = uh.PlaybookRun(values, tmp_path / "killed.log")
+    try:
+        wait_until("deletion of %s" % finishing, lambda: finishing not in names(), RUN_TIMEOUT, run)
+        assert guarded in names(), "the guarded worker's drain did not wait for its PodDisruptionBudget"
+        # The gate is owed from the moment the replacement finished, in the journal (not only in the run's memory).
+        wait_until("gate owed in the journal", lambda: journal(handle).get("gate_owed") is True, 20, run)
+    except BaseException:
+        run.close()
+        raise
+    killed = run.kill()
+    assert killed and "gates" not in journal(handle), journal(handle).get("gates")
+    assert later in names()
+
+    kube.request("DELETE", pdb + "/hold", ok=(200,))
+    rc, text = uh.run_upgrade(values, tmp_path / "resumed.log", timeout=RUN_TIMEOUT)
+    assert rc == 0, text[-3000:]
+    uh.assert_upgraded(handle, values, start, groups=upgraded)
+    final = journal(handle)
+    assert final["gate_owed"] is False and final["gate_due"] is False
+    gates = [final["gates"][k] for k in sorted(final["gates"])]
+    assert [g["outcome"] for g in gates] == ["passed", "passed"], gates
+    # The third worker's heir was created (the cloud's time, as journaled) after the owed gate passed.
+    created = final["nodes"][later]["phases"]["creating"]
+    assert seconds(created) >= seconds(gates[0]["ended"]), (created, gates[0])
+    assert max(seconds(final["nodes"][n]["phases"]["deleted"]) for n in (guarded, finishing)) <= seconds(gates[0]["started"])

@@ -242,12 +242,13 @@ class PlaybookRun:
     of the run (workers, modules and what they start) inherits RUN_MARKER=<self.marker> in its environment,
     so kill() finds them all, even the ones that called setsid() or lost their parent."""
 
-    def __init__(self, values, log_path, check=False, extra_args=(), env=None):
+    def __init__(self, values, log_path, check=False, extra_args=(), env=None, playbook=PLAYBOOK, inventory="localhost,"):
         self.values = values
         self.log_path = pathlib.Path(log_path)
         self.vars_path = self.log_path.with_suffix(".vars.json")
         self.vars_path.write_text(json.dumps(values))
-        cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", str(PLAYBOOK),
+        # Another playbook of the collection (upgrade_fleet.yml) with its own inventory file of clusters.
+        cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory), str(playbook),
                "-e", "@" + str(self.vars_path)]
         if check:
             cmd.append("--check")

@@ -539,6 +539,16 @@ class AwsProvider(ReadingMemo, CloudProvider):
             raise
         return True
 
+    def instance_group(self, provider_id):
+        """The group DescribeAutoScalingInstances names (the instance's aws:autoscaling:groupName); an instance
+        in none is absent once EC2 says it is terminating or gone."""
+        _zone, instance_id = parse_provider_id(provider_id)
+        found = self._call(self.autoscaling, "describe_auto_scaling_instances",
+                           InstanceIds=[instance_id]).get("AutoScalingInstances", [])
+        if found:
+            return found[0].get("AutoScalingGroupName") or ""
+        return None if self._ec2_state(instance_id) in (None, "shutting-down", "terminated") else ""
+
     def _ec2_state(self, instance_id):
         try:
             page = self._call(self.ec2, "describe_instances", InstanceIds=[instance_id])

@@ -934,6 +934,20 @@ class AzureProvider(ReadingMemo, CloudProvider):
         vm = self._get_flexible_vm(sub, rg, vm_name)
         return vm_scale_set_id(vm) if vm else None
 
+    def instance_group(self, provider_id):
+        """A Flexible VM's virtualMachineScaleSet reference; a Uniform VM's scale set (its providerID names it)
+        once the VM is read there."""
+        sub, rg, vmss, instance_id = parse_provider_id(provider_id)
+        if vmss is None:
+            vm = self._get_flexible_vm(sub, rg, instance_id)
+            return None if vm is None else (vm_scale_set_id(vm) or "")
+        try:
+            self._call("get VM %s of %s" % (instance_id, vmss), self.client(sub).virtual_machine_scale_set_vms.get,
+                       rg, vmss, instance_id)
+        except NotFoundError:
+            return None     # the VM, or its whole scale set, is gone
+        return _format_group_id(sub, rg, vmss)
+
     def _get_flexible_vm(self, sub, rg, vm_name):
         """The plain virtual machine `vm_name` (wire dict), None when it does not exist."""
         try:

@@ -148,6 +148,13 @@ class CloudProvider(abc.ABC):
         """The group ID when the providerID alone tells it (Azure); None when a listing is needed."""
         return None
 
+    def instance_group(self, provider_id) -> Optional[str]:
+        """The scaling group the cloud says the instance belongs to, read from the instance itself (a constant
+        number of calls, for an instance the listing of the groups in scope did not find): the group ID, ""
+        when the instance exists in no scaling group, None when it does not exist. By default the cloud cannot
+        tell, which reads as absent."""
+        return None
+
 
 def with_retries(call, attempts=5, base_delay=0.5, max_delay=8.0, sleep=time.sleep):
     """Call `call()` and retry ProviderError with retryable=True, with jittered exponential backoff.

@@ -787,8 +787,9 @@ class GceProvider(CloudProvider):
                 self._sleep(delay)
         return ""
 
-    def _group_of_instance(self, project, zone, name):
-        """The group that manages an instance, from its `created-by` metadata; None when it does not exist."""
+    def _created_by(self, project, zone, name):
+        """The group that manages an instance, from its `created-by` metadata: a GroupRef, "" when it is in no
+        managed instance group, None when it does not exist."""
         try:
             inst = self._call("reading instance %s" % provider_id_of(project, zone, name),
                               self._client("InstancesClient").get, project=project, zone=zone, instance=name)
@@ -799,8 +800,19 @@ class GceProvider(CloudProvider):
                 created_by = parse_group_id(item.value)
                 # created-by may name the project by number; the instance's project is the group's.
                 return GroupRef(project, created_by.kind, created_by.scope, created_by.name)
-        raise ProviderError("instance %s is not in a managed instance group (no created-by metadata)"
-                            % provider_id_of(project, zone, name))
+        return ""
+
+    def _group_of_instance(self, project, zone, name):
+        """The group that manages an instance; None when it does not exist."""
+        ref = self._created_by(project, zone, name)
+        if ref == "":
+            raise ProviderError("instance %s is not in a managed instance group (no created-by metadata)"
+                                % provider_id_of(project, zone, name))
+        return ref
+
+    def instance_group(self, provider_id):
+        ref = self._created_by(*parse_provider_id(provider_id))
+        return ref.id if ref else ref
 
     def delete_instance(self, provider_id, group_id=None):
         """Delete the instance and shrink its group; False when it is gone or already being deleted.

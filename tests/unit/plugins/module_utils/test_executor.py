@@ -117,6 +117,25 @@ def test_control_plane_donor_loses_its_etcd_member_before_deletion_in_one_pass()
     assert w.etcd_removed == {"cp-old"}
 
 
+def test_an_etcd_member_removed_and_its_node_deleted_in_one_pass_is_journaled_as_removed():
+    """No later read sees the etcd-removed phase of a donor deleted in the same pass: the pass journals it (its
+    Event, UpgradeEtcdMemberRemoved, comes from the journal)."""
+    w = World([group("CP", role="control-plane", image=NEW)])
+    w.add_node("cp-old", "CP", OLD, control_plane=True)
+    ex = w.executor(opts(), journal_run="2026-12-01T00:00:00Z")
+    journal = report.new_journal(NEW, core.format_time(w.now))
+    for _attempt in range(8):
+        result = ex.run_pass()
+        if result["finished"]:
+            break
+        w.tick()
+    for record in w.journal:
+        report.merge(journal, record)
+    phases = journal["nodes"]["cp-old"]["phases"]
+    assert phases["drained"] <= phases["etcd-removed"] <= phases["deleted"], phases
+    assert "etcd-removed" in w.journal[-1]["nodes"]["cp-old"]["phases"]
+
+
 def test_delegated_etcd_removal_is_handed_back_and_nothing_is_deleted():
     w = World([group("CP", role="control-plane", image=NEW)])
     w.add_node("cp-old", "CP", OLD, control_plane=True)

@@ -2,9 +2,11 @@
 report (report.merge, report.gate_rows, render_markdown), and the executor's hook (gate_due, creations held
 until the batch in flight finished) against the in-memory world."""
 
+import copy
 import datetime
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, gate, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 
 from core_world import NEW, OLD, World, group
 
@@ -203,6 +205,76 @@ def test_with_gates_after_each_replacement_every_finish_hands_the_gate_back():
             break
         w.tick()
     assert result["done"] and gates == 2
+
+
+def _holding_back(w, held):
+    """The executor's sleep: time passes, but the heir of the last of two paired donors stays not Ready (so its
+    drain waits and the batch is part-finished). `held` ([donor name]) records which donor that is."""
+    def sleep(_seconds):
+        w.tick()
+        heirs = {n: w.nodes[n]["metadata"]["annotations"].get(core.DEFAULT_PREFIX + "/heir") for n in sorted(w.nodes)
+                 if n.startswith("old-")}
+        paired = [n for n, heir in heirs.items() if heir]
+        if not held and len(paired) == 2:
+            held.append(paired[-1])
+        if held and heirs.get(held[0]) in w.nodes:
+            w.nodes[heirs[held[0]]]["status"]["conditions"][0]["status"] = "False"
+    return sleep
+
+
+def test_a_gate_owed_when_a_run_is_killed_mid_batch_holds_the_resumed_runs_heirs_until_the_gate_ran():
+    """A batch of two, one finished, the other in flight: the gate is owed and recorded at once; the run is killed
+    (its executor and memory gone); the resumed run's executor, told by the journal, creates no heir until the
+    batch finished and hands the gate back. Told nothing, it would create the next heir at once."""
+    w = World([group("G1")])
+    for index in range(3):
+        w.add_node("old-%d" % index, "G1", OLD)
+    ex = w.executor(opts(max_surge=2), gate_after="batch")
+    recorded, held = [], []
+    ex.record_gate_owed = lambda: recorded.append(len(w.created))
+    ex.sleep = _holding_back(w, held)
+    for _look in range(20):
+        result = ex.run_slice(seconds=30)
+        if result["finished"]:
+            break
+        ex.sleep(0)
+    assert held and result["finished"] and not result["gate_due"] and held[0] in w.nodes, (result["finished"], held)
+    assert ex.gate_owed and recorded == [2] and len(w.created) == 2
+    forgetful = copy.deepcopy(w)
+
+    resumed = w.executor(opts(max_surge=2), gate_after="batch", gate_owed=True)
+    due = run_until_gate(resumed, w)
+    assert due["gate_due"] and held[0] not in w.nodes and len(w.created) == 2, (held, w.created)
+    # The gate ran (the role): the next batch begins.
+    after = run_until_gate(resumed, w)
+    assert len(w.created) == 3 and after["gate_due"]
+
+    # Without the journal's word the resumed run creates the third heir while the batch is still in flight.
+    blind = forgetful.executor(opts(max_surge=2), gate_after="batch")
+    blind.run_pass()
+    assert len(forgetful.created) == 3 and held[0] in forgetful.nodes
+
+
+def test_a_gate_owed_is_ignored_without_gates_and_in_check_mode():
+    w = World([group("G1")])
+    w.add_node("old-0", "G1", OLD)
+    assert w.executor(opts(), gate_owed=True).gate_owed is False
+    first = w.executor(opts(), gate_owed=True).run_slice(seconds=30)
+    assert len(w.created) == 1 and first["gate_due"] is False
+    assert w.executor(opts(), gate_after="batch", gate_owed=True, check_mode=True).run_slice()["gate_due"] is False
+
+
+def test_the_journal_keeps_a_gate_owed_until_the_gate_passed():
+    journal = report.new_journal("img", "2026-12-02T03:00:00Z")
+    assert not journal_store.gate_owed(journal) and not journal_store.gate_owed(None)
+    report.merge(journal, {"gate_owed": True})
+    report.merge(journal, {"passes": 4, "nodes": {}})
+    assert journal_store.gate_owed(journal)
+    report.merge(journal, {"gate_due": True})
+    assert journal_store.gate_owed(journal)
+    report.merge(journal, {"gate_due": False, "gate_owed": False})
+    assert not journal_store.gate_owed(journal)
+    assert not journal_store.gate_owed({"gate_owed": "yes"})
 
 
 def test_check_mode_never_hands_a_gate_back():

@@ -1,0 +1,197 @@
+#!/usr/bin/python
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: fleet_report
+short_description: The batches of a fleet of clusters and its aggregated upgrade report
+version_added: 1.1.0
+description:
+  - Used by the playbook C(kubenodes.image_upgrade.upgrade_fleet), where each inventory host is a cluster and the
+    play upgrades them in the batches of C(serial) (C(fleet_batches)). Run it on the controller, once per batch
+    (C(run_once), C(delegate_to=localhost)).
+  - With O(state=plan), checks O(batches) and O(soak_seconds) and returns the batches Ansible makes of
+    O(hosts) (RV(batches)) and each cluster's batch (RV(batch_of)). Bad values fail naming the option, the value
+    and what to do; nothing is written.
+  - "With O(state=report), writes C(fleet-upgrade-report.json), C(.md) and C(.svg) to O(report_dir): every
+    cluster with its batch, its outcome (succeeded, failed and why, not started because an earlier batch failed,
+    or pending while later batches may still run), its start, end and time, and the nodes its own report
+    (C(image-upgrade-report.json) in the cluster's C(report_dir)) says were replaced."
+  - Writes only files on the host it runs on; reports C(changed) when a file's content changed.
+author:
+  - kubenodes.image_upgrade maintainers (!UNKNOWN)
+options:
+  state:
+    description:
+      - V(plan) checks and returns the batches; V(report) also writes the report.
+    type: str
+    choices: [plan, report]
+    default: report
+  batches:
+    description:
+      - The play's C(serial) (C(fleet_batches)), a list of whole numbers from 1 and percentages of the clusters
+        from C(1%) to C(100%).
+    type: list
+    elements: raw
+    required: true
+  hosts:
+    description:
+      - Every cluster of the play in play order (C(ansible_play_hosts_all)).
+    type: list
+    elements: str
+    required: true
+  current:
+    description:
+      - The clusters of the batch that runs now (C(ansible_play_batch)), with O(state=plan). When they are not
+        one of the batches O(batches) makes, the play's C(serial) was not O(batches) (C(fleet_batches) set as an
+        inventory variable, which C(serial) never sees), and the module fails, saying to pass it as an extra
+        variable.
+    type: list
+    elements: str
+    default: []
+  soak_seconds:
+    description:
+      - C(fleet_soak_seconds), checked with O(state=plan) (0 to 2592000).
+    type: raw
+    default: 0
+  clusters:
+    description:
+      - What each cluster recorded, by host name (C(_fleet_cluster) of each host); a host without an entry has
+        not started. Each entry may have C(outcome) (V(succeeded), V(failed), V(planned), V(running)),
+        C(started), C(ended) (ISO 8601 UTC), C(cause), C(failed_task) and C(report_dir).
+    type: dict
+    default: {}
+  report_dir:
+    description:
+      - Directory for the report files. Required with O(state=report).
+    type: path
+attributes:
+  check_mode:
+    support: full
+    description: Returns the report it would write and whether it would change a file; writes nothing.
+  diff_mode:
+    support: none
+    description: No diff.
+"""
+
+EXAMPLES = r"""
+- name: Fleet | the report of every cluster so far
+  kubenodes.image_upgrade.fleet_report:
+    batches: [1, "25%", "100%"]
+    hosts: "{{ ansible_play_hosts_all }}"
+    clusters: "{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars, '_fleet_cluster'))) }}"
+    report_dir: ./fleet-upgrade-report
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+batches:
+  description: The clusters of each batch, in order.
+  returned: always
+  type: list
+  elements: list
+  sample: [["canary"], ["eu-1"], ["eu-2", "us-1"]]
+batch_of:
+  description: Each cluster's batch number, from 1.
+  returned: always
+  type: dict
+  sample: {"canary": 1, "eu-1": 2}
+summary:
+  description: The fleet report (with O(state=report)) - outcome, message, batches, one row per cluster, failed.
+  returned: when state is report
+  type: dict
+artifact:
+  description: The summary cut for set_stats (C(image_upgrade_fleet)).
+  returned: when state is report
+  type: dict
+files:
+  description: The report files (written, or that would be written in check mode).
+  returned: when state is report
+  type: list
+  elements: str
+"""
+
+import json
+import os
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import fleet
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.report_files import write_if_changed
+
+BASENAME = "fleet-upgrade-report"
+
+
+def _problems(params):
+    problems = fleet.batch_problems(params["batches"])
+    if params["state"] == "plan":
+        problems += fleet.soak_problems(params["soak_seconds"])
+    if not params["hosts"]:
+        problems.append("hosts is empty: the play has no cluster; put each cluster in the inventory group the "
+                        "playbook targets (fleet_hosts, default clusters)")
+    return problems
+
+
+def cluster_report(record):
+    """The nodes replaced, from the cluster's own report, when that report was written by this run."""
+    directory = (record or {}).get("report_dir")
+    if not directory:
+        return {}
+    path = os.path.join(directory, "image-upgrade-report.json")
+    started = fleet.parse_time(record.get("started"))
+    try:
+        if started and os.path.getmtime(path) < started.timestamp() - 1:
+            return {}  # an earlier run's report: this run did not get as far as writing one
+        with open(path) as handle:
+            summary = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return {"nodes_replaced": summary.get("nodes_replaced"), "nodes_total": summary.get("nodes_total"),
+            "report": os.path.join(directory, "image-upgrade-report.md")}
+
+
+def main():
+    module = KubenodesModule(argument_spec=dict(
+        state=dict(type="str", choices=["plan", "report"], default="report"),
+        batches=dict(type="list", elements="raw", required=True),
+        hosts=dict(type="list", elements="str", required=True),
+        soak_seconds=dict(type="raw", default=0),
+        current=dict(type="list", elements="str", default=[]),
+        clusters=dict(type="dict", default={}),
+        report_dir=dict(type="path"),
+    ), supports_check_mode=True, required_if=[("state", "report", ["report_dir"])], validate=_problems)
+    params = module.params
+    layout = fleet.batches(params["batches"], params["hosts"])
+    result = dict(changed=False, batches=layout, batch_of=fleet.batch_of(layout))
+    if params["state"] == "plan":
+        if params["current"] and list(params["current"]) not in layout:
+            module.fail_json(msg="this batch is %s, but fleet_batches %s makes the batches %s: the play's serial did not "
+                                 "get fleet_batches. Give fleet_batches (and fleet_hosts) as extra variables (-e, or the "
+                                 "AWX job's extra variables), not as inventory variables, which serial never sees. "
+                                 "Nothing was changed" % (params["current"], params["batches"], layout), **result)
+        module.exit_json(**result)
+
+    records = {}
+    for host, record in (params["clusters"] or {}).items():
+        if isinstance(record, dict) and record:
+            records[host] = dict(record, **{k: v for k, v in cluster_report(record).items() if v is not None})
+    summary = fleet.summarize(layout, records, params["batches"])
+    base = os.path.join(params["report_dir"], BASENAME)
+    outputs = {base + ".json": fleet.render_json(summary), base + ".md": fleet.render_markdown(summary),
+               base + ".svg": fleet.render_svg(summary) + "\n"}
+    try:
+        if not module.check_mode:
+            os.makedirs(params["report_dir"], exist_ok=True)
+        for path, text in outputs.items():
+            result["changed"] = write_if_changed(path, text, module.check_mode) or result["changed"]
+    except OSError as exc:
+        module.fail_json(msg="cannot write the fleet report to report_dir %s: %s; set fleet_report_dir to a "
+                             "directory the controller may write" % (params["report_dir"], exc))
+    result.update(summary=summary, artifact=fleet.artifact(summary), files=sorted(outputs))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
