@@ -4,6 +4,7 @@ Its own file, so that pytest-xdist's --dist loadfile can run it beside test_upgr
 
 import pytest
 
+from ansible_run import run_playbook
 import upgrade_helpers as uh
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -21,6 +22,16 @@ def test_full_upgrade_azure_flexible(upgrade_cluster, tmp_path):
     handle, values, start = upgrade_cluster("azure", azure_orchestration="Flexible", rolling_upgrade_engine="step")
     flexible = "/providers/Microsoft.Compute/virtualMachines/"
     assert start["instances"] and all(flexible in pid for pid in start["instances"]), start["instances"]
+    # Check mode's plan on Flexible sets: every node in its order, the sets to point at the image; nothing changed.
+    before = uh.world(handle, values)
+    rc, output = run_playbook(uh.PLAYBOOK, extra_vars=values, check=True, timeout=RUN_TIMEOUT)
+    assert rc == 0, uh.failed_messages(output)
+    tasks = {t["task"]["name"]: t["hosts"]["localhost"] for t in output["plays"][0]["tasks"] if t["hosts"]}
+    order = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | the order of replacement"))
+    assert order.startswith("3 node(s) to replace") and all(n in order for n in start["node_names"]), order
+    plan = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | the next pass"))
+    assert plan["set_group_image"] and all("/virtualMachineScaleSets/" in g["group"] for g in plan["set_group_image"]), plan
+    assert uh.world(handle, values) == before
     admin = handle.cloud("azure")
     admin.clear_requests()
     rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)

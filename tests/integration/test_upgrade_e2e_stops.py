@@ -37,6 +37,12 @@ def test_check_mode_prints_the_plan_and_bad_images_change_nothing(upgrade_cluste
                   "no pod that was Running before the batch Pending", "soak of 30s since the last node turned Ready",
                   "Now: %d node(s) Ready" % len(start["node_names"])):
         assert words in gates, gates
+    # The plan says how replacements go: the surge, no delete-first, the gates and the Events (issue 16).
+    how = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | how replacements go"))
+    for words in ("Surge: up to 1 new instance(s) at a time per worker group", "max_unavailable 0: no node is drained "
+                  "before its heir is Ready", "Health gates: after each batch (Plan | health gates)",
+                  "Kubernetes Events on the Nodes: on (namespace default, source kubenodes-image-upgrade)"):
+        assert words in how, how
     order = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | the order of replacement"))
     assert order.startswith("3 node(s) to replace"), order
     for name in start["node_names"]:
@@ -56,6 +62,14 @@ def test_check_mode_prints_the_plan_and_bad_images_change_nothing(upgrade_cluste
         assert rc != 0 and any("health gates run only with the step engine" in m and "set rolling_upgrade_engine to step" in m
                                for m in failures), failures
         assert uh.world(handle, values) == before
+        # Gates with delete-first are refused before the lock and the autoscaler are touched, naming both options.
+        refused = dict(values, rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch",
+                       rolling_upgrade_max_unavailable=1)
+        rc, output = run_playbook(uh.PLAYBOOK, extra_vars=refused, timeout=RUN_TIMEOUT)
+        failures = uh.failed_messages(output)
+        assert rc != 0 and any("rolling_upgrade_gate_after is batch, but rolling_upgrade_max_unavailable is 1" in m
+                               and "Nothing was changed" in m for m in failures), failures
+        assert uh.world(handle, values) == before and not uh.lease_holder(handle)
     for image, cause in [uh.missing_image(values), ("not a valid image reference", "not a valid image reference")]:
         rc, output = run_playbook(uh.PLAYBOOK, extra_vars=dict(values, rolling_upgrade_image=image), timeout=RUN_TIMEOUT)
         failures = uh.failed_messages(output)

@@ -18,6 +18,16 @@ def test_no_room_for_surge_replaces_workers_delete_first(upgrade_cluster, tmp_pa
                                             rolling_upgrade_max_unavailable=1, rolling_upgrade_engine="step")
     upgraded = uh.limit_to_groups(values, start, ["workers-0"])
     handle.cloud("gcp").set_faults(quota=len(uh.live_instances(handle)))
+    # Check mode's plan shows the delete-first mode, and changes nothing.
+    before = uh.world(handle, values)
+    rc, checked = uh.run_upgrade(dict(values, rolling_upgrade_events=False), tmp_path / "check.log", timeout=RUN_TIMEOUT,
+                                 check=True)
+    assert rc == 0, checked[-6000:]
+    assert "max_unavailable 1: workers may be drained and deleted before their heir exists" in checked, checked[-6000:]
+    # Nothing is marked before the groups point at the image (the first pass does that), so the plan says none yet.
+    assert "Ready nodes per worker group never below the start minus 1 (marked now: none)" in checked, checked[-6000:]
+    assert "Kubernetes Events on the Nodes: off (rolling_upgrade_events is false)" in checked
+    assert uh.world(handle, values) == before
     rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
     assert rc == 0, output[-6000:]
     assert "workers are replaced delete-first" in output, output[-6000:]
