@@ -81,7 +81,10 @@ EXAMPLES = r"""
   kubenodes.image_upgrade.fleet_report:
     batches: [1, "25%", "100%"]
     hosts: "{{ ansible_play_hosts_all }}"
-    clusters: "{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars, '_fleet_cluster'))) }}"
+    # What each cluster recorded so far; playbooks/upgrade_fleet.yml gathers it from every host's _fleet_cluster.
+    clusters:
+      canary: {outcome: succeeded, started: "2026-12-02T07:00:00Z", ended: "2026-12-02T07:05:00Z"}
+      eu-1: {outcome: failed, started: "2026-12-02T07:05:10Z", ended: "2026-12-02T07:06:00Z", cause: "health gate failed"}
     report_dir: ./fleet-upgrade-report
   delegate_to: localhost
   run_once: true
