@@ -44,9 +44,6 @@ class MaskingDisplay:
     def warning(self, msg, *args, **kwargs):
         self._display.warning(base.redact(msg, self.secrets), *args, **kwargs)
 
-    def vvv(self, msg, *args, **kwargs):
-        self._display.vvv(base.redact(msg, self.secrets), *args, **kwargs)
-
 
 class KubenodesActionBase(ActionBase):
     """Subclasses define options_spec() (the argument spec whose no_log options are secrets),
