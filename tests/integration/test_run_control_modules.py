@@ -274,9 +274,12 @@ def test_journal_writes_each_step_as_one_event_on_its_node_and_aggregates_repeat
     assert on_donor[("UpgradePaired", "to be replaced by %s in g" % heir)].count == 1
     assert "events" not in json.dumps(again["journal"])
 
-    # A new phase: one new Event.
+    # New phases: one new Event each. A drain cordons first in the same call, so its start is the cordon too.
     phases = {"draining": "2026-12-02T10:02:00Z", "drained": "2026-12-02T10:03:00Z"}
     drained = {"passes": 2, "nodes": {donor: {"evicted": ["web/a"], "phases": phases}}}
     third = run_module("upgrade_journal", dict(base, record=drained))
-    assert third["events_written"] == 2, third
-    assert ("UpgradeDrained", "drained (1 pods evicted); heir %s" % heir) in _node_events(sandbox, donor)
+    assert third["events_written"] == 3, third
+    on_donor = _node_events(sandbox, donor)
+    assert ("UpgradeCordoned", "cordoned; its heir %s is Ready" % heir) in on_donor
+    assert ("UpgradeDrainStarted", "drain started through the Eviction API; heir %s" % heir) in on_donor
+    assert ("UpgradeDrained", "drained (1 pods evicted); heir %s" % heir) in on_donor
