@@ -623,7 +623,7 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
                   recorded them (instances_created). Only these may be removed as surplus.
     start_counts: {group id: number of nodes} when the upgrade started (the journal's start_counts).
                   A recorded node that no donor needs is removed only while its group holds more nodes.
-    removed_first: {node name: {group, labels, taints}}: the workers this upgrade removed delete-first, as its
+    removed_first: {node name: {group, since, labels, taints}}: the workers this upgrade removed delete-first, as its
                   journal recorded them (max_unavailable); refills: {such name: the node that replaced it}.
     Returns a dict of plain data (see the RETURN documentation of node_image_facts).
     """
@@ -969,6 +969,8 @@ class _Planner:
                     nodes_now -= 1
                 elif self.created_by_us(s) is not None:
                     nodes_now -= self.remove_surplus(s, gkey, nodes_now)
+                elif self.unrecorded_refill(s, nodes_now, gkey):
+                    self.refill_done(s)
                 # A node that nothing needs and that the journal does not record as created by this upgrade is
                 # simply up to date: we cannot prove we created it, so it is never deleted.
 
@@ -1008,18 +1010,39 @@ class _Planner:
         s.cache = {}
         return 1
 
+    def open_slot(self, s):
+        """The first worker of `s`'s group removed delete-first that no node replaced yet, or None."""
+        taken = set(self.refills) | set(self.record_refills)
+        for slot, entry in sorted(self.removed_first.items()):
+            if slot not in taken and slot not in self.by_name and same(entry.get("group"), s.group_id):
+                return slot
+        return None
+
     def refill_slot(self, s):
         """The worker removed delete-first that refill `s` replaces: the one the journal assigns to it, else the
         first of its group that no node replaced yet (None when there is none)."""
         for slot, refill in sorted(self.refills.items()):
             if refill == s.name:
                 return slot
-        taken = set(self.refills) | set(self.record_refills)
-        for slot, entry in sorted(self.removed_first.items()):
-            if slot not in taken and slot not in self.by_name and same(entry.get("group"), s.group_id):
-                self.record_refills[slot] = s.name
-                return slot
-        return None
+        slot = self.open_slot(s)
+        if slot is not None:
+            self.record_refills[slot] = s.name
+        return slot
+
+    def unrecorded_refill(self, s, nodes_now, gkey):
+        """Whether `s`, a fresh worker (its image never cached) that the journal does not record, is the refill
+        of a worker removed delete-first: a run killed between the cloud's create and its record leaves such a
+        node. It is when its group is not above its start count and the cloud created its instance after that
+        removal was decided. It then gets the removed worker's labels, which is additive: nothing proves it is
+        ours, so it is still never removed as surplus."""
+        start = self.start_counts.get(gkey)
+        if (s.info.control_plane or start is None or nodes_now > start or self.keys.image in s.info.annotations
+                or unavailable_limit(self.options.max_unavailable, 1) == 0):
+            return False
+        slot = self.open_slot(s)
+        since = parse_time((self.removed_first.get(slot) or {}).get("since")) if slot is not None else None
+        inst = self.by_provider_id.get(self.normalize(s.info.provider_id)) if s.info.provider_id else None
+        return since is not None and inst is not None and inst.created_at is not None and inst.created_at >= since
 
     def refill_done(self, s):
         """A node this upgrade created to refill a group whose donor it replaces was removed delete-first (no
@@ -1038,7 +1061,9 @@ class _Planner:
                 copies["labels"] = labels
             if taints:
                 copies["taints"] = list(s.info.taints) + taints
-        created = self.created_by_us(s).get("created") or self.stamp
+        inst = self.by_provider_id.get(self.normalize(s.info.provider_id)) if s.info.provider_id else None
+        created = ((self.created_by_us(s) or {}).get("created")
+                   or (format_time(inst.created_at) if inst is not None and inst.created_at else self.stamp))
         s.phase, s.phase_since = PHASE_REPLACED, self.now
         before = s.info.annotations
         s.info = dataclasses.replace(s.info, annotations=dict(before, **{keys.started_at: created}))
@@ -1349,8 +1374,9 @@ class _Planner:
         count = 0 if self.cp_busy else min(max(0, limit - in_use), spare)
         for s in free[:count]:
             # Its labels (and taints) outlive it in the journal, for the refill that replaces it.
+            # `since`: a fresh node the cloud created after it may be its refill (unrecorded_refill).
             self.record_removed_first[s.name] = dict(
-                group=report["id"], labels=copyable_labels(s.info.labels, self.options.exclude_labels),
+                group=report["id"], since=self.stamp, labels=copyable_labels(s.info.labels, self.options.exclude_labels),
                 taints=copyable_taints(s.info.taints, self.options.exclude_labels) if self.options.copy_taints else [])
             self.final[s.name] = OBSOLETE
             self.obsolete_marks.append(s.name)
