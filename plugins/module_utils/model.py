@@ -32,6 +32,9 @@ class Group:
     image: str                    # image that new instances get now
     role: Optional[str] = None    # ROLE_* when the cloud tags say so; else the core derives it from nodes
     target_size: Optional[int] = None
+    # What the cloud calls it, for the plan: "GCE managed instance group (regional)", "Azure VM scale set
+    # (Flexible orchestration)", "AWS auto scaling group".
+    kind: Optional[str] = None
 
     def to_dict(self):
         return asdict(self)

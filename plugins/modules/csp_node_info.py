@@ -111,11 +111,12 @@ provider_ids:
   elements: str
   sample: [aws:///us-east-1a/i-0123456789abcdef0]
 groups:
-  description: The scaling groups reported (ID, name, image, role, target size).
+  description: The scaling groups reported (ID, name, image, role, target size, and C(kind), what the cloud calls it).
   returned: always
   type: list
   elements: dict
-  sample: [{id: workers, name: workers, image: ami-0123456789abcdef0, role: worker, target_size: 3}]
+  sample: [{id: workers, name: workers, image: ami-0123456789abcdef0, role: worker, target_size: 3,
+            kind: AWS auto scaling group}]
 resource_actions:
   description:
     - The AWS API actions called, with O(aws.debug_botocore_endpoint_logs=true) (as amazon.aws returns them).

@@ -96,6 +96,10 @@ groups:
       description: How many instances the group is meant to have, when the cloud says.
       type: int
       sample: 3
+    kind:
+      description: What the cloud calls the group, for example V(Azure VM scale set (Flexible orchestration\)).
+      type: str
+      sample: AWS auto scaling group
 changed_groups:
   description: IDs of the groups whose image was changed (or would be, in check mode).
   returned: always

@@ -85,6 +85,10 @@ groups:
       description: How many instances the group is meant to have, when the cloud says.
       type: int
       sample: 3
+    kind:
+      description: What the cloud calls the group, for example V(Azure VM scale set (Flexible orchestration\)).
+      type: str
+      sample: AWS auto scaling group
 resource_actions:
   description:
     - The AWS API actions called, with O(aws.debug_botocore_endpoint_logs=true) (as amazon.aws returns them).

@@ -242,6 +242,9 @@ scaling_groups:
   description:
     - Per scaling group - its role, image, node counts per group, joining instances, surge limit, extra nodes in
       flight and instances to create now.
+    - C(kind) is what the cloud calls the group (V(GCE managed instance group (zonal\)), V(GCE managed instance
+      group (regional\)), V(Azure VM scale set (Uniform orchestration\)), V(Azure VM scale set (Flexible
+      orchestration\)), V(AWS auto scaling group)); null without a cloud read.
     - C(leaving) counts instances whose deletion was requested and that the cloud still lists; they count in
       C(in_flight) until the cloud no longer lists them. C(held) names nodes this collection created as heirs
       that are left alone for a problem; they keep their place in C(in_flight).
@@ -251,7 +254,7 @@ scaling_groups:
   returned: always
   type: list
   elements: dict
-  sample: [{id: g, name: g, role: worker, image: img, image_current: true, listed: true, nodes: 3, outdated: 1,
+  sample: [{id: g, name: g, kind: AWS auto scaling group, role: worker, image: img, image_current: true, listed: true, nodes: 3, outdated: 1,
             up_to_date: 1, donor: 1, heir: 1, new: 0, obsolete: 0, joining: 0, leaving: 0, held: [], surge_limit: 1,
             in_flight: 1, to_create: 0}]
 budget:

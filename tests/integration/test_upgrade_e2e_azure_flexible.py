@@ -29,6 +29,8 @@ def test_full_upgrade_azure_flexible(upgrade_cluster, tmp_path):
     tasks = {t["task"]["name"]: t["hosts"]["localhost"] for t in output["plays"][0]["tasks"] if t["hosts"]}
     order = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | the order of replacement"))
     assert order.startswith("3 node(s) to replace") and all(n in order for n in start["node_names"]), order
+    groups = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | the scaling groups"))
+    assert groups.count("(Azure VM scale set (Flexible orchestration), ") == 3 and "Uniform" not in groups, groups
     plan = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | the next pass"))
     assert plan["set_group_image"] and all("/virtualMachineScaleSets/" in g["group"] for g in plan["set_group_image"]), plan
     assert uh.world(handle, values) == before

@@ -397,6 +397,7 @@ class AwsProvider(ReadingMemo, CloudProvider):
             image=self._image_of_group(asg),
             role=role_from_tags(asg.get("Tags")),
             target_size=asg.get("DesiredCapacity"),
+            kind="AWS auto scaling group",
         )
 
     # -- CloudProvider --------------------------------------------------------------------------------

@@ -393,6 +393,7 @@ def group_from_vmss(vmss):
         image=image_from_reference((profile.get("storageProfile") or {}).get("imageReference")),
         role=role_from_tags(vmss.get("tags")),
         target_size=(vmss.get("sku") or {}).get("capacity"),
+        kind="Azure VM scale set (%s orchestration)" % orchestration_mode(vmss),
     )
 
 

@@ -651,7 +651,8 @@ class GceProvider(CloudProvider):
         template = templates.get(url) or self._get_template(url)
         templates[url] = template
         return Group(id=ref.id, name=ref.name, image=self._template_image(template),
-                     role=role_of(dict(template.properties.labels), ref.name), target_size=igm.target_size)
+                     role=role_of(dict(template.properties.labels), ref.name), target_size=igm.target_size,
+                     kind="GCE managed instance group (%s)" % ("regional" if ref.regional else "zonal"))
 
     # ---- the interface -------------------------------------------------------------------------------
     def list_groups(self, group_ids=None):

@@ -245,6 +245,9 @@ def test_group_from_vmss_reads_role_capacity_and_image():
     group = az.group_from_vmss(vmss)
     assert (group.name, group.role, group.target_size) == ("aks-np-vmss", "control-plane", 3)
     assert group.image == "/CommunityGalleries/p/Images/i/Versions/1.0.0"
+    assert group.kind == "Azure VM scale set (Uniform orchestration)"
+    flexible = dict(vmss, properties=dict(vmss["properties"], orchestrationMode="Flexible"))
+    assert az.group_from_vmss(flexible).kind == "Azure VM scale set (Flexible orchestration)"
     assert az.group_from_vmss(dict(vmss, tags={})).role is None
     assert az.group_from_vmss(dict(vmss, tags={"kubenodes-role": "worker"})).role == "worker"
 
