@@ -19,6 +19,12 @@ description:
     control-plane node, its etcd removal) in C(<annotation_prefix>/phase-history). An obsolete node must have
     been marked by this collection. Any disagreement fails the task naming each problem in RV(problems), and
     nothing is deleted.
+  - With O(provider), the cloud is asked too (one lookup per node and heir, then one listing per scaling group
+    they are in), and the Node is deleted only when the cloud agrees - its instance is gone or being deleted
+    (a Node deleted while its instance runs comes back, or leaves a machine nobody sees), and its heir's instance
+    exists, in the same scaling group, on another image than the donor's. Without O(provider) only the cluster's
+    side is checked. The role passes the cloud options to it (it is in the C(cloud) action group), and the step
+    engine makes the same cross-check in process.
   - The delete carries a precondition on the resourceVersion read, so a node that changed in between is not
     deleted on stale grounds. A node already gone is not an error.
 author:
@@ -35,8 +41,17 @@ options:
       - Prefix of the annotation keys (the same as given to the other modules).
     type: str
     default: image-upgrade.kubenodes.io
+  provider:
+    description:
+      - The cloud whose scaling groups hold the nodes. When given (with that cloud's options), the cloud must
+        confirm each deletion as well; see the description.
+    required: false
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
+  - kubenodes.image_upgrade.cloud_provider
+  - kubenodes.image_upgrade.gcp
+  - kubenodes.image_upgrade.azure
+  - kubenodes.image_upgrade.aws
 attributes:
   check_mode:
     support: full
@@ -52,6 +67,13 @@ EXAMPLES = r"""
     name:
       - worker-a-0
       - worker-a-1
+
+- name: The same, with the cloud confirming that each instance is gone
+  kubenodes.image_upgrade.node_delete:
+    name: [worker-a-0]
+    provider: gcp
+    gcp:
+      project: my-project
 """
 
 RETURN = r"""
@@ -77,14 +99,48 @@ problems:
 
 import time
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, model, node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_OPTIONAL, KubenodesModule
+
+
+def provider_id(node):
+    return ((node or {}).get("spec") or {}).get("providerID") or ""
+
+
+def cloud_view(module, pairs):
+    """What the cloud says about the instances of the nodes and their heirs ({name: (node, heir)}), as a
+    core.CloudView, or None without O(provider): each instance's own scaling group is asked of the instance,
+    then each of those groups is listed once (for the state, image and group of its instances)."""
+    if not module.params.get("provider"):
+        return None
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
+
+    provider = factory.build_provider(module.params)
+    homes = set()
+    for node, heir in pairs.values():
+        for pid in filter(None, (provider_id(node), provider_id(heir))):
+            home = provider.instance_group(pid)
+            if home:
+                homes.add(home)
+    listed = [inst for home in sorted(homes) for inst in provider.list_instances(home)]
+    return core.CloudView(listed, provider.normalize_provider_id, complete=True)
+
+
+def instance_problems(name, node, cloud):
+    """The cloud's part that the planner's cross-check leaves to this step: the instance must be gone or going."""
+    inst = cloud.by_provider_id.get(cloud.normalize(provider_id(node))) if provider_id(node) else None
+    if inst is None or inst.state == model.DELETING:
+        return []
+    return [dict(node=name, step=core.STEP_NODE_DELETION, code="instance_running", message=(
+        "node %s: the cloud says its instance %s still exists in scaling group %s (state %s); delete the instance "
+        "first (csp_node state=absent), then its Node" % (name, inst.provider_id, inst.group_id, inst.state)))]
 
 
 def run(module, api_client):
     keys = core.AnnotationKeys(module.params["annotation_prefix"])
     nodes, result = {}, dict(changed=False, deleted=[], absent=[], problems=[])
+    pairs = {}
     # Check every node first: one refused node means nothing is deleted.
     for name in module.params["name"]:
         node = node_state.get_node(api_client, name)
@@ -97,9 +153,14 @@ def run(module, api_client):
                              % (name, keys.heir), **result)
         heir_name = annotations.get(keys.heir) or ""
         heir = node_state.get_node(api_client, heir_name) if core.valid_node_name(heir_name) else None
-        # The cluster's side of the cross-check (the cloud's was made when its instance was deleted).
-        result["problems"].extend(core.check_node_deletion(node, heir, keys=keys, now=time.time()))
+        pairs[name] = (node, heir)
         nodes[name] = node
+    # Then the cluster's side and, with O(provider), the cloud's: together, so that every problem is named.
+    cloud = cloud_view(module, pairs)
+    for name, (node, heir) in pairs.items():
+        result["problems"].extend(core.check_node_deletion(node, heir, cloud=cloud, keys=keys, now=time.time()))
+        if cloud is not None:
+            result["problems"].extend(instance_problems(name, node, cloud))
     if result["problems"]:
         module.fail_json(msg="refusing to delete any node; the cluster disagrees with the upgrade's records: %s"
                          % "; ".join(p["message"] for p in result["problems"]), **result)
@@ -121,7 +182,7 @@ def main():
     module = KubenodesModule(argument_spec=dict(
         name=dict(type="list", elements="str", required=True),
         annotation_prefix=dict(type="str", default=core.DEFAULT_PREFIX),
-    ), kube_auth=True, supports_check_mode=True,
+    ), kube_auth=True, cloud=CLOUD_OPTIONAL, supports_check_mode=True,
         validate=validate.checker(dict(name=validate.object_names, annotation_prefix=validate.annotation_prefix)))
     try:
         core.AnnotationKeys(module.params["annotation_prefix"])

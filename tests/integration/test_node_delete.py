@@ -2,6 +2,7 @@
 all-or-nothing, idempotently."""
 
 import time
+import uuid
 
 import pytest
 
@@ -85,3 +86,36 @@ def test_a_node_whose_status_moved_is_deleted_as_read_but_not_one_whose_claim_ch
     assert node_state.delete_node_as_read(client, read[moved], PREFIX) == "deleted"
     assert not exists(sandbox, moved)
     assert node_state.delete_node_as_read(client, read[moved], PREFIX) == "absent"
+
+
+def test_with_the_cloud_a_node_whose_instance_still_runs_is_refused(sandbox, cloud_admin):
+    """Issue 13: node_delete called on its own asks the cloud too when given provider: a donor the cluster
+    records as drained, whose instance still runs, is refused naming the instance and its group (without
+    provider the cluster's side alone would delete it); once the instance is gone, the Node is deleted."""
+    admin = cloud_admin("aws")
+    tag = uuid.uuid4().hex[:8]
+    group = admin.create_group("nd-" + tag, "worker", 2, admin.create_image("nd-" + tag))
+    donor, heir = [instance for instance, _state in admin.group_instances(group)]
+    cloud = admin.provider_options()
+    try:
+        sandbox.wait_nodes_ready([donor, heir], timeout=120)
+        mark(sandbox, heir, "donor", donor)
+        drained(sandbox, donor, "paired", {"heir": heir})
+        args = dict(sandbox.auth_args(), name=[donor])
+        assert run_module("node_delete", args, check=True)["deleted"] == [donor]     # the cluster's side agrees
+
+        refused = run_module("node_delete", dict(args, **cloud))
+        assert refused["failed"] and [p["code"] for p in refused["problems"]] == ["instance_running"], refused
+        assert "still exists in scaling group %s" % group in refused["msg"] and donor in refused["msg"], refused["msg"]
+        assert "csp_node state=absent" in refused["msg"] and exists(sandbox, donor)
+
+        gone = run_module("csp_node", dict(cloud, state="absent", group=group, node_name=[donor], wait=True,
+                                           wait_timeout=120, wait_sleep=1))
+        assert not gone.get("failed"), gone
+        deleted = run_module("node_delete", dict(args, **cloud))
+        assert not deleted.get("failed") and donor in deleted["deleted"] + deleted["absent"], deleted
+        assert not exists(sandbox, donor) and exists(sandbox, heir)
+    finally:
+        run_module("csp_node", dict(cloud, state="absent", group=group, node_name=[heir]))
+        for name in (donor, heir):
+            sandbox.kube().request("DELETE", "/api/v1/nodes/" + name, ok=(200, 202, 404))
