@@ -113,11 +113,21 @@ def _record_gate_owed(api_client, where, image):
 
 def _record_created(api_client, where, image, record):
     """Write the record of instances just created into the journal; a failure is a warning (this process keeps
-    the record in memory; a later run without it leaves those instances alone rather than removing them)."""
+    the record in memory; a later run without it leaves those instances alone rather than removing them). The
+    delete-first record, written before any worker is marked, is not: without it a run resumed after a kill
+    would not know its groups' start counts nor the labels of the workers it removed, so the pass stops first."""
     try:
         journal_store.record_created(api_client, where["name"], where["namespace"], image, record["instances_created"],
                                      record["start_counts"], delete_first=record)
     except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
+        if not record["instances_created"] and (record.get("removed_first") or record.get("start_counts")):
+            raise executor.StepFailure(
+                "the delete-first record (start counts %s, workers to remove first %s) could not be written to the "
+                "journal ConfigMap %s/%s: %s. No worker was marked for removal: rolling_upgrade_max_unavailable needs "
+                "the journal; make it writable for the run's identity (rbac.yml) and run again" % (
+                    json.dumps(record.get("start_counts") or {}, sort_keys=True),
+                    ", ".join(sorted(record.get("removed_first") or {})) or "none", where["namespace"], where["name"],
+                    exc), reason="journal_unwritable")
         display.warning("the instances just created (%s) could not be recorded in the journal ConfigMap %s/%s as this "
                         "upgrade's own: %s. A later run will not remove them as surplus"
                         % (", ".join(sorted(record["instances_created"])), where["namespace"], where["name"], exc))
