@@ -1256,7 +1256,7 @@ class _Planner:
             self.in_flight_total += in_flight
             demand = max(0, count[OUTDATED] - (joining - self.joining_old.get(gkey, 0)))
             budgets[gkey] = dict(limit=limit, in_flight=in_flight, demand=demand, held=held)
-            self.group_reports.append(dict(id=group.id, name=group.name, kind=getattr(group, "kind", None),
+            self.group_reports.append(dict(id=group.id, name=group.name, kind=group.kind,
                                            role=roles[gkey], image=group.image,
                                            image_current=same(group.image, self.target),
                                            listed=gkey in self.instance_lists, nodes=len(members),

@@ -21,8 +21,8 @@ description:
     nothing is deleted.
   - With O(provider), the cloud is asked too (one lookup per node and heir, then one listing per scaling group
     they are in), and the Node is deleted only when the cloud agrees - its instance is gone or being deleted
-    (a Node deleted while its instance runs comes back, or leaves a machine nobody sees), and its heir's instance
-    exists, in the same scaling group, on another image than the donor's. Without O(provider) only the cluster's
+    (a Node deleted while its instance runs comes back, or leaves a machine nobody sees), and the cloud lists
+    its heir's instance, in the same scaling group. Without O(provider) only the cluster's
     side is checked. The role passes the cloud options to it (it is in the C(cloud) action group), and the step
     engine makes the same cross-check in process.
   - The delete carries a precondition on the resourceVersion read, so a node that changed in between is not
