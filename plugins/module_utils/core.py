@@ -354,9 +354,10 @@ class CloudView:
             self.by_provider_id[normalize(inst.provider_id)] = inst
 
     def instance(self, info):
-        if info is None or not info.provider_id:
-            return None
-        return self.by_provider_id.get(self.normalize(info.provider_id))
+        return self.instance_by_id(info.provider_id) if info is not None else None
+
+    def instance_by_id(self, provider_id):
+        return self.by_provider_id.get(self.normalize(provider_id)) if provider_id else None
 
 
 def _problem(name, step, code, message):
@@ -1010,6 +1011,10 @@ class _Planner:
         s.cache = {}
         return 1
 
+    def instance_of(self, s):
+        """The cloud's instance of node `s` as this read lists it, or None."""
+        return self.by_provider_id.get(self.normalize(s.info.provider_id)) if s.info.provider_id else None
+
     def open_slot(self, s):
         """The first worker of `s`'s group removed delete-first that no node replaced yet, or None."""
         taken = set(self.refills) | set(self.record_refills)
@@ -1041,7 +1046,7 @@ class _Planner:
             return False
         slot = self.open_slot(s)
         since = parse_time((self.removed_first.get(slot) or {}).get("since")) if slot is not None else None
-        inst = self.by_provider_id.get(self.normalize(s.info.provider_id)) if s.info.provider_id else None
+        inst = self.instance_of(s)
         return since is not None and inst is not None and inst.created_at is not None and inst.created_at >= since
 
     def refill_done(self, s):
@@ -1061,7 +1066,7 @@ class _Planner:
                 copies["labels"] = labels
             if taints:
                 copies["taints"] = list(s.info.taints) + taints
-        inst = self.by_provider_id.get(self.normalize(s.info.provider_id)) if s.info.provider_id else None
+        inst = self.instance_of(s)
         created = ((self.created_by_us(s) or {}).get("created")
                    or (format_time(inst.created_at) if inst is not None and inst.created_at else self.stamp))
         s.phase, s.phase_since = PHASE_REPLACED, self.now
@@ -1415,7 +1420,7 @@ class _Planner:
             extra = report["nodes_serving"] - start
             unrecorded = [s for s in self.by_group.get(gkey, []) if self.final.get(s.name) == UP_TO_DATE
                           and self.created_by_us(s) is None]
-            instances = {s.name: self.by_provider_id.get(self.normalize(s.info.provider_id)) for s in unrecorded}
+            instances = {s.name: self.instance_of(s) for s in unrecorded}
             created = {name: inst.created_at if inst is not None else None for name, inst in instances.items()}
             unrecorded.sort(key=lambda s: (created[s.name] is None, -(created[s.name] or 0), s.name))
             for s in unrecorded[:extra]:

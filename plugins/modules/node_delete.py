@@ -129,7 +129,7 @@ def cloud_view(module, pairs):
 
 def instance_problems(name, node, cloud):
     """The cloud's part that the planner's cross-check leaves to this step: the instance must be gone or going."""
-    inst = cloud.by_provider_id.get(cloud.normalize(provider_id(node))) if provider_id(node) else None
+    inst = cloud.instance_by_id(provider_id(node))
     if inst is None or inst.state == model.DELETING:
         return []
     return [dict(node=name, step=core.STEP_NODE_DELETION, code="instance_running", message=(

@@ -1,0 +1,57 @@
+"""upgrade_step's journal records of what it creates and removes, against the real kube-apiserver with an identity
+it refuses (HTTP 403): a lost record of instances just created is a warning (they are only never removed as
+surplus), but the delete-first record, written before any worker is marked, stops the pass: a worker removed
+without it would take its labels and its group's start count along."""
+
+import importlib
+import subprocess
+
+import pytest
+from ansible.module_utils._internal import _traceback
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import executor, kube
+from sandbox import binaries
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+JOURNAL = "kubenodes-image-upgrade-journal"
+
+
+@pytest.fixture
+def refused(sandbox, namespace, monkeypatch):
+    """(upgrade_step's action module, a client of the namespace's `default` ServiceAccount, which no Role binds, the
+    warnings it displays). The module is imported here: importing controller code switches ansible-core's traceback
+    setting for the process, restored after."""
+    saved = _traceback._is_traceback_enabled
+    module = importlib.import_module("ansible_collections.kubenodes.image_upgrade.plugins.action.upgrade_step")
+    token = subprocess.run([str(binaries.path_of("kubectl")), "--kubeconfig", sandbox.kubeconfig, "create", "token",
+                            "default", "-n", namespace], check=True, capture_output=True, text=True,
+                           timeout=60).stdout.strip()
+    params = {key: spec.get("default") for key, spec in kube.AUTH_ARG_SPEC.items()}
+    params.update(host=sandbox.apiserver, api_key=token, ca_cert=sandbox.ca)
+    warnings = []
+    monkeypatch.setattr(module.display, "warning", lambda msg, *a, **k: warnings.append(msg))
+    yield module, kube.build_api_client(params), warnings
+    _traceback._is_traceback_enabled = saved
+
+
+def test_an_unwritable_delete_first_record_stops_the_pass_before_any_mark(refused, sandbox, namespace):
+    module, api_client, warnings = refused
+    record = {"instances_created": {}, "start_counts": {"G1": 3},
+              "removed_first": {"w0": {"group": "G1", "since": "2026-12-02T10:00:00Z", "labels": {}, "taints": []}}}
+    with pytest.raises(executor.StepFailure) as failure:
+        module._record_created(api_client, {"name": JOURNAL, "namespace": namespace}, "img-b", record)
+    assert failure.value.details == {"reason": "journal_unwritable"}
+    message = str(failure.value)
+    assert "%s/%s" % (namespace, JOURNAL) in message and "w0" in message and '"G1": 3' in message
+    assert "No worker was marked" in message and "rolling_upgrade_max_unavailable needs the journal" in message
+    assert warnings == []
+    assert not sandbox.core_v1().list_namespaced_config_map(namespace, field_selector="metadata.name=" + JOURNAL).items
+
+
+def test_an_unwritable_record_of_instances_just_created_is_a_warning(refused, namespace):
+    module, api_client, warnings = refused
+    record = {"instances_created": {"gce://p/z/n1": {"group": "G1", "created": "2026-12-02T10:00:00Z"}},
+              "start_counts": {"G1": 3}}
+    module._record_created(api_client, {"name": JOURNAL, "namespace": namespace}, "img-b", record)
+    assert len(warnings) == 1 and "gce://p/z/n1" in warnings[0] and "will not remove them as surplus" in warnings[0]
