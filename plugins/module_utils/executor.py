@@ -36,7 +36,7 @@ import dataclasses
 import time
 import uuid
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views, progress
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views, hold_points, progress
 
 # Seconds between looks while everything waits (a heir joining, a PDB, a deletion): short, because the
 # next step should follow a change within about this long.
@@ -219,6 +219,8 @@ class Executor:
             self._timed("cloud", self.cloud.set_group_image, item["group"], item["image"])
             did.append(dict(step="set_group_image", group=item["group"]))
         images_set = bool(plan["set_group_image"])
+        if images_set:
+            hold_points.reached("set-group-image")
         if images_set and read_here:
             # The cloud accepted the image: plan again on the same read with those groups on it, so the first
             # heirs are created in this pass, not one pass (a read of every group) later.
@@ -249,6 +251,7 @@ class Executor:
             created, quota_refusal = self._timed("cloud", self.cloud.create, item["group"], item["count"])
             created_total += len(created)
             if created:
+                hold_points.reached("create")
                 self._record_created(created, facts)
             did.append(dict(step="create", group=item["group"], count=len(created)))
             if quota_refusal:
@@ -267,6 +270,7 @@ class Executor:
                 continue
             outcome = self._timed("drain", self.kube.drain, item["name"])
             drains.append(dict(outcome, item=item, node=item["name"]))
+            hold_points.reached("drain")
             phase = core.PHASE_DRAINED if outcome.get("drained") else core.PHASE_DRAINING
             self._record_phase(nodes, item["name"], phase)
             did.append(dict(step="drain", name=item["name"], drained=bool(outcome.get("drained")),
@@ -290,6 +294,7 @@ class Executor:
                 facts.setdefault("etcd_waiting", []).append(dict(name=item["name"], msg=outcome["msg"],
                                                                  waiting_on=outcome.get("waiting_on") or []))
                 continue
+            hold_points.reached("etcd-remove")
             self._record_phase(nodes, item["name"], core.PHASE_ETCD_REMOVED)
             did.append(dict(step="etcd_remove", name=item["name"]))
             removed_now.append(item)
@@ -300,6 +305,7 @@ class Executor:
             ids = [i["provider_id"] for i in finishing if i.get("provider_id")]
             if ids:
                 self._timed("cloud", self.cloud.delete, ids)
+                hold_points.reached("delete-instance")
             for item in finishing:
                 if not allowed("delete_node", item):
                     continue
@@ -308,6 +314,7 @@ class Executor:
                     continue
                 finished.append(item["name"])
                 did.append(dict(step="delete", name=item["name"]))
+                hold_points.reached("delete-node")
 
         orphans = [item for item in plan["delete_instances"] if allowed("delete_instance", item)]
         if orphans:

@@ -1,0 +1,49 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""Named moments of the step engine at which a kill test holds it, so that a kill of the whole process tree
+lands exactly there (tests/integration/test_upgrade_e2e_killed.py). The step engine drains, removes an etcd
+member and deletes within about a second, too fast for a kill timed from outside to aim at each step.
+
+Inert unless the environment names points (an ordinary run never sets it):
+  KUBENODES_IMAGE_UPGRADE_HOLD_AT    comma-separated point names (POINTS)
+  KUBENODES_IMAGE_UPGRADE_HOLD_FILE  a file the engine appends "<point> <pid>" to when it holds
+At the first named point it reaches, the engine writes that line and sleeps (at most HOLD_SECONDS, then goes
+on as if nothing happened): the test sees the line and kills the tree. Each point holds once per process.
+
+Every point comes right after a call that changed the cluster or the cloud and before the engine recorded
+it, the moment a kill leaves the most for the next run to work out."""
+
+from __future__ import annotations
+
+import os
+import time
+
+ENV_POINTS = "KUBENODES_IMAGE_UPGRADE_HOLD_AT"
+ENV_FILE = "KUBENODES_IMAGE_UPGRADE_HOLD_FILE"
+HOLD_SECONDS = 600.0
+
+POINTS = (
+    "set-group-image",   # the groups point at the image; no heir created yet
+    "create",            # the cloud accepted heirs; the journal does not record them yet
+    "drain",             # a donor cordoned and its pods evicted; its phase not written yet
+    "etcd-remove",       # a control-plane donor's member removed; its phase not written yet
+    "delete-instance",   # the donors' instances deleted in the cloud; their Nodes still there
+    "delete-node",       # a donor's Node deleted; the journal does not record the finish yet
+)
+
+_held = set()
+
+
+def reached(point, environ=None, sleep=time.sleep):
+    """Hold here when the environment names `point` (see the module's description); otherwise return at once."""
+    environ = os.environ if environ is None else environ
+    names = environ.get(ENV_POINTS)
+    if not names or point in _held or point not in [n.strip() for n in names.split(",")]:
+        return False
+    _held.add(point)
+    path = environ.get(ENV_FILE)
+    if path:
+        with open(path, "a", encoding="utf-8") as marker:
+            marker.write("%s %d\n" % (point, os.getpid()))
+    sleep(HOLD_SECONDS)
+    return True
