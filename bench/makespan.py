@@ -147,6 +147,10 @@ def run_arm(args, engine, arm, workdir):
         "start_to_first_heir_booted_s": round(min(heir_boots) - started, 1) if heir_boots else None,
         "ready_to_paired_s": _spread([r["ready_to_paired"] for r in reaction.values()]),
         "ready_to_cordon_minus_gate_s": _spread([r["ready_to_cordon"] for r in reaction.values()]),
+        # Where the time went: each node's moments as the watch saw them, and each create request, from the start.
+        "timeline": {name: {k: round(v - started, 2) for k, v in rec.items() if isinstance(v, float)}
+                     for name, rec in sorted(nodes.items())},
+        "creates_s": [round(t - started, 2) for t in sorted(creates)],
         "load_before": load_before, "load_after": world.loadavg(),
         "watch_errors": watch.errors[:5],
     }

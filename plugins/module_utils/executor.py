@@ -42,6 +42,8 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cor
 # next step should follow a change within about this long.
 DEFAULT_POLL = 2.0
 DEFAULT_SLICE = 60.0
+DRAIN_POLL = 0.5    # while evicted pods are still terminating: their going is not a Node's change
+GATE_MARGIN = 0.05  # past a heir's heir_ready_seconds, so the pass finds the gate open
 
 
 # How a refusal names the step it refused.
@@ -417,8 +419,32 @@ class Executor:
                             timings=dict(self.timings), gate_due=gate_due)
             if not result["moved"]:
                 waited = time.monotonic()
-                self.sleep(self.settings.poll)
+                self._wait(result)
                 self.timings["wait"] += time.monotonic() - waited
+
+    def wait_seconds(self, result):
+        """How long to wait before the next pass after one that moved nothing: the poll interval, shortened to
+        the moment a heir's heir_ready_seconds runs out (its donor is drained then, not a poll later), and to
+        DRAIN_POLL while evicted pods are still going (a drain finishes when they are gone; no Node changes)."""
+        seconds = float(self.settings.poll)
+        if any(d.get("pending") and not d.get("blocked") for d in result["drains"]):
+            seconds = min(seconds, DRAIN_POLL)
+        hold = float(self.settings.options.heir_ready_seconds or 0)
+        for item in result["facts"]["plan"].get("waiting_for_heir") or []:
+            since = core.parse_time(item.get("heir_ready_since")) if item.get("heir_ready") else None
+            if since is not None:
+                seconds = min(seconds, max(since + hold - self.clock(), 0.0) + GATE_MARGIN)
+        return seconds
+
+    def _wait(self, result):
+        """Wait before the next pass (wait_seconds); where the cluster can be watched, a Node's change that the
+        plan reads (a heir joined or turned Ready, a pairing, a cordon) ends the wait at once."""
+        seconds = self.wait_seconds(result)
+        wait_for_change = getattr(self.kube, "wait_for_change", None)
+        if wait_for_change is not None:
+            wait_for_change(seconds)
+        else:
+            self.sleep(seconds)
 
     def _gate_due(self, result, facts):
         """Whether the role runs the health gate now: after each finished replacement, or once the batch in flight
@@ -447,6 +473,17 @@ def write_order(name, entry, keys):
 # ---------------------------------------------------------------------------------------------------
 # The production outside worlds: the real cluster, cloud and etcd, on the module_utils the modules use.
 
+def planning_signature(node):
+    """What of a Node the planner reads: a change in anything else (a heartbeat, the images it holds, its
+    capacity) does not make a pass look again before its poll."""
+    meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
+    ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    return (tuple(sorted((meta.get("labels") or {}).items())), tuple(sorted((meta.get("annotations") or {}).items())),
+            bool(meta.get("deletionTimestamp")), bool(spec.get("unschedulable")), spec.get("providerID"),
+            repr(spec.get("taints") or []), tuple(ready), (status.get("nodeInfo") or {}).get("osImage"),
+            repr(status.get("addresses") or []))
+
+
 class KubeAccess:
     """Kubernetes through one API client (kube.build_api_client), as the modules reach it."""
 
@@ -464,20 +501,60 @@ class KubeAccess:
             delete_emptydir_data=drain.get("delete_emptydir_data", False), force=drain.get("force", False))
         self.drain_params = drain
         self.not_before = drain_api.parse_timestamp(drain["not_before"]) if drain.get("not_before") else None
+        self.listed_version, self.signatures = None, {}   # of the last LIST of Nodes, for wait_for_change
         drain_api.widen_connection_pool(api_client, int(drain.get("eviction_concurrency") or 10) + 2)
 
     def list_nodes(self):
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
 
-        return kube.list_nodes(self.client)
+        nodes, self.listed_version = kube.list_versioned(self.client, "/api/v1/nodes")
+        self.signatures = {n["metadata"]["name"]: planning_signature(n) for n in nodes}
+        return nodes
 
     def write_node(self, node, entry):
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
 
         try:
-            return node_state.write_node(self.client, node, entry)
+            status, after = node_state.write_node(self.client, node, entry)
         except node_state.NodeWriteError as exc:
             raise StepFailure(str(exc), step="patch")
+        if status == "changed" and after:
+            self.signatures[after["metadata"]["name"]] = planning_signature(after)   # our own write wakes nothing
+        return status, after
+
+    def wait_for_change(self, seconds):
+        """Wait until a Node changes in what the planner reads (planning_signature: added, deleted, Ready,
+        cordoned, labels, annotations, taints, image), watching from the last LIST, or until `seconds` passed.
+        True when a change ended the wait. A watch that cannot be had (refused, the server away) leaves a
+        plain sleep: the next pass reads everything anyway."""
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
+
+        began = time.monotonic()
+        if self.listed_version is not None:
+            try:
+                for event in kube.watch(self.client, "/api/v1/nodes", self.listed_version, seconds):
+                    if self._changes_plan(event):
+                        return True
+                    if time.monotonic() - began >= seconds:
+                        return False
+            # A quicker look only: whatever stops the watch, the poll's time stays.
+            except Exception:  # pylint: disable=broad-except
+                pass
+        left = seconds - (time.monotonic() - began)
+        if left > 0:
+            time.sleep(left)
+        return False
+
+    def _changes_plan(self, event):
+        kind = event.get("type")
+        if kind == "ERROR":
+            return True   # e.g. 410 Gone: the listed version is too old; the next pass lists again
+        name = ((event.get("object") or {}).get("metadata") or {}).get("name")
+        if kind == "DELETED":
+            return name in self.signatures
+        if kind in ("ADDED", "MODIFIED"):
+            return self.signatures.get(name) != planning_signature(event["object"])
+        return False   # BOOKMARK
 
     def uncordon(self, name):
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api

@@ -553,6 +553,41 @@ def _send(api_client, method, path, query, body, content_type, timeout):
     return json.loads(data) if data else None
 
 
+def watch(api_client, path, resource_version, seconds, query=None, clock=time.monotonic):
+    """The events of a watch on `path` from `resource_version`, as they arrive, for at most `seconds`: a
+    generator of event dicts (type, object). It ends when the time is up or the server closes the stream; an
+    ERROR event (for example 410 Gone: the version is too old) is yielded like the others. No retries: a
+    watch is only a quicker way to learn of a change, and the caller reads the objects again anyway. Raises
+    ApiCallError for a non-2xx answer, and the transport's errors as the client gives them."""
+    deadline = clock() + seconds
+    params = dict(query or {}, watch="true", resourceVersion=resource_version, allowWatchBookmarks="true",
+                  timeoutSeconds=max(1, int(seconds + 0.999)))
+    headers = {"Accept": "application/json"}
+    timeout = (REQUEST_TIMEOUT[0], max(0.1, seconds) + 1.0)
+    if hasattr(api_client, "param_serialize"):
+        request_args = api_client.param_serialize(method="GET", resource_path=path, query_params=list(params.items()),
+                                                  header_params=headers, auth_settings=["BearerToken"])
+        raw = api_client.call_api(*request_args, _request_timeout=timeout).response
+    else:  # kubernetes < 33
+        raw = api_client.call_api(path, "GET", query_params=list(params.items()), header_params=headers,
+                                  auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
+                                  _request_timeout=timeout)
+    try:
+        if not 200 <= raw.status <= 299:
+            raise ApiCallError("GET", path, raw.status, raw.reason, raw.data)
+        pending = b""
+        for chunk in raw.stream(65536, decode_content=True):
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                if line.strip():
+                    yield json.loads(line)
+            if clock() >= deadline:
+                return
+    finally:
+        raw.close()   # a stream stopped early must not go back to the pool half read
+
+
 def request(api_client, method, path, query=None, body=None, content_type="application/json", timeout=REQUEST_TIMEOUT):
     """raw_request() with the (connect, read) timeout of REQUEST_TIMEOUT; {} for an empty answer."""
     return raw_request(api_client, method, path, query=query, body=body, content_type=content_type,
@@ -591,14 +626,22 @@ def merge_patch(api_client, path, body):
 
 def list_all(api_client, path, query=None, page_size=500):
     """Every item of a LIST, following continue tokens; one request per page."""
-    items = []
+    return list_versioned(api_client, path, query, page_size)[0]
+
+
+def list_versioned(api_client, path, query=None, page_size=500):
+    """(items, resourceVersion) of a LIST: the version of its first page, the snapshot every page is read at
+    and where a watch of what changed since begins."""
+    items, version = [], None
     params = dict(query or {}, limit=page_size)
     while True:
         page = raw_get(api_client, path, params)
         items.extend(page.get("items") or [])
-        token = (page.get("metadata") or {}).get("continue")
+        meta = page.get("metadata") or {}
+        version = version or meta.get("resourceVersion")
+        token = meta.get("continue")
         if not token:
-            return items
+            return items, version
         params["continue"] = token
 
 

@@ -138,6 +138,10 @@ def describe(entries):
 # Grants the shipped rules hold for a path a normal upgrade does not take, and the test that makes the
 # ServiceAccount use each (so each is still shown to be called, only not in the same run).
 NOT_IN_A_PLAIN_UPGRADE = {
+    Grant("watch", "", "nodes", None, None):
+        "the step engine watches Nodes between passes (executor.KubeAccess.wait_for_change), only when a pass "
+        "moved nothing; the tasks engine never does: tests/integration/test_executor_kube.py "
+        "test_a_wait_ends_on_a_change_the_plan_reads_and_not_on_others",
     Grant("delete", "", "pods", None, None):
         "node_drain deletes pods with disable_eviction, and with on_timeout=force "
         "(rolling_upgrade_drain_on_timeout=force): tests/integration/test_rbac.py "

@@ -23,3 +23,40 @@ def test_a_node_changed_since_it_was_read_is_left_to_the_next_pass_not_a_failed_
     assert access.delete_node(kube.request("GET", "/api/v1/nodes/" + name)) is True
     assert kube.request("GET", "/api/v1/nodes/" + name, ok=(200, 404)).get("kind") != "Node"
     assert access.delete_node(stale) is True       # already gone
+
+
+def test_a_wait_ends_on_a_change_the_plan_reads_and_not_on_others(sandbox, new_nodes):
+    """wait_for_change: the watch from the last LIST ends the wait at once when a Node changes in what the planner
+    reads, waits out its time for a change it does not read (a status heartbeat) or for the executor's own
+    write, and ends at once when the listed version is too old to watch from (the next pass lists again)."""
+    import threading
+    import time
+
+    (name,) = new_nodes(1)
+    kube = sandbox.kube()
+    access = executor.KubeAccess(sandbox.core_v1().api_client, "image-upgrade.kubenodes.io")
+    node = next(n for n in access.list_nodes() if n["metadata"]["name"] == name)
+    assert access.listed_version
+    conditions = [dict(c, lastHeartbeatTime=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                  for c in node["status"]["conditions"]]
+    kube.request("PATCH", "/api/v1/nodes/%s/status" % name, {"status": {"conditions": conditions}},
+                 content_type="application/strategic-merge-patch+json")
+    status, _after = access.write_node(node, {"labels": {"written-by-the-executor": "yes"}, "expect": {}})
+    assert status == "changed"
+    began = time.monotonic()
+    assert access.wait_for_change(1.5) is False
+    assert 1.4 <= time.monotonic() - began < 4.0
+
+    timer = threading.Timer(0.5, kube.merge_patch, ("/api/v1/nodes/" + name, {"spec": {"unschedulable": True}}))
+    timer.start()
+    began = time.monotonic()
+    try:
+        assert access.wait_for_change(20) is True
+    finally:
+        timer.cancel()
+    assert time.monotonic() - began < 5.0, "the cordon did not end the wait at once"
+
+    access.listed_version = "1"   # long compacted
+    began = time.monotonic()
+    assert access.wait_for_change(20) is True
+    assert time.monotonic() - began < 5.0

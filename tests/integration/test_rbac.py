@@ -25,7 +25,8 @@ AS = "system:serviceaccount:%s:%s" % (NAMESPACE, ACCOUNT)
 
 # (verb, resource[/NAME] or resource, namespace or None for all/cluster-scoped, subresource)
 ALLOWED = [
-    ("get", "nodes", None, None), ("list", "nodes", None, None), ("patch", "nodes", None, None),
+    ("get", "nodes", None, None), ("list", "nodes", None, None), ("watch", "nodes", None, None),
+    ("patch", "nodes", None, None),
     ("delete", "nodes", None, None),
     ("list", "pods", None, None), ("list", "pods", "default", None), ("delete", "pods", "default", None),
     ("create", "pods", "default", "eviction"), ("create", "pods", "kube-system", "eviction"),
@@ -77,7 +78,7 @@ DENIED = [
     ("create", "pods", "default", "exec"), ("get", "pods", "default", "exec"), ("create", "pods", "default", "attach"),
     ("create", "pods", "default", "portforward"), ("get", "pods", "default", "log"),
     # nodes beyond what the job does
-    ("update", "nodes", None, None), ("create", "nodes", None, None), ("watch", "nodes", None, None),
+    ("update", "nodes", None, None), ("create", "nodes", None, None),
     ("patch", "nodes", None, "status"), ("get", "nodes", None, "proxy"),
     # identities and RBAC
     ("create", "serviceaccounts", "kube-system", "token"), ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, None),

@@ -27,6 +27,7 @@ def test_the_grants_are_exactly_what_the_modules_call():
     journal = "kubenodes-image-upgrade-journal"
     assert rbac_audit.grants(ITEMS) == {
         Grant("get", "", "nodes", None, None), Grant("list", "", "nodes", None, None),
+        Grant("watch", "", "nodes", None, None),
         Grant("patch", "", "nodes", None, None), Grant("delete", "", "nodes", None, None),
         Grant("list", "", "pods", None, None), Grant("delete", "", "pods", None, None),
         Grant("create", "", "pods/eviction", None, None),

@@ -416,3 +416,34 @@ def test_a_slice_is_one_reading_of_the_cloud():
     result = ex.run_slice(seconds=60)
     assert result["passes"] > 1 and events[0] == "enter" and events[-1] == "exit"
     assert events.count("enter") == 1 and events.count("read") == result["passes"]
+
+
+def waited_for(ex, drains=(), waiting=()):
+    return ex.wait_seconds(dict(drains=list(drains), facts=dict(plan=dict(waiting_for_heir=list(waiting)))))
+
+
+def test_with_nothing_due_the_wait_is_the_poll_interval():
+    ex = World([group("G1")]).executor(opts(heir_ready_seconds=5), poll=2.0)
+    assert waited_for(ex) == 2.0
+    # A heir not Ready yet, and a drain the PDBs hold, have no moment to wait for: the poll (or a Node's change).
+    assert waited_for(ex, drains=[dict(pending=["a/p"], blocked=["a/p"])],
+                      waiting=[dict(name="old-1", heir_ready=False, heir_ready_since=None)]) == 2.0
+
+
+def test_the_wait_ends_when_a_heirs_ready_time_has_run_out():
+    """heir_ready_seconds 5 and a heir Ready for 4 s: the next pass comes 1 s later (and a little), when the
+    planner lets its donor be drained, not at the 2 s poll; a gate already open waits only the margin."""
+    w = World([group("G1")])
+    ex = w.executor(opts(heir_ready_seconds=5), poll=2.0)
+    now = ex.clock()
+    ready = [dict(name="old-1", heir_ready=True, heir_ready_since=core.format_time(int(now) - 4))]
+    expected = int(now) - 4 + 5 - now + executor.GATE_MARGIN
+    assert waited_for(ex, waiting=ready) == pytest.approx(expected)
+    opened = [dict(name="old-2", heir_ready=True, heir_ready_since=core.format_time(int(now) - 30))]
+    assert waited_for(ex, waiting=ready + opened) == executor.GATE_MARGIN
+
+
+def test_while_evicted_pods_are_going_the_wait_is_the_drain_poll():
+    ex = World([group("G1")]).executor(opts(), poll=2.0)
+    assert waited_for(ex, drains=[dict(pending=["a/p"], blocked=[]), dict(pending=[], blocked=["b/q"])]) == \
+        executor.DRAIN_POLL
