@@ -155,6 +155,7 @@ class ActionModule(action_base.KubenodesActionBase):
             if args["begin"] and not check_mode and not engine.begun:
                 self._begin(args)
                 engine.begun = True
+            engine.flush_journal = lambda: self._flush(args, engine, task_vars)
             outcome = engine.run_slice(seconds=args["slice_seconds"])
         except executor.StepFailure as exc:
             _ENGINES.pop(key, None)

@@ -31,6 +31,7 @@ A refused step is not taken; the refusal is a named problem in the result and on
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import time
@@ -115,6 +116,7 @@ class Executor:
         self.say = say or (lambda text: None)
         self.record_created = None   # callable(record) that writes report.created_record's record at once
         self.record_gate_owed = None  # callable() that records in the journal at once that a health gate is owed
+        self.flush_journal = None     # callable() that writes what the passes journaled so far (else: at the slice's end)
         self.passes = 0
         self.last_read = None     # (nodes, groups) of this executor's last read, for a plan again after set_group_image
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
@@ -267,10 +269,8 @@ class Executor:
             did.append(dict(step="uncordon", name=name))
 
         drained_now, drains = [], []
-        for item in plan["drain"]:
-            if not allowed("drain", item):
-                continue
-            outcome = self._timed("drain", self.kube.drain, item["name"])
+        to_drain = [item for item in plan["drain"] if allowed("drain", item)]
+        for item, outcome in zip(to_drain, self._timed("drain", self._drain_all, to_drain)):
             drains.append(dict(outcome, item=item, node=item["name"]))
             hold_points.reached("drain")
             phase = core.PHASE_DRAINED if outcome.get("drained") else core.PHASE_DRAINING
@@ -335,6 +335,19 @@ class Executor:
         return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,
                     refused=refused)
 
+    def _drain_all(self, items):
+        """One eviction round on each donor, in plan order; at once (up to the kube side's drain_concurrency)
+        where it offers that, so that a wave of donors whose heirs turned Ready together is cordoned together
+        and not one API round trip after another. Every drain is tried; the first failure is raised after."""
+        names = [item["name"] for item in items]
+        workers = min(int(getattr(self.kube, "drain_concurrency", 1) or 1), len(names))
+        if workers <= 1:
+            return [self.kube.drain(name) for name in names]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(self.kube.drain, name) for name in names]
+            concurrent.futures.wait(futures)
+        return [future.result() for future in futures]
+
     def _replan_with_images(self, group_ids, facts):
         listed, groups = self.last_read
         target = facts["target_image"]
@@ -390,8 +403,9 @@ class Executor:
 
     # -- a bounded slice -----------------------------------------------------------------------------
     def run_slice(self, seconds=DEFAULT_SLICE):
-        """Passes until the upgrade is done, a delegated etcd removal is due, a replacement finished, a health
-        gate is due (gate_due: the role runs it before the next slice), or `seconds` passed. Acts at once after a
+        """Passes until the upgrade is done, a delegated etcd removal is due, a health gate is due (gate_due: the
+        role runs it before the next slice), or `seconds` passed; a finished replacement is journaled at once
+        (flush_journal). Acts at once after a
         pass that moved; otherwise looks again after the poll interval. Returns dict(done, passes, facts, did,
         finished, etcd_due, refused, progress, surge_cap, timings, gate_due)."""
         reading = getattr(self.cloud, "reading", None)
@@ -410,8 +424,12 @@ class Executor:
             line = progress.progress_line(facts, self.passes)
             self.say(line)
             gate_due = self._gate_due(result, facts)
-            stop = (gate_due or facts["done"] or result["etcd_due"] or self.settings.check_mode or finished
+            stop = (gate_due or facts["done"] or result["etcd_due"] or self.settings.check_mode
                     or self.clock() - start + (0 if result["moved"] else self.settings.poll) >= seconds)
+            if result["finished"] and not stop and self.flush_journal is not None:
+                # A finished replacement is journaled at once, and the slice goes on: ending it there cost the role a
+                # task round trip each time donors finished in different passes.
+                self._timed("kube", self.flush_journal)
             if stop:
                 return dict(done=bool(facts["done"]) and not self.settings.check_mode, passes=self.passes,
                             facts=facts, did=did, finished=finished, etcd_due=result["etcd_due"],
@@ -487,6 +505,8 @@ def planning_signature(node):
 class KubeAccess:
     """Kubernetes through one API client (kube.build_api_client), as the modules reach it."""
 
+    drain_concurrency = 8   # donors drained at once in one pass (each with its own eviction_concurrency)
+
     def __init__(self, api_client, annotation_prefix, drain=None, clock=time.time):
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as drain_core
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api
@@ -502,7 +522,7 @@ class KubeAccess:
         self.drain_params = drain
         self.not_before = drain_api.parse_timestamp(drain["not_before"]) if drain.get("not_before") else None
         self.listed_version, self.signatures = None, {}   # of the last LIST of Nodes, for wait_for_change
-        drain_api.widen_connection_pool(api_client, int(drain.get("eviction_concurrency") or 10) + 2)
+        drain_api.widen_connection_pool(api_client, int(drain.get("eviction_concurrency") or 10) + self.drain_concurrency + 2)
 
     def list_nodes(self):
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
@@ -530,7 +550,7 @@ class KubeAccess:
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
 
         began = time.monotonic()
-        if self.listed_version is not None:
+        if self.listed_version is not None and seconds >= 1.0:   # a shorter wait is a plain sleep
             try:
                 for event in kube.watch(self.client, "/api/v1/nodes", self.listed_version, seconds):
                     if self._changes_plan(event):

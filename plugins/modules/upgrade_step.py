@@ -19,11 +19,15 @@ description:
     budget, uncordon nodes whose pair broke, drain donors whose heir is Ready, remove the etcd members of
     drained control-plane donors, delete the replaced instances and Node objects, and clean up instances that
     never joined, failed or were orphaned.
-  - It returns when the upgrade is done, when a replacement finished, when a delegated etcd removal is due
-    (RV(etcd_due)), or after O(slice_seconds). Repeat it with C(until) on RV(done); every retry of the task runs
-    in the same worker process and keeps its clients and imported SDKs.
-  - After a pass that changed something it looks again at once; while everything waits (a heir joining, a
-    PodDisruptionBudget, a deletion) it looks again every O(poll_interval) seconds.
+  - It returns when the upgrade is done, when a delegated etcd removal is due (RV(etcd_due)), when a health gate
+    is due (RV(gate_due)), or after O(slice_seconds). A finished replacement is written to the journal at once,
+    and the slice goes on. Repeat it with C(until) on RV(done); every retry of the task runs in the same worker
+    process and keeps its clients and imported SDKs.
+  - After a pass that changed something it looks again at once. While everything waits (a heir joining, a
+    PodDisruptionBudget, a deletion) it watches the Nodes, and the next pass begins as soon as one changes in
+    what the plan reads (a heir registered or Ready, a cordon, a label or annotation), at the moment a heir's
+    O(heir_ready_seconds) run out, every 0.5 s while evicted pods are still terminating, and at the latest
+    after O(poll_interval) seconds (the cloud's side has no watch). Where the watch is refused, it polls.
   - Prints one progress line per pass while it runs.
   - An action plugin; it runs on the controller and ignores C(delegate_to). The modules it replaces in a
     pass stay available for playbooks that compose the steps themselves.

@@ -325,11 +325,15 @@ def test_every_pass_is_journaled():
     w = World([group("G1", image=NEW)])
     w.add_node("old-1", "G1", OLD)
     ex = w.executor(opts(), journal_run="2026-12-01T00:00:00Z")
-    ex.run_slice(seconds=60)
+    result = ex.run_slice(seconds=60)
+    assert result["done"] and result["finished"] == ["old-1"], "the slice went on past the finished replacement"
     assert w.journal and w.journal[-1]["passes"] == ex.passes
     api = w.journal[-1]["attempts"]["2026-12-01T00:00:00Z"]["api_seconds"]
     assert list(api) == [ex.engine_id] and set(api[ex.engine_id]) == {"cloud", "kube", "drain", "etcd"}
-    assert "deleted" in w.journal[-1]["nodes"]["old-1"]["phases"]
+    journal = report.new_journal(NEW, core.format_time(w.now))
+    for record in w.journal:
+        report.merge(journal, record)
+    assert "deleted" in journal["nodes"]["old-1"]["phases"]
 
 
 def test_the_journal_has_the_heirs_creation_join_and_ready_before_the_pair():
@@ -447,3 +451,42 @@ def test_while_evicted_pods_are_going_the_wait_is_the_drain_poll():
     ex = World([group("G1")]).executor(opts(), poll=2.0)
     assert waited_for(ex, drains=[dict(pending=["a/p"], blocked=[]), dict(pending=[], blocked=["b/q"])]) == \
         executor.DRAIN_POLL
+
+
+def test_donors_are_drained_at_once_where_the_kube_side_offers_it_and_in_plan_order():
+    import threading
+
+    ex = World([group("G1")]).executor(opts())
+    together = threading.Barrier(3, timeout=10)
+
+    class Kube:
+        drain_concurrency = 4
+
+        def drain(self, name):
+            together.wait()   # breaks (and fails the test) unless the three drains run at the same time
+            if name == "b":
+                raise executor.StepFailure("cannot drain node b")
+            return dict(drained=True, node=name)
+    ex.kube = Kube()
+    with pytest.raises(executor.StepFailure, match="node b"):
+        ex._drain_all([dict(name=n) for n in "abc"])   # pylint: disable=protected-access
+    together.reset()
+    ex.kube.drain = lambda name: (together.wait(), dict(drained=True, node=name))[1]
+    assert [o["node"] for o in ex._drain_all([dict(name=n) for n in "abc"])] == ["a", "b", "c"]  # pylint: disable=protected-access
+    del Kube.drain_concurrency   # an outside world that does not offer it: one after another
+    ex.kube = Kube()
+    ex.kube.drain = lambda name: dict(drained=True, node=name)
+    assert [o["node"] for o in ex._drain_all([dict(name=n) for n in "ab"])] == ["a", "b"]  # pylint: disable=protected-access
+
+
+def test_a_finished_replacement_is_journaled_at_once_and_the_slice_goes_on():
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    w.add_node("old-2", "G1", OLD)
+    ex = w.executor(opts(max_surge=1), journal_run="2026-12-01T00:00:00Z")
+    flushed = []
+    ex.flush_journal = lambda: flushed.append((len(w.journal), sorted(n for n in w.nodes if n.startswith("old-"))))
+    result = ex.run_slice(seconds=120)
+    assert result["done"] and sorted(result["finished"]) == ["old-1", "old-2"]
+    # Flushed once per finish, the first while the second donor was still there; the slice ended only when done.
+    assert [left for _records, left in flushed] == [["old-2"], []], flushed
