@@ -133,6 +133,18 @@ def _record_created(api_client, where, image, record):
                         % (", ".join(sorted(record["instances_created"])), where["namespace"], where["name"], exc))
 
 
+def _record_donors_gone(api_client, where, image, record, engine):
+    """Write progress.donors_gone_record's record into the journal at once; a failure is a warning and the record
+    goes with the slice's journal instead (only a kill before that loses it)."""
+    try:
+        journal_store.merge_record(api_client, where["name"], where["namespace"], image, record, "the donors gone")
+    except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
+        display.warning("the nodes found replaced (%s) could not be recorded in the journal ConfigMap %s/%s at once: "
+                        "%s. They are recorded with this slice's journal" % (
+                            ", ".join(sorted(record.get("nodes") or {})), where["namespace"], where["name"], exc))
+        report.merge(engine.pending_journal, record)
+
+
 class ActionModule(action_base.KubenodesActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -272,6 +284,10 @@ class ActionModule(action_base.KubenodesActionBase):
                 # Created instances are recorded at once, not with the slice's journal: a run killed right after
                 # still knows they are its own.
                 engine.record_created = lambda record: _record_created(api_client, where, args["image"], record)
+                # Donors found gone are journaled at once too: the same pass promotes their heirs, which forgets
+                # their names, so a kill before the slice's journal would leave them out of the report.
+                engine.record_donors_gone = lambda record: _record_donors_gone(api_client, where, args["image"],
+                                                                               record, engine)
         return engine
 
     # -- journal, lock and autoscaler: the modules' own code, in this process --------------------------

@@ -117,6 +117,9 @@ class Executor:
         self.record_created = None   # callable(record) that writes report.created_record's record at once
         self.record_gate_owed = None  # callable() that records in the journal at once that a health gate is owed
         self.flush_journal = None     # callable() that writes what the passes journaled so far (else: at the slice's end)
+        # callable(record) that writes progress.donors_gone_record's record at once (else it goes with self.journal,
+        # which upgrade_step buffers until the slice ends: a kill before that lost the donor's replacement)
+        self.record_donors_gone = None
         self.passes = 0
         self.last_read = None     # (nodes, groups) of this executor's last read, for a plan again after set_group_image
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
@@ -236,9 +239,10 @@ class Executor:
             self._record_created([], facts, start_counts=plan.get("record_start_counts") or {},
                                  delete_first=dict(removed_first=plan.get("record_removed_first") or {},
                                                    refills=plan.get("record_refills") or {}))
-        if facts.get("donors_gone") and self.journal is not None:
+        write_gone = self.record_donors_gone or self.journal
+        if facts.get("donors_gone") and write_gone is not None:
             # Before the promotion that forgets their names: a kill after it still leaves them journaled.
-            self._timed("kube", self.journal, progress.donors_gone_record(facts, core.format_time(self.clock())))
+            self._timed("kube", write_gone, progress.donors_gone_record(facts, core.format_time(self.clock())))
 
         for name in sorted(facts["node_patches"], key=lambda n: write_order(n, facts["node_patches"][n], keys)):
             node = nodes.get(name)

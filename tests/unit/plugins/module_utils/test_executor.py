@@ -398,6 +398,35 @@ def test_a_donor_deleted_by_a_killed_pass_is_journaled_by_the_next_one():
     assert "old-1" in report.render_markdown(report.summarize(journal))
 
 
+def test_donors_gone_are_written_at_once_when_the_pass_journal_is_buffered():
+    """upgrade_step buffers the passes' journal records until the slice ends; a run killed inside the slice that
+    promoted a heir over a donor a killed run deleted must still leave that donor journaled (found by
+    test_step_engine_held_and_killed_at_every_destructive_step_and_resumed: the report did not name the control
+    plane replaced across killed runs). record_donors_gone writes it at once, before the promotion."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    ex = w.executor(opts(), journal_run="2026-12-01T00:00:00Z")
+    for _pass in range(12):
+        # Every pass's record is lost with the killed slices; only what is written at once survives.
+        ex.journal = lambda record: None
+        ex.run_pass()
+        if "old-1" not in w.nodes:
+            break
+        w.tick()
+    assert "old-1" not in w.nodes
+    written, buffered = [], []
+    ex.journal, ex.record_donors_gone = buffered.append, written.append
+    [gone] = ex.run_pass()["facts"]["donors_gone"]      # promotes the heir; its slice is then killed (buffered lost)
+    assert ex.run_pass()["facts"]["donors_gone"] == []   # the promotion forgot old-1
+    journal = report.new_journal(NEW, core.format_time(w.now))
+    for record in written:
+        report.merge(journal, record)
+    entry = journal["nodes"]["old-1"]
+    assert "deleted" in entry["phases"] and entry["heir"] == gone["heir"] and entry["group"] == "G1"
+    assert report.summarize(journal)["nodes_replaced"] == 1
+    assert not any("old-1" in (r.get("nodes") or {}) and "passes" not in r for r in buffered)
+
+
 def test_a_slice_is_one_reading_of_the_cloud():
     """The cloud's reading() context spans the whole slice (the GCE provider then reads each group's manager
     and template once per slice), and is left when the slice returns."""
