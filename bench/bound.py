@@ -2,7 +2,8 @@
 
 One replacement holds one surge slot for  L = C + J + H + d + e :
   C  the cloud's create-to-boot time (the emulator's boot delay, a knob),
-  J  the join delay (the node simulator's knob: instance booted to Node Ready),
+  J  the join delay (the node simulator's knob: instance booted to Node Ready); for a control-plane heir the
+     measured join when given (join_cp), which also starts its real etcd member (the knob does not cover that),
   H  heir_ready_seconds (the role's gate between heir Ready and the donor's cordon),
   d  the donor's drain (cordon to the last non-DaemonSet pod gone), measured,
   e  the donor's delete (the cloud's delete request to the instance gone), measured.
@@ -42,10 +43,10 @@ def worker_waves(group_sizes, max_surge, max_surge_total=None):
 
 
 def critical_path(control_planes, worker_groups, max_surge, max_surge_total, create, join, heir_ready,
-                  drain_worker, delete_worker, drain_cp=None, delete_cp=None):
+                  drain_worker, delete_worker, drain_cp=None, delete_cp=None, join_cp=None):
     """The bound in seconds, and its parts: {bound, cp_seconds, worker_seconds, waves, at_once, slot_cp, slot_worker}."""
-    slot_cp = slot_seconds(create, join, heir_ready, drain_worker if drain_cp is None else drain_cp,
-                           delete_worker if delete_cp is None else delete_cp)
+    slot_cp = slot_seconds(create, join if join_cp is None else join_cp, heir_ready,
+                           drain_worker if drain_cp is None else drain_cp, delete_worker if delete_cp is None else delete_cp)
     slot_worker = slot_seconds(create, join, heir_ready, drain_worker, delete_worker)
     waves, at_once = worker_waves(worker_groups, max_surge, max_surge_total)
     cp_seconds = int(control_planes) * slot_cp

@@ -12,7 +12,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import bas
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 from ansible_collections.kubenodes.image_upgrade.plugins.modules import (
-    csp_scaling_group, node_image_facts, upgrade_journal, upgrade_lock)
+    csp_scaling_group, etcd_member_info, node_image_facts, upgrade_journal, upgrade_lock)
 from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils import action_base
 
 LOCK_SPEC = dict(
@@ -25,12 +25,14 @@ LOCK_SPEC = dict(
 
 def argument_spec():
     spec = kube.auth_argument_spec(dict(
-        stage=dict(type="str", choices=["prepare", "lock"], required=True),
+        stage=dict(type="str", choices=["prepare", "etcd", "lock"], required=True),
         image=dict(type="str"),
         new_target=dict(type="bool", default=False),
         journal=dict(type="dict", options=journal_store.REFERENCE_SPEC),
         preflight=dict(type="dict"),
         lock=dict(type="dict", options=LOCK_SPEC),
+        # etcd_member_info's options (stage=etcd), validated against its own spec.
+        etcd=dict(type="dict"),
     ))
     spec.update(factory.provider_argument_spec(required=False))
     return spec
@@ -74,6 +76,19 @@ def prepare(args, check_mode):
     return steps
 
 
+def read_etcd(params):
+    """The preflight's etcd read as etcd_member_info does it (its options, rules and result), in this process: the
+    controller reaches etcd itself (rolling_upgrade_etcd_delegate_to on the controller), so no module starts."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd
+
+    module = base.InProcessModule(etcd_member_info.ARGUMENT_SPEC, dict(params), validate=etcd_member_info.validate,
+                                  check_mode=True)
+
+    # An etcd error fails as the module's fail_from_exception() words it (InProcessModule.run).
+    return _step("read the control-plane etcd members", module, lambda: etcd.inspect_cluster(
+        etcd.client_from_params(module.params), module.params["expected_member_count"], timeout=module.params["timeout"]))
+
+
 class StepFailed(Exception):
     def __init__(self, doing, result):
         super().__init__(result.get("msg"))
@@ -102,6 +117,10 @@ class ActionModule(action_base.KubenodesActionBase):
                 if not args["image"]:
                     raise AnsibleActionFail("stage=prepare needs image")
                 result.update(prepare(args, check_mode), changed=False)
+            elif args["stage"] == "etcd":
+                if args["etcd"] is None:
+                    raise AnsibleActionFail("stage=etcd needs etcd (etcd_member_info's options)")
+                result.update(read_etcd(args["etcd"]), changed=False)
             else:
                 result.update(self._lock(args, check_mode))
         except base.ModuleFailed as exc:

@@ -22,6 +22,10 @@ description:
     (an unfinished upgrade keeps its own; another image is refused unless O(new_target)), and, with
     O(preflight), reads the nodes and the clouds as M(kubenodes.image_upgrade.node_image_facts) on the target
     image. It changes nothing, in check mode or not.
+  - O(stage=etcd) reads the control-plane etcd members, their health and alarms as
+    M(kubenodes.image_upgrade.etcd_member_info) does with the options in O(etcd), for a controller that reaches etcd
+    itself; its result is that module's, at the top level. Through a control-plane host, use the module with
+    C(delegate_to) instead.
   - O(stage=lock) takes or renews the run lock once, as M(kubenodes.image_upgrade.upgrade_lock) with
     C(fail_when_held=false) does; repeat it with C(until) on RV(acquired) to wait for another run.
   - An action plugin; it runs on the controller and ignores C(delegate_to).
@@ -30,9 +34,9 @@ author:
 options:
   stage:
     description:
-      - V(prepare) for the reads, V(lock) for the run lock.
+      - V(prepare) for the reads, V(etcd) for the etcd read, V(lock) for the run lock.
     type: str
-    choices: [prepare, lock]
+    choices: [prepare, etcd, lock]
     required: true
   image:
     description:
@@ -53,6 +57,12 @@ options:
       - The options of M(kubenodes.image_upgrade.node_image_facts) (all but the auth and cloud options and
         C(image), which is the target image); no read of the nodes when omitted.
     type: dict
+  etcd:
+    description:
+      - With V(etcd), the options of M(kubenodes.image_upgrade.etcd_member_info) (C(endpoints), C(ca_cert),
+        C(client_cert), C(client_key), C(request_timeout), C(expected_member_count), C(timeout)), validated as the
+        module validates them.
+    type: dict
   lock:
     description:
       - The Lease (C(name), C(namespace), C(lease_duration), C(holder)), as M(kubenodes.image_upgrade.upgrade_lock)'s
@@ -68,7 +78,7 @@ attributes:
   check_mode:
     support: full
     description:
-      - V(prepare) reads only, in check mode as in a run; V(lock) says whether it would take the Lease.
+      - V(prepare) and V(etcd) read only, in check mode as in a run; V(lock) says whether it would take the Lease.
   diff_mode:
     support: none
     description:
@@ -117,6 +127,11 @@ failed_step:
   description: Which read failed (V(resolve the image), V(the upgrade's target image), V(read the nodes and the clouds)).
   returned: when stage prepare failed
   type: str
+healthy:
+  description: With V(etcd), M(kubenodes.image_upgrade.etcd_member_info)'s C(healthy); its C(members), C(alarms),
+    C(leader) and C(problems) are at the top level too.
+  returned: with stage etcd, on success
+  type: bool
 acquired:
   description: With V(lock), M(kubenodes.image_upgrade.upgrade_lock)'s result - whether this run holds the Lease.
   returned: with stage lock

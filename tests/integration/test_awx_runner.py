@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RUN_TIMEOUT = 600
 EMAIL = "awx-upgrader@%s.iam.gserviceaccount.com"
-ETCD_TASK = "Preflight | read the control-plane etcd members, their health and alarms"
+ETCD_TASK = "Preflight | read the control-plane etcd members, their health and alarms (etcd_member_info on etcd-cp)"
 
 
 @pytest.fixture(scope="module")

@@ -47,3 +47,11 @@ def test_median():
     assert bound.median([4, 1, 2, 3]) == 2.5
     assert bound.median([None, 5]) == 5
     assert bound.median([], default=-1) == -1
+
+
+def test_a_measured_control_plane_join_counts_for_the_control_planes_only():
+    knob = bound.critical_path(1, [4, 4], 4, None, create=0.3, join=20, heir_ready=5, drain_worker=2, delete_worker=0)
+    measured = bound.critical_path(1, [4, 4], 4, None, create=0.3, join=20, heir_ready=5, drain_worker=2,
+                                   delete_worker=0, drain_cp=0, delete_cp=0, join_cp=27)
+    assert measured["slot_worker"] == knob["slot_worker"] == 27.3
+    assert measured["slot_cp"] == 32.3 and measured["bound"] == 32.3 + 27.3
