@@ -13,7 +13,9 @@ The executor takes its outside worlds as arguments, so unit and property tests d
 in-memory world and the upgrade_step action plugin against the real cluster and clouds:
   kube:   list_nodes() -> [Node dict]; write_node(node, entry) -> (status, node); uncordon(name);
           drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node) -> False when
-          the Node changed since it was read (left to the next pass), else True (or None)
+          the Node changed since it was read (left to the next pass), else True (or None); optionally
+          wait_for_change(seconds) (a watch that ends the wait between passes early) and drain_concurrency
+          (how many donors it drains at once)
   cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud);
           set_group_image(group, image); create(group, count) -> (instances, quota message or "");
           delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
@@ -342,7 +344,8 @@ class Executor:
     def _drain_all(self, items):
         """One eviction round on each donor, in plan order; at once (up to the kube side's drain_concurrency)
         where it offers that, so that a wave of donors whose heirs turned Ready together is cordoned together
-        and not one API round trip after another. Every drain is tried; the first failure is raised after."""
+        and not one API round trip after another. At once, every drain is tried and the first failure in plan order
+        is raised when all have ended; one after another, the first failure stops the rest (as a kill would)."""
         names = [item["name"] for item in items]
         workers = min(int(getattr(self.kube, "drain_concurrency", 1) or 1), len(names))
         if workers <= 1:
@@ -409,9 +412,8 @@ class Executor:
     def run_slice(self, seconds=DEFAULT_SLICE):
         """Passes until the upgrade is done, a delegated etcd removal is due, a health gate is due (gate_due: the
         role runs it before the next slice), or `seconds` passed; a finished replacement is journaled at once
-        (flush_journal). Acts at once after a
-        pass that moved; otherwise looks again after the poll interval. Returns dict(done, passes, facts, did,
-        finished, etcd_due, refused, progress, surge_cap, timings, gate_due)."""
+        (flush_journal). Acts at once after a pass that moved; otherwise waits (_wait) first. Returns dict(done,
+        passes, facts, did, finished, etcd_due, refused, progress, surge_cap, timings, gate_due)."""
         reading = getattr(self.cloud, "reading", None)
         with reading() if reading is not None else contextlib.nullcontext():
             return self._slice(seconds)
