@@ -119,12 +119,10 @@ def run_bounded(function, items, max_workers):
 def widen_connection_pool(api_client, size):
     """Let `size` concurrent requests each keep a connection (urllib3 would otherwise discard and
     re-handshake the surplus)."""
-    from kubernetes.client import rest
-
     configuration = api_client.configuration
     if (configuration.connection_pool_maxsize or 0) < size:
         configuration.connection_pool_maxsize = size
-        api_client.rest_client = rest.RESTClientObject(configuration)
+        kube.renew_rest_client(api_client)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -313,6 +313,7 @@ def _send_impersonate_groups(api_client, groups):
     except ImportError:  # urllib3 < 2
         from urllib3._collections import HTTPHeaderDict
 
+    api_client.kubenodes_impersonate_groups = list(groups)   # for renew_rest_client
     rest_client = api_client.rest_client
     send = rest_client.request
 
@@ -324,6 +325,17 @@ def _send_impersonate_groups(api_client, groups):
         return send(method, url, *args, headers=headers, **kwargs)
 
     rest_client.request = request
+
+
+def renew_rest_client(api_client):
+    """Give the client a new RESTClientObject for its configuration as it is now (a larger connection pool),
+    keeping what build_api_client put on the old one: the Impersonate-Group line of every group."""
+    from kubernetes.client import rest
+
+    api_client.rest_client = rest.RESTClientObject(api_client.configuration)
+    groups = getattr(api_client, "kubenodes_impersonate_groups", None)
+    if groups:
+        _send_impersonate_groups(api_client, groups)
 
 
 def is_status(exc, *statuses):

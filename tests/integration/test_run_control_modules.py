@@ -125,6 +125,28 @@ def test_lock_impersonating_a_user_in_several_groups(sandbox, namespace):
     assert lease.spec.holder_identity == "awx-job-2"
 
 
+def test_a_client_whose_pool_was_widened_still_sends_every_impersonated_group(sandbox, namespace):
+    """node_drain and the step engine widen the client's connection pool (a new RESTClientObject) for their
+    concurrent evictions; the Impersonate-Group lines of a user in several groups must survive that."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api, kube
+
+    rbac = k8s.RbacAuthorizationV1Api(sandbox.api_client())
+    rbac.create_namespaced_role(namespace, k8s.V1Role(
+        metadata=k8s.V1ObjectMeta(name="lease-reader"),
+        rules=[k8s.V1PolicyRule(api_groups=["coordination.k8s.io"], resources=["leases"], verbs=["list"])]))
+    rbac.create_namespaced_role_binding(namespace, k8s.V1RoleBinding(
+        metadata=k8s.V1ObjectMeta(name="lease-reader"),
+        role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="lease-reader"),
+        subjects=[k8s.RbacV1Subject(kind="Group", name="lease-readers", api_group="rbac.authorization.k8s.io")]))
+    client = kube.build_api_client(dict(sandbox.auth_args(), impersonate_user="awx-operator",
+                                        impersonate_groups=["readers", "lease-readers"]))
+    path = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % namespace
+    assert kube.raw_get(client, path)["kind"] == "LeaseList"
+    drain_api.widen_connection_pool(client, 64)
+    assert client.configuration.connection_pool_maxsize == 64
+    assert kube.raw_get(client, path)["kind"] == "LeaseList"
+
+
 def autoscaler(sandbox, namespace, state, check=False, diff=False):
     return run_module("autoscaler_pause", dict(sandbox.auth_args(), namespace=namespace, state=state), check=check, diff=diff)
 
