@@ -252,7 +252,7 @@ HELD_SEQUENCE = hold_points.POINTS + ("create", "drain", "delete-instance", "del
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("cloud", ["gcp", "aws"])
+@pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
 def test_step_engine_held_and_killed_at_every_destructive_step_and_resumed(upgrade_cluster, cloud, tmp_path):
     handle, values, start = upgrade_cluster(cloud, rolling_upgrade_engine="step")
     watcher = uh.Watcher(handle, etcd=True)
