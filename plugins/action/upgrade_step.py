@@ -163,7 +163,6 @@ class ActionModule(action_base.KubenodesActionBase):
         engine = _ENGINES.get(key)
         try:
             if engine is None:
-                factory.preload_sdk(args["provider"])
                 engine = _ENGINES[key] = self._build(args, check_mode)
             if args["begin"] and not check_mode and not engine.begun:
                 self._begin(args)
@@ -241,13 +240,6 @@ class ActionModule(action_base.KubenodesActionBase):
             api_client = kube.build_api_client(args)
         except kube.KubeAuthError as exc:
             raise executor.StepFailure("cannot reach Kubernetes: %s" % exc)
-        recorded = None
-        if args.get("journal"):
-            # Read while the cloud's SDK is imported (run_action began it): the two overlap.
-            try:
-                recorded = journal_store.read_journal(api_client, args["journal"]["name"], args["journal"]["namespace"])[1]
-            except journal_store.MalformedJournal as exc:
-                raise executor.StepFailure("journal: %s" % exc, reason="malformed_journal")
         try:
             provider = factory.build_provider(args)
             canonical = None
@@ -277,8 +269,12 @@ class ActionModule(action_base.KubenodesActionBase):
         engine.pending_journal, engine.pending_events = {}, []
         if args.get("journal"):
             where = args["journal"]
-            settings.created, settings.start_counts = journal_store.created_record(recorded)
-            settings.removed_first, settings.refills = journal_store.delete_first_record(recorded)
+            try:
+                recorded = journal_store.read_journal(api_client, where["name"], where["namespace"])[1]
+                settings.created, settings.start_counts = journal_store.created_record(recorded)
+                settings.removed_first, settings.refills = journal_store.delete_first_record(recorded)
+            except journal_store.MalformedJournal as exc:
+                raise executor.StepFailure("journal: %s" % exc, reason="malformed_journal")
             if not check_mode:
                 # A gate a killed run owed (a batch part-finished): held for, as that run would have.
                 engine.gate_owed = bool(settings.gate_after) and journal_store.gate_owed(recorded)

@@ -46,11 +46,6 @@ compute_v1 = gexc = AnonymousCredentials = google = None
 GCE_IMPORT_ERROR = None
 
 
-def load_sdk():
-    """Import the SDK now (factory.preload_sdk); ProviderError naming the package if absent."""
-    _load_sdk()
-
-
 def _load_sdk():
     """Import google-cloud-compute and google-auth on first use; ProviderError naming the package if absent."""
     global compute_v1, gexc, AnonymousCredentials, google, GCE_IMPORT_ERROR  # pylint: disable=global-statement
