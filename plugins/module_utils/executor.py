@@ -497,12 +497,14 @@ def write_order(name, entry, keys):
 # ---------------------------------------------------------------------------------------------------
 # The production outside worlds: the real cluster, cloud and etcd, on the module_utils the modules use.
 
-def planning_signature(node):
+def planning_signature(node, prefix):
     """What of a Node the planner reads: a change in anything else (a heartbeat, the images it holds, its
-    capacity) does not make a pass look again before its poll."""
+    capacity, another controller's annotations such as the TTL controller's) does not make a pass look again
+    before its poll. Of the annotations it reads only this collection's, under `prefix`."""
     meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
     ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
-    return (tuple(sorted((meta.get("labels") or {}).items())), tuple(sorted((meta.get("annotations") or {}).items())),
+    ours = sorted((k, v) for k, v in (meta.get("annotations") or {}).items() if k.startswith(prefix + "/"))
+    return (tuple(sorted((meta.get("labels") or {}).items())), tuple(ours),
             bool(meta.get("deletionTimestamp")), bool(spec.get("unschedulable")), spec.get("providerID"),
             repr(spec.get("taints") or []), tuple(ready), (status.get("nodeInfo") or {}).get("osImage"),
             repr(status.get("addresses") or []))
@@ -527,14 +529,17 @@ class KubeAccess:
             delete_emptydir_data=drain.get("delete_emptydir_data", False), force=drain.get("force", False))
         self.drain_params = drain
         self.not_before = drain_api.parse_timestamp(drain["not_before"]) if drain.get("not_before") else None
-        self.listed_version, self.signatures = None, {}   # of the last LIST of Nodes, for wait_for_change
+        # Of the last LIST of Nodes, for wait_for_change: its version, each Node's planning_signature, and the
+        # resourceVersions of this pass's own writes with the signature each left.
+        self.listed_version, self.signatures, self.own_writes = None, {}, {}
         drain_api.widen_connection_pool(api_client, int(drain.get("eviction_concurrency") or 10) + self.drain_concurrency + 2)
 
     def list_nodes(self):
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
 
         nodes, self.listed_version = kube.list_versioned(self.client, "/api/v1/nodes")
-        self.signatures = {n["metadata"]["name"]: planning_signature(n) for n in nodes}
+        self.signatures = {n["metadata"]["name"]: planning_signature(n, self.prefix) for n in nodes}
+        self.own_writes = {}
         return nodes
 
     def write_node(self, node, entry):
@@ -545,7 +550,10 @@ class KubeAccess:
         except node_state.NodeWriteError as exc:
             raise StepFailure(str(exc), step="patch")
         if status == "changed" and after:
-            self.signatures[after["metadata"]["name"]] = planning_signature(after)   # our own write wakes nothing
+            # Our own write wakes nothing. The watch replays every change since the LIST in order, so a change
+            # someone else made before this write (the write then retried on 409) still wakes the wait.
+            meta = after["metadata"]
+            self.own_writes.setdefault(meta["name"], {})[meta.get("resourceVersion")] = planning_signature(after, self.prefix)
         return status, after
 
     def wait_for_change(self, seconds):
@@ -575,11 +583,16 @@ class KubeAccess:
         kind = event.get("type")
         if kind == "ERROR":
             return True   # e.g. 410 Gone: the listed version is too old; the next pass lists again
-        name = ((event.get("object") or {}).get("metadata") or {}).get("name")
+        meta = (event.get("object") or {}).get("metadata") or {}
+        name = meta.get("name")
         if kind == "DELETED":
-            return name in self.signatures
+            return self.signatures.pop(name, None) is not None
         if kind in ("ADDED", "MODIFIED"):
-            return self.signatures.get(name) != planning_signature(event["object"])
+            ours = self.own_writes.get(name) or {}
+            if meta.get("resourceVersion") in ours:   # our write: what it left is what the planner expects
+                self.signatures[name] = ours.pop(meta["resourceVersion"])
+                return False
+            return self.signatures.get(name) != planning_signature(event["object"], self.prefix)
         return False   # BOOKMARK
 
     def uncordon(self, name):
@@ -623,7 +636,10 @@ class KubeAccess:
         plans again with what it is now)."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
 
-        return node_state.delete_node_as_read(self.client, node, self.prefix) != "changed"
+        gone = node_state.delete_node_as_read(self.client, node, self.prefix) != "changed"
+        if gone:
+            self.signatures.pop(node["metadata"]["name"], None)   # our own deletion wakes nothing
+        return gone
 
 
 class CloudAccess:

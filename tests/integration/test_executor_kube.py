@@ -27,13 +27,22 @@ def test_a_node_changed_since_it_was_read_is_left_to_the_next_pass_not_a_failed_
 
 def test_a_wait_ends_on_a_change_the_plan_reads_and_not_on_others(sandbox, new_nodes):
     """wait_for_change: the watch from the last LIST ends the wait at once when a Node changes in what the planner
-    reads, waits out its time for a change it does not read (a status heartbeat) or for the executor's own
-    write, and ends at once when the listed version is too old to watch from (the next pass lists again)."""
+    reads, waits out its time for a change it does not read (a status heartbeat, another controller's
+    annotation) or for the executor's own write or deletion, wakes for a change someone else made before
+    that write, and ends at once when the listed version is too old to watch from (the next pass lists
+    again)."""
     import threading
     import time
 
     (name,) = new_nodes(1)
     kube = sandbox.kube()
+    # The node lifecycle controller takes a new Node's not-ready taint off after it sees it Ready, late under
+    # load; that is a change the planner reads, so the quiet wait below begins after it.
+    deadline = time.monotonic() + 60
+    while any(t.get("key", "").startswith("node.kubernetes.io/") for t in
+              kube.request("GET", "/api/v1/nodes/" + name)["spec"].get("taints") or []):
+        assert time.monotonic() < deadline, "the new node kept a node.kubernetes.io taint for 60 s"
+        time.sleep(0.2)
     access = executor.KubeAccess(sandbox.core_v1().api_client, "image-upgrade.kubenodes.io")
     node = next(n for n in access.list_nodes() if n["metadata"]["name"] == name)
     assert access.listed_version
@@ -41,6 +50,7 @@ def test_a_wait_ends_on_a_change_the_plan_reads_and_not_on_others(sandbox, new_n
                   for c in node["status"]["conditions"]]
     kube.request("PATCH", "/api/v1/nodes/%s/status" % name, {"status": {"conditions": conditions}},
                  content_type="application/strategic-merge-patch+json")
+    kube.merge_patch("/api/v1/nodes/" + name, {"metadata": {"annotations": {"other.example.com/note": "not ours"}}})
     status, _after = access.write_node(node, {"labels": {"written-by-the-executor": "yes"}, "expect": {}})
     assert status == "changed"
     began = time.monotonic()
@@ -55,6 +65,23 @@ def test_a_wait_ends_on_a_change_the_plan_reads_and_not_on_others(sandbox, new_n
     finally:
         timer.cancel()
     assert time.monotonic() - began < 5.0, "the cordon did not end the wait at once"
+
+    # A change someone else made between the LIST and the executor's write (the write retried on its 409) was not
+    # planned on: it wakes the wait, though the write's own result already holds it.
+    node = next(n for n in access.list_nodes() if n["metadata"]["name"] == name)
+    kube.merge_patch("/api/v1/nodes/" + name, {"metadata": {"labels": {"changed-by-someone-else": "yes"}}})
+    status, after = access.write_node(node, {"labels": {"written-by-the-executor": "again"}, "expect": {}})
+    assert status == "changed" and after["metadata"]["labels"]["changed-by-someone-else"] == "yes"
+    began = time.monotonic()
+    assert access.wait_for_change(20) is True
+    assert time.monotonic() - began < 5.0, "a change before the executor's write did not end the wait"
+
+    # The executor's own deletion of a Node wakes nothing either.
+    node = next(n for n in access.list_nodes() if n["metadata"]["name"] == name)
+    assert access.delete_node(node) is True
+    began = time.monotonic()
+    assert access.wait_for_change(1.5) is False
+    assert time.monotonic() - began >= 1.4
 
     access.listed_version = "1"   # long compacted
     began = time.monotonic()
