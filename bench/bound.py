@@ -3,7 +3,8 @@
 One replacement holds one surge slot for  L = C + J + H + d + e :
   C  the cloud's create-to-boot time (the emulator's boot delay, a knob),
   J  the join delay (the node simulator's knob: instance booted to Node Ready); for a control-plane heir the
-     measured join when given (join_cp), which also starts its real etcd member (the knob does not cover that),
+     measured join when given (join_cp): its real etcd member starts within the knob's time, and a start
+     slower than the knob makes the join longer,
   H  heir_ready_seconds (the role's gate between heir Ready and the donor's cordon),
   d  the donor's drain (cordon to the last non-DaemonSet pod gone), measured,
   e  the donor's delete (the cloud's delete request to the instance gone), measured.

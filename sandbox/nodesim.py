@@ -17,8 +17,10 @@ What it does, like a kubelet would:
   to this sandbox inside 127.0.0.0/8, labels (hostname, zone, instance group, image, and the
   control-plane role label for control-plane instances), capacity and allocatable; posts the Ready
   condition and clears the node.kubernetes.io/not-ready taint that admission puts on every new Node;
-- for a control-plane instance, first joins a real etcd member on <InternalIP>:2379/2380 to the
-  control-plane etcd cluster (the first one creates the cluster), with mutual TLS;
+- for a control-plane instance, joins a real etcd member on <InternalIP>:2379/2380 to the
+  control-plane etcd cluster (the first one creates the cluster), with mutual TLS, as soon as it boots:
+  that start is part of its join, so the Node registers at the join delay or once its member runs,
+  whichever is later (not after the delay plus the member's start);
 - makes pods bound to its nodes Running and Ready, and finishes pods being deleted after their grace
   period (capped by max_termination_seconds) with a grace-0 delete;
 - when the instance is deleted: stops its etcd member and marks the Node NotReady (Ready=Unknown and
@@ -418,7 +420,10 @@ class Simulator:
                 instance["state"] = "never-joins"
                 return dict(instance), True
             delay = float(self.knobs["join_delay"]) + random.uniform(0, float(self.knobs["jitter"]))
-        self.timer.later(delay, self._join, provider_id)
+        if role == CONTROL_PLANE:
+            self.timer.later(0, self._start_member_then_join, provider_id, time.monotonic() + delay)
+        else:
+            self.timer.later(delay, self._join, provider_id)
         return dict(instance), True
 
     def delete_instance(self, provider_id, remove_etcd_member=False):
@@ -443,20 +448,40 @@ class Simulator:
         with self._lock:
             return [dict(i) for i in self.instances.values()]
 
+    def _start_member_then_join(self, provider_id, join_at):
+        """A control-plane instance's first part of its join: its etcd member, started as it boots; the Node
+        registers at join_at (the join delay) or at once if the member took longer."""
+        with self._lock:
+            instance = self.instances.get(provider_id)
+            if instance is None or instance["state"] != "booting":
+                return
+        try:
+            self._start_etcd_member(instance)
+        except Exception as exc:  # noqa: BLE001 - a failed join is a state to report, as with a real VM
+            self._join_failed(instance, exc)
+            return
+        with self._lock:
+            deleted_meanwhile = instance["state"] != "booting"
+        if deleted_meanwhile:
+            self._stop_etcd_member(instance)
+            return
+        self.timer.at(join_at, self._join, provider_id)
+
+    def _join_failed(self, instance, exc):
+        LOG.error("join of %s failed: %s", instance["node_name"], exc, exc_info=exc)
+        with self._lock:
+            if instance["state"] == "booting":
+                instance["state"], instance["error"] = "join-failed", str(exc)
+
     def _join(self, provider_id):
         with self._lock:
             instance = self.instances.get(provider_id)
             if instance is None or instance["state"] != "booting":
                 return
         try:
-            if instance["role"] == CONTROL_PLANE:
-                self._start_etcd_member(instance)
             self._register_node(instance)
         except Exception as exc:  # noqa: BLE001 - a failed join is a state to report, as with a real VM
-            LOG.exception("join of %s failed", instance["node_name"])
-            with self._lock:
-                if instance["state"] == "booting":
-                    instance["state"], instance["error"] = "join-failed", str(exc)
+            self._join_failed(instance, exc)
             return
         with self._lock:
             deleted_meanwhile = instance["state"] != "booting"
