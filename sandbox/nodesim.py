@@ -448,40 +448,38 @@ class Simulator:
         with self._lock:
             return [dict(i) for i in self.instances.values()]
 
+    def _booting(self, provider_id):
+        """The instance while its join is still to come or under way; None once it was deleted."""
+        with self._lock:
+            instance = self.instances.get(provider_id)
+            return instance if instance is not None and instance["state"] == "booting" else None
+
+    def _join_part(self, instance, part):
+        """One part of a join (the etcd member, the Node); False when it failed, as the instance's state then says."""
+        try:
+            part(instance)
+            return True
+        except Exception as exc:  # noqa: BLE001 - a failed join is a state to report, as with a real VM
+            LOG.error("join of %s failed: %s", instance["node_name"], exc, exc_info=exc)
+            with self._lock:
+                if instance["state"] == "booting":
+                    instance["state"], instance["error"] = "join-failed", str(exc)
+            return False
+
     def _start_member_then_join(self, provider_id, join_at):
         """A control-plane instance's first part of its join: its etcd member, started as it boots; the Node
         registers at join_at (the join delay) or at once if the member took longer."""
-        with self._lock:
-            instance = self.instances.get(provider_id)
-            if instance is None or instance["state"] != "booting":
-                return
-        try:
-            self._start_etcd_member(instance)
-        except Exception as exc:  # noqa: BLE001 - a failed join is a state to report, as with a real VM
-            self._join_failed(instance, exc)
+        instance = self._booting(provider_id)
+        if instance is None or not self._join_part(instance, self._start_etcd_member):
             return
-        with self._lock:
-            deleted_meanwhile = instance["state"] != "booting"
-        if deleted_meanwhile:
+        if self._booting(provider_id) is not instance:   # deleted while its member started
             self._stop_etcd_member(instance)
             return
         self.timer.at(join_at, self._join, provider_id)
 
-    def _join_failed(self, instance, exc):
-        LOG.error("join of %s failed: %s", instance["node_name"], exc, exc_info=exc)
-        with self._lock:
-            if instance["state"] == "booting":
-                instance["state"], instance["error"] = "join-failed", str(exc)
-
     def _join(self, provider_id):
-        with self._lock:
-            instance = self.instances.get(provider_id)
-            if instance is None or instance["state"] != "booting":
-                return
-        try:
-            self._register_node(instance)
-        except Exception as exc:  # noqa: BLE001 - a failed join is a state to report, as with a real VM
-            self._join_failed(instance, exc)
+        instance = self._booting(provider_id)
+        if instance is None or not self._join_part(instance, self._register_node):
             return
         with self._lock:
             deleted_meanwhile = instance["state"] != "booting"
