@@ -558,9 +558,9 @@ class KubeAccess:
 
     def wait_for_change(self, seconds):
         """Wait until a Node changes in what the planner reads (planning_signature: added, deleted, Ready,
-        cordoned, labels, annotations, taints, image), watching from the last LIST, or until `seconds` passed.
-        True when a change ended the wait. A watch that cannot be had (refused, the server away) leaves a
-        plain sleep: the next pass reads everything anyway."""
+        cordoned, labels, this collection's annotations, taints, image), watching from the last LIST, or until
+        `seconds` passed. True when a change ended the wait. A watch that cannot be had (refused, the server
+        away) leaves a plain sleep: the next pass reads everything anyway."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
 
         began = time.monotonic()
