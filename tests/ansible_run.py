@@ -51,8 +51,12 @@ def run_playbook(playbook, extra_vars=None, check=False, diff=False, env=None, t
         if tags:
             cmd += ["--tags", tags]
         proc = subprocess.run(cmd, env=ansible_env(env), capture_output=True, text=True, timeout=timeout, check=False)
+    # The callback prints one document at the end; lines an action displayed live (upgrade_step's progress, the
+    # target image, the preflight's warnings) come before it.
+    document = proc.stdout[proc.stdout.find('{"plays": '):] if '{"plays": ' in proc.stdout else proc.stdout
     try:
-        output = json.loads(proc.stdout)
+        output = json.loads(document)
+        output["displayed"] = proc.stdout[:len(proc.stdout) - len(document)]
     except ValueError:
         raise AssertionError("ansible-playbook did not print JSON (exit %d)\nstdout:\n%s\nstderr:\n%s"
                              % (proc.returncode, proc.stdout[-5000:], proc.stderr[-5000:]))

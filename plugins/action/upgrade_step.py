@@ -6,16 +6,20 @@ plugins/modules/upgrade_step.py."""
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
+import time
 
 from ansible.errors import AnsibleActionFail
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import base, core, executor, kube, node_state, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
+    base, core, executor, kube, node_state, preflight, report)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 from ansible_collections.kubenodes.image_upgrade.plugins.modules import autoscaler_pause, upgrade_journal, upgrade_lock
 from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils import action_base
+from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils import start as start_reads
 
 display = action_base.MaskingDisplay()   # masks the task's secrets in every message
 
@@ -44,7 +48,7 @@ ETCD_SPEC = dict(
     timeout=dict(type="int", default=60),
 )
 LOCK_SPEC = dict(
-    holder=dict(type="str", required=True),
+    holder=dict(type="str"),
     name=dict(type="str", default="kubenodes-image-upgrade"),
     namespace=dict(type="str", default="kube-system"),
     lease_duration=dict(type="int", default=600),
@@ -58,6 +62,17 @@ BEGIN_SPEC = dict(
     record=dict(type="dict", default={}),
     autoscaler=dict(type="dict", default={}, options=AUTOSCALER_SPEC),
 )
+# What the role did in tasks of their own before the run began (target.yml, preflight.yml, run.yml's lock), for
+# the first slice to do in its own worker: the cloud's SDK is imported once, and nothing between them is a task.
+START_SPEC = dict(
+    image=dict(type="str", required=True),
+    new_target=dict(type="bool", default=False),
+    preflight=dict(type="dict"),
+    etcd_preflight=dict(type="bool", default=True),
+    lock_wait=dict(type="int", default=600),
+)
+LOCK_LOOK_SECONDS = 10
+ETCD_LOOK_SECONDS = 5
 # And after the last: restore the autoscaler, close the journal, write the report, release the run lock.
 FINISH_SPEC = dict(
     report_dir=dict(type="path", required=True),
@@ -89,6 +104,7 @@ def argument_spec():
         passes=dict(type="int", default=0),
         surge_cap=dict(type="int"),
         gate_after=dict(type="str", choices=["none", "batch", "replacement"], default="none"),
+        start=dict(type="dict", options=START_SPEC),
         begin=dict(type="dict", options=BEGIN_SPEC),
         finish=dict(type="dict", options=FINISH_SPEC),
     ))
@@ -159,11 +175,25 @@ class ActionModule(action_base.KubenodesActionBase):
         check_mode = bool(self._task.check_mode or self._play_context.check_mode)
         if not 1 <= args["slice_seconds"] <= _MAX_SLICE:
             raise AnsibleActionFail("slice_seconds must be between 1 and %d, got %d" % (_MAX_SLICE, args["slice_seconds"]))
+        if args["lock"] and not args["lock"]["holder"] and not args["start"]:
+            raise AnsibleActionFail("lock.holder is not set: give the holder that took the run lock, or start (which "
+                                    "takes it); nothing was changed")
+        if args["start"] and not args["lock"]:
+            raise AnsibleActionFail("start takes the run lock, but lock is not set: give lock (its name and namespace "
+                                    "at least); nothing was changed")
         key = _key(args) + str(check_mode)
         engine = _ENGINES.get(key)
+        self._started = None
         try:
             if engine is None:
-                engine = _ENGINES[key] = self._build(args, check_mode)
+                started_args = None
+                if args["start"]:
+                    args = started_args = self._start(args, check_mode)
+                engine = self._build(args, check_mode)
+                engine.started_args, engine.started = started_args, self._started
+                _ENGINES[key] = engine
+            elif engine.started_args is not None:
+                args = engine.started_args
             if args["begin"] and not check_mode and not engine.begun:
                 self._begin(args)
                 engine.begun = True
@@ -220,11 +250,114 @@ class ActionModule(action_base.KubenodesActionBase):
         )
         return self._finish(result, engine, args)
 
-    @staticmethod
-    def _finish(result, engine, args):
+    def _finish(self, result, engine, args):
         result["passes"] = engine.passes if engine is not None else args["passes"]
         result["surge_cap"] = engine.settings.surge_cap if engine is not None else args["surge_cap"]
+        started = engine.started if engine is not None else self._started
+        if started is not None:
+            result["start"] = started
         return result
+
+    # -- the start (START_SPEC): the reads, the preflight's verdict, the etcd read and the run lock ---------
+    def _start(self, args, check_mode):
+        """What target.yml, preflight.yml and run.yml's lock did, in this worker: resolve the image and the journal's
+        target, read the nodes and the clouds, judge them (module_utils/preflight.py), read etcd, take the run lock
+        (waiting up to start.lock_wait while another live run holds it). Returns the arguments of the upgrade that
+        began (its exact image, surge cap, lock holder and start time); self._started says what was done, for the
+        role (RV(start)), a failure's rescue included. A refusal changes nothing."""
+        start = args["start"]
+        try:
+            reads = start_reads.prepare(dict(args, image=start["image"], new_target=start["new_target"],
+                                             preflight=start["preflight"]), check_mode)
+        except start_reads.StepFailed as exc:
+            raise executor.StepFailure(exc.result.get("msg") or exc.doing, failed_step=exc.doing, reason="preflight")
+        for step in ("resolved", "target", "preflight"):
+            for warning in (reads.get(step) or {}).pop("warnings", None) or ():
+                display.warning(warning)
+        target = reads["target"]
+        self._started = dict(target=target, started=None, started_epoch=None, lock=None, surge_cap=args["surge_cap"])
+        self._say_target(start["image"], target)
+        if reads["preflight"] is not None:
+            verdict = preflight.verdict(reads["preflight"], args["max_unavailable"], start["etcd_preflight"],
+                                        args["etcd"]["endpoints"])
+            for line in verdict.said:
+                display.display(line)
+            if verdict.refusal:
+                raise executor.StepFailure(verdict.refusal, reason="preflight")
+            if verdict.surge_cap is not None:
+                self._started["surge_cap"] = verdict.surge_cap
+            if verdict.etcd is not None:
+                self._etcd_preflight(args["etcd"], verdict.etcd)
+            for line in verdict.said_after:
+                display.display(line)
+        lock = self._take_lock(args, start["lock_wait"], check_mode)
+        now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+        started = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        self._started.update(started=started, started_epoch=int(now.timestamp()),
+                             lock=dict(args["lock"], holder=lock["holder"]))
+        began = copy.deepcopy(args)
+        began.update(image=target["target_image"], image_resolved=True, surge_cap=self._started["surge_cap"],
+                     started=float(self._started["started_epoch"]), lock=self._started["lock"])
+        began["drain"]["not_before"] = started
+        if began.get("journal"):
+            began["journal"]["run"] = started
+        if began.get("begin"):
+            began["begin"]["record"] = dict(started=started, attempts={started: dict(started=started, passes=0)})
+        return began
+
+    @staticmethod
+    def _say_target(image, target):
+        """target.yml's lines: the image every heir gets, and a reference that moved since the upgrade started."""
+        exact = target["target_image"]
+        display.display("Target image %s%s%s" % (
+            exact, " (%s)" % image if image != exact else "",
+            ", the upgrade started %s goes on" % (target.get("journal") or {}).get("started") if target.get("resumed") else ""))
+        if target.get("moved") is not None:
+            display.display("WARNING: %s now names %s, but this upgrade keeps %s, the image it started with, for every "
+                            "heir; to move on to %s, finish this upgrade and run again, or set rolling_upgrade_new_target: "
+                            "true" % (image, target["moved"], exact, target["moved"]))
+
+    @staticmethod
+    def _etcd_preflight(etcd_args, needs):
+        """preflight.yml's etcd read and check, as etcd_member_info does it: a control-plane heir of a stopped run
+        may be joining (no leader between its member's add and its first start), so an unsure count looks again
+        every 5 s, 24 times; a real fault outlasts that."""
+        params = dict(endpoints=needs["endpoints"], ca_cert=etcd_args["ca_cert"], client_cert=etcd_args["client_cert"],
+                      client_key=etcd_args["client_key"])
+        if needs["expected_member_count"] is not None:
+            params["expected_member_count"] = needs["expected_member_count"]
+        looks = needs["retries"] + 1
+        for look in range(1, looks + 1):
+            try:
+                health = start_reads.read_etcd(params)
+                refusal = preflight.etcd_refusal(health)
+            except start_reads.StepFailed as exc:
+                health, refusal = exc.result, exc.result.get("msg") or exc.doing
+            if refusal is None:
+                return health
+            if look < looks:
+                display.display("control-plane etcd is not healthy yet (%s); looking again in %d s (%d of %d)"
+                                % (refusal, ETCD_LOOK_SECONDS, look, looks))
+                time.sleep(ETCD_LOOK_SECONDS)
+        raise executor.StepFailure(refusal, reason="preflight", etcd_health=health)
+
+    @staticmethod
+    def _take_lock(args, lock_wait, check_mode):
+        """run.yml's lock task: upgrade_lock's code, looking again every 10 s while another live run holds the
+        Lease, for up to lock_wait seconds."""
+        looks = max(lock_wait, 0) // LOCK_LOOK_SECONDS + 1
+        for look in range(1, looks + 1):
+            try:
+                answer = start_reads.take_lock(args, args["lock"] or {}, check_mode)
+            except base.ModuleFailed as exc:
+                raise executor.StepFailure(exc.result.get("msg") or "the run lock", reason="lock")
+            if answer["acquired"]:
+                return answer
+            if look < looks:
+                display.display("%s; looking again in %d s (rolling_upgrade_lock_wait, %d of %d)"
+                                % (answer["msg"], LOCK_LOOK_SECONDS, look, looks))
+                time.sleep(LOCK_LOOK_SECONDS)
+        raise executor.StepFailure(answer["msg"], reason="lock_held", held_by=answer["held_by"])
 
     # -- building the executor once per process ---------------------------------------------------------
     def _build(self, args, check_mode):

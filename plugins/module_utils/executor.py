@@ -224,9 +224,8 @@ class Executor:
         options = self.settings.options
         keys = core.AnnotationKeys(facts["annotation_prefix"])
 
-        for item in plan["set_group_image"]:
-            self._timed("cloud", self.cloud.set_group_image, item["group"], item["image"])
-            did.append(dict(step="set_group_image", group=item["group"]))
+        self._timed("cloud", self._set_group_images, plan["set_group_image"])
+        did.extend(dict(step="set_group_image", group=item["group"]) for item in plan["set_group_image"])
         images_set = bool(plan["set_group_image"])
         if images_set:
             hold_points.reached("set-group-image")
@@ -354,6 +353,19 @@ class Executor:
             futures = [pool.submit(self.kube.drain, name) for name in names]
             concurrent.futures.wait(futures)
         return [future.result() for future in futures]
+
+    def _set_group_images(self, items):
+        """Point every group at the image at once: each is a template (or model) write and a wait on the cloud's
+        operation, independent of the others; every one is tried and the first failure in plan order is raised."""
+        if len(items) <= 1:
+            for item in items:
+                self.cloud.set_group_image(item["group"], item["image"])
+            return
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(items)) as pool:
+            futures = [pool.submit(self.cloud.set_group_image, item["group"], item["image"]) for item in items]
+            concurrent.futures.wait(futures)
+        for future in futures:
+            future.result()
 
     def _replan_with_images(self, group_ids, facts):
         listed, groups = self.last_read

@@ -175,12 +175,15 @@ options:
   lock:
     description:
       - The run lock to renew once per slice (M(kubenodes.image_upgrade.upgrade_lock)). Not renewed when unset.
+      - With O(start), the lock the first call takes.
     type: dict
     suboptions:
       holder:
-        description: The holder that took the lock.
+        description:
+          - The holder that took the lock. Required unless O(start) takes the lock; then the holder to take it as
+            (C(rolling_upgrade_run_id)), or when unset the host, process and start time of the playbook, as
+            M(kubenodes.image_upgrade.upgrade_lock) chooses it.
         type: str
-        required: true
       name:
         description: Name of the Lease.
         type: str
@@ -254,6 +257,50 @@ options:
     type: str
     choices: [none, batch, replacement]
     default: none
+  start:
+    description:
+      - Before the first slice of this process, begin the upgrade as the rolling_upgrade role's target, preflight
+        and lock tasks did, with the modules' own code, in this process - resolve O(start.image) and the journal's
+        target (M(kubenodes.image_upgrade.csp_scaling_group) and M(kubenodes.image_upgrade.upgrade_journal) in check
+        mode), read the nodes and the clouds (M(kubenodes.image_upgrade.node_image_facts) with O(start.preflight)),
+        judge that read (the cloud quota, nodes outside every known group, nodes not Ready, PodDisruptionBudgets
+        that allow no disruption), read the control-plane etcd when a control-plane node is to be replaced
+        (M(kubenodes.image_upgrade.etcd_member_info), looking again every 5 s up to 24 times while a member may be
+        joining), then take the run lock O(lock), looking again every 10 s for up to O(start.lock_wait) seconds
+        while another live run holds it.
+      - The upgrade then goes on with the exact image resolved, the surge cap the quota allows, the lock's holder and
+        the start time; RV(start) says what was done. A refusal or a lock held too long fails the call before
+        anything is changed.
+      - The rolling_upgrade role sets it with the step engine, no health gate and etcd reached from the controller,
+        so that the cloud's SDK is imported once and the first heirs are created in the same worker process.
+        O(image), O(image_resolved), O(started), O(journal.run), O(drain.not_before) and O(begin.record) are then
+        filled in by it.
+    type: dict
+    suboptions:
+      image:
+        description: The image reference to resolve, as the run was given it (C(rolling_upgrade_image)); an image
+          family names its newest image.
+        type: str
+        required: true
+      new_target:
+        description: Whether this image may replace the target of an unfinished upgrade
+          (M(kubenodes.image_upgrade.upgrade_journal)'s O(kubenodes.image_upgrade.upgrade_journal#module:new_target)).
+        type: bool
+        default: false
+      preflight:
+        description:
+          - M(kubenodes.image_upgrade.node_image_facts)' options for the preflight's read (C(report_pdbs) and
+            C(report_quota) among them). Unset, nothing is read or judged before the lock.
+        type: dict
+      etcd_preflight:
+        description: Whether to read the control-plane etcd (with O(etcd)'s certificates and endpoints) before a
+          control-plane node is replaced.
+        type: bool
+        default: true
+      lock_wait:
+        description: Seconds to wait for another live run's lock.
+        type: int
+        default: 600
   begin:
     description:
       - Before the first slice of this process (once, not on every retry), start the journal and pause the
@@ -396,6 +443,19 @@ passes:
   description: Passes of this run so far.
   returned: always
   type: int
+start:
+  description:
+    - With O(start), what the call began - C(target) (the journal's target, as M(kubenodes.image_upgrade.upgrade_journal)
+      returns it in check mode), C(started) and C(started_epoch) (when the run began, after the lock), C(lock)
+      (O(lock) with the holder that took it) and C(surge_cap) (what the quota allows, or null). C(started) and
+      C(lock) are null when the call failed before it took the lock (a refusal, and nothing was changed).
+  returned: when O(start) was given
+  type: dict
+etcd_health:
+  description: When the preflight's etcd read (O(start)) found etcd unhealthy - that read, as
+    M(kubenodes.image_upgrade.etcd_member_info) returns it (C(members), C(health), C(problems)).
+  returned: on that failure
+  type: dict
 surge_cap:
   description: The surge held after the cloud refused instances, or null.
   returned: always

@@ -1,0 +1,113 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""The step engine's preflight verdict (pure, no I/O): what the preflight's read (node_image_facts with
+report_pdbs and report_quota) says about starting an upgrade. The same checks, in the same order and with the
+same messages, as the role's preflight.yml, which the tasks engine (the older engine, the benchmark's baseline)
+keeps: the cloud quota, nodes outside every known scaling group, nodes not Ready, what the control-plane etcd
+read needs, and PodDisruptionBudgets that allow no disruption now."""
+
+from __future__ import annotations
+
+CONTROL_PLANE = "control-plane"
+
+
+class Verdict:
+    """refusal: why the upgrade must not start (None when it may); said: the lines to show, in order, before
+    the etcd read; said_after: after it (the PodDisruptionBudgets, as preflight.yml says them last);
+    surge_cap: the surge the quota allows (0: none, workers delete-first), None when not lowered;
+    etcd: what the etcd read needs (endpoints, expected_member_count or None, retries), None when no
+    control-plane node is to be replaced or the etcd preflight is off."""
+
+    def __init__(self):
+        self.refusal = None
+        self.said = []
+        self.said_after = []
+        self.surge_cap = None
+        self.etcd = None
+
+
+def _delete_first(max_unavailable):
+    return str(max_unavailable).replace("%", "").strip() not in ("0", "")
+
+
+def _descriptions(items):
+    return "; ".join(item["description"] for item in items)
+
+
+def _quota(verdict, quota, max_unavailable, control_plane_left):
+    limits = _descriptions(quota.get("limiting") or [])
+    delete_first = _delete_first(max_unavailable)
+    if quota["status"] == "none" and not (delete_first and not control_plane_left):
+        if delete_first:
+            help_text = ("Control-plane nodes always surge (one new instance at a time), so rolling_upgrade_max_unavailable "
+                         "(%s) cannot help until they are replaced." % max_unavailable)
+        else:
+            help_text = ("rolling_upgrade_max_unavailable is %s: set it to 1 or more (with rolling_upgrade_engine=step) to "
+                         "replace workers delete-first (drain and delete a node, then create its heir), with that many "
+                         "fewer Ready nodes at a time." % max_unavailable)
+        verdict.refusal = ("the cloud quota leaves no room for a new instance, and the upgrade needs %s in flight: %s. %s "
+                           "Nothing was changed; raise the quota or free instances, then run again"
+                           % (quota.get("surge_wanted"), limits, help_text))
+        return
+    if quota["status"] == "none":
+        verdict.said.append(
+            "WARNING: the cloud quota leaves no room for a new instance (%s); rolling_upgrade_max_unavailable is %s, so "
+            "workers are replaced delete-first: each is drained and deleted before its heir is created, with at most "
+            "that many fewer Ready nodes per scaling group than at the start" % (limits, max_unavailable))
+        verdict.surge_cap = 0
+    elif quota["status"] == "lower":
+        verdict.said.append(
+            "WARNING: the cloud quota allows %s replacement(s) in flight, not the %s the surge wants: %s; the surge is "
+            "lowered to %s" % (quota["surge_allowed"], quota["surge_wanted"], limits, quota["surge_allowed"]))
+        verdict.surge_cap = int(quota["surge_allowed"])
+    if quota.get("unknown"):
+        verdict.said.append("WARNING: cloud quota could not be read, so the run relies on the cloud refusing instances: "
+                            "%s" % _descriptions(quota["unknown"]))
+
+
+def _etcd_needs(read, etcd_endpoints):
+    """preflight.yml's etcd vars: every control-plane Node has a member, except a donor whose member this
+    collection removed already; a stopped run may have removed a drained donor's member without recording it,
+    and a joining instance may have its member before its Node is labelled: no count then, and time to settle."""
+    donors = [d for d in read.get("donors") or [] if d.get("role") == CONTROL_PLANE]
+    removed = [d for d in donors if d.get("phase") in ("etcd-removed", "deleting")]
+    unsure = any(d.get("phase") == "drained" for d in donors) or bool(read.get("joining"))
+    in_flight = (read.get("progress") or {}).get("in_flight") or 0
+    endpoints = list(etcd_endpoints or read.get("control_plane_endpoints") or [])
+    return dict(endpoints=endpoints,
+                expected_member_count=None if unsure else len(read.get("control_plane_endpoints") or []) - len(removed),
+                retries=24 if unsure or in_flight > 0 else 0)
+
+
+def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None):
+    """The verdict on `read` (node_image_facts' result). A refusal stops at the first check that fails, as the
+    role's asserts do; what was said before it stays said."""
+    result = Verdict()
+    control_plane_left = any(item.get("role") == CONTROL_PLANE for item in read.get("replacement_order") or [])
+    if read.get("quota") is not None:
+        _quota(result, read["quota"], max_unavailable, control_plane_left)
+        if result.refusal:
+            return result
+    unknown = [n for n in (read.get("nodes") or {}).get("invalid") or [] if not n.get("out_of_scope")]
+    if unknown:
+        result.refusal = "%d node(s) cannot be upgraded: %s" % (
+            len(unknown), "; ".join("%s: %s" % (n["name"], n["reason"]) for n in unknown))
+        return result
+    if not (read.get("progress") or {}).get("in_flight") and read.get("not_ready"):
+        result.refusal = "nodes not Ready before the upgrade: %s" % ", ".join(read["not_ready"])
+        return result
+    if etcd_preflight and control_plane_left:
+        result.etcd = _etcd_needs(read, etcd_endpoints)
+    pdbs = read.get("blocking_pdbs") or []
+    if pdbs:
+        blocking = ", ".join("%s/%s" % (p["namespace"], p["name"]) for p in pdbs)
+        result.said_after.append("%d PodDisruptionBudget(s) allow no disruption now and will block the drain of nodes "
+                                 "running their pods until they do: %s" % (len(pdbs), blocking))
+    return result
+
+
+def etcd_refusal(health):
+    """The refusal for an etcd read (etcd_member_info's result), None when etcd is healthy."""
+    if health.get("healthy"):
+        return None
+    return "control-plane etcd is not healthy: %s" % "; ".join(health.get("problems") or [])

@@ -1,0 +1,229 @@
+"""Unit tests of the step engine's preflight verdict (module_utils/preflight.py): the checks of the role's
+preflight.yml on the preflight's read, in its order and with its messages."""
+
+import pathlib
+
+import jinja2
+import jinja2.nativetypes
+import pytest
+import yaml
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import preflight
+
+pytestmark = pytest.mark.timeout(60)
+
+LIMIT = {"description": "CPUS in europe-west1: limit 3, usage 3"}
+
+
+def read(**kw):
+    base = {"replacement_order": [{"name": "w1", "role": "worker"}], "nodes": {"invalid": []}, "not_ready": [],
+            "progress": {"in_flight": 0}, "donors": [], "joining": [], "control_plane_endpoints": [],
+            "blocking_pdbs": [], "quota": None}
+    base.update(kw)
+    return base
+
+
+def quota(status, wanted=2, allowed=1, unknown=()):
+    return {"status": status, "surge_wanted": wanted, "surge_allowed": allowed, "limiting": [LIMIT],
+            "unknown": list(unknown)}
+
+
+def test_a_clean_read_may_start_and_says_nothing():
+    verdict = preflight.verdict(read())
+    assert verdict.refusal is None and verdict.said == [] and verdict.said_after == []
+    assert verdict.surge_cap is None and verdict.etcd is None
+
+
+def test_no_quota_room_refuses_and_names_the_option_that_would_help():
+    verdict = preflight.verdict(read(quota=quota("none")), max_unavailable=0)
+    assert verdict.refusal == (
+        "the cloud quota leaves no room for a new instance, and the upgrade needs 2 in flight: CPUS in europe-west1: "
+        "limit 3, usage 3. rolling_upgrade_max_unavailable is 0: set it to 1 or more (with rolling_upgrade_engine=step) "
+        "to replace workers delete-first (drain and delete a node, then create its heir), with that many fewer Ready "
+        "nodes at a time. Nothing was changed; raise the quota or free instances, then run again")
+
+
+def test_no_quota_room_with_a_control_plane_left_refuses_even_delete_first():
+    order = [{"name": "cp1", "role": "control-plane"}, {"name": "w1", "role": "worker"}]
+    verdict = preflight.verdict(read(quota=quota("none"), replacement_order=order), max_unavailable="1")
+    assert verdict.refusal.startswith("the cloud quota leaves no room for a new instance")
+    assert ("Control-plane nodes always surge (one new instance at a time), so rolling_upgrade_max_unavailable (1) "
+            "cannot help until they are replaced. Nothing was changed") in verdict.refusal
+
+
+def test_no_quota_room_with_delete_first_and_workers_only_goes_on_without_surge():
+    verdict = preflight.verdict(read(quota=quota("none")), max_unavailable="25%")
+    assert verdict.refusal is None and verdict.surge_cap == 0
+    assert verdict.said == [
+        "WARNING: the cloud quota leaves no room for a new instance (CPUS in europe-west1: limit 3, usage 3); "
+        "rolling_upgrade_max_unavailable is 25%, so workers are replaced delete-first: each is drained and deleted "
+        "before its heir is created, with at most that many fewer Ready nodes per scaling group than at the start"]
+
+
+def test_a_lower_quota_lowers_the_surge_and_says_so_and_unread_quota_is_said_too():
+    verdict = preflight.verdict(read(quota=quota("lower", wanted=4, allowed=2,
+                                                 unknown=[{"description": "INSTANCES in us-east-1: AccessDenied"}])))
+    assert verdict.refusal is None and verdict.surge_cap == 2
+    assert verdict.said == [
+        "WARNING: the cloud quota allows 2 replacement(s) in flight, not the 4 the surge wants: CPUS in europe-west1: "
+        "limit 3, usage 3; the surge is lowered to 2",
+        "WARNING: cloud quota could not be read, so the run relies on the cloud refusing instances: INSTANCES in "
+        "us-east-1: AccessDenied"]
+
+
+def test_nodes_outside_every_known_group_refuse_but_out_of_scope_ones_do_not():
+    invalid = [{"name": "a", "reason": "no scaling group", "out_of_scope": False},
+               {"name": "b", "reason": "left out by rolling_upgrade_scaling_groups", "out_of_scope": True},
+               {"name": "c", "reason": "unknown provider ID", "out_of_scope": False}]
+    verdict = preflight.verdict(read(nodes={"invalid": invalid}))
+    assert verdict.refusal == "2 node(s) cannot be upgraded: a: no scaling group; c: unknown provider ID"
+    assert preflight.verdict(read(nodes={"invalid": invalid[1:2]})).refusal is None
+
+
+def test_not_ready_nodes_refuse_only_when_nothing_is_in_flight():
+    assert preflight.verdict(read(not_ready=["w1", "w2"])).refusal == "nodes not Ready before the upgrade: w1, w2"
+    assert preflight.verdict(read(not_ready=["w1"], progress={"in_flight": 1})).refusal is None
+
+
+def test_the_first_failed_check_refuses_and_what_was_said_before_stays():
+    verdict = preflight.verdict(read(quota=quota("lower"), not_ready=["w1"]))
+    assert verdict.refusal == "nodes not Ready before the upgrade: w1"
+    assert len(verdict.said) == 1 and verdict.said[0].startswith("WARNING: the cloud quota allows 1")
+
+
+def test_etcd_is_read_only_when_a_control_plane_node_is_to_be_replaced_and_the_check_is_on():
+    cp = {"replacement_order": [{"name": "cp1", "role": "control-plane"}],
+          "control_plane_endpoints": ["10.0.0.1", "10.0.0.2", "10.0.0.3"]}
+    assert preflight.verdict(read()).etcd is None
+    assert preflight.verdict(read(**cp), etcd_preflight=False).etcd is None
+    verdict = preflight.verdict(read(**cp))
+    assert verdict.etcd == {"endpoints": ["10.0.0.1", "10.0.0.2", "10.0.0.3"], "expected_member_count": 3, "retries": 0}
+    # Given endpoints win over the control-plane Nodes' addresses.
+    assert preflight.verdict(read(**cp), etcd_endpoints=["https://e:2379"]).etcd["endpoints"] == ["https://e:2379"]
+
+
+def test_etcd_count_leaves_out_removed_members_and_is_unsure_while_a_member_may_be_half_removed_or_joining():
+    cp = {"replacement_order": [{"name": "cp1", "role": "control-plane"}],
+          "control_plane_endpoints": ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]}
+    removed = [{"name": "cp0", "role": "control-plane", "phase": "etcd-removed"},
+               {"name": "w0", "role": "worker", "phase": "etcd-removed"}]
+    verdict = preflight.verdict(read(donors=removed, progress={"in_flight": 1}, **cp))
+    assert verdict.etcd["expected_member_count"] == 3 and verdict.etcd["retries"] == 24
+    drained = [{"name": "cp0", "role": "control-plane", "phase": "drained"}]
+    assert preflight.verdict(read(donors=drained, **cp)).etcd == {
+        "endpoints": cp["control_plane_endpoints"], "expected_member_count": None, "retries": 24}
+    joining = preflight.verdict(read(joining=["new-cp"], **cp)).etcd
+    assert joining["expected_member_count"] is None and joining["retries"] == 24
+
+
+def test_blocking_pdbs_are_said_after_the_etcd_read():
+    pdbs = [{"namespace": "apps", "name": "web"}, {"namespace": "db", "name": "pg"}]
+    verdict = preflight.verdict(read(blocking_pdbs=pdbs))
+    assert verdict.refusal is None and verdict.said == []
+    assert verdict.said_after == ["2 PodDisruptionBudget(s) allow no disruption now and will block the drain of nodes "
+                                  "running their pods until they do: apps/web, db/pg"]
+
+
+def test_etcd_refusal_names_every_problem():
+    assert preflight.etcd_refusal({"healthy": True, "problems": []}) is None
+    assert preflight.etcd_refusal({"healthy": False, "problems": ["member a is unreachable", "no leader"]}) == (
+        "control-plane etcd is not healthy: member a is unreachable; no leader")
+
+
+# -- the role's preflight.yml (the tasks engine's, and the step engine's with a gate) says the same ----------------
+ROLE_PREFLIGHT = pathlib.Path(__file__).parents[4] / "roles" / "rolling_upgrade" / "tasks" / "preflight.yml"
+
+
+def _tasks(tasks):
+    for task in tasks:
+        yield task
+        yield from _tasks(task.get("block") or [])
+
+
+class RolePreflight:
+    """preflight.yml's messages, rendered with plain Jinja (the Ansible filters they use added) on a read."""
+
+    def __init__(self):
+        self.tasks = {t["name"]: t for t in _tasks(yaml.safe_load(ROLE_PREFLIGHT.read_text())) if "name" in t}
+        self.env = jinja2.nativetypes.NativeEnvironment(undefined=jinja2.StrictUndefined)
+        self.env.filters["zip"] = lambda a, b: list(zip(a, b))
+        self.env.filters["bool"] = lambda v: v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on")
+        self.text = jinja2.Environment(undefined=jinja2.StrictUndefined)
+        self.text.filters.update(self.env.filters)
+
+    def context(self, block, read, max_unavailable):
+        context = {"_rolling_upgrade_preflight": read, "rolling_upgrade_max_unavailable": max_unavailable,
+                   "rolling_upgrade_etcd_endpoints": [], "rolling_upgrade_engine": "step",
+                   "rolling_upgrade_etcd_delegate_to": "localhost", "omit": None}
+        for name, value in (self.tasks[block].get("vars") or {}).items():
+            context[name] = self.env.from_string(value).render(context) if isinstance(value, str) else value
+        return context
+
+    def message(self, task, block, read, max_unavailable=0, key=None):
+        context = self.context(block, read, max_unavailable) if block else {
+            "_rolling_upgrade_preflight": read, "rolling_upgrade_max_unavailable": max_unavailable}
+        context.update(self.context(task, read, max_unavailable) if self.tasks[task].get("vars") else {})
+        body = self.tasks[task]
+        template = body["ansible.builtin.assert"]["fail_msg"] if "ansible.builtin.assert" in body else \
+            body["ansible.builtin.debug"]["msg"]
+        if key is not None:
+            template = body["ansible.builtin.fail"]["msg"]
+        # Folded YAML keeps the line breaks of more-indented lines (inside a {{ }}): the words are what count.
+        return " ".join(self.text.from_string(template).render(context).split())
+
+
+@pytest.fixture(scope="module")
+def role():
+    return RolePreflight()
+
+
+QUOTA = "Preflight quota"
+
+
+@pytest.mark.parametrize("max_unavailable,order", [
+    (0, [{"name": "w1", "role": "worker"}]),
+    ("1", [{"name": "cp1", "role": "control-plane"}]),
+])
+def test_the_quota_refusal_is_the_roles(role, max_unavailable, order):
+    data = read(quota=quota("none"), replacement_order=order)
+    expected = role.message("Preflight | the cloud quota leaves room for at least one new instance", QUOTA, data,
+                            max_unavailable)
+    assert preflight.verdict(data, max_unavailable=max_unavailable).refusal == expected
+
+
+def test_the_quota_warnings_are_the_roles(role):
+    data = read(quota=quota("none", unknown=[{"description": "INSTANCES in us-east-1: AccessDenied"}]))
+    assert preflight.verdict(data, max_unavailable="2").said == [
+        role.message("Preflight | no room for surge, workers are replaced delete-first", QUOTA, data, "2"),
+        role.message("Preflight | quota that could not be read", QUOTA, data, "2")]
+    data = read(quota=quota("lower", wanted=3, allowed=1))
+    assert preflight.verdict(data).said == [role.message("Preflight | the cloud quota allows a lower surge", QUOTA, data)]
+
+
+def test_the_node_refusals_and_the_pdb_line_are_the_roles(role):
+    invalid = [{"name": "a", "reason": "no scaling group", "out_of_scope": False}]
+    data = read(nodes={"invalid": invalid})
+    assert preflight.verdict(data).refusal == role.message(
+        "Preflight | every node belongs to a known scaling group (nodes outside rolling_upgrade_scaling_groups are "
+        "left alone)", None, data)
+    data = read(not_ready=["w1", "w2"])
+    assert preflight.verdict(data).refusal == role.message("Preflight | every node is Ready", None, data)
+    data = read(blocking_pdbs=[{"namespace": "apps", "name": "web"}])
+    assert preflight.verdict(data).said_after == [
+        role.message("Preflight | PodDisruptionBudgets that allow no disruption now", None, data)]
+
+
+def test_the_etcd_count_and_refusal_are_the_roles(role):
+    data = read(replacement_order=[{"name": "cp1", "role": "control-plane"}], progress={"in_flight": 1},
+                control_plane_endpoints=["10.0.0.1", "10.0.0.2", "10.0.0.3"],
+                donors=[{"name": "cp0", "role": "control-plane", "phase": "etcd-removed"}])
+    context = role.context("Preflight | control-plane etcd", data, 0)
+    needs = preflight.verdict(data).etcd
+    assert needs["endpoints"] == context["_rolling_upgrade_etcd_endpoints"]
+    assert needs["expected_member_count"] == int(context["_rolling_upgrade_etcd_expected"]) == 2
+    assert needs["retries"] == int(context["_rolling_upgrade_etcd_retries"]) == 24
+    health = {"healthy": False, "problems": ["member a is unreachable", "no leader"]}
+    expected = role.text.from_string(role.tasks[
+        "Preflight | control-plane etcd is healthy (every member started, reachable and healthy, one leader, no alarm)"
+    ]["ansible.builtin.assert"]["fail_msg"]).render(_rolling_upgrade_etcd_health=health)
+    assert preflight.etcd_refusal(health) == " ".join(expected.split())
