@@ -183,7 +183,6 @@ class ActionModule(action_base.KubenodesActionBase):
                                     "at least); nothing was changed")
         key = _key(args) + str(check_mode)
         engine = _ENGINES.get(key)
-        self._started = None
         try:
             if engine is None:
                 started_args = None
@@ -193,7 +192,7 @@ class ActionModule(action_base.KubenodesActionBase):
                 engine.started_args, engine.started = started_args, self._started
                 _ENGINES[key] = engine
             elif engine.started_args is not None:
-                args = engine.started_args
+                args, self._started = engine.started_args, engine.started
             if args["begin"] and not check_mode and not engine.begun:
                 self._begin(args)
                 engine.begun = True
@@ -253,9 +252,22 @@ class ActionModule(action_base.KubenodesActionBase):
     def _finish(self, result, engine, args):
         result["passes"] = engine.passes if engine is not None else args["passes"]
         result["surge_cap"] = engine.settings.surge_cap if engine is not None else args["surge_cap"]
-        started = engine.started if engine is not None else self._started
-        if started is not None:
-            result["start"] = started
+        if self._started is not None:
+            result["start"] = self._started
+        return result
+
+    def run(self, tmp=None, task_vars=None):
+        """Every result of a call with `start` says what the run began, a failure's too: the role's rescue releases the
+        lock and records the attempt only for a run that began."""
+        self._started = None
+        try:
+            result = super().run(tmp, task_vars)
+        except AnsibleActionFail as exc:
+            if self._started is None:
+                raise
+            result = dict(exc.result, failed=True, msg=exc.message)
+        if self._started is not None:
+            result.setdefault("start", self._started)
         return result
 
     # -- the start (START_SPEC): the reads, the preflight's verdict, the etcd read and the run lock ---------
