@@ -2,6 +2,8 @@
 role's Jinja (same-pass finish, the quota surge cap, when to wait), delegated etcd removal, check mode,
 the overall timeout and the journal."""
 
+import threading
+
 import pytest
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, progress, report
@@ -51,6 +53,25 @@ def test_a_group_the_cloud_refuses_to_point_at_the_image_gets_no_heir():
     with pytest.raises(executor.StepFailure):
         ex.run_pass()
     assert w.created == []
+
+
+def test_the_groups_are_pointed_at_the_image_at_once_and_a_refusal_is_raised_after_every_one_was_tried():
+    w = World([group("G1"), group("G2"), group("G3")])
+    for name, group_id in (("old-1", "G1"), ("old-2", "G2"), ("old-3", "G3")):
+        w.add_node(name, group_id, OLD)
+    ex = w.executor(opts())
+    all_in = threading.Barrier(3, timeout=5)   # each call waits until the other two have begun: at once, or broken
+    tried = []
+
+    def point(group_id, image):
+        tried.append(group_id)
+        all_in.wait()
+        if group_id == "G2":
+            raise executor.StepFailure("setting the image of %s to %s failed: denied" % (group_id, image))
+    ex.cloud.set_group_image = point
+    with pytest.raises(executor.StepFailure, match="G2"):
+        ex.run_pass()
+    assert sorted(tried) == ["G1", "G2", "G3"] and w.created == []
 
 
 def test_the_control_plane_goes_first_after_the_groups_are_pointed_at_the_image():
