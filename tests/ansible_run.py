@@ -56,7 +56,6 @@ def run_playbook(playbook, extra_vars=None, check=False, diff=False, env=None, t
     document = proc.stdout[proc.stdout.find('{"plays": '):] if '{"plays": ' in proc.stdout else proc.stdout
     try:
         output = json.loads(document)
-        output["displayed"] = proc.stdout[:len(proc.stdout) - len(document)]
     except ValueError:
         raise AssertionError("ansible-playbook did not print JSON (exit %d)\nstdout:\n%s\nstderr:\n%s"
                              % (proc.returncode, proc.stdout[-5000:], proc.stderr[-5000:]))

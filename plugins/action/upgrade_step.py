@@ -249,11 +249,10 @@ class ActionModule(action_base.KubenodesActionBase):
         )
         return self._finish(result, engine, args)
 
-    def _finish(self, result, engine, args):
+    @staticmethod
+    def _finish(result, engine, args):
         result["passes"] = engine.passes if engine is not None else args["passes"]
         result["surge_cap"] = engine.settings.surge_cap if engine is not None else args["surge_cap"]
-        if self._started is not None:
-            result["start"] = self._started
         return result
 
     def run(self, tmp=None, task_vars=None):

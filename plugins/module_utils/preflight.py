@@ -8,7 +8,8 @@ read needs, and PodDisruptionBudgets that allow no disruption now."""
 
 from __future__ import annotations
 
-CONTROL_PLANE = "control-plane"
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import ROLE_CONTROL_PLANE
 
 
 class Verdict:
@@ -26,17 +27,13 @@ class Verdict:
         self.etcd = None
 
 
-def _delete_first(max_unavailable):
-    return str(max_unavailable).replace("%", "").strip() not in ("0", "")
-
-
 def _descriptions(items):
     return "; ".join(item["description"] for item in items)
 
 
 def _quota(verdict, quota, max_unavailable, control_plane_left):
     limits = _descriptions(quota.get("limiting") or [])
-    delete_first = _delete_first(max_unavailable)
+    delete_first = core.unavailable_limit(max_unavailable, 1) > 0
     if quota["status"] == "none" and not (delete_first and not control_plane_left):
         if delete_first:
             help_text = ("Control-plane nodes always surge (one new instance at a time), so rolling_upgrade_max_unavailable "
@@ -69,7 +66,7 @@ def _etcd_needs(read, etcd_endpoints):
     """preflight.yml's etcd vars: every control-plane Node has a member, except a donor whose member this
     collection removed already; a stopped run may have removed a drained donor's member without recording it,
     and a joining instance may have its member before its Node is labelled: no count then, and time to settle."""
-    donors = [d for d in read.get("donors") or [] if d.get("role") == CONTROL_PLANE]
+    donors = [d for d in read.get("donors") or [] if d.get("role") == ROLE_CONTROL_PLANE]
     removed = [d for d in donors if d.get("phase") in ("etcd-removed", "deleting")]
     unsure = any(d.get("phase") == "drained" for d in donors) or bool(read.get("joining"))
     in_flight = (read.get("progress") or {}).get("in_flight") or 0
@@ -83,7 +80,7 @@ def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None):
     """The verdict on `read` (node_image_facts' result). A refusal stops at the first check that fails, as the
     role's asserts do; what was said before it stays said."""
     result = Verdict()
-    control_plane_left = any(item.get("role") == CONTROL_PLANE for item in read.get("replacement_order") or [])
+    control_plane_left = any(item.get("role") == ROLE_CONTROL_PLANE for item in read.get("replacement_order") or [])
     if read.get("quota") is not None:
         _quota(result, read["quota"], max_unavailable, control_plane_left)
         if result.refusal:
