@@ -6,7 +6,7 @@ deletion of a control-plane node before its etcd member is gone)."""
 
 import copy
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, facts_views
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, facts_views, report
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CREATING, RUNNING, Group, Instance)
 
@@ -49,10 +49,15 @@ class World:
         self.etcd_removed = set()
         self.created = []
         self.journal = []
+        # What a run records at once in its journal ConfigMap (instances_created, start_counts, create_intents,
+        # removed_first, refills), merged as the journal merges it: every executor of this world reads it back, as
+        # a resumed run does.
+        self.records = report.new_journal(NEW, None)
 
-    def add_node(self, name, group_id, image, control_plane=False, ready=True, cached=True, annotations=None, labels=None):
+    def add_node(self, name, group_id, image, control_plane=False, ready=True, cached=True, annotations=None, labels=None,
+                 ip=None):
         node = make_node(name, group_id if cached else None, image if cached else None, control_plane, ready,
-                         annotations, labels, self.prefix)
+                         annotations, labels, self.prefix, ip)
         self.nodes[name] = node
         self.instances[group_id].append(Instance(provider_id=node["spec"]["providerID"], node_name=name,
                                                  group_id=group_id, image=image, state=RUNNING,
@@ -134,9 +139,14 @@ class World:
             world.etcd_removed.add(item["name"])
 
         self.journal = []
-        return executor.Executor(executor.Settings(options, **settings), Kube(), Cloud(),
-                                 etcd=None if etcd_delegated else etcd, journal=self.journal.append,
-                                 clock=lambda: world.now, sleep=world.tick)
+        recorded = dict(created=self.records.get("instances_created"), start_counts=self.records.get("start_counts"),
+                        removed_first=self.records.get("removed_first"), refills=self.records.get("refills"),
+                        intents=self.records.get("create_intents"))
+        ex = executor.Executor(executor.Settings(options, **dict(recorded, **settings)), Kube(), Cloud(),
+                               etcd=None if etcd_delegated else etcd, journal=self.journal.append,
+                               clock=lambda: world.now, sleep=world.tick)
+        ex.record_created = lambda record: report.merge(world.records, copy.deepcopy(record))
+        return ex
 
     def apply(self, result, take=None, **settings):
         """Carry out one plan (from self.plan) with the executor; a kill (take returning False) ends it."""
