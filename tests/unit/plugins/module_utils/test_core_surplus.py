@@ -84,7 +84,7 @@ def test_a_donor_that_needs_a_heir_gets_the_recorded_node_rather_than_a_new_inst
     # instead of standing for good while another instance is created.
     w = world(outdated=1)
     result = plan(w, created=created("x"), start_counts={"G1": 3})
-    assert result["plan"]["pairs"] == [dict(heir="x", donor="a", group="G1")]
+    assert result["plan"]["pairs"] == [dict(heir="x", donor="a", group="G1", reason="the oldest outdated node of its group")]
     assert result["plan"]["create"] == [] and result["plan"]["obsolete"] == []
     # Without the record, x is an ordinary node and a heir is created.
     result = plan(w)
