@@ -1480,7 +1480,8 @@ class _Planner:
     def control_plane_problems(self):
         """What stops a control-plane heir now: an etcd problem the executor read (a member unhealthy, an alarm, a
         learner left over) and control-plane Nodes that serve but are not Ready."""
-        found = ["etcd member %s: %s" % (p.get("member") or p.get("node_ip") or "?", p.get("message") or "unhealthy")
+        found = [("etcd member %s: %s" % (p.get("member") or p.get("node_ip"), p.get("message") or "unhealthy"))
+                 if p.get("member") or p.get("node_ip") else (p.get("message") or "etcd is not healthy")
                  for p in self.health or []]
         found.extend("control-plane node %s is not Ready" % s.name for s in self.valid
                      if s.info.control_plane and not s.info.ready
