@@ -39,7 +39,7 @@ _TERMINAL = ("Succeeded", "Failed")
 _NAMED = 5
 
 
-def _condition(obj, kind):
+def condition(obj, kind):
     for condition in (obj.get("status") or {}).get("conditions") or []:
         if condition.get("type") == kind:
             return condition
@@ -81,7 +81,7 @@ def check_nodes_ready(nodes):
     for node in nodes:
         if _deleting(node):
             continue
-        ready = _condition(node, "Ready")
+        ready = condition(node, "Ready")
         if not ready or ready.get("status") != "True":
             why = ("Ready=%s: %s" % (ready.get("status"), ready.get("reason") or ready.get("message") or "no reason")
                    if ready else "no Ready condition")
@@ -102,7 +102,7 @@ def live_pods(pods, namespaces):
 
 def pod_ready(pod):
     """Running, with a Ready condition that is true."""
-    ready = _condition(pod, "Ready")
+    ready = condition(pod, "Ready")
     return (pod.get("status") or {}).get("phase") == "Running" and bool(ready) and ready.get("status") == "True"
 
 
@@ -127,7 +127,7 @@ def check_no_new_pending(pods, baseline):
         status = pod.get("status") or {}
         if status.get("phase") != "Pending" or _deleting(pod) or workload_key(pod) not in before:
             continue
-        scheduled = _condition(pod, "PodScheduled")
+        scheduled = condition(pod, "PodScheduled")
         why = (scheduled.get("reason") or "not scheduled") if scheduled and scheduled.get("status") != "True" else "not started"
         bad.append("%s (of %s, %s)" % (_name(pod), workload_key(pod).split("/", 1)[1], why))
     return dict(name="no_new_pending", passed=not bad,
@@ -139,7 +139,7 @@ def last_ready(nodes):
     """(time, node name) of the latest Ready transition among the Ready nodes, or (None, None)."""
     latest, name = None, None
     for node in nodes:
-        ready = _condition(node, "Ready")
+        ready = condition(node, "Ready")
         if _deleting(node) or not ready or ready.get("status") != "True":
             continue
         moment = parse_time(ready.get("lastTransitionTime"))
