@@ -40,9 +40,10 @@ _NAMED = 5
 
 
 def condition(obj, kind):
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind:
-            return condition
+    """The status condition of type `kind` of a Node or Pod, or None."""
+    for item in (obj.get("status") or {}).get("conditions") or []:
+        if item.get("type") == kind:
+            return item
     return None
 
 

@@ -65,8 +65,8 @@ options:
         again. V(1) opens the gate at the first look that passes.
       - The default is kOps rolling-update's C(--validate-count) (2), which validates the cluster twice in a row
         after each node, to catch a cluster that flaps.
-      - The looks must fit in O(timeout) - O(look_interval) times O(looks) minus one seconds of them at the least -
-        or the gate can never open; the module refuses such values.
+      - O(look_interval) times (O(looks) - 1) must be below O(timeout), or the gate could never open; the module
+        refuses such values.
     type: int
     default: 2
   look_interval:
@@ -188,11 +188,11 @@ def run(module, api_client):
     if params["state"] == "snapshot":
         pods = kube.list_all(api_client, "/api/v1/pods")
         return dict(changed=False, passed=True, snapshot=gate.running_workloads(pods), gates=gates)
-    waited = gate.wait(lambda: look(api_client, params, params["baseline"]), time.monotonic, time.sleep,
-                       params["timeout"], params["poll_interval"], params["looks"], params["look_interval"],
-                       module.check_mode)
-    pods, message = waited.pop("read"), waited.pop("message", None)
-    result = dict(waited, changed=False, snapshot=gate.running_workloads(pods), gates=gates)
+    outcome = gate.wait(lambda: look(api_client, params, params["baseline"]), time.monotonic, time.sleep,
+                        params["timeout"], params["poll_interval"], params["looks"], params["look_interval"],
+                        module.check_mode)
+    pods, message = outcome.pop("read"), outcome.pop("message", None)
+    result = dict(outcome, changed=False, snapshot=gate.running_workloads(pods), gates=gates)
     if message:
         module.fail_json(msg=message, reason="gate_failed", **{k: v for k, v in result.items() if k != "changed"})
     return result
