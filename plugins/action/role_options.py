@@ -49,7 +49,7 @@ class ActionModule(action_base.KubenodesActionBase):
                 problems.append("%s cannot be evaluated: %s" % (name, exc))
         problems += validate.check(params, validate.ROLE_RULES)
         if not problems:
-            problems += [p for p in [validate.gate_looks_fit(params)] if p]
+            problems += validate.role_gate_problems(params)
         if warnings:
             result["warnings"] = warnings
         result.update(changed=False, problems=problems, unknown=warnings)

@@ -379,6 +379,14 @@ def gate_looks_fit(params, names=GATE_LOOK_NAMES):
                                    names[1]))
 
 
+def role_gate_problems(params):
+    """The role's gate variables together (after each holds to its own rule): with a gate, its passing looks in a
+    row must fit in its timeout. Without one they do not matter."""
+    if params.get("rolling_upgrade_gate_after") in (None, "none"):
+        return []
+    return [p for p in [gate_looks_fit(params)] if p]
+
+
 # Rules of the etcd modules' own options (the connection options are checked by etcd.validate_connection).
 # etcd allows far fewer members than this; the bound only catches nonsense.
 MAX_ETCD_MEMBERS = 100

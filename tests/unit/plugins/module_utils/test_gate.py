@@ -380,6 +380,13 @@ def test_the_looks_are_listed_with_the_gates_and_must_fit_in_the_timeout():
         "rolling_upgrade_gate_looks is 61 and rolling_upgrade_gate_look_interval is 10, so a gate needs 600s of passing "
         "looks, but rolling_upgrade_gate_timeout is 600: it could never open; raise rolling_upgrade_gate_timeout, or "
         "lower rolling_upgrade_gate_looks or rolling_upgrade_gate_look_interval")
+    # The role checks them together only with a gate.
+    slow = {"rolling_upgrade_gate_looks": 3, "rolling_upgrade_gate_look_interval": 60, "rolling_upgrade_gate_timeout": 120}
+    assert validate.role_gate_problems(dict(slow, rolling_upgrade_gate_after="none")) == []
+    assert validate.role_gate_problems(slow) == []
+    [problem] = validate.role_gate_problems(dict(slow, rolling_upgrade_gate_after="batch"))
+    assert problem.startswith("rolling_upgrade_gate_looks is 3 and rolling_upgrade_gate_look_interval is 60, so a gate "
+                              "needs 120s of passing looks, but rolling_upgrade_gate_timeout is 120")
     for name, value in (("rolling_upgrade_gate_looks", 0), ("rolling_upgrade_gate_look_interval", 0)):
         problems = validate.check({name: value}, validate.ROLE_RULES)
         assert len(problems) == 1 and problems[0].startswith(name + " must be a whole number from 1 to"), problems
