@@ -120,8 +120,8 @@ def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None, a
         if not allow_unready_system_pods:
             result.refusal = system_pods_refusal(pods)
             return result
-        result.said.append("WARNING: %s; %s is true, so the upgrade goes on" % (system_pods_named(pods),
-                                                                              ALLOW_UNREADY_SYSTEM_PODS))
+        result.said.append("WARNING: %s; %s is true, so the upgrade goes on"
+                           % (system_pods_named(pods), ALLOW_UNREADY_SYSTEM_PODS))
     if etcd_preflight and control_plane_left:
         result.etcd = _etcd_needs(read, etcd_endpoints)
     pdbs = read.get("blocking_pdbs") or []
