@@ -2,7 +2,8 @@
 
 (a) each bad option of issue 13 is refused, in check mode as in a real run, naming the one rule it breaks, before
     anything changes: no Lease, the autoscaler's replicas untouched, no group image changed, no annotation; a
-    misspelt role variable and a misspelt playbook variable get a warning with the closest name;
+    misspelt role variable and a misspelt playbook variable get a warning with the closest name; a health gate
+    whose passing looks in a row cannot fit in its timeout is refused too;
 (b) an image family published into mid-run does not change the target: the upgrade resolves the family once and
     records the exact image in its journal; a run killed after the new image was published is resumed onto the
     image it started with; a resumed run asking for another image stops naming rolling_upgrade_new_target;
@@ -31,6 +32,7 @@ BAD_OPTIONS = [
     (dict(rolling_upgrade_max_surge=10 ** 20), "rolling_upgrade_max_surge " + SURGE_RULE),
     (dict(rolling_upgrade_drain_timeout=-1), "rolling_upgrade_drain_timeout must be a whole number from 1 to 2592000"),
     (dict(rolling_upgrade_annotation_prefix=""), "rolling_upgrade_annotation_prefix must be a DNS subdomain"),
+    (dict(rolling_upgrade_gate_looks=0), "rolling_upgrade_gate_looks must be a whole number from 1 to 100"),
 ]
 
 
@@ -62,6 +64,17 @@ def test_bad_options_are_refused_naming_the_rule_before_anything_changes(cluster
             assert "Nothing was changed" in message
             assert "TASK [kubenodes.image_upgrade.rolling_upgrade : Target image" not in output, "it went on: %s" % bad
             assert uh.world(handle, values) == before, "%s (check mode %s) changed something" % (bad, check)
+    # A gate whose passing looks in a row cannot fit in its timeout could never open: refused, naming all three.
+    slow_gate = dict(values, rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch",
+                     rolling_upgrade_gate_looks=7, rolling_upgrade_gate_look_interval=100,
+                     rolling_upgrade_gate_timeout=600)
+    rc, output = uh.run_upgrade(slow_gate, tmp_path / "slow-gate.log", timeout=RUN_TIMEOUT, check=True)
+    assert rc != 0, output[-4000:]
+    assert uh.fatal_message(output).startswith(
+        "rolling_upgrade_gate_looks is 7 and rolling_upgrade_gate_look_interval is 100, so a gate needs 600s of passing "
+        "looks, but rolling_upgrade_gate_timeout is 600: it could never open; raise rolling_upgrade_gate_timeout, or "
+        "lower rolling_upgrade_gate_looks or rolling_upgrade_gate_look_interval. Nothing was changed")
+    assert uh.world(handle, values) == before
     # Misspelt variables: a warning with the closest name; check mode then plans and changes nothing.
     rc, output = uh.run_upgrade(dict(values, rolling_upgrade_max_surj=2, max_surj=2), tmp_path / "misspelt.log",
                                 timeout=RUN_TIMEOUT, check=True)
