@@ -15,6 +15,7 @@ it runs, in worlds where the old planner guessed wrong.
 Each world is compared before and after: nodes per group (Ready, on the image), instances per group and etcd
 members; the watcher (upgrade_helpers.Watcher) samples them throughout the run."""
 
+import re
 import time
 import uuid
 
@@ -202,3 +203,54 @@ def test_lingering_deletions_leave_the_refill_owed(upgrade_cluster, tmp_path):
     [label] = upgraded
     check_group_whole(handle, values, start, label)
     uh.assert_upgraded(handle, values, start, groups=upgraded)
+
+
+@pytest.mark.timeout(900)
+def test_heir_deleted_by_the_cloud_before_its_donor_drains(upgrade_cluster, tmp_path):
+    """A worker group of 2 on GCP, heirs that must be Ready 8 s before their donor drains, and deletions that last
+    30 s. Right after the first heir's Node turns Ready the cloud deletes its instance: listed as DELETING, its Node
+    still reads Ready. No worker of the start is cordoned while that instance lingers (a heir counts only while its
+    instance runs: the pair is broken and the donor given back); Ready never falls below 2 and the group ends whole.
+    Once the instance is gone its Node is deleted, as a cloud controller manager would."""
+    began = time.monotonic()
+    handle, values, start = upgrade_cluster("gcp", control_planes=1, workers=2, groups=1,
+                                            rolling_upgrade_heir_ready_seconds=8)
+    [label] = uh.limit_to_groups(values, start, ["workers-0"])
+    handle.cloud("gcp").set_faults(delete_delay=30)
+    print("world ready in %.0f s" % (time.monotonic() - began))
+    watcher = uh.Watcher(handle)
+    watcher.start()
+    run = uh.PlaybookRun(values, tmp_path / "upgrade.log")
+    try:
+        event = watcher.wait_event(("instance-created",), 0.0, 240)
+        assert event, "no heir was created: %s" % run.output()[-4000:]
+        heir = next(i for i in handle.nodesim.instances() if i["provider_id"] == event[2])
+        handle.wait_nodes_ready([heir["node_name"]], timeout=60)
+        assert _cloud(values).delete_instance(heir["provider_id"])
+        deleted_at = time.monotonic()
+        print("deleted the instance of heir %s at %.0f s" % (heir["node_name"], deleted_at - began))
+        gone = watcher.wait_event(("instance-deletion",), deleted_at, 120)
+        assert gone and gone[2] == heir["provider_id"], (gone, heir)
+        handle.kube().request("DELETE", "/api/v1/nodes/" + heir["node_name"], ok=(200, 202, 404))
+        rc = run.wait(RUN_TIMEOUT)
+    finally:
+        run.close()
+        watcher.stop()
+    output = run.output()
+    print("run took %.0f s; fewest Ready %s, most instances %s" % (time.monotonic() - began, watcher.min_ready,
+                                                                  watcher.max_instances))
+    assert rc == 0, output[-6000:]
+    # The progress lines that name the dying heir as a heir: one pairing, made before the cloud deleted its instance,
+    # and broken then (never draining onto it, never paired again, also not once its instance is gone).
+    lines = [line for line in output.splitlines() if uh.PROGRESS.match(line)]
+    named = [i for i, line in enumerate(lines) if "(heir %s " % heir["node_name"] in line]
+    assert named and not [lines[i] for i in named if re.search(r"(draining|drained|deleting) \d+s \(heir %s "
+                                                                % heir["node_name"], lines[i])], (
+        "a donor was drained onto the heir %s whose instance the cloud deleted:\n%s"
+        % (heir["node_name"], "\n".join(lines[i] for i in named)))
+    assert named == list(range(named[0], named[-1] + 1)), (
+        "a donor was paired again with the heir %s after the cloud deleted its instance:\n%s"
+        % (heir["node_name"], "\n".join(lines[i][:300] for i in named)))
+    watcher.check(start, max_surge=1)
+    names = check_group_whole(handle, values, start, label)
+    assert heir["node_name"] not in names, names
