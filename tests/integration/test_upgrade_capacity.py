@@ -104,7 +104,7 @@ def group_state(handle, label, image):
 
 
 def touched(watcher, name, kinds=("cordon", "node-deletion", "instance-deletion")):
-    return [kind for _, kind, seen in watcher.seen(kinds) if seen == name]
+    return [kind for _moment, kind, seen in watcher.seen(kinds) if seen == name]
 
 
 def check_foreign_kept(handle, watcher, output, foreign, pod):
@@ -237,15 +237,15 @@ def test_heir_deleted_by_the_cloud_before_its_donor_drains(upgrade_cluster, tmp_
         run.close()
         watcher.stop()
     output = run.output()
-    print("run took %.0f s; fewest Ready %s, most instances %s" % (time.monotonic() - began, watcher.min_ready,
-                                                                  watcher.max_instances))
+    print("run took %.0f s; fewest Ready %s, most instances %s"
+          % (time.monotonic() - began, watcher.min_ready, watcher.max_instances))
     assert rc == 0, output[-6000:]
     # The progress lines that name the dying heir as a heir: one pairing, made before the cloud deleted its instance,
     # and broken then (never draining onto it, never paired again, also not once its instance is gone).
     lines = [line for line in output.splitlines() if uh.PROGRESS.match(line)]
     named = [i for i, line in enumerate(lines) if "(heir %s " % heir["node_name"] in line]
-    assert named and not [lines[i] for i in named if re.search(r"(draining|drained|deleting) \d+s \(heir %s "
-                                                                % heir["node_name"], lines[i])], (
+    drained_onto = r"(draining|drained|deleting) \d+s \(heir %s " % heir["node_name"]
+    assert named and not [lines[i] for i in named if re.search(drained_onto, lines[i])], (
         "a donor was drained onto the heir %s whose instance the cloud deleted:\n%s"
         % (heir["node_name"], "\n".join(lines[i] for i in named)))
     assert named == list(range(named[0], named[-1] + 1)), (
