@@ -11,8 +11,8 @@ Beyond that, for the world property tests (test_executor_worlds.py), the world c
                     etcd port, which waits while another member is unhealthy); set_member_health();
                     etcd_health() is the executor's health port;
   lingering:        `linger` (a callable giving a number of ticks): a deleted instance stays listed DELETING for
-                    that many ticks before it disappears; with `ccm`, a Node whose instance disappeared is then
-                    deleted (the cloud controller manager);
+                    that many ticks before it disappears; with `ccm`, a tick deletes the Nodes whose instance
+                    the cloud no longer lists (the cloud controller manager);
   world faults:     kill_instance() (an instance dies: stopped, failed or deleted, its Node reads Ready for a
                     tick or two, then NotReady, then the instance goes, and with `autoheal` the group creates a
                     replacement: a foreign node), blip() (a Node NotReady for some ticks); both are recorded in
@@ -360,11 +360,7 @@ class World:
         self.leaving[provider_id.lower()] = ticks
 
     def _gone(self, provider_id):
-        """An instance is no longer listed: the cloud controller manager deletes its Node (with `ccm`), and
-        a loss the world caused is replaced by the group (with `autoheal`)."""
-        if self.ccm:
-            for name in [n for n, node in self.nodes.items() if node["spec"]["providerID"].lower() == provider_id.lower()]:
-                self.nodes.pop(name)
+        """An instance is no longer listed: a loss the world caused is replaced by the group (with `autoheal`)."""
         for loss in self.losses:
             if loss.get("provider_id", "").lower() == provider_id.lower() and self.autoheal and not loss["replacement"]:
                 self.counter += 1
@@ -489,6 +485,11 @@ class World:
                 del self.leaving[provider_id]
                 self._drop_instance(provider_id)
                 self._gone(provider_id)
+        if self.ccm:
+            # The cloud controller manager deletes the Nodes whose instance the cloud no longer lists.
+            listed = {i.provider_id.lower() for items in self.instances.values() for i in items}
+            for name in [n for n, node in self.nodes.items() if node["spec"]["providerID"].lower() not in listed]:
+                del self.nodes[name]
 
 
 def group(gid, role=None, image=OLD):

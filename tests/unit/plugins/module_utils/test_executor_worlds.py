@@ -1,0 +1,561 @@
+"""Property tests (hypothesis) of the production executor over generated worlds (issue 25): whole upgrades,
+pass after pass with time passing between them (World.tick), killed at random moments and resumed by a NEW
+executor built from what a real run reads back from its journal, while the world does what clouds and clusters
+do on their own. The invariants are checked at EVERY step: before each mutating action of the executor (is it
+allowed?) and after it (World.before / World.after hooks), after every tick, and at the end of every pass.
+
+The worlds (Scenario, drawn by `scenarios`; core_world.World holds them):
+  groups:      an optional control-plane group ("CP", 1-3 nodes) and 1-2 worker groups ("W1", "W2", 1-4 nodes),
+               every node Ready, schedulable and on the old image, cached (annotations) or not;
+  foreign:     (foreign=True) nodes on the target image that no upgrade created, without any annotation of this
+               collection, in any group, the control plane included (with their etcd member);
+  lingering:   (linger=True) an instance the executor deletes stays listed DELETING for 0-3 ticks, then goes; the
+               cloud controller manager deletes a Node whose instance is gone;
+  members:     (members=True) an etcd member per control-plane node; members turn unhealthy at random ticks and
+               recover some ticks later, or never (a permanent fault);
+  heirs:       (heirs=True) a heir the executor created dies after joining: its instance goes STOPPED, FAILED or
+               DELETING while its Node still reads Ready for a tick or two, then NotReady; the cloud then deletes
+               it and the group autoheals (a replacement instance, i.e. a foreign node). A control-plane heir's
+               death leaves an unhealthy etcd member that nobody removes: a permanent fault. Also NotReady
+               hiccups of a Node for 1-2 ticks;
+  unavailable: (unavailable=True) max_unavailable 1 or 50% besides max_surge (delete-first in worker groups);
+  kills:       (kills=True) the run dies before a random step (kill rate up to 6%, at most 3 kills); a kill may fall
+               between the cloud's create and its journal record.
+The journal: World.records, merged first-write-wins per key from the executor's record_created (instances_created,
+start_counts, removed_first, refills, create_intents); a resumed executor's Settings come from it
+(World.resume_settings: intents only where the executor takes it). A new executor also starts at random "slice
+ends" without a kill. Where the executor takes an etcd health port, it gets World.etcd_health.
+
+Checked at every step (Watch):
+  capacity:   per group, Ready schedulable Nodes >= the start count - max_unavailable's allowance (worker groups)
+              - the world-caused losses still open (a Node in a hiccup, a dead instance not yet replaced by a Ready
+              node);
+  etcd:       members (healthy or not) >= the start count of members;
+  foreign:    no foreign node (target image, instance not created by the executor) is paired (heir/donor written),
+              marked obsolete, cordoned/drained or deleted, nor its instance deleted;
+  order:      no worker is paired, drained or deleted (Node or instance) while a control-plane node is outdated;
+  etcd first: no control-plane instance is created while an etcd member is unhealthy or a control-plane Node is
+              NotReady;
+  heir alive: no donor is drained unless the cloud lists its heir's instance as running;
+  done:       when a pass says done, every group holds at least its start count of Ready, schedulable nodes whose
+              instance runs the target image, and no instance is DELETING;
+  liveness:   in a world without a permanent fault the run is done within a bound of passes.
+
+The default run is bounded for CI (about a minute of CPU for this module); WORLDS_EXAMPLES=N runs N examples per
+property instead (a soak run, e.g. WORLDS_EXAMPLES=1000).
+"""
+
+import dataclasses
+import os
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
+    DELETING, FAILED, RUNNING, STOPPED)
+
+from core_world import NEW, OLD, Killed, World, group
+
+P = core.DEFAULT_PREFIX + "/"
+TARGET = NEW.lower()
+CP = "control-plane"
+EXAMPLES = int(os.environ.get("WORLDS_EXAMPLES") or 0)
+pytestmark = pytest.mark.timeout(600 if EXAMPLES else 300)
+
+
+def examples(default):
+    return settings(max_examples=EXAMPLES or default, deadline=None, print_blob=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+# -- the worlds ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Scenario:
+    """A world and what happens to it. groups: ((role, old nodes, foreign nodes), ...), the control plane first
+    when there is one. events: (tick, what, which, how long / state, ...) tuples, see Run.fault."""
+    groups: tuple
+    max_surge: object = 1
+    max_surge_total: object = None
+    max_unavailable: object = 0
+    linger: tuple = (0, 0)       # a deleted instance stays listed DELETING for lo..hi ticks
+    events: tuple = ()
+    kill_rate: float = 0.0
+    max_kills: int = 0
+    cached: bool = True
+    seed: int = 0
+
+    def options(self):
+        return core.Options(image=TARGET, max_surge=self.max_surge, max_surge_total=self.max_surge_total,
+                            max_unavailable=self.max_unavailable)
+
+    def build(self):
+        ids = []
+        for number, (role, _old, _foreign) in enumerate(self.groups):
+            ids.append("CP" if role == CP else "W%d" % number)
+        w = World([group(gid, role="control-plane" if gid == "CP" else "worker") for gid in ids])
+        for gid, (role, old, foreign) in zip(ids, self.groups):
+            for number in range(old):
+                w.add_node("%s-o%d" % (gid.lower(), number), gid, OLD, control_plane=role == CP, cached=self.cached)
+            for number in range(foreign):
+                w.add_foreign("%s-f%d" % (gid.lower(), number), gid)
+        lingering = random.Random("linger/%d" % self.seed)
+        w.linger = lambda: lingering.randint(*self.linger)
+        w.ccm = w.autoheal = True
+        return w
+
+
+EVENT_TICKS = st.integers(0, 14)
+
+
+@st.composite
+def scenarios(draw, foreign=False, linger=False, members=False, heirs=False, unavailable=False, kills=False):
+    groups = []
+    if draw(st.booleans()):
+        old = draw(st.integers(1, 3))
+        groups.append((CP, old, draw(st.integers(0, 3 - old)) if foreign else 0))
+    for _number in range(draw(st.integers(1, 2))):
+        groups.append(("worker", draw(st.integers(1, 4)), draw(st.integers(0, 1)) if foreign else 0))
+    events = []
+    if members:
+        for _number in range(draw(st.integers(0, 2))):
+            events.append((draw(EVENT_TICKS), "unhealthy", draw(st.integers(0, 5)),
+                           draw(st.sampled_from([1, 2, 3, 5, None]))))
+    if heirs:
+        for _number in range(draw(st.integers(0, 2))):
+            events.append((draw(EVENT_TICKS), "heir dies", draw(st.integers(0, 5)),
+                           draw(st.sampled_from([STOPPED, FAILED, DELETING])), draw(st.integers(1, 2)),
+                           draw(st.booleans())))
+        for _number in range(draw(st.integers(0, 1))):
+            events.append((draw(EVENT_TICKS), "hiccup", draw(st.integers(0, 9)), draw(st.integers(1, 2))))
+    return Scenario(
+        groups=tuple(groups),
+        max_surge=draw(st.sampled_from([1, 2, 3, "50%"])),
+        max_surge_total=draw(st.sampled_from([None, None, 2])),
+        max_unavailable=draw(st.sampled_from([0, 1, "50%"])) if unavailable else 0,
+        linger=(0, draw(st.integers(0, 3))) if linger else (0, 0),
+        events=tuple(sorted(events, key=lambda e: e[0])),
+        kill_rate=draw(st.sampled_from([0.02, 0.04, 0.06])) if kills else 0.0,
+        max_kills=draw(st.integers(1, 3)) if kills else 0,
+        cached=draw(st.booleans()),
+        seed=draw(st.integers(0, 2**16)))
+
+
+# -- the invariants -------------------------------------------------------------------------------------------
+
+class Broken(AssertionError):
+    pass
+
+
+class Watch:
+    """The invariants, on the world as it is at each step; `log` is the steps so far (named in a failure)."""
+
+    def __init__(self, w, options):
+        self.w, self.options = w, options
+        self.start = {gid: self.serving(gid) for gid in w.groups}
+        self.allowance = {gid: 0 if w.groups[gid].role == "control-plane"
+                          else core.unavailable_limit(options.max_unavailable, self.start[gid]) for gid in w.groups}
+        self.members_start = len(w.members)
+        self.lowest = dict(self.start)     # the fewest Ready schedulable nodes each group had
+        self.creates = []                  # (tick, group) of every instance the executor created
+        self.log = []
+        self.where = "start"
+        w.before.append(self.before)
+        w.after.append(self.after)
+        self.state("the start")
+
+    def fail(self, message):
+        raise Broken("%s (at %s; last steps: %s)" % (message, self.where, "; ".join(self.log[-12:])))
+
+    # What the world knows.
+    def serving(self, gid):
+        return sum(1 for name in self.w.nodes if self.w.node_group.get(name) == gid and self.w.ready_schedulable(name))
+
+    def image(self, name):
+        inst = self.w.instance_of(name)
+        return inst.image if inst is not None else self.w.node_image.get(name)
+
+    def foreign_instance(self, inst):
+        return inst is not None and inst.provider_id.lower() not in self.w.created_ids and core.same(inst.image, TARGET)
+
+    def foreign(self, name):
+        node = self.w.nodes.get(name)
+        return (node is not None and node["spec"]["providerID"].lower() not in self.w.created_ids
+                and core.same(self.image(name) or "", TARGET))
+
+    def control_plane(self, name):
+        """Of the control plane (by its group: also a Node deleted already)."""
+        gid = self.w.node_group.get(name)
+        return gid is not None and self.w.groups[gid].role == "control-plane"
+
+    def cp_owed(self):
+        return sorted(n for n in self.w.nodes if self.control_plane(n) and not core.same(self.image(n) or "", TARGET))
+
+    # Before each action: is it allowed?
+    def before(self, kind, item, detail):
+        self.log.append("%s %s" % (kind, item))
+        if kind in ("drain", "delete-node"):
+            self.acting_on(kind, item)
+        if kind == "drain":
+            heir = self.w.nodes[item]["metadata"]["annotations"].get(P + "heir")
+            inst = self.w.instance_of(heir) if heir else None
+            if heir and (inst is None or inst.state != RUNNING):
+                self.fail("donor %s drained while the cloud lists its heir %s's instance as %s"
+                          % (item, heir, inst.state if inst is not None else "gone"))
+        elif kind == "delete-instance":
+            inst = self.w.instance_by_id(item)
+            if self.foreign_instance(inst):
+                self.fail("instance %s deleted, but the upgrade did not create it (foreign)" % item)
+            if inst is not None and self.w.groups[inst.group_id].role != "control-plane" and self.cp_owed():
+                self.fail("worker instance %s deleted while control-plane node(s) %s are outdated"
+                          % (item, ", ".join(self.cp_owed())))
+        elif kind == "patch":
+            written = {k[len(P):] for k, v in (detail or {}).get("annotations", {}).items()
+                       if v is not None and k in (P + "heir", P + "donor", P + "obsolete")}
+            if written and self.foreign(item):
+                self.fail("foreign node %s gets %s written" % (item, ", ".join(sorted(written))))
+            if written & {"heir", "donor"} and not self.control_plane(item) and self.cp_owed():
+                self.fail("worker %s paired (%s) while control-plane node(s) %s are outdated"
+                          % (item, ", ".join(sorted(written)), ", ".join(self.cp_owed())))
+        elif kind == "create":
+            self.creates.append((self.w.ticks, item))
+        if kind == "create" and self.w.groups[item].role == "control-plane":
+            sick = [m for m, v in sorted(self.w.members.items()) if not v["healthy"]]
+            not_ready = [n for n in sorted(self.w.nodes) if self.control_plane(n)
+                         and self.w.nodes[n]["status"]["conditions"][0]["status"] != "True"]
+            if sick or not_ready:
+                self.fail("control-plane instance created while etcd member(s) %s are unhealthy and control-plane "
+                          "Node(s) %s are NotReady" % (sick or "none", not_ready or "none"))
+
+    def acting_on(self, kind, name):
+        if self.foreign(name):
+            self.fail("%s of foreign node %s (target image, not created by the upgrade)" % (kind, name))
+        if not self.control_plane(name) and self.cp_owed():
+            self.fail("%s of worker %s while control-plane node(s) %s are outdated"
+                      % (kind, name, ", ".join(self.cp_owed())))
+
+    # After each action, tick and pass: the state.
+    def after(self, kind, item):
+        self.state("after %s %s" % (kind, item))
+
+    def state(self, where):
+        self.where = where
+        for gid in sorted(self.w.groups):
+            self.lowest[gid] = min(self.lowest[gid], self.serving(gid))
+            floor = self.start[gid] - self.allowance[gid] - self.w.active_losses(gid)
+            if self.serving(gid) < floor:
+                self.fail("group %s has %d Ready schedulable node(s), below %d (start %d, allowance %d, world losses "
+                          "%d)" % (gid, self.serving(gid), floor, self.start[gid], self.allowance[gid],
+                                   self.w.active_losses(gid)))
+        if len(self.w.members) < self.members_start:
+            self.fail("%d etcd member(s) (%s), below the %d at the start"
+                      % (len(self.w.members), ", ".join(sorted(self.w.members)), self.members_start))
+
+    def done(self):
+        for gid in sorted(self.w.groups):
+            whole = [n for n in sorted(self.w.nodes) if self.w.node_group.get(n) == gid and self.w.ready_schedulable(n)
+                     and getattr(self.w.instance_of(n), "state", None) == RUNNING
+                     and core.same(self.image(n) or "", TARGET)]
+            if len(whole) < self.start[gid]:
+                self.fail("done, but group %s holds %d Ready node(s) on the image (%s), fewer than the %d at the start"
+                          % (gid, len(whole), ", ".join(whole), self.start[gid]))
+        leaving = [i.provider_id for items in self.w.instances.values() for i in items if i.state == DELETING]
+        if leaving:
+            self.fail("done, but instance(s) %s are still DELETING" % ", ".join(leaving))
+
+
+# -- the run ----------------------------------------------------------------------------------------------------
+
+class Run:
+    """One upgrade over a scenario's world: passes of the executor with a tick between them, the scenario's
+    events, kills and resumes; `passes` counts every pass begun (a killed one too)."""
+
+    def __init__(self, scenario, world=None):
+        self.sc = scenario
+        self.w = world or scenario.build()
+        self.options = scenario.options()
+        self.watch = Watch(self.w, self.options)
+        self.rng = random.Random("run/%d" % scenario.seed)
+        self.pending = list(scenario.events)
+        self.permanent = []            # the permanent faults that happened
+        self.kills, self.executors, self.passes = 0, 0, 0
+        self.seen = {}
+        self.result = None
+        self.due()                     # the events of tick 0 happen before the first pass
+
+    def take(self, kind, item):
+        """Whether the step happens: a pure function of the step (the groups' images are set in threads)."""
+        if self.kills >= self.sc.max_kills or not self.sc.kill_rate:
+            return True
+        key = (self.executors, kind, str(item))
+        occurrence = self.seen[key] = self.seen.get(key, 0) + 1
+        draw = random.Random("kill/%d/%d/%s/%s/%d" % (self.sc.seed, self.executors, kind, item, occurrence)).random()
+        return draw >= self.sc.kill_rate
+
+    def executor(self):
+        self.executors += 1
+        return self.w.executor(self.options, self.take, etcd_health=True, journaled=True, **self.w.resume_settings())
+
+    def bound(self):
+        nodes = sum(old + foreign for _role, old, foreign in self.sc.groups)
+        return 20 + (nodes + 2) * (8 + self.sc.linger[1]) + 12 * len(self.sc.events) + 6 * self.sc.max_kills
+
+    def go(self, bound=None):
+        """Passes until done (returns the last result) or the bound (returns None)."""
+        ex = None
+        for _number in range(bound or self.bound()):
+            self.passes += 1
+            ex = ex or self.executor()
+            kills = self.kills
+            self.watch.log.append("pass %d" % self.passes)
+            try:
+                result = ex.run_pass()
+            except Killed:
+                self.kills = kills + 1
+                self.watch.log.append("killed")
+                ex = None
+                if self.rng.random() < 0.5:
+                    self.tick()
+                continue
+            self.watch.state("the end of pass %d" % self.passes)
+            if result["facts"]["done"]:
+                self.watch.done()
+                self.result = result
+                return result
+            if self.rng.random() < 0.2:
+                ex = None    # the slice ended: the next one is a new executor that reads the journal
+            self.tick()
+        return None
+
+    def tick(self):
+        self.w.tick()
+        self.watch.log.append("tick %d" % self.w.ticks)
+        self.due()
+        self.watch.state("tick %d" % self.w.ticks)
+
+    def due(self):
+        for event in [e for e in self.pending if e[0] <= self.w.ticks]:
+            if self.fault(*event):
+                self.pending.remove(event)
+
+    @staticmethod
+    def pick(which, candidates):
+        """The candidate `which` names, or the which-th (modulo); None when there is none (yet)."""
+        if isinstance(which, str):
+            return which if which in candidates else None
+        return candidates[which % len(candidates)] if candidates else None
+
+    def fault(self, _at, what, which, *how):
+        """Apply one event now; False when it cannot be yet (it is tried again at the next tick)."""
+        w = self.w
+        if what == "recover":
+            w.set_member_health(which, True)
+            return True
+        if what == "unhealthy":
+            dying = {loss["node"] for loss in w.losses if loss["kind"] == "instance died"}
+            member = self.pick(which, sorted(m for m, v in w.members.items() if v["healthy"] and m not in dying))
+            if member is None:
+                return False
+            w.set_member_health(member, False)
+            self.watch.log.append("member %s unhealthy" % member)
+            if how[0] is None:
+                self.permanent.append("etcd member %s unhealthy for good" % member)
+            else:
+                self.pending.append((w.ticks + how[0], "recover", member))
+            return True
+        if what == "heir dies":
+            state, ready_for, control_plane_too = how
+            dying = {loss["node"] for loss in w.losses}
+            heirs = sorted(n for n, node in w.nodes.items() if node["spec"]["providerID"].lower() in w.created_ids
+                           and w.ready_schedulable(n) and n not in dying and w.instance_of(n).state == RUNNING
+                           and (control_plane_too or not self.watch.control_plane(n)))
+            heir = self.pick(which, heirs)
+            if heir is None:
+                return False
+            w.kill_instance(heir, state, ready_for)
+            self.watch.log.append("heir %s's instance %s" % (heir, state))
+            if self.watch.control_plane(heir):
+                self.permanent.append("control-plane heir %s died (its etcd member stays, unhealthy)" % heir)
+            return True
+        if what == "hiccup":
+            dying = {loss["node"] for loss in w.losses}
+            name = self.pick(which, sorted(n for n in w.nodes if w.ready_schedulable(n) and n not in dying))
+            if name is None:
+                return False
+            w.blip(name, how[0])
+            self.watch.log.append("%s NotReady for %d tick(s)" % (name, how[0]))
+            return True
+        raise ValueError(what)
+
+
+def upgrade(scenario, live=True):
+    """Run a scenario; in a world without a permanent fault (and with `live`) it must end done."""
+    run = Run(scenario)
+    result = run.go()
+    if live and result is None and not run.permanent:
+        facts = run.w.plan(run.options, **{k: v for k, v in run.w.resume_settings().items() if k != "intents"})
+        raise Broken("not done within %d passes (%d kills): progress %s, blocked %s, problems %s; last steps: %s" % (
+            run.passes, run.kills, facts["progress"], facts["plan"]["create_blocked"],
+            [p["message"] for p in facts["problems"]], "; ".join(run.watch.log[-12:])))
+    return run
+
+
+# -- the properties, one class of worlds each, and all at once ----------------------------------------------------
+
+@examples(25)
+@given(scenarios())
+def test_clean_worlds_finish_with_every_invariant(scenario):
+    """No foreign node, no fault, no kill: the harness itself (and the executor's plain path)."""
+    upgrade(scenario)
+
+
+@examples(25)
+@given(scenarios(foreign=True))
+def test_foreign_nodes_are_capacity_never_heirs_nor_removed(scenario):
+    upgrade(scenario)
+
+
+@examples(25)
+@given(scenarios(linger=True))
+def test_lingering_deletions_keep_capacity_and_done_waits_for_them(scenario):
+    upgrade(scenario)
+
+
+@examples(25)
+@given(scenarios(unavailable=True))
+def test_max_unavailable_lowers_a_worker_group_by_at_most_its_allowance_and_refills_it(scenario):
+    upgrade(scenario)
+
+
+@examples(25)
+@given(scenarios(members=True))
+def test_no_control_plane_heir_while_etcd_or_the_control_plane_is_unhealthy(scenario):
+    upgrade(scenario)
+
+
+@examples(25)
+@given(scenarios(heirs=True))
+def test_a_heir_that_dies_after_joining_never_lets_its_donor_go(scenario):
+    upgrade(scenario)
+
+
+@examples(25)
+@given(scenarios(kills=True))
+def test_killed_runs_resumed_from_the_journal_keep_every_invariant_and_finish(scenario):
+    upgrade(scenario)
+
+
+@examples(40)
+@given(scenarios(foreign=True, linger=True, members=True, heirs=True, unavailable=True, kills=True))
+def test_every_invariant_at_every_step_on_any_world(scenario):
+    upgrade(scenario)
+
+
+# -- one small world for each class, its end state spelled out ------------------------------------------------------
+
+def ours(run):
+    """The Nodes whose instance the executor created."""
+    return sorted(n for n, node in run.w.nodes.items() if node["spec"]["providerID"].lower() in run.w.created_ids)
+
+
+def untouched(run, name):
+    """Node `name` is there, Ready, schedulable, and carries no pairing or removal mark of this collection."""
+    node = run.w.nodes.get(name)
+    assert node is not None, "%s was removed" % name
+    assert run.w.ready_schedulable(name), "%s is not Ready and schedulable" % name
+    ann = node["metadata"]["annotations"]
+    assert not {P + "heir", P + "donor", P + "obsolete"} & set(ann), (name, ann)
+    assert name not in run.w.drained
+
+
+def whole(run, gid, count):
+    """Group `gid` ends with exactly `count` Nodes, every one Ready, schedulable and running the target image."""
+    names = sorted(n for n in run.w.nodes if run.w.node_group.get(n) == gid)
+    assert len(names) == count, names
+    for name in names:
+        assert run.w.ready_schedulable(name) and run.w.instance_of(name).state == RUNNING, name
+        assert core.same(run.w.instance_of(name).image, TARGET), name
+    return names
+
+
+def test_a_foreign_worker_is_capacity_and_both_old_workers_get_heirs():
+    # W0: w0-o0 and w0-o1 on the old image, w0-f0 on the target image with no annotation (autohealing left it).
+    run = upgrade(Scenario(groups=(("worker", 2, 1),)))
+    assert run.result is not None
+    untouched(run, "w0-f0")
+    names = whole(run, "W0", 3)
+    assert ours(run) == sorted(set(names) - {"w0-f0"}) and len(run.w.created) == 2
+    assert run.watch.lowest == {"W0": 3}
+
+
+def test_a_foreign_control_plane_node_in_a_group_of_three_keeps_its_etcd_member():
+    # CP: cp-o0 and cp-o1 old, cp-f0 on the target image (and an etcd member) that no upgrade created.
+    run = upgrade(Scenario(groups=((CP, 2, 1),)))
+    assert run.result is not None
+    untouched(run, "cp-f0")
+    names = whole(run, "CP", 3)
+    assert len(ours(run)) == 2 and len(run.w.created) == 2
+    assert sorted(run.w.members) == names and "cp-f0" in run.w.members
+    assert all(v["healthy"] for v in run.w.members.values())
+    assert run.watch.lowest == {"CP": 3}
+
+
+def test_a_lingering_deletion_with_max_unavailable_1_in_a_group_of_6_with_max_surge_3():
+    # W0: six old workers; every deleted instance stays listed DELETING for 3 ticks.
+    run = upgrade(Scenario(groups=(("worker", 6, 0),), max_surge=3, max_unavailable=1, linger=(3, 3)))
+    assert run.result is not None
+    names = whole(run, "W0", 6)
+    assert ours(run) == names and len(run.w.created) == 6
+    assert not [i for i in run.w.instances["W0"] if i.state == DELETING]
+    assert run.watch.lowest["W0"] >= 5
+
+
+def test_an_unhealthy_etcd_member_holds_the_control_plane_heir_until_it_recovers():
+    # CP: three old nodes; cp-o1's etcd member is unhealthy from the start until tick 3.
+    run = upgrade(Scenario(groups=((CP, 3, 0),), events=((0, "unhealthy", "cp-o1", 3),)))
+    assert run.result is not None
+    assert run.watch.creates and min(tick for tick, gid in run.watch.creates if gid == "CP") >= 3, run.watch.creates
+    names = whole(run, "CP", 3)
+    assert ours(run) == names and len(run.w.created) == 3
+    assert sorted(run.w.members) == names and all(v["healthy"] for v in run.w.members.values())
+
+
+def test_a_heir_whose_instance_dies_after_joining_does_not_let_its_donor_go():
+    # W0: two old workers. The first heir's instance stops in the tick its Node turns Ready; the Node reads Ready
+    # one tick more, then NotReady; the cloud deletes the instance and the group autoheals (a foreign node).
+    run = upgrade(Scenario(groups=(("worker", 2, 0),), events=((0, "heir dies", 0, STOPPED, 1, False),)))
+    assert run.result is not None
+    (loss,) = run.w.losses
+    dead, healed = loss["node"], loss["replacement"]
+    assert dead not in run.w.nodes and healed in run.w.nodes
+    untouched(run, healed)
+    names = whole(run, "W0", 3)
+    assert ours(run) == sorted(set(names) - {healed}) and len(run.w.created) == 3
+    assert "w0-o0" not in run.w.nodes and "w0-o1" not in run.w.nodes
+
+
+def test_a_forged_obsolete_mark_on_an_up_to_date_node_without_a_journal_removes_nothing():
+    # W0: w0-o0 old, w0-u0 up to date (annotations cached) with a forged obsolete=true and a forged phase-history
+    # entry for it; nothing was ever journaled.
+    scenario = Scenario(groups=(("worker", 1, 0),))
+    w = scenario.build()
+    w.add_node("w0-u0", "W0", NEW, annotations={P + "obsolete": "true",
+                                                P + "phase-history": "obsolete@" + core.format_time(w.now - 60)})
+    run = Run(scenario, w)
+    assert run.go() is not None
+    node = run.w.nodes.get("w0-u0")
+    assert node is not None and run.w.ready_schedulable("w0-u0") and "w0-u0" not in run.w.drained
+    assert "w0-o0" not in run.w.nodes
+    assert len(whole(run, "W0", 2)) == 2 and len(run.w.created) == 1
+
+
+def test_the_planner_names_the_foreign_nodes():
+    """The planner's result has `foreign`: the nodes on the target image this upgrade did not create."""
+    w = Scenario(groups=((CP, 1, 1), ("worker", 1, 1))).build()
+    facts = w.plan(core.Options(image=TARGET))
+    assert "foreign" in facts, sorted(facts)
+    named = sorted(f if isinstance(f, str) else f.get("name") for f in facts["foreign"])
+    assert named == ["cp-f0", "w1-f0"]
