@@ -363,13 +363,17 @@ class World:
         """An instance is no longer listed: a loss the world caused is replaced by the group (with `autoheal`)."""
         for loss in self.losses:
             if loss.get("provider_id", "").lower() == provider_id.lower() and self.autoheal and not loss["replacement"]:
-                self.counter += 1
-                name = "a%d" % self.counter
-                group = self.groups[loss["group"]]
-                self.instances[group.id].append(Instance(provider_id="gce://p/z/" + name, node_name=name,
-                                                         group_id=group.id, image=group.image, state=CREATING,
-                                                         created_at=self.now, name=name))
-                loss["replacement"] = name
+                loss["replacement"] = self.scale_up(loss["group"], "a")
+
+    def scale_up(self, group_id, prefix="s"):
+        """The group creates an instance by itself (autohealing, someone else's scale-up), on the group's image: a
+        foreign node once it joins. Returns its name."""
+        self.counter += 1
+        name = "%s%d" % (prefix, self.counter)
+        self.instances[group_id].append(Instance(provider_id="gce://p/z/" + name, node_name=name, group_id=group_id,
+                                                 image=self.groups[group_id].image, state=CREATING,
+                                                 created_at=self.now, name=name))
+        return name
 
     # -- the etcd cluster ------------------------------------------------------------------------------
     def remove_member(self, item):

@@ -8,7 +8,8 @@ The worlds (Scenario, drawn by `scenarios`; core_world.World holds them):
   groups:      an optional control-plane group ("CP", 1-3 nodes) and 1-2 worker groups ("W1", "W2", 1-4 nodes),
                every node Ready, schedulable and on the old image, cached (annotations) or not;
   foreign:     (foreign=True) nodes on the target image that no upgrade created, without any annotation of this
-               collection, in any group, the control plane included (with their etcd member);
+               collection, in any group, the control plane included (with their etcd member); and at a random
+               tick someone else scales a group up by one instance (on the group's image: the target by then);
   lingering:   (linger=True) an instance the executor deletes stays listed DELETING for 0-3 ticks (drawn for the
                deletions in turn), then goes; the cloud controller manager deletes a Node whose instance is gone;
   members:     (members=True) an etcd member per control-plane node; members turn unhealthy at random ticks and
@@ -123,6 +124,9 @@ def scenarios(draw, foreign=False, linger=False, members=False, heirs=False, una
     for _number in range(draw(st.integers(1, 2))):
         groups.append(("worker", draw(st.integers(1, 4)), draw(st.integers(0, 1)) if foreign else 0))
     events = []
+    if foreign:
+        for _number in range(draw(st.integers(0, 1))):
+            events.append((draw(EVENT_TICKS), "foreign joins", draw(st.integers(0, 2))))
     if members:
         for _number in range(draw(st.integers(0, 2))):
             events.append((draw(EVENT_TICKS), "unhealthy", draw(st.integers(0, 5)),
@@ -383,6 +387,11 @@ class Run:
             self.watch.log.append("heir %s's instance %s" % (heir, state))
             if self.watch.control_plane(heir):
                 self.permanent.append("control-plane heir %s died (its etcd member stays, unhealthy)" % heir)
+            return True
+        if what == "foreign joins":
+            gid = sorted(w.groups)[which % len(w.groups)]
+            name = w.scale_up(gid)
+            self.watch.log.append("%s joins %s (someone else scaled it up)" % (name, gid))
             return True
         if what == "hiccup":
             dying = {loss["node"] for loss in w.losses}
