@@ -5,7 +5,7 @@ do on their own. The invariants are checked at EVERY step: before each mutating 
 allowed?) and after it (World.before / World.after hooks), after every tick, and at the end of every pass.
 
 The worlds (Scenario, drawn by `scenarios`; core_world.World holds them):
-  groups:      an optional control-plane group ("CP", 1-3 nodes) and 1-2 worker groups ("W1", "W2", 1-4 nodes),
+  groups:      an optional control-plane group ("CP", 1-3 nodes) and 1-2 worker groups ("W<its position>", 1-4 nodes),
                every node Ready, schedulable and on the old image, cached (annotations) or not;
   foreign:     (foreign=True) nodes on the target image that no upgrade created, without any annotation of this
                collection, in any group, the control plane included (with their etcd member); and at a random
@@ -199,7 +199,10 @@ class Watch:
         return gid is not None and self.w.groups[gid].role == "control-plane"
 
     def cp_owed(self):
-        return sorted(n for n in self.w.nodes if self.control_plane(n) and not core.same(self.image(n) or "", TARGET))
+        """Control-plane nodes still to replace: outdated, their instance listed and not being deleted (once the
+        executor deleted it, the member is gone and only the Node object is left to delete)."""
+        return sorted(n for n in self.w.nodes if self.control_plane(n) and not core.same(self.image(n) or "", TARGET)
+                      and getattr(self.w.instance_of(n), "state", DELETING) != DELETING)
 
     # Before each action: is it allowed?
     def before(self, kind, item, detail):
