@@ -133,10 +133,17 @@ def _record_created(api_client, where, image, record):
     delete-first record, written before any worker is marked, is not: without it a run resumed after a kill
     would not know its groups' start counts nor the labels of the workers it removed, so the pass stops first."""
     try:
-        journal_store.record_created(api_client, where["name"], where["namespace"], image, record["instances_created"],
-                                     record["start_counts"], delete_first=record)
+        journal_store.record_created(api_client, where["name"], where["namespace"], image,
+                                     record.get("instances_created"), record.get("start_counts"), delete_first=record)
     except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
-        if not record["instances_created"] and (record.get("removed_first") or record.get("start_counts")):
+        if record.get("create_intents") and not record.get("instances_created"):
+            # Before the create call: without it, a kill right after the create leaves instances nothing proves
+            # ours (they are then left alone, never removed), so the run goes on with a warning.
+            display.warning("the creation about to be made could not be recorded in the journal ConfigMap %s/%s: %s. "
+                            "If this run is killed before the instances are recorded, a later run leaves them alone"
+                            % (where["namespace"], where["name"], exc))
+            return
+        if not record.get("instances_created") and (record.get("removed_first") or record.get("start_counts")):
             raise executor.StepFailure(
                 "the delete-first record (start counts %s, workers to remove first %s) could not be written to the "
                 "journal ConfigMap %s/%s: %s. No worker was marked for removal: rolling_upgrade_max_unavailable needs "
@@ -146,7 +153,7 @@ def _record_created(api_client, where, image, record):
                     exc), reason="journal_unwritable")
         display.warning("the instances just created (%s) could not be recorded in the journal ConfigMap %s/%s as this "
                         "upgrade's own: %s. A later run will not remove them as surplus"
-                        % (", ".join(sorted(record["instances_created"])), where["namespace"], where["name"], exc))
+                        % (", ".join(sorted(record.get("instances_created") or {})), where["namespace"], where["name"], exc))
 
 
 def _record_donors_gone(api_client, where, image, record, engine):
@@ -396,18 +403,20 @@ class ActionModule(action_base.KubenodesActionBase):
         if canonical:
             options.image = canonical
         etcd_args = args["etcd"]
-        remover = None
+        remover = health = None
         if not etcd_args["delegated"]:
             remover = executor.EtcdRemover(etcd_args["ca_cert"], etcd_args["client_cert"], etcd_args["client_key"],
                                            request_timeout=etcd_args["request_timeout"], timeout=etcd_args["timeout"],
                                            warn=display.warning)
+            health = executor.EtcdHealth(etcd_args["ca_cert"], etcd_args["client_cert"], etcd_args["client_key"],
+                                         request_timeout=etcd_args["request_timeout"])
         settings = executor.Settings(options, scaling_groups=args["scaling_groups"], timeout=args["timeout"],
                                      started=args["started"], poll=args["poll_interval"],
                                      etcd_endpoints=etcd_args["endpoints"], check_mode=check_mode,
                                      surge_cap=args["surge_cap"], journal_run=(args.get("journal") or {}).get("run"),
                                      gate_after=None if args["gate_after"] == "none" else args["gate_after"])
         engine = executor.Executor(settings, executor.KubeAccess(api_client, options.annotation_prefix, args["drain"]),
-                                   executor.CloudAccess(provider), etcd=remover, say=display.display)
+                                   executor.CloudAccess(provider), etcd=remover, say=display.display, etcd_health=health)
         engine.passes = args["passes"]
         engine.begun = False
         engine.pending_journal, engine.pending_events = {}, []
@@ -417,6 +426,7 @@ class ActionModule(action_base.KubenodesActionBase):
                 recorded = journal_store.read_journal(api_client, where["name"], where["namespace"])[1]
                 settings.created, settings.start_counts = journal_store.created_record(recorded)
                 settings.removed_first, settings.refills = journal_store.delete_first_record(recorded)
+                settings.intents = journal_store.intents_record(recorded)
             except journal_store.MalformedJournal as exc:
                 raise executor.StepFailure("journal: %s" % exc, reason="malformed_journal")
             if not check_mode:

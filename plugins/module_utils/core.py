@@ -29,12 +29,17 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
     FAILED,
     ROLE_CONTROL_PLANE,
     ROLE_WORKER,
+    RUNNING,
+    STOPPED,
 )
 
 DEFAULT_PREFIX = "image-upgrade.kubenodes.io"
 REFERENCE_PREFIX = "constellation.edgeless.systems"
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 DEFAULT_JOIN_TIMEOUT = 30 * 60
+# Seconds after a recorded create intent within which the cloud's new instance of that group is taken as the one
+# the create made (a create call, with its retries and the operation's wait, ends well within this).
+INTENT_WINDOW = 10 * 60
 
 # Donor phases, in order. The role records each one (node_pair `phases`) after the step succeeded.
 PHASE_PAIRED = "paired"
@@ -488,6 +493,9 @@ def _leaving_checks(step, node, heir, target, cloud, keys, now):
             elif target and not same(heir_inst.image, target):
                 problems.append(_problem(name, step, "heir_not_on_target", "the cloud says its heir %s runs %s, not the "
                                          "target image %s" % (heir_name, heir_inst.image, target)))
+            if step in (STEP_CORDON, STEP_DRAIN) and heir_inst.state != RUNNING:
+                problems.append(_problem(name, step, "heir_not_running", "the cloud says the instance of its heir %s "
+                                         "is %s, not running" % (heir_name, heir_inst.state)))
     if heir_inst is None or donor_inst is None:
         # What the cluster says, where the cloud cannot be asked (a module used on its own).
         mine, theirs = ann.get(keys.group), heir.annotations.get(keys.group)
@@ -611,7 +619,7 @@ def _group_key(group_id):
 
 def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None, now=0.0,
                  normalize=default_normalize, scope=None, created=None, start_counts=None, removed_first=None,
-                 refills=None):
+                 refills=None, intents=None, control_plane_health=None):
     """Group every node, compute budgets and the plan for the next pass.
 
     nodes:        NodeInfo values (or Node API dicts).
@@ -620,8 +628,17 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     instances:    {group id: [Instance]} for every group whose listing succeeded.
     group_errors: {group id: message} for groups that could not be read.
     scope:        optional list of group IDs; nodes of other groups are reported invalid and left alone.
-    created:      {providerID: {group, created}}: the instances this upgrade created, as its journal
-                  recorded them (instances_created). Only these may be removed as surplus.
+    created:      {providerID: {group, created[, intent]}}: the instances this upgrade created, as its journal
+                  recorded them (instances_created). Only these (and those an open create intent accounts for)
+                  become heirs or are removed as surplus: any other node on the target image is capacity, left
+                  alone and named in `foreign`. None (no journal: a module used on its own) keeps the older rule,
+                  where an up-to-date node whose image was never cached may become a heir.
+    intents:      {key: {group, at, count[, settled]}}: the creations this upgrade was about to make, recorded
+                  before each create call (create_intents). An instance of that group that the cloud created
+                  within INTENT_WINDOW after `at`, that no record claims, is the create a kill cut off before its
+                  record, up to the count the intent leaves open (`settled`: how many the call did create).
+    control_plane_health: [{member, node_ip, message}]: what is wrong with the control plane's etcd now (empty:
+                  healthy; None: not read). No control-plane heir is created while it names a problem.
     start_counts: {group id: number of nodes} when the upgrade started (the journal's start_counts).
                   A recorded node that no donor needs is removed only while its group holds more nodes.
     removed_first: {node name: {group, since, labels, taints}}: the workers this upgrade removed delete-first, as its
@@ -629,12 +646,14 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     Returns a dict of plain data (see the RETURN documentation of node_image_facts).
     """
     planner = _Planner(nodes, options, groups, instances, group_errors, now, normalize, scope, created, start_counts,
-                       removed_first, refills)
+                       removed_first, refills, intents, control_plane_health)
     planner.locate_nodes()
+    planner.recover_intents()
     planner.classify()
     planner.screen()
     planner.clear_stale_halves()
     planner.check_pairs()
+    planner.control_plane_owed()
     planner.pair_new_nodes()
     planner.cache_annotations()
     planner.settle_groups()
@@ -650,9 +669,16 @@ class _Planner:
     """The steps of plan_upgrade over shared working state (still pure: nothing here does I/O)."""
 
     def __init__(self, nodes, options, groups, instances, group_errors, now, normalize, scope, created=None,
-                 start_counts=None, removed_first=None, refills=None):
+                 start_counts=None, removed_first=None, refills=None, intents=None, control_plane_health=None):
         self.keys = options.validate()
-        self.created = {normalize(pid): dict(entry or {}) for pid, entry in (created or {}).items() if pid}
+        # With a journal, only what it proves this upgrade created becomes a heir or surplus (see plan_upgrade).
+        self.proof = created is not None
+        self.created = {normalize(pid): dict(entry or {}) for pid, entry in (created or {}).items()
+                        if pid and isinstance(entry, dict)}
+        self.intents = {k: v for k, v in (intents or {}).items() if isinstance(v, dict)}
+        self.record_created = {}   # instances an open intent accounts for, to record as created
+        self.health = list(control_plane_health) if control_plane_health is not None else None
+        self.foreign = []
         self.start_counts = {}
         for gid, value in (start_counts or {}).items():
             if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
@@ -697,6 +723,31 @@ class _Planner:
         self.problems, self.held, self.stop = [], {}, None
         self.cloud_view = CloudView([i for items in self.instance_lists.values() for i in items], normalize,
                                     complete=self.cloud_consulted and not self.group_errors)
+
+    # 1b. Creations a kill cut off between the cloud's create and its record: the intent recorded before the
+    #     call names the group and the moment; the cloud's own creation time names the instance.
+    def recover_intents(self):
+        claimed = set(self.created)
+        recorded = {}
+        for entry in self.created.values():
+            if entry.get("intent"):
+                recorded[entry["intent"]] = recorded.get(entry["intent"], 0) + 1
+        for key, intent in sorted(self.intents.items(), key=lambda kv: (str(kv[1].get("at")), kv[0])):
+            at, gkey = parse_time(intent.get("at")), _group_key(intent.get("group"))
+            made = intent.get("settled", intent.get("count"))
+            if at is None or not gkey or not isinstance(made, int) or isinstance(made, bool):
+                continue
+            open_count = made - recorded.get(key, 0)
+            if open_count <= 0:
+                continue
+            fresh = sorted((i for i in self.instance_lists.get(gkey, []) if self.normalize(i.provider_id) not in claimed
+                            and i.created_at is not None and at <= i.created_at <= at + INTENT_WINDOW),
+                           key=lambda i: (i.created_at, i.provider_id))
+            for inst in fresh[:open_count]:
+                entry = dict(group=inst.group_id, created=format_time(inst.created_at), intent=key)
+                claimed.add(self.normalize(inst.provider_id))
+                self.created[self.normalize(inst.provider_id)] = entry
+                self.record_created[inst.provider_id] = entry
 
     def patch(self, name, annotations=None, expect=None):
         entry = self.node_patches.setdefault(name, {"annotations": {}, "expect": {}})
@@ -822,6 +873,12 @@ class _Planner:
                 continue
             problems = annotation_problems(s.info, keys, self.now)
             ann = s.info.annotations
+            if s.category == OBSOLETE and self.proof and not self.obsolete_proven(s):
+                problems.append(_problem(s.name, None, "obsolete_not_proven", (
+                    "it is marked obsolete, but the journal records neither its instance as created by this upgrade "
+                    "nor the node as removed delete-first; an annotation alone never makes this collection remove a "
+                    "node, so it is left alone: if it should go, remove it by hand, else delete its %s annotation")
+                    % keys.obsolete))
             for key, back, what in ((keys.heir, keys.donor, "heir"), (keys.donor, keys.heir, "donor")):
                 other = self.by_name.get(ann.get(key) or "")
                 if other is None or other is s:
@@ -850,6 +907,12 @@ class _Planner:
         for name in sorted(found):
             self._hold(self.by_name[name], found[name])
         self.valid = [s for s in self.states if s.category != INVALID]
+
+    def obsolete_proven(self, state):
+        """An obsolete mark the journal backs: a surplus node this upgrade created, a worker it removed
+        delete-first, or a Node whose instance the cloud no longer lists (nothing serves there any more)."""
+        return (self.created_by_us(state) is not None or state.name in self.removed_first
+                or (state.info.provider_id and self.instance_of(state) is None and self.cloud_view.complete))
 
     def _hold(self, state, problems):
         """Leave a node alone: invalid, with its problems named."""
@@ -884,6 +947,14 @@ class _Planner:
                                     keys.phase_history: trail_with(h.info.annotations, keys, PHASE_REPLACED, self.now),
                                     keys.started_at: started}, expect={keys.donor: h.partner})
                 self.repairs.append(dict(name=h.name, action="promote", donor=h.partner))
+            elif (self.proof and not self.ours(h)) or not self.alive(h):
+                # A heir this upgrade cannot prove it created, or whose instance the cloud is removing, stopped or
+                # failed, serves no donor: the pair is broken (the donor is given back below).
+                h.category, h.partner = UP_TO_DATE, None
+                self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
+                self.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor),
+                                         reason="its instance is not running" if self.ours(h) else
+                                         "this upgrade did not create it"))
             elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
                 continue
             elif (d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir)
@@ -904,7 +975,7 @@ class _Planner:
                 continue
             if (h is not None and h.category == UP_TO_DATE and same(h.group_id, d.group_id) and h.phase != PHASE_REPLACED
                     and not h.info.annotations.get(keys.donor) and h.info.annotations.get(keys.obsolete) != "true"
-                    and (h.phase == PHASE_HEIR or keys.image not in h.info.annotations)):
+                    and self.ours(h) and self.alive(h)):
                 # The other half is only written on a node that could be a new heir (never seen before): an
                 # up-to-date node that has served for long is never made the heir of a donor by its annotation.
                 h.category, h.partner = HEIR, d.name
@@ -934,17 +1005,24 @@ class _Planner:
             self.by_group.setdefault(_group_key(s.group_id), []).append(s)
         for gkey in sorted(self.by_group):
             members = self.by_group[gkey]
-            free_outdated = [s for s in members if s.category == OUTDATED]
+            if self.cp_busy and self.group_role(gkey) == ROLE_WORKER:
+                continue   # no worker is paired, nor removed as surplus, while the control plane is replaced
+            # The donor is the outdated node that most needs replacing: one that is not Ready, or whose etcd member
+            # is unhealthy, first; then the oldest instance.
+            free_outdated = sorted((s for s in members if s.category == OUTDATED), key=self.donor_order)
             # An outdated node whose stale donor annotation is cleared in this pass (clear_stale_halves) is paired
             # only in the next one: a kill between the heir's half and the donor's patch would otherwise leave two
             # nodes that name each other as donor, a cycle that is then left alone for good.
             clearing = [s for s in free_outdated if s.info.annotations.get(keys.donor)]
             free_outdated = [s for s in free_outdated if s not in clearing]
-            # A node the journal proves this upgrade created may serve as a heir even after its image was
-            # cached (its pairing was lost); other up-to-date nodes that have served for long never do.
+            # With a journal, only a node it proves this upgrade created serves as a heir (also after its image was
+            # cached and its pairing lost); any other node on the image is capacity, named and left alone.
             candidates = [s for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED
-                          and (s.phase == PHASE_HEIR or keys.image not in s.info.annotations
-                               or self.created_by_us(s) is not None)]
+                          and self.ours(s) and self.alive(s)]
+            if self.proof and free_outdated:
+                self.foreign.extend(dict(name=s.name, group=s.group_id, provider_id=s.info.provider_id)
+                                    for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED
+                                    and not self.ours(s))
             nodes_now = sum(1 for s in members if s.category != OBSOLETE)
             for s in candidates:
                 if free_outdated:
@@ -959,8 +1037,9 @@ class _Planner:
                     self.patch(d.name, self._pair_annotations(keys.heir, s.name, PHASE_PAIRED), expect={keys.heir: None})
                 elif clearing:
                     clearing.pop(0)   # its donor-to-be is free from the next pass on: not surplus
-                elif s.phase == PHASE_HEIR:
-                    # It was created as a heir and no donor needs it any more: surplus, remove it.
+                elif s.phase == PHASE_HEIR and not self.proof:
+                    # It was created as a heir and no donor needs it any more: surplus, remove it (with a journal,
+                    # only above the group's start count: remove_surplus).
                     s.category = NEW
                     self.obsolete_marks.append(s.name)
                     self.patch(s.name, dict(s.cache, **{
@@ -975,13 +1054,54 @@ class _Planner:
                 # A node that nothing needs and that the journal does not record as created by this upgrade is
                 # simply up to date: we cannot prove we created it, so it is never deleted.
 
+    def group_role(self, gkey):
+        """The role of a scaling group: as the cloud tags it, else control-plane when a node of it is one."""
+        group = self.group_index.get(gkey)
+        role = group.role if group is not None else None
+        if role in (ROLE_CONTROL_PLANE, ROLE_WORKER):
+            return role
+        return ROLE_CONTROL_PLANE if any(s.info.control_plane for s in self.by_group.get(gkey, [])) else ROLE_WORKER
+
+    def unhealthy_member(self, state):
+        """The control plane's named etcd problem on `state`'s member (matched by its InternalIP), or None."""
+        ips = set(state.info.internal_ips)
+        return next((p for p in self.health or [] if p.get("node_ip") and p["node_ip"] in ips), None)
+
+    def donor_order(self, state):
+        inst = self.instance_of(state)
+        created = inst.created_at if inst is not None and inst.created_at is not None else float("inf")
+        return (state.info.ready and self.unhealthy_member(state) is None, created, state.name)
+
+    # 3b. One ordering rule everywhere: while a control-plane node still has to be replaced, no worker is paired,
+    #     drained, deleted or created.
+    def control_plane_owed(self):
+        self.cp_busy = any(s.category in (OUTDATED, DONOR) and s.info.control_plane for s in self.valid)
+
     def created_by_us(self, state):
         """The journal's record of `state`'s instance when this upgrade created it in the node's own scaling
-        group, else None."""
+        group (or an open create intent accounts for it), else None."""
         entry = self.created.get(self.normalize(state.info.provider_id)) if state.info.provider_id else None
         if entry is None or not entry.get("group") or not same(entry.get("group"), state.group_id):
             return None
         return entry
+
+    def ours(self, state):
+        """Whether `state` may serve as a heir or be removed as surplus: with a journal, only what it proves this
+        upgrade created; without one (a module on its own), a heir this collection wrote or a node whose image
+        was never cached (the older rule)."""
+        if self.proof:
+            return self.created_by_us(state) is not None
+        return state.phase == PHASE_HEIR or self.keys.image not in state.info.annotations
+
+    def running(self, state):
+        """Whether the cloud says `state`'s instance runs (always, where the cloud was not read)."""
+        inst = self.instance_of(state)
+        return not self.cloud_consulted or (inst is not None and inst.state == RUNNING)
+
+    def alive(self, state):
+        """Whether the cloud may still run `state`'s instance: not listed as deleting, stopped or failed."""
+        inst = self.instance_of(state)
+        return inst is None or inst.state not in (DELETING, STOPPED, FAILED)
 
     def remove_surplus(self, s, gkey, nodes_now):
         """A node this upgrade created that no donor needs: marked obsolete (then drained and deleted) while its
@@ -1168,10 +1288,17 @@ class _Planner:
                 self.uncordon.append(s.name)  # our drain of it was undone by a broken pair: give the capacity back
             if cat not in (DONOR, OBSOLETE) or s.name in marked:
                 continue   # (a node marked obsolete by this plan is drained once the mark is written)
+            if self.cp_busy and not s.info.control_plane:
+                # No worker leaves while a control-plane node still has to be replaced.
+                self.waiting.append(dict(name=s.name, since=format_time(s.phase_since) if s.phase_since else None,
+                                         overdue=False, heir=s.partner, heir_ready=None, heir_ready_since=None,
+                                         reason="waiting for the control plane to be replaced first"))
+                continue
             if cat == DONOR and s.partner:
                 h = self.by_name.get(s.partner)
-                # A pair formed by this plan is drained on the next pass, once node_pair has written it.
-                settled = h is not None and h.info.ready and (
+                # A pair formed by this plan is drained on the next pass, once node_pair has written it. A heir
+                # counts only while the cloud says its instance runs.
+                settled = h is not None and h.info.ready and self.running(h) and (
                     h.info.ready_since is None or now - h.info.ready_since >= float(options.heir_ready_seconds or 0))
                 heir_ready = bool(settled and not s.paired_now)
                 gate = dict(heir=s.partner, heir_ready=bool(h is not None and h.info.ready),
@@ -1232,14 +1359,7 @@ class _Planner:
     # 8. Budgets and creations, control plane first and one at a time.
     def creations(self):
         options, final = self.options, self.final
-        self.cp_busy = any(final[s.name] in (OUTDATED, DONOR) and s.info.control_plane for s in self.states)
-        roles = {}
-        for gkey, group in self.group_index.items():
-            role = group.role
-            if role not in (ROLE_CONTROL_PLANE, ROLE_WORKER):
-                members = self.by_group.get(gkey, [])
-                role = ROLE_CONTROL_PLANE if any(s.info.control_plane for s in members) else ROLE_WORKER
-            roles[gkey] = role
+        roles = {gkey: self.group_role(gkey) for gkey in self.group_index}
         budgets = {}
         problem_nodes = {p["node"] for p in self.problems if p.get("action") == "left alone"}
         for gkey in sorted(self.group_index, key=lambda k: (roles[k] != ROLE_CONTROL_PLANE, k)):
@@ -1293,6 +1413,11 @@ class _Planner:
             elif report["role"] == ROLE_CONTROL_PLANE:
                 count = 1 if cp_in_flight == 0 and room > 0 else 0
                 reason = None if count else "a control-plane replacement is in flight"
+                unhealthy = self.control_plane_problems() if count else []
+                if unhealthy:
+                    count, reason = 0, ("the control plane is not healthy, so no new etcd member is added: %s; "
+                                        "repair it (or remove that member by hand) and the run goes on"
+                                        % "; ".join(unhealthy))
             else:
                 count = min(want, room)
                 reason = None if count else "surge budget used (%d of %d in flight)" % (budget["in_flight"], budget["limit"])
@@ -1315,6 +1440,17 @@ class _Planner:
                 self.create.append(dict(group=report["id"], count=count, role=report["role"]))
             elif reason:
                 self.blocked.append(dict(group=report["id"], reason=reason, outdated=want))
+
+    def control_plane_problems(self):
+        """What stops a control-plane heir now: an etcd problem the executor read (a member unhealthy, an alarm, a
+        learner left over) and control-plane Nodes that serve but are not Ready."""
+        found = ["etcd member %s: %s" % (p.get("member") or p.get("node_ip") or "?", p.get("message") or "unhealthy")
+                 for p in self.health or []]
+        found.extend("control-plane node %s is not Ready" % s.name for s in self.valid
+                     if s.info.control_plane and not s.info.ready
+                     and self.final.get(s.name) in (OUTDATED, UP_TO_DATE, HEIR, DONOR)
+                     and s.phase not in (PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING))
+        return found
 
     # 8b. Delete-first replacements (max_unavailable), in worker groups only: the control plane always surges.
     #     A group lends capacity instead of borrowing it. An outdated node is marked obsolete, the removal path
@@ -1363,20 +1499,26 @@ class _Planner:
             start = report["nodes_serving"]
         limit = unavailable_limit(self.options.max_unavailable, start)
         surge = 0 if self.options.no_surge else budget["limit"]
-        instances = len(self.instance_lists.get(gkey, []))
+        listed = self.instance_lists.get(gkey, [])
+        # An instance the cloud is still deleting (or gave up creating) is no capacity, but it holds its slot (and
+        # the quota) until it is gone: the refill it leaves owed is created once there is room.
+        live = sum(1 for i in listed if i.state not in (DELETING, FAILED))
+        room = max(0, start + surge - len(listed))
         available = self.available(members)
         in_use = max(0, start - available)
-        refill = max(0, start - instances)
+        refill_owed = max(0, start - live)
+        refill = min(refill_owed, room)
         surge_heirs = 0
         if not self.cp_busy:
-            surge_heirs = min(max(0, budget["demand"] - refill), max(0, start + surge - instances - refill))
+            surge_heirs = min(max(0, budget["demand"] - refill_owed), max(0, room - refill))
             if cluster_room is not None:
                 surge_heirs = min(surge_heirs, cluster_room)
         create = refill + surge_heirs
         joining_new = self.joining_count.get(gkey, 0) - self.joining_old.get(gkey, 0)
         free = [s for s in members if self.final[s.name] == OUTDATED and not s.paired_now
                 and not s.info.annotations.get(self.keys.donor)]
-        spare = max(0, len(free) - joining_new - create)    # outdated nodes no heir on its way will take
+        # Outdated nodes no heir on its way (joining, created now, or a refill still owed) will take.
+        spare = max(0, len(free) - joining_new - refill_owed - surge_heirs)
         count = 0 if self.cp_busy else min(max(0, limit - in_use), spare)
         for s in free[:count]:
             # Its labels (and taints) outlive it in the journal, for the refill that replaces it.
@@ -1395,14 +1537,18 @@ class _Planner:
         if count and provisional:
             self.record_start_counts[report["id"]] = start
         report.update(start_count=start, unavailable_limit=limit, unavailable_in_use=in_use + count,
-                      ready_serving=available, delete_first=sorted(s.name for s in vacating + free[:count]))
+                      ready_serving=available, refill_owed=refill_owed - refill,
+                      delete_first=sorted(s.name for s in vacating + free[:count]))
         reason = None
-        if not create and not count and budget["demand"]:
+        if not create and not count and (budget["demand"] or refill_owed):
             if self.cp_busy:
                 reason = "waiting for the control plane to be replaced first"
+            elif refill_owed:
+                reason = ("%d refill(s) owed, waiting for room: %d instance(s) listed, %d of them still being deleted "
+                          "or failed, %d at the start" % (refill_owed, len(listed), len(listed) - live, start))
             else:
                 reason = ("unavailable budget used (%d of %d node(s) missing or leaving) and no room for a heir "
-                          "(%d instance(s), %d at the start)" % (in_use, limit, instances, start))
+                          "(%d instance(s), %d at the start)" % (in_use, limit, len(listed), start))
         return create, surge_heirs, reason
 
     # 8c. Capacity not restored by nodes nothing proves we created (issue 13): named, never removed.
@@ -1435,6 +1581,27 @@ class _Planner:
                     s.name, s.name)))
                 self.problems[-1]["action"] = "kept"
 
+    def groups_short(self):
+        """The groups (their reports, with ready_on_image set) that hold fewer Ready nodes on the target image (as the
+        cloud says their instances run) than the journal says they had at the start."""
+        short = []
+        for report in self.group_reports:
+            gkey = _group_key(report["id"])
+            start = self.start_counts.get(gkey)
+            ready = 0
+            for s in self.by_group.get(gkey, []):
+                inst = self.instance_of(s)
+                on_image = (inst is not None and inst.state == RUNNING and same(inst.image, self.target)
+                            if self.cloud_consulted else same(s.image, self.target))
+                # (A node someone else cordoned still counts: the cordon is theirs to lift.)
+                if self.final.get(s.name) not in (OBSOLETE, INVALID) and s.info.ready and on_image:
+                    ready += 1
+            report["ready_on_image"] = ready
+            if start is not None and ready < start:
+                report.setdefault("start_count", start)
+                short.append(report)
+        return short
+
     # 9. Progress, ETA and the result.
     def result(self):
         keys, final, target = self.keys, self.final, self.target
@@ -1458,9 +1625,17 @@ class _Planner:
         total = done_count + remaining
         percent = 100.0 if total == 0 else round(100.0 * done_count / total, 1)
         eta = _eta(replaced, keys, remaining, self.options.eta_min_samples, self.now)
+        short = self.groups_short()
         done = (remaining == 0 and not any(final[s.name] in (HEIR, OBSOLETE, NEW) for s in self.states)
                 and not self.joining and not self.delete_instances and not self.repairs and not self.obsolete_marks
-                and not self.pairs and not set_group_image and not self.create)
+                and not self.pairs and not set_group_image and not self.create and not short
+                and not any(r.get("refill_owed") for r in self.group_reports)
+                and not any(i.state == DELETING for i in self.by_provider_id.values()))
+        for report in short:
+            if not any(b["group"] == report["id"] for b in self.blocked):
+                self.blocked.append(dict(group=report["id"], outdated=0, reason=(
+                    "%d Ready node(s) on the image, fewer than the %d it had at the start: the upgrade is not done "
+                    "until the group is whole again" % (report["ready_on_image"], report["start_count"]))))
         plan = dict(
             annotate=self.annotate,
             repairs=self.repairs,
@@ -1481,6 +1656,7 @@ class _Planner:
             record_start_counts=self.record_start_counts,
             record_removed_first=self.record_removed_first,
             record_refills=self.record_refills,
+            record_created=self.record_created,
             refilled=self.refilled,
         )
         return dict(
@@ -1500,6 +1676,7 @@ class _Planner:
             eta=eta,
             done=done,
             problems=self.problems,
+            foreign=self.foreign,
             stop=self.stop,
             node_patches=self.node_patches,
         )

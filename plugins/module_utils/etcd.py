@@ -502,6 +502,30 @@ def cluster_problems(members, health, alarms, expected_member_count=None):
     return problems
 
 
+def member_problems(members, health, alarms):
+    """cluster_problems, each tied to the member it is about where it is about one: [{member, node_ip, message}]
+    (`node_ip`: the host of the member's peer URLs, the InternalIP of its node, or None). Adds a learner left
+    over (a member never promoted, from a join that did not finish) as a problem. An empty list: healthy."""
+    found = []
+    for member in members:
+        hosts = sorted(_url_hosts(member))
+        ip = hosts[0] if hosts else None
+        label = _member_label(member)
+        if not member["started"]:
+            found.append(dict(member=label, node_ip=ip, message="added but never started"))
+        elif member["is_learner"]:
+            found.append(dict(member=label, node_ip=ip, message="is a learner that was never promoted"))
+        elif not member_is_healthy(member, health):
+            probe = health.get(member["id"])
+            state = "unreachable" if not probe or not probe["reachable"] else "unhealthy"
+            found.append(dict(member=label, node_ip=ip, message="%s: %s" % (state, _problem(probe))))
+    for problem in cluster_problems([m for m in members if m["started"] and member_is_healthy(m, health)], health,
+                                    alarms):
+        if problem["check"] != "members_healthy":
+            found.append(dict(member=None, node_ip=None, message=problem["message"]))
+    return found
+
+
 def not_etcd_reason(path, status, data, text):
     """Why an HTTP answer to a /v3/ call cannot come from etcd's v3 JSON gateway, or None. etcd answers every
     such call with a JSON object: on success with its response `header` (or {}), on error with the gRPC `code`

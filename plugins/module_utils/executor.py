@@ -22,6 +22,9 @@ in-memory world and the upgrade_step action plugin against the real cluster and 
           that spans one slice (the provider then reads each group's manager and template once)
   etcd:   callable(item, endpoints, expected_member_count) that removes the member of item["node_ip"],
           or None when the removal is delegated (the step then returns it in `etcd_due`)
+  etcd_health: callable(endpoints) -> [{member, node_ip, message}] (what is wrong with etcd now; [] healthy),
+          read before planning while control-plane replacements are owed; no control-plane heir is created
+          while it names a problem. None where etcd is not reached from here (delegated).
   journal: callable(record) (report.merge format), or None
   clock/sleep: time.time and time.sleep in production.
 
@@ -36,6 +39,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import math
 import time
 import uuid
 
@@ -67,7 +71,7 @@ class Settings:
 
     def __init__(self, options, scaling_groups=None, timeout=None, started=None, poll=DEFAULT_POLL,
                  etcd_endpoints=None, check_mode=False, surge_cap=None, journal_run=None, created=None,
-                 start_counts=None, removed_first=None, refills=None, gate_after=None, gate_owed=False):
+                 start_counts=None, removed_first=None, refills=None, gate_after=None, gate_owed=False, intents=None):
         self.options = options
         self.scaling_groups = list(scaling_groups or [])
         self.timeout = timeout
@@ -84,6 +88,9 @@ class Settings:
         # Workers removed delete-first and the refills that replaced them (max_unavailable), as journaled.
         self.removed_first = dict(removed_first or {})
         self.refills = dict(refills or {})
+        # The creations this upgrade was about to make (written before each create call), so a create that a kill
+        # cut off before its record is still known as this upgrade's own (core.plan_upgrade `intents`).
+        self.intents = dict(intents or {})
         # "batch" or "replacement": a health gate (cluster_health_gate, run by the role) follows each; None: no gate.
         self.gate_after = gate_after
         # The journal says a gate is owed (a replacement finished since the last gate passed): a resumed run holds
@@ -107,11 +114,15 @@ def planner_options(settings):
 
 class Executor:
     def __init__(self, settings, kube, cloud, etcd=None, journal=None, clock=time.time, sleep=time.sleep,
-                 say=None):
+                 say=None, etcd_health=None):
         self.settings = settings
         self.kube = kube
         self.cloud = cloud
         self.etcd = etcd
+        # callable() -> [{member, node_ip, message}]: what is wrong with the control plane's etcd now ([]: healthy),
+        # read before a pass that may create a control-plane heir; None where etcd is not reached from here.
+        self.etcd_health = etcd_health
+        self.control_plane_owed = True   # whether the last plan still had control-plane replacements to make
         self.journal = journal
         self.clock = clock
         self.sleep = sleep
@@ -157,11 +168,19 @@ class Executor:
         """The planner's facts on one read, with the views the progress line and the role use."""
         options = planner_options(self.settings)
         normalize = self.cloud.normalize if self.cloud is not None else core.default_normalize
+        health = None
+        if self.etcd_health is not None and self.control_plane_owed and not self.settings.check_mode:
+            endpoints = self.settings.etcd_endpoints or facts_views.control_plane_endpoints(nodes)
+            health = self._timed("etcd", self.etcd_health, endpoints)
         facts = core.plan_upgrade(nodes, options, groups=groups, instances=instances, group_errors=errors,
                                   now=self.clock(), normalize=normalize,
                                   scope=self.settings.scaling_groups or None, created=self.settings.created,
                                   start_counts=self.settings.start_counts,
-                                  removed_first=self.settings.removed_first, refills=self.settings.refills)
+                                  removed_first=self.settings.removed_first, refills=self.settings.refills,
+                                  intents=self.settings.intents, control_plane_health=health)
+        self.control_plane_owed = bool(facts["budget"]["control_plane_first"])
+        if health:
+            facts["control_plane_health"] = health
         keys = core.AnnotationKeys(facts["annotation_prefix"])
         facts.update(donors=facts_views.donors(nodes, facts, keys, instances),
                      donors_gone=facts_views.donors_gone(nodes, facts, keys), not_ready=facts_views.not_ready(nodes),
@@ -235,11 +254,14 @@ class Executor:
             facts, nodes = self._replan_with_images({i["group"] for i in plan["set_group_image"]}, facts)
             plan = facts["plan"]
 
-        if plan.get("record_start_counts") or plan.get("record_removed_first") or plan.get("record_refills"):
-            # Before the delete-first marks and refills are written: a kill after them finds what they replace.
+        if (plan.get("record_start_counts") or plan.get("record_removed_first") or plan.get("record_refills")
+                or plan.get("record_created")):
+            # Before the delete-first marks and refills are written: a kill after them finds what they replace. With
+            # them, the instances an open create intent accounts for (their create's record was cut off).
             self._record_created([], facts, start_counts=plan.get("record_start_counts") or {},
                                  delete_first=dict(removed_first=plan.get("record_removed_first") or {},
-                                                   refills=plan.get("record_refills") or {}))
+                                                   refills=plan.get("record_refills") or {}),
+                                 recovered=plan.get("record_created") or {})
         write_gone = self.record_donors_gone or self.journal
         if facts.get("donors_gone") and write_gone is not None:
             # Before the promotion that forgets their names: a kill after it still leaves them journaled.
@@ -257,11 +279,12 @@ class Executor:
         created_total, refusals = 0, []
         creations = [] if self.gate_owed else plan["create"]
         for item in creations:
+            intent = self._record_intent(item, facts)
             created, quota_refusal = self._timed("cloud", self.cloud.create, item["group"], item["count"])
             created_total += len(created)
             if created:
                 hold_points.reached("create")
-                self._record_created(created, facts)
+            self._record_created(created, facts, intent=intent)
             did.append(dict(step="create", group=item["group"], count=len(created)))
             if quota_refusal:
                 refusals.append(quota_refusal)
@@ -375,11 +398,36 @@ class Executor:
         replanned["plan"]["set_group_image"] = []
         return replanned, nodes
 
-    def _record_created(self, created, facts, start_counts=None, delete_first=None):
-        """Record new instances as this upgrade's own at once (first record wins, as in the journal)."""
+    def _record_intent(self, item, facts):
+        """Record, before the create call, that `item["count"]` instances are about to be created in its group: a
+        kill after the cloud's create and before _record_created leaves instances that this record still proves
+        ours (core.plan_upgrade `intents`). Returns the intent's key."""
+        now = self.clock()
+        key = "%s@%s#%s" % (item["group"], core.format_time(now), uuid.uuid4().hex[:6])
+        intent = {"group": item["group"], "at": core.format_time(math.floor(now)), "count": int(item["count"])}
+        self.settings.intents[key] = dict(intent)
+        if self.record_created is not None:
+            # The groups' counts before this upgrade created anything go with its first intent (first record wins).
+            record = {"create_intents": {key: intent}, "start_counts": {
+                g["id"]: int(g["nodes_serving"]) for g in facts.get("scaling_groups") or []
+                if g.get("id") and isinstance(g.get("nodes_serving"), int) and g["id"] not in self.settings.start_counts}}
+            for group_id, count in record["start_counts"].items():
+                self.settings.start_counts.setdefault(group_id, count)
+            self._timed("kube", self.record_created, record)
+        return key
+
+    def _record_created(self, created, facts, start_counts=None, delete_first=None, intent=None, recovered=None):
+        """Record new instances as this upgrade's own at once (first record wins, as in the journal); with `intent`,
+        the intent they came from is settled with how many the call created."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
         record = report.created_record(created, facts.get("scaling_groups"), self.clock())
+        if intent is not None:
+            for entry in record["instances_created"].values():
+                entry["intent"] = intent
+            record["create_intents"] = {intent: {"settled": len(created)}}
+            self.settings.intents.setdefault(intent, {})["settled"] = len(created)
+        record["instances_created"].update(recovered or {})
         if start_counts is not None:
             record["start_counts"] = dict(start_counts)
         record.update({k: dict(v) for k, v in (delete_first or {}).items() if v})
@@ -389,7 +437,7 @@ class Executor:
                 continue
             for ident, value in record[key].items():
                 known.setdefault(ident, value)
-        if self.record_created is not None:
+        if self.record_created is not None and (created or recovered or start_counts or delete_first or intent):
             self._timed("kube", self.record_created, record)
 
     def _record_phase(self, nodes, name, phase):
@@ -714,6 +762,29 @@ class CloudAccess:
             except base.ProviderError as exc:
                 raise StepFailure("deleting %s failed: %s" % (provider_id, exc), step="delete_instance")
         return deleted
+
+
+class EtcdHealth:
+    """Reads the control plane's etcd (etcd.inspect_cluster, as etcd_member_info does) and says what is wrong with
+    it, member by member (etcd.member_problems); an etcd that cannot be read is a problem too."""
+
+    def __init__(self, ca_cert, client_cert, client_key, request_timeout=5.0):
+        self.tls = (ca_cert, client_cert, client_key)
+        self.request_timeout = request_timeout
+
+    def __call__(self, endpoints):
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd
+
+        if not endpoints:
+            return [dict(member=None, node_ip=None, message="no etcd endpoint is known (no control-plane node has an "
+                                                            "InternalIP, and rolling_upgrade_etcd_endpoints is empty)")]
+        client = etcd.EtcdClient(list(endpoints), *self.tls, request_timeout=self.request_timeout)
+        try:
+            list_endpoint, members = client.member_list()
+            health, alarms = etcd.survey(client, members, list_endpoint)
+        except etcd.EtcdError as exc:
+            return [dict(member=None, node_ip=None, message="etcd cannot be read: %s" % exc)]
+        return etcd.member_problems(members, health, alarms)
 
 
 class EtcdRemover:

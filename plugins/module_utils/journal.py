@@ -40,7 +40,7 @@ def journal_problem(journal):
         return "it holds %s, not a JSON object" % type(journal).__name__
     if not isinstance(journal.get("nodes", {}), dict):
         return "its nodes are %s, not an object" % type(journal.get("nodes")).__name__
-    for key in ("instances_created", "start_counts", "removed_first", "refills"):
+    for key in ("instances_created", "start_counts", "removed_first", "refills", "create_intents"):
         if not isinstance(journal.get(key, {}), dict):
             return "its %s is %s, not an object" % (key, type(journal.get(key)).__name__)
     for key in ("image", "target_image", "started", "finished"):
@@ -110,7 +110,8 @@ def record_created(api_client, name, namespace, image, instances, start_counts, 
     once, so that an instance this upgrade created is provably its own even when the run is killed right after.
     `delete_first` adds `removed_first` and `refills` (see delete_first_record). Returns the journal written."""
     record = {"instances_created": dict(instances or {}), "start_counts": dict(start_counts or {})}
-    record.update({k: dict(v) for k, v in (delete_first or {}).items() if k in ("removed_first", "refills") and v})
+    record.update({k: dict(v) for k, v in (delete_first or {}).items()
+                   if k in ("removed_first", "refills", "create_intents") and v})
     return merge_record(api_client, name, namespace, image, record, "the instances created", attempts)
 
 
@@ -149,6 +150,11 @@ def delete_first_record(journal):
     and the refill that replaced each ({name: refill node name}); empty when there is none."""
     journal = journal or {}
     return dict(journal.get("removed_first") or {}), dict(journal.get("refills") or {})
+
+
+def intents_record(journal):
+    """The creations an upgrade was about to make ({key: {group, at, count, settled}}), empty when there is none."""
+    return dict((journal or {}).get("create_intents") or {})
 
 
 def created_record(journal):

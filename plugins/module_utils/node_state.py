@@ -191,23 +191,18 @@ def planner_options(params):
     )
 
 
-def read_created(api_client, where):
-    """(instances_created, start_counts) from the journal ConfigMap `where` ({name, namespace}), or ({}, {})
-    without one: without the journal's record no instance is provably this upgrade's own."""
-    return read_records(api_client, where)[:2]
-
-
 def read_records(api_client, where):
-    """(instances_created, start_counts, removed_first, refills) from the journal ConfigMap `where`, or empty ones
-    without one (journal.created_record, journal.delete_first_record)."""
+    """(instances_created, start_counts, removed_first, refills, create_intents) from the journal ConfigMap `where`
+    (journal.created_record, journal.delete_first_record, journal.intents_record). Without a journal (a module used
+    on its own) instances_created is None: the planner then keeps its older rule for heirs (core.plan_upgrade)."""
     from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal
 
     if not where:
-        return {}, {}, {}, {}
+        return None, {}, {}, {}, {}
     name, namespace = where.get("name") or journal.DEFAULT_NAME, where.get("namespace") or journal.DEFAULT_NAMESPACE
     try:
         recorded = journal.read_journal(api_client, name, namespace)[1]
-        return journal.created_record(recorded) + journal.delete_first_record(recorded)
+        return journal.created_record(recorded) + journal.delete_first_record(recorded) + (journal.intents_record(recorded),)
     except journal.MalformedJournal as exc:
         raise PlannerFailure("journal: %s" % exc)
     except kube.ApiException as exc:
@@ -270,11 +265,11 @@ def plan_from_cluster(params, now=None):
         except base.ProviderError as exc:
             raise PlannerFailure("cannot list the %s scaling groups: %s" % (params["provider"], exc))
         normalize = provider.normalize_provider_id
-    created, start_counts, removed_first, refills = read_records(api_client, params.get("journal"))
+    created, start_counts, removed_first, refills, intents = read_records(api_client, params.get("journal"))
     result = core.plan_upgrade(node_list, options, groups=groups, instances=instances, group_errors=errors,
                                now=time.time() if now is None else now, normalize=normalize,
                                scope=params.get("scaling_groups") or None, created=created, start_counts=start_counts,
-                               removed_first=removed_first, refills=refills)
+                               removed_first=removed_first, refills=refills, intents=intents)
     return api_client, {n["metadata"]["name"]: n for n in node_list}, result, provider
 
 

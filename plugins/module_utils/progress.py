@@ -55,6 +55,12 @@ def progress_line(facts, pass_number=0, now=None):
     surplus = sorted(set((facts.get("nodes") or {}).get("obsolete") or []) | set(plan.get("obsolete") or []))
     if surplus:
         parts.append("removing %d surplus node(s): %s" % (len(surplus), ", ".join(surplus)))
+    # Nodes on the image that this upgrade did not create: capacity, never a heir (issue 25).
+    foreign = [f["name"] for f in facts.get("foreign") or []]
+    if foreign:
+        parts.append("%s run%s the target image but this upgrade did not create %s: left alone" % (
+            ", ".join(foreign[:5]) + (" and %d more" % (len(foreign) - 5) if len(foreign) > 5 else ""),
+            "s" if len(foreign) == 1 else "", "it" if len(foreign) == 1 else "them"))
     waits = ["%s: %s" % (b.get("group", "?").rsplit("/", 1)[-1], b.get("reason")) for b in
              plan.get("create_blocked") or []]
     if waits:

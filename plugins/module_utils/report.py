@@ -59,6 +59,8 @@ def merge(journal, record):
     instances_removed: {provider_id: {group, reason}} (instances deleted without ever being a node);
     instances_created: {provider_id: {group, created}} (instances this upgrade created; first record kept);
     start_counts: {group: nodes} (how many nodes each group had before this upgrade created any; first kept);
+    create_intents: {key: {group, at, count, settled}} (creations about to be made, written before each create
+    call; `settled` after it, with how many it made; each field's first record kept);
     attempts: {attempt ID: {started, passes, outcome (done or failed), ended}} (passes: the largest seen;
     started: the first; outcome and ended: the last given);
     gate_due (a health gate is due: the next run runs it first), gate_owed (a replacement finished since the last
@@ -143,6 +145,13 @@ def merge(journal, record):
             for ident, value in seen.items():
                 if ident and value is not None:
                     known.setdefault(ident, value)
+    # The creations this upgrade was about to make, written before each create call and settled after it with how
+    # many it made: each field's first record wins too.
+    for ident, value in (record.get("create_intents") or {}).items():
+        if ident and isinstance(value, dict):
+            known = journal.setdefault("create_intents", {}).setdefault(ident, {})
+            for field, seen in value.items():
+                known.setdefault(field, seen)
     return journal
 
 

@@ -17,16 +17,16 @@ Beyond that, for the world property tests (test_executor_worlds.py), the world c
                     tick or two, then NotReady, then the instance goes, and with `autoheal` the group creates a
                     replacement: a foreign node), blip() (a Node NotReady for some ticks); both are recorded in
                     `losses`, which active_losses() counts for the capacity invariant;
-  the journal:      record() merges what the executor journals (record_created) first-write-wins per key, and
-                    resume_settings() builds a resumed run's Settings from it;
-  action hooks:     `before` (kind, item, detail) and `after` (kind, item) callables, around every mutating action
-                    of the ports (after the kill gate, so a killed action is not seen as done).
+  the journal:      `records`, where every executor's record_created writes (report.merge) and from which every
+                    executor's Settings are read (a resumed run);
+  action hooks:     `before` (kind, item, detail) and `after` (kind, item) callables around every mutating action
+                    of the ports: before runs ahead of the kill gate (an attempted step is checked), after once
+                    the step is done.
 """
 
 import copy
-import inspect
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, facts_views
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, facts_views, report
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CREATING, DELETING, RUNNING, Group, Instance)
 
@@ -57,12 +57,6 @@ class Killed(Exception):
     """The run was killed at this moment (the property tests' random interruptions)."""
 
 
-# What the journal records, as the executor writes it through record_created, and the Settings argument that
-# a resumed run reads each from (intents: once the executor has it).
-JOURNAL_SETTINGS = (("instances_created", "created"), ("start_counts", "start_counts"),
-                    ("removed_first", "removed_first"), ("refills", "refills"), ("create_intents", "intents"))
-
-
 class World:
     def __init__(self, groups, prefix=core.DEFAULT_PREFIX):
         self.prefix = prefix
@@ -77,7 +71,10 @@ class World:
         self.journal = []
         # See the module docstring: all of this stays idle unless a test uses it.
         self.created_ids = set()      # providerIDs (lower case) of the instances the executor created
-        self.records = {}             # the journal's records (record_created), merged first-write-wins
+        # What a run records at once in its journal ConfigMap (instances_created, start_counts, create_intents,
+        # removed_first, refills), merged as the journal merges it: every executor of this world reads it back, as
+        # a resumed run does.
+        self.records = report.new_journal(NEW, None)
         self.members = {}             # etcd member name -> dict(node, ip, healthy)
         self.linger = None            # callable() -> ticks a deleted instance stays listed DELETING
         self.leaving = {}             # providerID (lower case) -> ticks left listed DELETING
@@ -95,9 +92,10 @@ class World:
         self.ips += 1
         return "10.1.%d.%d" % (self.ips // 250, self.ips % 250 + 1)
 
-    def add_node(self, name, group_id, image, control_plane=False, ready=True, cached=True, annotations=None, labels=None):
+    def add_node(self, name, group_id, image, control_plane=False, ready=True, cached=True, annotations=None, labels=None,
+                 ip=None):
         node = make_node(name, group_id if cached else None, image if cached else None, control_plane, ready,
-                         annotations, labels, self.prefix, ip=self.next_ip())
+                         annotations, labels, self.prefix, ip or self.next_ip())
         self.nodes[name] = node
         self.instances[group_id].append(Instance(provider_id=node["spec"]["providerID"], node_name=name,
                                                  group_id=group_id, image=image, state=RUNNING,
@@ -128,8 +126,9 @@ class World:
     def executor(self, options, take=None, etcd_delegated=False, etcd_health=False, journaled=False, **settings):
         """The production executor (module_utils/executor.py) wired to this world. `take(kind, item)`
         returning False kills the run at that moment (the step does not happen, nor anything after it).
-        etcd_health: give the executor the etcd health port (where it takes one). journaled: its record_created
-        writes to this world's journal (`records`), each record after a kill gate of kind "record"."""
+        Every executor reads the world's journal (`records`) back as a resumed run does, and its record_created
+        merges into it as the journal does (report.merge). etcd_health: give the executor the etcd health port.
+        journaled: each record is written after a kill gate of kind "record" (a kill between a create and its record)."""
         take = take or (lambda kind, item: True)
         world = self
 
@@ -214,33 +213,22 @@ class World:
             return outcome
 
         self.journal = []
-        ports = {}
-        if etcd_health and "etcd_health" in inspect.signature(executor.Executor.__init__).parameters:
-            ports["etcd_health"] = self.etcd_health
-        ex = executor.Executor(executor.Settings(options, **settings), Kube(), Cloud(),
+        recorded = dict(created=self.records.get("instances_created"), start_counts=self.records.get("start_counts"),
+                        removed_first=self.records.get("removed_first"), refills=self.records.get("refills"),
+                        intents=self.records.get("create_intents"))
+        ex = executor.Executor(executor.Settings(options, **dict(recorded, **settings)), Kube(), Cloud(),
                                etcd=None if etcd_delegated else etcd, journal=self.journal.append,
-                               clock=lambda: world.now, sleep=world.tick, **ports)
-        if journaled:
-            def record_created(record):
+                               clock=lambda: world.now, sleep=world.tick,
+                               etcd_health=self.etcd_health if etcd_health else None)
+
+        def record_created(record):
+            if journaled:
                 world.gate(take, "record", ",".join(sorted(record)), record)
-                world.record(record)
+            report.merge(world.records, copy.deepcopy(record))
+            if journaled:
                 world.acted("record", ",".join(sorted(record)))
-            ex.record_created = record_created
+        ex.record_created = record_created
         return ex
-
-    # -- the journal, as a real run would read it back -------------------------------------------------
-    def record(self, record):
-        """Merge one record_created record into the journal: first write wins, per key of each map."""
-        for key, values in (record or {}).items():
-            if isinstance(values, dict):
-                known = self.records.setdefault(key, {})
-                for ident, value in values.items():
-                    known.setdefault(ident, copy.deepcopy(value))
-
-    def resume_settings(self):
-        """The Settings arguments of a run resumed from this journal (only those the executor takes)."""
-        accepted = inspect.signature(executor.Settings.__init__).parameters
-        return {arg: copy.deepcopy(self.records.get(key) or {}) for key, arg in JOURNAL_SETTINGS if arg in accepted}
 
     def apply(self, result, take=None, **settings):
         """Carry out one plan (from self.plan) with the executor; a kill (take returning False) ends it."""
@@ -391,7 +379,7 @@ class World:
         self.etcd_removed.add(item["name"])
         return None
 
-    def etcd_health(self):
+    def etcd_health(self, endpoints=None):
         """The executor's etcd health port: one problem per unhealthy member."""
         return [dict(member=m, node_ip=v["ip"], message="member %s is unhealthy" % m)
                 for m, v in sorted(self.members.items()) if not v["healthy"]]

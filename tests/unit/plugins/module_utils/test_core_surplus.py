@@ -146,7 +146,10 @@ def run_with_duplicate_creation(resume_with_record):
     ex = w.executor(OPTS)
     ex.record_created = records.append
     ex.run_pass()
-    assert len(records) == 1 and records[0]["start_counts"] == {"G1": 3, "G2": 1}
+    # The intent goes first, with the start counts; then the instance, naming the intent it settles.
+    intent, made = records
+    assert intent["start_counts"] == {"G1": 3, "G2": 1} and [i["count"] for i in intent["create_intents"].values()] == [1]
+    assert [e["intent"] for e in made["instances_created"].values()] == list(intent["create_intents"])
     created, _refused = ex.cloud.create("G1", 1)
     ex._record_created(created, ex.read()[0])
     assert len(ex.settings.created) == 2 and ex.settings.start_counts == {"G1": 3, "G2": 1}
@@ -168,8 +171,10 @@ def test_the_executor_records_what_it_creates_and_a_resumed_run_removes_its_surp
 
 
 def test_without_the_record_the_surplus_stays():
+    """Neither unrecorded instance serves as a heir (nothing proves it ours): the resumed run creates, records and
+    pairs its own, and both unrecorded ones are kept (capacity, never removed)."""
     w = run_with_duplicate_creation(resume_with_record=False)
-    assert len(w.instances["G1"]) == 4
+    assert sorted(i.node_name for i in w.instances["G1"]) == ["b", "c", "n1", "n2", "n3"]   # a was the outdated one
 
 
 def test_the_progress_line_names_the_surplus_it_removes_and_the_slice_follows_the_mark_at_once():

@@ -3,13 +3,14 @@ group lends capacity instead. The budget part of the planner and the executor's 
 Ready nodes never below the start minus max_unavailable, never more instances than the start plus the surge, the
 control plane never delete-first, and a run killed at any moment resumes to the start count."""
 
+import copy
 import dataclasses
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, validate
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, report, validate
 
 from core_world import NEW, OLD, Killed, World, group
 
@@ -129,9 +130,9 @@ def run(w, options, start=3, surge=0, take=None, executor=None, journal=None, pa
                                 created=dict(journal.get("instances_created") or {}),
                                 start_counts=dict(journal.get("start_counts") or {}),
                                 removed_first=dict(journal.get("removed_first") or {}),
-                                refills=dict(journal.get("refills") or {}))
-    ex.record_created = lambda record: [journal.setdefault(k, {}).update(
-        {i: v for i, v in record[k].items() if i not in journal.get(k, {})}) for k in record]
+                                refills=dict(journal.get("refills") or {}),
+                                intents=dict(journal.get("create_intents") or {}))
+    ex.record_created = lambda record: report.merge(journal, copy.deepcopy(record))
     limit = core.unavailable_limit(options.max_unavailable, start)
 
     def guard(kind, item):

@@ -1,0 +1,188 @@
+"""Issue 25 in the planner: capacity is never traded for a guess. With a journal, only an instance this upgrade
+created (recorded, or accounted for by a create intent whose record a kill cut off) becomes a heir or surplus;
+any other node on the image is capacity, named and left alone. A group is done only when it holds its start count
+of Ready nodes on the image, no refill is owed and nothing is still being deleted. No control-plane heir while etcd
+or a control-plane Node is unhealthy; a heir counts only while its instance runs; no worker moves while the control
+plane is replaced; the donor most in need goes first."""
+
+import dataclasses
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, progress
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
+    DELETING, RUNNING, STOPPED)
+
+from core_world import NEW, OLD, World, group
+
+P = core.DEFAULT_PREFIX + "/"
+
+
+def opts(**kw):
+    return core.Options(image=NEW.lower(), **kw)
+
+
+def created(*names, group_id="G1", at="2026-12-01T00:00:00Z"):
+    return {"gce://p/z/" + n: {"group": group_id, "created": at} for n in names}
+
+
+def workers(outdated=("w0", "w1"), fresh=("f",)):
+    w = World([group("G1", image=NEW)])
+    for name in outdated:
+        w.add_node(name, "G1", OLD)
+    for name in fresh:
+        w.add_node(name, "G1", NEW, cached=False)   # joined since, never seen by this collection
+    return w
+
+
+def pairs(result):
+    return [(p["heir"], p["donor"]) for p in result["plan"]["pairs"]]
+
+
+def test_a_fresh_node_on_the_image_that_the_journal_does_not_record_is_never_a_heir():
+    w = workers()
+    result = w.plan(opts(), created={}, start_counts={"G1": 3})
+    assert pairs(result) == [] and result["plan"]["obsolete"] == []
+    assert [f["name"] for f in result["foreign"]] == ["f"]
+    # It is capacity: the group still gets heirs of its own for both outdated nodes (surge 1: one now).
+    assert result["plan"]["create"] == [dict(group="G1", count=1, role="worker")]
+    line = progress.progress_line(result, 2)
+    assert "f runs the target image but this upgrade did not create it: left alone" in line, line
+    # The same node, recorded as this upgrade's, is a heir; without any journal (a module on its own), the older rule.
+    assert pairs(w.plan(opts(), created=created("f"), start_counts={"G1": 3})) == [("f", "w0")]
+    assert pairs(w.plan(opts())) == [("f", "w0")]
+
+
+def test_a_pair_written_onto_a_node_this_upgrade_did_not_create_is_broken():
+    w = workers(fresh=())
+    w.add_node("f", "G1", NEW, annotations={P + "donor": "w0", P + "phase": "heir"})
+    w.nodes["w0"]["metadata"]["annotations"][P + "heir"] = "f"
+    result = w.plan(opts(), created={}, start_counts={"G1": 3})
+    assert {r["name"]: r["action"] for r in result["plan"]["repairs"]} == {"f": "unpair", "w0": "unpair"}
+    assert result["plan"]["drain"] == []
+
+
+def test_a_create_cut_off_before_its_record_is_recognised_by_its_intent_and_recorded():
+    w = workers()
+    inst = w.instances["G1"][-1]
+    intent = {"G1@x": {"group": "G1", "at": core.format_time(w.now - 120), "count": 1}}
+    # Created after the intent: this upgrade's own, paired, and recorded by the plan.
+    w.instances["G1"][-1] = dataclasses.replace(inst, created_at=w.now - 100)
+    result = w.plan(opts(), created={}, start_counts={"G1": 3}, intents=intent)
+    assert pairs(result) == [("f", "w0")] and result["foreign"] == []
+    assert result["plan"]["record_created"] == {"gce://p/z/f": {"group": "G1", "created": core.format_time(w.now - 100),
+                                                                "intent": "G1@x"}}
+    # Created before it, or once the intent is settled by a record of what the call made: not ours.
+    w.instances["G1"][-1] = dataclasses.replace(inst, created_at=w.now - 130)
+    assert pairs(w.plan(opts(), created={}, start_counts={"G1": 3}, intents=intent)) == []
+    w.instances["G1"][-1] = dataclasses.replace(inst, created_at=w.now - 100)
+    settled = {"G1@x": dict(intent["G1@x"], settled=0)}
+    assert pairs(w.plan(opts(), created={}, start_counts={"G1": 3}, intents=settled)) == []
+    # Past the window after the intent, nothing is taken for its instance either.
+    w.instances["G1"][-1] = dataclasses.replace(inst, created_at=w.now - 120 + core.INTENT_WINDOW + 1)
+    assert pairs(w.plan(opts(), created={}, start_counts={"G1": 3}, intents=intent)) == []
+
+
+def test_a_forged_obsolete_mark_without_the_journal_removes_nothing():
+    w = workers(outdated=(), fresh=())
+    w.add_node("u", "G1", NEW, annotations={P + "obsolete": "true",
+                                            P + "phase-history": "obsolete@" + core.format_time(w.now - 60)})
+    w.add_node("v", "G1", NEW)
+    result = w.plan(opts(), created={}, start_counts={"G1": 2})
+    assert result["plan"]["drain"] == [] and result["plan"]["delete_nodes"] == []
+    assert [p["code"] for p in result["problems"] if p["node"] == "u"] == ["obsolete_not_proven"]
+    # Recorded as created by this upgrade, the same mark is followed.
+    result = w.plan(opts(), created=created("u"), start_counts={"G1": 1})
+    assert [d["name"] for d in result["plan"]["drain"]] == ["u"]
+
+
+def test_a_deletion_the_cloud_still_lists_leaves_a_refill_owed_and_the_run_not_done():
+    """Group of 2 at the start, max_unavailable 1, no surge room: w0 was removed delete-first and its instance is
+    still deleting; the refill is owed (not created while the slot is held) and the run is not done."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("n1", "G1", NEW)
+    w.instances["G1"].append(dataclasses.replace(w.instances["G1"][0], provider_id="gce://p/z/w0", node_name="w0",
+                                                 name="w0", state=DELETING))
+    removed = {"w0": dict(group="G1", since=core.format_time(w.now - 30), labels={}, taints=[])}
+    result = w.plan(opts(no_surge=True, max_unavailable=1), created={}, start_counts={"G1": 2}, removed_first=removed)
+    assert result["plan"]["create"] == [] and not result["done"]
+    assert "1 refill(s) owed" in result["plan"]["create_blocked"][0]["reason"]
+    # Gone from the cloud: the refill is created.
+    w.instances["G1"].pop()
+    result = w.plan(opts(no_surge=True, max_unavailable=1), created={}, start_counts={"G1": 2}, removed_first=removed)
+    assert result["plan"]["create"] == [dict(group="G1", count=1, role="worker")] and not result["done"]
+
+
+def test_a_group_short_of_its_start_count_is_not_done():
+    w = workers(outdated=(), fresh=("a",))
+    result = w.plan(opts(), created={}, start_counts={"G1": 2})
+    assert not result["done"]
+    assert "1 Ready node(s) on the image, fewer than the 2" in result["plan"]["create_blocked"][0]["reason"]
+    assert w.plan(opts(), created={}, start_counts={"G1": 1})["done"]
+
+
+def control_plane(ready=True):
+    w = World([group("CP", role="control-plane", image=NEW), group("G1", image=NEW)])
+    for number in range(3):
+        w.add_node("cp%d" % number, "CP", OLD, control_plane=True, ready=ready or number != 2,
+                   ip="10.0.1.%d" % number)
+    w.add_node("w0", "G1", OLD)
+    return w
+
+
+def test_no_control_plane_heir_while_a_member_or_a_control_plane_node_is_unhealthy():
+    w = control_plane()
+    assert w.plan(opts(), created={}, control_plane_health=[])["plan"]["create"][0]["group"] == "CP"
+    sick = [dict(member="cp1 (8e9e05c52164694d)", node_ip="10.0.1.1", message="unreachable: connection refused")]
+    result = w.plan(opts(), created={}, control_plane_health=sick)
+    assert result["plan"]["create"] == []
+    reason = result["plan"]["create_blocked"][0]["reason"]
+    assert "etcd member cp1 (8e9e05c52164694d): unreachable: connection refused" in reason, reason
+    reason = control_plane(ready=False).plan(opts(), created={})["plan"]["create_blocked"][0]["reason"]
+    assert "control-plane node cp2 is not Ready" in reason, reason
+
+
+def test_the_donor_most_in_need_is_paired_first():
+    w = control_plane(ready=False)
+    w.add_node("h", "CP", NEW, control_plane=True, cached=False)
+    assert pairs(w.plan(opts(), created=created("h", group_id="CP"))) == [("h", "cp2")]
+    w = control_plane()
+    w.add_node("h", "CP", NEW, control_plane=True, cached=False)
+    sick = [dict(member="cp1", node_ip="10.0.1.1", message="unhealthy")]
+    assert pairs(w.plan(opts(), created=created("h", group_id="CP"), control_plane_health=sick)) == [("h", "cp1")]
+    # Otherwise the oldest instance.
+    w = workers(fresh=("f",))
+    for inst, age in zip(w.instances["G1"], (100, 900, 0)):
+        inst.created_at = w.now - age
+    assert pairs(w.plan(opts(), created=created("f"))) == [("f", "w1")]
+
+
+def test_no_worker_is_paired_or_drained_while_the_control_plane_is_replaced():
+    w = control_plane()
+    w.add_node("f", "G1", NEW, cached=False)
+    result = w.plan(opts(), created=created("f"))
+    assert pairs(result) == [] and result["budget"]["control_plane_first"]
+    # A worker pair formed earlier waits too, Ready heir or not.
+    w.nodes["w0"]["metadata"]["annotations"].update({P + "heir": "f", P + "phase": "paired"})
+    w.nodes["f"]["metadata"]["annotations"].update({P + "donor": "w0", P + "phase": "heir"})
+    result = w.plan(opts(), created=created("f"))
+    assert result["plan"]["drain"] == []
+    assert [x["reason"] for x in result["plan"]["waiting_for_heir"]] == ["waiting for the control plane to be replaced first"]
+
+
+def test_a_heir_whose_instance_is_not_running_serves_no_donor():
+    w = workers(outdated=("w0",), fresh=())
+    w.add_node("h", "G1", NEW, annotations={P + "donor": "w0", P + "phase": "heir"})
+    w.nodes["w0"]["metadata"]["annotations"].update({P + "heir": "h", P + "phase": "paired"})
+    assert [d["name"] for d in w.plan(opts(), created=created("h"))["plan"]["drain"]] == ["w0"]
+    heir = next(i for i in w.instances["G1"] if i.node_name == "h")
+    for state in (DELETING, STOPPED):
+        heir.state = state
+        result = w.plan(opts(), created=created("h"))
+        assert result["plan"]["drain"] == [] and {r["name"] for r in result["plan"]["repairs"]} == {"h", "w0"}
+    # Starting (listed, not yet running): the donor waits.
+    heir.state = "creating"
+    result = w.plan(opts(), created=created("h"))
+    assert result["plan"]["drain"] == [] and result["plan"]["waiting_for_heir"][0]["name"] == "w0"
+    heir.state = RUNNING
+    problems = core.check_drain(w.nodes["w0"], w.nodes["h"], NEW, core.CloudView(
+        [dataclasses.replace(i, state=STOPPED) if i.node_name == "h" else i for i in w.instances["G1"]]))
+    assert "heir_not_running" in [p["code"] for p in problems]
