@@ -22,10 +22,10 @@ The worlds (Scenario, drawn by `scenarios`; core_world.World holds them):
   unavailable: (unavailable=True) max_unavailable 1 or 50% besides max_surge (delete-first in worker groups);
   kills:       (kills=True) the run dies before a random step (kill rate up to 6%, at most 3 kills); a kill may fall
                between the cloud's create and its journal record.
-The journal: World.records, merged first-write-wins per key from the executor's record_created (instances_created,
-start_counts, removed_first, refills, create_intents); a resumed executor's Settings come from it
-(World.resume_settings: intents only where the executor takes it). A new executor also starts at random "slice
-ends" without a kill. Where the executor takes an etcd health port, it gets World.etcd_health.
+The journal: World.records, where the executor's record_created writes as the journal merges (report.merge: first
+record wins, per key; per field for create_intents); every executor's Settings come from it, as a resumed run's do
+(created, start_counts, removed_first, refills, intents). A new executor also starts at random "slice ends" without
+a kill. Every executor gets World.etcd_health as its etcd health port.
 
 Checked at every step (Watch):
   capacity:   per group, Ready schedulable Nodes >= the start count - max_unavailable's allowance (worker groups)
@@ -89,6 +89,7 @@ class Scenario:
     events: tuple = ()
     kill_rate: float = 0.0
     max_kills: int = 0
+    kill_at: tuple = ()          # (kind, n): the run dies before the n-th step of that kind (an example's kill)
     cached: bool = True
     seed: int = 0
 
@@ -292,12 +293,16 @@ class Run:
         self.pending = list(scenario.events)
         self.permanent = []            # the permanent faults that happened
         self.kills, self.executors, self.passes = 0, 0, 0
-        self.seen = {}
+        self.seen, self.steps = {}, {}
+        self.joined = []               # the instances someone else scaled the groups up with
         self.result = self.facts = None
         self.due()                     # the events of tick 0 happen before the first pass
 
     def take(self, kind, item):
         """Whether the step happens: a pure function of the step (the groups' images are set in threads)."""
+        self.steps[kind] = self.steps.get(kind, 0) + 1
+        if (kind, self.steps[kind]) in self.sc.kill_at:
+            return False
         if self.kills >= self.sc.max_kills or not self.sc.kill_rate:
             return True
         key = (self.executors, kind, str(item))
@@ -307,7 +312,7 @@ class Run:
 
     def executor(self):
         self.executors += 1
-        return self.w.executor(self.options, self.take, etcd_health=True, journaled=True, **self.w.resume_settings())
+        return self.w.executor(self.options, self.take, etcd_health=True, journaled=True)
 
     def bound(self):
         nodes = sum(old + foreign for _role, old, foreign in self.sc.groups)
@@ -394,6 +399,7 @@ class Run:
         if what == "foreign joins":
             gid = sorted(w.groups)[which % len(w.groups)]
             name = w.scale_up(gid)
+            self.joined.append(name)
             self.watch.log.append("%s joins %s (someone else scaled it up)" % (name, gid))
             return True
         if what == "hiccup":
@@ -569,10 +575,35 @@ def test_a_forged_obsolete_mark_on_an_up_to_date_node_without_a_journal_removes_
         assert len(whole(run, "W0", 2)) == 2 and "w0-o0" not in run.w.nodes
 
 
+def test_a_create_intent_cut_off_before_the_call_claims_no_foreign_node_that_joins_later():
+    # W0: one old worker. The first run records its intent to create a heir and dies before the create call; a tick
+    # later someone else's instance joins the group (on the target image by then). Nothing proves it ours.
+    run = upgrade(Scenario(groups=(("worker", 1, 0),), events=((1, "foreign joins", 0),), kill_at=(("create", 1),)))
+    assert run.result is not None and run.kills == 1
+    (joined,) = run.joined
+    untouched(run, joined)
+    names = whole(run, "W0", 2)
+    assert ours(run) == sorted(set(names) - {joined}) and "w0-o0" not in run.w.nodes
+
+
+def test_someone_elses_instance_not_registered_yet_is_replaced_not_deleted_as_an_orphan():
+    # CP: one old node; W1: one old worker. Before the first pass someone scales W1 up (on the old image: the group
+    # is not pointed at the target yet); its instance runs a tick before its Node registers. No worker is acted on
+    # while the control plane is replaced, and that worker, once joined, is an outdated node like any other.
+    run = upgrade(Scenario(groups=((CP, 1, 0), ("worker", 1, 0)), events=((0, "foreign joins", 1),)))
+    assert run.result is not None
+    (joined,) = run.joined
+    assert joined in run.w.drained, "%s was deleted without being drained" % joined
+    whole(run, "CP", 1)
+    assert len(whole(run, "W1", 2)) == 2
+
+
 def test_the_planner_names_the_foreign_nodes():
-    """The planner's result has `foreign`: the nodes on the target image this upgrade did not create."""
-    w = Scenario(groups=((CP, 1, 1), ("worker", 1, 1))).build()
-    facts = w.plan(core.Options(image=TARGET))
-    assert "foreign" in facts, sorted(facts)
-    named = sorted(f if isinstance(f, str) else f.get("name") for f in facts["foreign"])
-    assert named == ["cp-f0", "w1-f0"]
+    """The planner's result has `foreign`: the nodes on the target image this upgrade did not create (named where they
+    could have been taken for heirs: in a group with outdated nodes, a worker group once the control plane is done)."""
+    for groups, expected in ((((CP, 1, 1),), ["cp-f0"]), ((("worker", 1, 1),), ["w0-f0"])):
+        w = Scenario(groups=groups).build()
+        facts = w.plan(core.Options(image=TARGET), created={})    # a journal that records nothing yet
+        assert "foreign" in facts, sorted(facts)
+        assert sorted(f if isinstance(f, str) else f.get("name") for f in facts["foreign"]) == expected
+        assert not facts["plan"]["pairs"]
