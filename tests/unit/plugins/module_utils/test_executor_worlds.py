@@ -117,7 +117,8 @@ EVENT_TICKS = st.integers(0, 14)
 
 
 @st.composite
-def scenarios(draw, foreign=False, linger=False, members=False, heirs=False, unavailable=False, kills=False):
+def scenarios(draw, foreign=False, linger=False, members=False, heirs=False, unavailable=False, kills=False,
+              scale_ups_from=0):
     groups = []
     if draw(st.booleans()):
         old = draw(st.integers(1, 3))
@@ -127,7 +128,7 @@ def scenarios(draw, foreign=False, linger=False, members=False, heirs=False, una
     events = []
     if foreign:
         for _number in range(draw(st.integers(0, 1))):
-            events.append((draw(EVENT_TICKS), "foreign joins", draw(st.integers(0, 2))))
+            events.append((draw(st.integers(scale_ups_from, 14)), "foreign joins", draw(st.integers(0, 2))))
     if members:
         for _number in range(draw(st.integers(0, 2))):
             events.append((draw(EVENT_TICKS), "unhealthy", draw(st.integers(0, 5)),
@@ -427,50 +428,57 @@ def upgrade(scenario, live=True):
 
 # -- the properties, one class of worlds each, and all at once ----------------------------------------------------
 
-@examples(100)
+@examples(120)
 @given(scenarios())
 def test_clean_worlds_finish_with_every_invariant(scenario):
     """No foreign node, no fault, no kill: the harness itself (and the executor's plain path)."""
     upgrade(scenario)
 
 
-@examples(100)
+@examples(120)
 @given(scenarios(foreign=True))
 def test_foreign_nodes_are_capacity_never_heirs_nor_removed(scenario):
     upgrade(scenario)
 
 
-@examples(100)
+@examples(120)
 @given(scenarios(linger=True))
 def test_lingering_deletions_keep_capacity_and_done_waits_for_them(scenario):
     upgrade(scenario)
 
 
-@examples(100)
+@examples(120)
 @given(scenarios(unavailable=True))
 def test_max_unavailable_lowers_a_worker_group_by_at_most_its_allowance_and_refills_it(scenario):
     upgrade(scenario)
 
 
-@examples(100)
+@examples(120)
 @given(scenarios(members=True))
 def test_no_control_plane_heir_while_etcd_or_the_control_plane_is_unhealthy(scenario):
     upgrade(scenario)
 
 
-@examples(100)
+@examples(120)
 @given(scenarios(heirs=True))
 def test_a_heir_that_dies_after_joining_never_lets_its_donor_go(scenario):
     upgrade(scenario)
 
 
-@examples(100)
+@examples(120)
 @given(scenarios(kills=True))
 def test_killed_runs_resumed_from_the_journal_keep_every_invariant_and_finish(scenario):
     upgrade(scenario)
 
 
-@examples(200)
+@examples(120)
+@given(scenarios(foreign=True, kills=True, scale_ups_from=2))
+def test_killed_runs_never_take_a_node_they_did_not_create_for_their_own(scenario):
+    """Kills with foreign nodes, and groups scaled up by someone else once they are on the target image."""
+    upgrade(scenario)
+
+
+@examples(300)
 @given(scenarios(foreign=True, linger=True, members=True, heirs=True, unavailable=True, kills=True))
 def test_every_invariant_at_every_step_on_any_world(scenario):
     upgrade(scenario)
