@@ -209,10 +209,11 @@ class Watch:
     # Before each action: is it allowed?
     def before(self, kind, item, detail):
         self.log.append("%s %s" % (kind, item))
+        self.where = "the attempt to %s %s" % (kind, item)
         if kind in ("drain", "delete-node"):
             self.acting_on(kind, item)
         if kind == "drain":
-            heir = self.w.nodes[item]["metadata"]["annotations"].get(P + "heir")
+            heir = (self.w.nodes.get(item) or {"metadata": {"annotations": {}}})["metadata"]["annotations"].get(P + "heir")
             inst = self.w.instance_of(heir) if heir else None
             if heir and (inst is None or inst.state != RUNNING):
                 self.fail("donor %s drained while the cloud lists its heir %s's instance as %s"
