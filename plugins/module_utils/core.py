@@ -956,7 +956,9 @@ class _Planner:
                                          reason="its instance is not running" if self.ours(h) else
                                          "this upgrade did not create it"))
             elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
-                continue
+                sick = self.sick_instead(d)
+                if sick is not None:
+                    self.swap_donor(h, d, sick)
             elif (d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir)
                   and h.phase == PHASE_HEIR):
                 # Only a heir this collection wrote (phase heir, written with the donor annotation, heir first)
@@ -992,6 +994,31 @@ class _Planner:
                 # The phase stays: a drained node that is outdated again must be uncordoned (see `uncordon`).
                 self.patch(d.name, {keys.heir: None}, expect={keys.heir: d.info.annotations.get(keys.heir)})
                 self.repairs.append(dict(name=d.name, action="unpair", heir=d.info.annotations.get(keys.heir)))
+
+    def sick_instead(self, d):
+        """For a control-plane donor whose own etcd member is healthy while that of another outdated control-plane node
+        of its group is not (etcd then refuses the donor's removal, to keep quorum), that other node: its heir replaces
+        it first. None when there is no such node or the donor's member may be gone already."""
+        if not d.info.control_plane or not self.health or self.unhealthy_member(d) is not None \
+                or d.phase not in ("", PHASE_PAIRED, PHASE_DRAINING, PHASE_DRAINED):
+            return None
+        return next((u for u in self.valid if u.category == OUTDATED and u.info.control_plane and same(u.group_id, d.group_id)
+                     and self.unhealthy_member(u) is not None and not u.info.annotations.get(self.keys.heir)
+                     and not u.info.annotations.get(self.keys.donor)), None)
+
+    def swap_donor(self, h, d, sick):
+        """Heir `h` replaces `sick` instead of `d`, which is given back (uncordoned if it was drained). Written heir
+        first: a kill after that leaves `d` a dangling half, unpaired next pass, and `sick` a half pair completed."""
+        keys, problem = self.keys, self.unhealthy_member(sick)
+        self.patch(h.name, {keys.donor: sick.name}, expect={keys.donor: d.name})
+        self.patch(d.name, {keys.heir: None}, expect={keys.heir: h.name})
+        self.patch(sick.name, self._pair_annotations(keys.heir, h.name, PHASE_PAIRED), expect={keys.heir: None})
+        d.category, d.partner = OUTDATED, None
+        sick.category, sick.partner, sick.paired_now, sick.phase = DONOR, h.name, True, PHASE_PAIRED
+        h.partner = sick.name
+        self.repairs.append(dict(name=h.name, action="swap", donor=sick.name, instead_of=d.name, reason=(
+            "the etcd member of %s is unhealthy (%s), so etcd would refuse to remove the member of %s: %s is replaced "
+            "first" % (sick.name, problem.get("message") or "unhealthy", d.name, sick.name))))
 
     def _pair_annotations(self, key, partner, phase):
         """One half of a new pair: the partner's name, the phase and a fresh phase trail."""
@@ -1029,7 +1056,7 @@ class _Planner:
                     d = free_outdated.pop(0)
                     d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
                     s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
-                    self.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id))
+                    self.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id, reason=self.donor_reason(d)))
                     heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR),
                                             **{keys.started_at: stamp})
                     self.patch(s.name, dict(s.cache, **heir_annotations), expect={keys.donor: None})
@@ -1066,6 +1093,15 @@ class _Planner:
         """The control plane's named etcd problem on `state`'s member (matched by its InternalIP), or None."""
         ips = set(state.info.internal_ips)
         return next((p for p in self.health or [] if p.get("node_ip") and p["node_ip"] in ips), None)
+
+    def donor_reason(self, state):
+        """Why `state` is the donor chosen now (the order of donor_order), in words."""
+        problem = self.unhealthy_member(state)
+        if not state.info.ready:
+            return "it is not Ready"
+        if problem is not None:
+            return "its etcd member is unhealthy: %s" % (problem.get("message") or "unhealthy")
+        return "the oldest outdated node of its group"
 
     def donor_order(self, state):
         inst = self.instance_of(state)
@@ -1444,7 +1480,8 @@ class _Planner:
     def control_plane_problems(self):
         """What stops a control-plane heir now: an etcd problem the executor read (a member unhealthy, an alarm, a
         learner left over) and control-plane Nodes that serve but are not Ready."""
-        found = ["etcd member %s: %s" % (p.get("member") or p.get("node_ip") or "?", p.get("message") or "unhealthy")
+        found = [("etcd member %s: %s" % (p.get("member") or p.get("node_ip"), p.get("message") or "unhealthy"))
+                 if p.get("member") or p.get("node_ip") else (p.get("message") or "etcd is not healthy")
                  for p in self.health or []]
         found.extend("control-plane node %s is not Ready" % s.name for s in self.valid
                      if s.info.control_plane and not s.info.ready

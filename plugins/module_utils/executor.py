@@ -39,7 +39,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import math
 import time
 import uuid
 
@@ -402,19 +401,17 @@ class Executor:
         """Record, before the create call, that `item["count"]` instances are about to be created in its group: a
         kill after the cloud's create and before _record_created leaves instances that this record still proves
         ours (core.plan_upgrade `intents`). Returns the intent's key."""
-        now = self.clock()
-        key = "%s@%s#%s" % (item["group"], core.format_time(now), uuid.uuid4().hex[:6])
-        intent = {"group": item["group"], "at": core.format_time(math.floor(now)), "count": int(item["count"])}
-        self.settings.intents[key] = dict(intent)
+        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
+
+        record, keys = report.intent_record([item], self.clock())
+        self.settings.intents.update(record["create_intents"])
+        # The groups' counts before this upgrade created anything go with its first intent (first record wins).
+        record["start_counts"] = report.created_record([], facts.get("scaling_groups"), self.clock())["start_counts"]
+        for group_id, count in record["start_counts"].items():
+            self.settings.start_counts.setdefault(group_id, count)
         if self.record_created is not None:
-            # The groups' counts before this upgrade created anything go with its first intent (first record wins).
-            record = {"create_intents": {key: intent}, "start_counts": {
-                g["id"]: int(g["nodes_serving"]) for g in facts.get("scaling_groups") or []
-                if g.get("id") and isinstance(g.get("nodes_serving"), int) and g["id"] not in self.settings.start_counts}}
-            for group_id, count in record["start_counts"].items():
-                self.settings.start_counts.setdefault(group_id, count)
             self._timed("kube", self.record_created, record)
-        return key
+        return keys[item["group"]]
 
     def _record_created(self, created, facts, start_counts=None, delete_first=None, intent=None, recovered=None):
         """Record new instances as this upgrade's own at once (first record wins, as in the journal); with `intent`,
@@ -423,10 +420,8 @@ class Executor:
 
         record = report.created_record(created, facts.get("scaling_groups"), self.clock())
         if intent is not None:
-            for entry in record["instances_created"].values():
-                entry["intent"] = intent
-            record["create_intents"] = {intent: {"settled": len(created)}}
-            self.settings.intents.setdefault(intent, {})["settled"] = len(created)
+            record = report.settled_record(record, {self.settings.intents[intent]["group"]: intent})
+            self.settings.intents[intent].setdefault("settled", len(created))
         record["instances_created"].update(recovered or {})
         if start_counts is not None:
             record["start_counts"] = dict(start_counts)

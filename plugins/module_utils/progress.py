@@ -144,6 +144,10 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
     removed = {i["provider_id"]: {"group": i.get("group"), "reason": i.get("reason")}
                for i in (facts.get("plan") or {}).get("delete_instances") or [] if i.get("provider_id")}
     record = {"passes": int(pass_number or 0), "nodes": nodes, "instances_removed": removed}
+    # Instances a create intent accounts for whose own record a killed run never wrote: recorded now.
+    recovered = (facts.get("plan") or {}).get("record_created")
+    if recovered:
+        record["instances_created"] = dict(recovered)
     # Warnings as Events on the Nodes (upgrade_journal writes them; the journal does not keep them).
     warnings = events.pass_events(facts.get("problems"), drain_results, stamp)
     if warnings:

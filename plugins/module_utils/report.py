@@ -177,6 +177,37 @@ def created_record(instances, scaling_groups, now):
     return {"instances_created": created, "start_counts": counts}
 
 
+def intent_record(creations, now, tag=None):
+    """The record of creations about to be made, written before the create call ({create_intents: {key: {group, at,
+    count}}}), and {group: key}. `creations`: [{group, count}] as the plan's `create`; `at` is `now` rounded down to
+    the second (an instance the cloud creates after it is at or after `at`); the key is unique per call."""
+    import uuid
+
+    moment = datetime.datetime.fromtimestamp(int(now), datetime.timezone.utc)
+    tag = tag or uuid.uuid4().hex[:6]
+    intents, keys = {}, {}
+    for item in creations or []:
+        key = "%s@%s#%s" % (item["group"], iso(moment), tag)
+        intents[key] = {"group": item["group"], "at": iso(moment), "count": int(item["count"])}
+        keys[item["group"]] = key
+    return {"create_intents": intents}, keys
+
+
+def settled_record(record, intents):
+    """A created_record whose instances name the create intent of their group (`intents`: {group: intent key}),
+    with each of those intents settled by how many instances its group got."""
+    by_group = {str(group).lower(): key for group, key in (intents or {}).items() if key}
+    settled = {key: 0 for key in by_group.values()}
+    for entry in record["instances_created"].values():
+        key = by_group.get(str(entry.get("group")).lower())
+        if key:
+            entry["intent"] = key
+            settled[key] += 1
+    if settled:
+        record["create_intents"] = {key: {"settled": count} for key, count in settled.items()}
+    return record
+
+
 def _merge_counter(known, seen):
     if isinstance(seen, list) and (known is None or isinstance(known, list)):
         return sorted(set(known or []) | set(seen))

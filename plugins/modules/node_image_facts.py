@@ -276,11 +276,17 @@ plan:
       type: list
       elements: dict
     repairs:
-      description: Pair repairs (C(name), C(action) one of complete, unpair, promote, clear), done by node_pair.
+      description:
+        - Pair repairs (C(name), C(action) one of complete, unpair, promote, clear, swap), done by node_pair. An
+          C(unpair) of a heir says why in C(reason) when its instance is not running or this upgrade did not create
+          it. A C(swap) gives heir C(name) to C(donor) instead of C(instead_of), whose etcd removal the unhealthy
+          member of C(donor) would block (C(reason)).
       type: list
       elements: dict
     pairs:
-      description: New pairs (C(heir), C(donor), C(group)), written by node_pair.
+      description:
+        - New pairs (C(heir), C(donor), C(group)), written by node_pair, with C(reason), why that donor was chosen
+          (it is not Ready, its etcd member is unhealthy, or it is the oldest outdated node of its group).
       type: list
       elements: dict
     obsolete:
@@ -363,6 +369,12 @@ plan:
         - Which worker removed delete-first each node in RV(plan.refilled) replaces, to record in the journal
           (C(refills)) before its labels are copied.
       type: dict
+    record_created:
+      description:
+        - Instances a create intent of this upgrade accounts for whose record a killed run never wrote
+          (C(create_intents) in the journal), by providerID (C(group), C(created), C(intent)); the step engine records
+          them in the journal's C(instances_created).
+      type: dict
     refilled:
       description:
         - Nodes this upgrade created to refill a group after a delete-first removal that found no outdated node
@@ -389,7 +401,17 @@ plan:
     record_start_counts: {}
     record_removed_first: {}
     record_refills: {}
+    record_created: {}
     refilled: []
+foreign:
+  description:
+    - Nodes on the target image, in a group that still has outdated nodes, that the journal (O(journal)) does not
+      record as created by this upgrade (C(name), C(group), C(provider_id)). They are capacity and never become heirs,
+      surplus or donors. Empty without O(journal), where the older rule applies (a fresh node may become a heir).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: workers-0-pz96, group: projects/p/zones/z/instanceGroupManagers/workers-0, provider_id: "gce://p/z/workers-0-pz96"}]
 progress:
   description: Replacements in total, done, in flight (donors) and remaining, and the percentage done.
   returned: always

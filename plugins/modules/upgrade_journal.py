@@ -87,6 +87,16 @@ options:
       - Needs C(create), C(get) and C(patch) on C(events) in the C(default) namespace (the shipped RBAC grants them).
     type: bool
     default: true
+  intend:
+    description:
+      - Creations about to be made (C(group), C(count)), as the plan's RV(kubenodes.image_upgrade.node_image_facts#module:plan.create),
+        to record before the create call under C(create_intents) (the group, the moment and the count). A run killed
+        after the cloud's create and before O(created) is recorded still knows those instances as its own: the
+        planner takes an instance of that group that the cloud created after the intent, and that no record claims.
+      - The keys are returned in RV(intents), for O(created.intents).
+    type: list
+    elements: dict
+    default: []
   created:
     description:
       - Instances this upgrade just created, to record at once as its own (under C(instances_created), by providerID
@@ -107,6 +117,13 @@ options:
         type: list
         elements: dict
         default: []
+      intents:
+        description:
+          - The create intents these creations settle, by scaling group ID (the keys of C(create_intents) recorded
+            with O(record) before the create call). Each instance is recorded with its group's intent, and each
+            intent is settled with how many instances its group got, so that no other instance is taken for it.
+        type: dict
+        default: {}
   report_dir:
     description:
       - Directory (on the host running the module) for C(image-upgrade-report.json), C(.md) and C(.svg).
@@ -163,6 +180,11 @@ moved:
     family published into since the upgrade started), else null. The recorded target is kept.
   returned: when state is present
   type: str
+intents:
+  description: The create intents recorded for O(intend), by scaling group ID (empty without O(intend)).
+  returned: when state is present
+  type: dict
+  sample: {"projects/p/zones/z/instanceGroupManagers/workers": "projects/p/zones/z/instanceGroupManagers/workers@2026-12-04T18:00:00Z#3f2a1c"}
 events_written:
   description: How many Events (new or aggregated into one already there) were written on Nodes (O(events)).
   returned: with O(state=present) and O(events), when not in check mode
@@ -206,6 +228,7 @@ write_journal = store.write_journal
 def record(module, api_client):
     params = module.params
     where = "journal ConfigMap %s/%s" % (params["namespace"], params["name"])
+    intended, intents = report.intent_record(params["intend"], time.time()) if params["intend"] else ({}, {})
     for _attempt in range(3):
         config_map, journal = read_journal(api_client, params["name"], params["namespace"])
         before = copy.deepcopy(journal)
@@ -221,11 +244,13 @@ def record(module, api_client):
             journal = report.new_journal(params["image"], params["record"].get("started"))
         if decision["target_image"]:
             journal["target_image"] = decision["target_image"]
-        merged = report.merge(journal, params["record"])
+        merged = report.merge(report.merge(journal, params["record"]), intended)
         if params["created"]:
-            merged = report.merge(merged, report.created_record(
-                params["created"]["instances"], params["created"]["scaling_groups"], now=time.time()))
-        outcome = dict(target_image=decision["target_image"], resumed=decision["resumed"], moved=decision["moved"])
+            merged = report.merge(merged, report.settled_record(report.created_record(
+                params["created"]["instances"], params["created"]["scaling_groups"], now=time.time()),
+                params["created"]["intents"]))
+        outcome = dict(target_image=decision["target_image"], resumed=decision["resumed"], moved=decision["moved"],
+                       intents=intents)
         if merged == before:
             written = write_events(module, api_client, before, merged)
             # Only Events of this pass's problems were written: that is the change, if any.
@@ -305,8 +330,10 @@ ARGUMENT_SPEC = dict(
     record=dict(type="dict", default={}),
     events=dict(type="bool", default=True),
     report_dir=dict(type="path"),
+    intend=dict(type="list", elements="dict", default=[]),
     created=dict(type="dict", options=dict(instances=dict(type="list", elements="dict", default=[]),
-                                           scaling_groups=dict(type="list", elements="dict", default=[]))),
+                                           scaling_groups=dict(type="list", elements="dict", default=[]),
+                                           intents=dict(type="dict", default={}))),
 )
 VALIDATE = validate.checker(dict(name=validate.object_name, namespace=validate.namespace))
 

@@ -184,7 +184,7 @@ def test_new_node_is_paired_with_an_outdated_node_of_its_group_and_labels_copied
     w.add_node("old-2", "G2", OLD)
     _joined(w, "new-1", "G1")
     result = w.plan(opts())
-    assert result["plan"]["pairs"] == [{"heir": "new-1", "donor": "old-1", "group": "G1"}]
+    assert result["plan"]["pairs"] == [{"heir": "new-1", "donor": "old-1", "group": "G1", "reason": "the oldest outdated node of its group"}]
     assert names(result, core.NEW) == ["new-1"]
     assert result["plan"]["label_copies"] == [{"heir": "new-1", "donor": "old-1", "labels": {"team": "a"}, "taints": []}]
     heir_patch = result["node_patches"]["new-1"]["annotations"]

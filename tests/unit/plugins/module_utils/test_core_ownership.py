@@ -186,3 +186,23 @@ def test_a_heir_whose_instance_is_not_running_serves_no_donor():
     problems = core.check_drain(w.nodes["w0"], w.nodes["h"], NEW, core.CloudView(
         [dataclasses.replace(i, state=STOPPED) if i.node_name == "h" else i for i in w.instances["G1"]]))
     assert "heir_not_running" in [p["code"] for p in problems]
+
+
+def test_a_heir_replaces_first_the_member_whose_health_blocks_its_donors_removal():
+    w = control_plane()
+    w.add_node("h", "CP", NEW, control_plane=True, annotations={P + "donor": "cp0", P + "phase": "heir"})
+    w.nodes["cp0"]["metadata"]["annotations"][P + "heir"] = "h"
+    w.record_phase("cp0", core.PHASE_PAIRED)
+    w.record_phase("cp0", core.PHASE_DRAINED)
+    w.nodes["cp0"]["spec"]["unschedulable"] = True
+    sick = [dict(member="cp1 (1)", node_ip="10.0.1.1", message="unreachable: connection refused")]
+    result = w.plan(opts(), created=created("h", group_id="CP"), control_plane_health=sick)
+    (swap,) = [r for r in result["plan"]["repairs"] if r["action"] == "swap"]
+    assert (swap["name"], swap["donor"], swap["instead_of"]) == ("h", "cp1", "cp0")
+    assert "the etcd member of cp1 is unhealthy (unreachable: connection refused)" in swap["reason"]
+    patches = result["node_patches"]
+    assert patches["h"]["annotations"][P + "donor"] == "cp1" and patches["cp0"]["annotations"][P + "heir"] is None
+    assert patches["cp1"]["annotations"][P + "heir"] == "h" and result["plan"]["uncordon"] == ["cp0"]
+    # A healthy etcd, or a donor whose member is gone already, keeps the pair.
+    assert not [r for r in w.plan(opts(), created=created("h", group_id="CP"), control_plane_health=[])["plan"]["repairs"]
+                if r["action"] == "swap"]

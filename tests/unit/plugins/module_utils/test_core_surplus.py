@@ -84,7 +84,7 @@ def test_a_donor_that_needs_a_heir_gets_the_recorded_node_rather_than_a_new_inst
     # instead of standing for good while another instance is created.
     w = world(outdated=1)
     result = plan(w, created=created("x"), start_counts={"G1": 3})
-    assert result["plan"]["pairs"] == [dict(heir="x", donor="a", group="G1")]
+    assert result["plan"]["pairs"] == [dict(heir="x", donor="a", group="G1", reason="the oldest outdated node of its group")]
     assert result["plan"]["create"] == [] and result["plan"]["obsolete"] == []
     # Without the record, x is an ordinary node and a heir is created.
     result = plan(w)
@@ -231,3 +231,20 @@ def test_the_progress_line_names_the_kept_unproven_nodes():
     next(i for i in w.instances["G1"] if i.node_name == "x").created_at = w.now - 60
     line = progress.progress_line(plan(w, created={}, start_counts={"G1": 3}), pass_number=4)
     assert "kept, not provably ours: node x: scaling group G1 holds 4 nodes, 1 more than the 3" in line
+
+
+def test_an_intent_is_written_before_the_create_and_settled_with_what_it_made():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import Instance
+
+    intended, keys = report.intent_record([dict(group="G1", count=2), dict(group="G2", count=1)], 1_000_000.9, tag="t")
+    assert keys == {"G1": "G1@1970-01-12T13:46:40Z#t", "G2": "G2@1970-01-12T13:46:40Z#t"}
+    assert intended["create_intents"]["G1@1970-01-12T13:46:40Z#t"] == dict(group="G1", at="1970-01-12T13:46:40Z", count=2)
+    made = report.settled_record(report.created_record([Instance("gce://p/z/x", "x", "g1", NEW, created_at=1_000_001.0)],
+                                                       [], now=2_000_000.0), keys)
+    assert made["instances_created"]["gce://p/z/x"]["intent"] == keys["G1"]
+    assert made["create_intents"] == {keys["G1"]: {"settled": 1}, keys["G2"]: {"settled": 0}}
+    # The journal keeps each field's first record: the intent, then its settlement.
+    journal = report.merge(report.merge(report.new_journal("img", None), intended), made)
+    assert journal["create_intents"][keys["G1"]] == dict(group="G1", at="1970-01-12T13:46:40Z", count=2, settled=1)
+    assert report.merge(journal, {"create_intents": {keys["G1"]: {"settled": 5}}})["create_intents"][keys["G1"]]["settled"] == 1

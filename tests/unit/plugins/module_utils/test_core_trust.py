@@ -438,4 +438,4 @@ def test_an_outdated_node_with_a_stale_donor_annotation_is_paired_only_after_the
     assert {"name": "old", "action": "clear", "donor": "new"} in first["plan"]["repairs"]
     del w.nodes["old"]["metadata"]["annotations"][P + "donor"]           # the clear, written
     second = w.plan(opts())
-    assert second["plan"]["pairs"] == [{"heir": "new", "donor": "old", "group": "G1"}] and not second["problems"]
+    assert second["plan"]["pairs"] == [{"heir": "new", "donor": "old", "group": "G1", "reason": "the oldest outdated node of its group"}] and not second["problems"]

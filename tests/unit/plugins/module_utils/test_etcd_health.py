@@ -49,6 +49,23 @@ def test_an_unhealthy_member_and_an_unstarted_member_are_named():
     ]
 
 
+def test_member_problems_tie_each_problem_to_the_member_and_its_node_ip():
+    """What the step engine reads before each control-plane create (issue 25): per member, with the InternalIP of its
+    node (the host of its peer URL), also a learner left over; cluster-wide problems name no member."""
+    members = cluster(3) + [member(4, "cp-4", "https://10.0.0.4:2380", "https://10.0.0.4:2379", learner=True),
+                            member(10, "", "https://10.0.0.10:2380")]
+    health = healthy_probes(members[:4])
+    health["2"] = probe(members[1], reachable=False)
+    health["10"] = etcd.EtcdClient([]).probe(members[4])
+    found = etcd.member_problems(members, health, [{"memberID": "1", "alarm": "NOSPACE"}])
+    assert [(p["member"], p["node_ip"]) for p in found] == [
+        ("cp-2 (2)", "10.0.0.2"), ("cp-4 (4)", "10.0.0.4"), ("<unstarted> (a)", "10.0.0.10"), (None, None)]
+    assert found[0]["message"] == "unreachable: cannot connect to https://10.0.0.2:2379: Connection refused"
+    assert found[1]["message"] == "is a learner that was never promoted"
+    assert found[3]["message"] == "etcd alarm active: NOSPACE on cp-1 (1)"
+    assert etcd.member_problems(cluster(3), healthy_probes(cluster(3)), []) == []
+
+
 def test_alarms_name_the_member_that_raised_them():
     members = cluster(3)
     alarms = [{"memberID": "2", "alarm": "NOSPACE"}, {"memberID": "99", "alarm": "CORRUPT"},
