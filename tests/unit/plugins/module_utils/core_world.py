@@ -128,7 +128,8 @@ class World:
         returning False kills the run at that moment (the step does not happen, nor anything after it).
         Every executor reads the world's journal (`records`) back as a resumed run does, and its record_created
         merges into it as the journal does (report.merge). etcd_health: give the executor the etcd health port.
-        journaled: each record is written after a kill gate of kind "record" (a kill between a create and its record)."""
+        journaled: each record is written after a kill gate of kind "record" (a kill between a create and its
+        record)."""
         take = take or (lambda kind, item: True)
         world = self
 

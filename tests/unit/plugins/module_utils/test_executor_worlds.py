@@ -9,7 +9,8 @@ The worlds (Scenario, drawn by `scenarios`; core_world.World holds them):
                every node Ready, schedulable and on the old image, cached (annotations) or not;
   foreign:     (foreign=True) nodes on the target image that no upgrade created, without any annotation of this
                collection, in any group, the control plane included (with their etcd member); and at a random
-               tick someone else scales a group up by one instance (on the group's image: the target by then);
+               tick someone else scales a group up by one instance (autoscaler, hand): on the group's image, the
+               old one before the first pass points the group at the target (scale_ups_from=2: only after);
   lingering:   (linger=True) an instance the executor deletes stays listed DELETING for 0-3 ticks (drawn for the
                deletions in turn), then goes; the cloud controller manager deletes a Node whose instance is gone;
   members:     (members=True) an etcd member per control-plane node; members turn unhealthy at random ticks and
@@ -34,7 +35,8 @@ Checked at every step (Watch):
   etcd:       members (healthy or not) >= the start count of members;
   foreign:    no foreign node (target image, instance not created by the executor) is paired (heir/donor written),
               marked obsolete, cordoned/drained or deleted, nor its instance deleted;
-  order:      no worker is paired, drained or deleted (Node or instance) while a control-plane node is outdated;
+  order:      no worker is paired, drained or deleted (Node or instance) while a control-plane node is outdated
+              (its instance listed and not being deleted);
   etcd first: no control-plane instance is created while an etcd member is unhealthy or a control-plane Node is
               NotReady;
   heir alive: no donor is drained unless the cloud lists its heir's instance as running;
@@ -42,9 +44,13 @@ Checked at every step (Watch):
               instance runs the target image, and no instance is DELETING;
   liveness:   in a world without a permanent fault the run is done within a bound of passes.
 
-The default run is bounded for CI (well under a minute of CPU for this module) and derandomized (the same examples
-every run); WORLDS_EXAMPLES=N runs N fresh random examples per property instead (a soak run, e.g.
-WORLDS_EXAMPLES=1000; about 15-40 ms of CPU an example).
+The properties: clean worlds (the harness itself), one per class above, kills with foreign nodes and scale-ups, and
+all classes at once; then one small example world per class with its end state spelled out, and the smallest worlds
+the properties found.
+
+The default run is bounded for CI (about 35 s of CPU for this module, failures' shrinking included) and
+derandomized (the same examples every run); WORLDS_EXAMPLES=N runs N fresh random examples per property instead (a
+soak run, e.g. WORLDS_EXAMPLES=1000; about 15-50 ms of CPU an example).
 """
 
 import dataclasses
@@ -213,7 +219,8 @@ class Watch:
         if kind in ("drain", "delete-node"):
             self.acting_on(kind, item)
         if kind == "drain":
-            heir = (self.w.nodes.get(item) or {"metadata": {"annotations": {}}})["metadata"]["annotations"].get(P + "heir")
+            node = self.w.nodes.get(item)
+            heir = node["metadata"]["annotations"].get(P + "heir") if node is not None else None
             inst = self.w.instance_of(heir) if heir else None
             if heir and (inst is None or inst.state != RUNNING):
                 self.fail("donor %s drained while the cloud lists its heir %s's instance as %s"
