@@ -48,6 +48,8 @@ class ActionModule(action_base.KubenodesActionBase):
             except AnsibleError as exc:
                 problems.append("%s cannot be evaluated: %s" % (name, exc))
         problems += validate.check(params, validate.ROLE_RULES)
+        if not problems:
+            problems += validate.role_gate_problems(params)
         if warnings:
             result["warnings"] = warnings
         result.update(changed=False, problems=problems, unknown=warnings)

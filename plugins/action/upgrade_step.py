@@ -69,6 +69,7 @@ START_SPEC = dict(
     new_target=dict(type="bool", default=False),
     preflight=dict(type="dict"),
     etcd_preflight=dict(type="bool", default=True),
+    allow_unready_system_pods=dict(type="bool", default=False),
     lock_wait=dict(type="int", default=600),
 )
 LOCK_LOOK_SECONDS = 10
@@ -297,7 +298,7 @@ class ActionModule(action_base.KubenodesActionBase):
         self._say_target(start["image"], target)
         if reads["preflight"] is not None:
             verdict = preflight.verdict(reads["preflight"], args["max_unavailable"], start["etcd_preflight"],
-                                        args["etcd"]["endpoints"])
+                                        args["etcd"]["endpoints"], start["allow_unready_system_pods"])
             for line in verdict.said:
                 display.display(line)
             if verdict.refusal:

@@ -16,6 +16,7 @@ ARTIFACT_KEY = "image_upgrade"
 MAX_NODES = 100
 MAX_TEXT = 500
 MAX_PDBS = 50
+MAX_SYSTEM_PODS = 50
 
 
 def _text(value, limit=MAX_TEXT):
@@ -62,6 +63,7 @@ def plan_artifact(facts, image=None, provider=None):
                               "role": _text(n.get("role")), "in_flight": bool(n.get("in_flight"))}
                              for n in order)
     pdbs = ["%s/%s" % (p.get("namespace"), p.get("name")) for p in facts.get("blocking_pdbs") or []]
+    system_pods = [p.get("description") for p in facts.get("unready_system_pods") or []]
     stop = facts.get("stop")
     total = int(progress.get("total") or 0)
     return {
@@ -76,6 +78,7 @@ def plan_artifact(facts, image=None, provider=None):
             "nodes_to_replace": len(order),
             "in_flight": int(progress.get("in_flight") or 0),
             "blocking_pdbs": [_text(p, 300) for p in pdbs[:MAX_PDBS]],
+            "unready_system_pods": [_text(p, 300) for p in system_pods[:MAX_SYSTEM_PODS]],
             "stop": _text(stop) if stop else None,
         },
         "nodes": rows,

@@ -2,12 +2,16 @@
 # Apache License 2.0 (see LICENSE)
 """Views of the cluster that node_image_facts returns next to the plan, for people and for the role:
 the donors with where their replacement stands, the donors found gone, the nodes that are not Ready, the control-plane etcd
-endpoints, the order of replacement, and the PodDisruptionBudgets that allow no disruption now.
+endpoints, the order of replacement, the PodDisruptionBudgets that allow no disruption now, and the pods of
+kube-system that are not Ready.
 Pure: plain dicts in, plain dicts out."""
 
 from __future__ import annotations
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, gate
+
+# The namespace whose pods the preflight wants Ready (node_image_facts' report_system_pods).
+SYSTEM_NAMESPACE = "kube-system"
 
 
 def _infos(nodes):
@@ -79,6 +83,47 @@ def donors_gone(nodes, facts, keys):
             paired_at=heir.annotations.get(keys.started_at) or None,
         ))
     return result
+
+
+def pod_why(pod):
+    """Why a live pod is not Ready, in a few words: the pod's own reason, else the first container (init
+    containers first) that waits, ended or is not ready, else why it is not scheduled, else its Ready condition."""
+    status = pod.get("status") or {}
+    if status.get("reason"):
+        return status["reason"]
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        if container.get("ready"):
+            continue
+        state = container.get("state") or {}
+        if (state.get("waiting") or {}).get("reason"):
+            return "container %s %s" % (container.get("name"), state["waiting"]["reason"])
+        if state.get("terminated"):
+            return "container %s terminated: %s" % (container.get("name"), state["terminated"].get("reason") or "no reason")
+        if "running" in state:
+            return "container %s not ready" % container.get("name")
+    scheduled = gate.condition(pod, "PodScheduled")
+    if scheduled and scheduled.get("status") != "True":
+        return scheduled.get("reason") or "not scheduled"
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return "not scheduled"
+    ready = gate.condition(pod, "Ready")
+    return (ready or {}).get("reason") or "not Ready"
+
+
+def unready_system_pods(pods):
+    """The live pods of kube-system (gate.live_pods: not finished, not being deleted) that are not Running and
+    Ready, by name, each with namespace, name, node (null while not scheduled), phase, why (pod_why) and a
+    description for people."""
+    result = []
+    for pod in gate.live_pods(pods, [SYSTEM_NAMESPACE]):
+        if gate.pod_ready(pod):
+            continue
+        meta, phase = pod.get("metadata") or {}, (pod.get("status") or {}).get("phase") or "no phase"
+        node, why = (pod.get("spec") or {}).get("nodeName") or None, pod_why(pod)
+        result.append(dict(namespace=meta.get("namespace"), name=meta.get("name"), node=node, phase=phase, why=why,
+                           description="%s/%s on %s (%s: %s)" % (meta.get("namespace"), meta.get("name"),
+                                                                 node or "no node", phase, why)))
+    return sorted(result, key=lambda p: p["name"] or "")
 
 
 def not_ready(nodes):

@@ -10,8 +10,9 @@ A gate passes when, at one look:
   has a new name, counts; a bare pod counts by its name;
 - soak: soak_seconds have passed since the last Node turned Ready (the last heir's Ready condition; a node
   that recovered since restarts the soak too).
-cluster_health_gate looks until every check passes or its timeout; the time each check took is recorded
-per gate run in the journal (report.merge) and shown by the report.
+cluster_health_gate looks until every check passed at `looks` looks in a row, `look_interval` seconds apart (a
+failing look starts the count again, so a cluster that flaps does not slip through on one good look), or its
+timeout; the time each check took is recorded per gate run in the journal (report.merge) and shown by the report.
 """
 
 from __future__ import annotations
@@ -27,15 +28,22 @@ CHECK_WORDS = {
     "soak": "soak of %ss since the last node turned Ready",
     "user_tasks": "your tasks file %s",
 }
+# And what they call the rule of consecutive passing looks.
+LOOKS_WORDS = "every check passing at %d looks in a row, %ss apart (a failing look starts the count again)"
+# kOps rolling-update validates the cluster twice in a row, 10 s apart, after each node (--validate-count 2;
+# ValidateSuccessDuration 10 s): the defaults of rolling_upgrade_gate_looks and rolling_upgrade_gate_look_interval.
+DEFAULT_LOOKS = 2
+DEFAULT_LOOK_INTERVAL = 10
 _TERMINAL = ("Succeeded", "Failed")
 # Named in the details at most this many, then "and N more".
 _NAMED = 5
 
 
-def _condition(obj, kind):
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind:
-            return condition
+def condition(obj, kind):
+    """The status condition of type `kind` of a Node or Pod, or None."""
+    for item in (obj.get("status") or {}).get("conditions") or []:
+        if item.get("type") == kind:
+            return item
     return None
 
 
@@ -74,7 +82,7 @@ def check_nodes_ready(nodes):
     for node in nodes:
         if _deleting(node):
             continue
-        ready = _condition(node, "Ready")
+        ready = condition(node, "Ready")
         if not ready or ready.get("status") != "True":
             why = ("Ready=%s: %s" % (ready.get("status"), ready.get("reason") or ready.get("message") or "no reason")
                    if ready else "no Ready condition")
@@ -85,16 +93,26 @@ def check_nodes_ready(nodes):
                 detail=("%d node(s) not Ready: %s" % (len(bad), _named(bad))) if bad else "%d node(s) Ready" % len(nodes))
 
 
+def live_pods(pods, namespaces):
+    """The pods of `namespaces` that are neither finished (Succeeded, Failed: a Job's pod, an evicted pod) nor
+    being deleted."""
+    watched = set(namespaces)
+    return [p for p in pods if (p.get("metadata") or {}).get("namespace") in watched and not _deleting(p)
+            and (p.get("status") or {}).get("phase") not in _TERMINAL]
+
+
+def pod_ready(pod):
+    """Running, with a Ready condition that is true."""
+    ready = condition(pod, "Ready")
+    return (pod.get("status") or {}).get("phase") == "Running" and bool(ready) and ready.get("status") == "True"
+
+
 def check_system_pods_ready(pods, namespaces):
     watched = set(namespaces)
-    live = [p for p in pods if (p.get("metadata") or {}).get("namespace") in watched and not _deleting(p)
-            and (p.get("status") or {}).get("phase") not in _TERMINAL]
-    bad = []
-    for pod in live:
-        ready = _condition(pod, "Ready")
-        if (pod.get("status") or {}).get("phase") != "Running" or not ready or ready.get("status") != "True":
-            bad.append("%s (%s%s)" % (_name(pod), (pod.get("status") or {}).get("phase") or "no phase",
-                                      ", not Ready" if (pod.get("status") or {}).get("phase") == "Running" else ""))
+    live = live_pods(pods, namespaces)
+    bad = ["%s (%s%s)" % (_name(pod), (pod.get("status") or {}).get("phase") or "no phase",
+                          ", not Ready" if (pod.get("status") or {}).get("phase") == "Running" else "")
+           for pod in live if not pod_ready(pod)]
     where = ", ".join(sorted(watched))
     return dict(name="system_pods_ready", passed=not bad,
                 detail=("%d pod(s) of %s not Ready: %s" % (len(bad), where, _named(bad))) if bad
@@ -110,7 +128,7 @@ def check_no_new_pending(pods, baseline):
         status = pod.get("status") or {}
         if status.get("phase") != "Pending" or _deleting(pod) or workload_key(pod) not in before:
             continue
-        scheduled = _condition(pod, "PodScheduled")
+        scheduled = condition(pod, "PodScheduled")
         why = (scheduled.get("reason") or "not scheduled") if scheduled and scheduled.get("status") != "True" else "not started"
         bad.append("%s (of %s, %s)" % (_name(pod), workload_key(pod).split("/", 1)[1], why))
     return dict(name="no_new_pending", passed=not bad,
@@ -122,7 +140,7 @@ def last_ready(nodes):
     """(time, node name) of the latest Ready transition among the Ready nodes, or (None, None)."""
     latest, name = None, None
     for node in nodes:
-        ready = _condition(node, "Ready")
+        ready = condition(node, "Ready")
         if _deleting(node) or not ready or ready.get("status") != "True":
             continue
         moment = parse_time(ready.get("lastTransitionTime"))
@@ -166,19 +184,68 @@ def final_seconds(seconds, elapsed):
     return {name: (round(elapsed, 1) if value is None else value) for name, value in seconds.items()}
 
 
-def failure_message(checks, waited, timeout):
+def failure_message(checks, waited, timeout, streak=0, best=0, looks=1, look_interval=0):
+    """Why the gate gave up: each check failing at the last look; or, when the last look passed, that the passing
+    looks in a row (`streak`) fell short of `looks`; and, when some looks passed but never `looks` in a row
+    (`best` at most), that the cluster flapped."""
     failing = "; ".join("%s: %s" % (c["name"], c["detail"]) for c in checks if not c["passed"])
+    if not failing:
+        failing = ("every check passed at the last %d look(s) in a row, short of the %d in a row "
+                   "rolling_upgrade_gate_looks asks, %ss apart (rolling_upgrade_gate_look_interval)"
+                   % (streak, looks, look_interval))
+    elif best and looks > 1:
+        failing += ("; every check passed at times, but at most %d look(s) in a row of the %d rolling_upgrade_gate_looks "
+                    "asks: the cluster flaps" % (best, looks))
     return ("health gate failed: after %ds (rolling_upgrade_gate_timeout is %ss) %s. The run stops here, before any "
             "further node is replaced, and is resumable: fix what is named (or raise rolling_upgrade_gate_timeout) and "
             "run again; the next run runs this gate first" % (int(waited), timeout, failing))
 
 
-def describe(soak_seconds, namespaces, tasks_file, after, timeout):
+def pause(checks, passing, poll_interval, look_interval):
+    """Seconds until the next look: `look_interval` after a look that passed; after one that failed, the poll
+    interval, or while only the soak is left, up to its end (at most 6 poll intervals)."""
+    if passing:
+        return look_interval
+    soak = next(c for c in checks if c["name"] == "soak")
+    if all(c["passed"] for c in checks if c["name"] != "soak"):
+        return min(soak["wait"], poll_interval * 6)
+    return poll_interval
+
+
+def wait(look, clock, sleep, timeout, poll_interval, looks=1, look_interval=0, check_mode=False):
+    """Look (`look()` -> (checks, what was read)) until every check passed at `looks` looks in a row,
+    `look_interval` seconds apart, or `timeout` seconds have passed; a failing look starts the count again. In
+    check mode, one look. Returns passed, checks (the last look's), seconds (track), waited, looked (the number of
+    looks), streak (passing looks in a row at the end), read (the last look's), and message when it failed."""
+    start = clock()
+    seconds, streak, best, looked = {}, 0, 0, 0
+    while True:
+        checks, read = look()
+        looked += 1
+        elapsed = clock() - start
+        track(seconds, checks, elapsed)
+        passing = all(c["passed"] for c in checks)
+        streak = streak + 1 if passing else 0
+        best = max(best, streak)
+        result = dict(passed=passing if check_mode else streak >= looks, checks=checks,
+                      seconds=final_seconds(seconds, elapsed), waited=round(elapsed, 1), looked=looked, streak=streak,
+                      read=read)
+        if result["passed"] or check_mode:
+            return result
+        if elapsed >= timeout:
+            result["message"] = failure_message(checks, elapsed, timeout, streak, best, looks, look_interval)
+            return result
+        sleep(max(0.2, min(pause(checks, passing, poll_interval, look_interval), timeout - elapsed)))
+
+
+def describe(soak_seconds, namespaces, tasks_file, after, timeout, looks=1, look_interval=0):
     """The gates, one line each, as check mode lists them."""
     lines = [CHECK_WORDS["nodes_ready"], CHECK_WORDS["system_pods_ready"] % ", ".join(namespaces),
              CHECK_WORDS["no_new_pending"]]
     if soak_seconds:
         lines.append(CHECK_WORDS["soak"] % soak_seconds)
+    if looks > 1:
+        lines.append(LOOKS_WORDS % (looks, look_interval))
     if tasks_file:
         lines.append(CHECK_WORDS["user_tasks"] % tasks_file)
     return ["after each %s, within %ss: %s" % (after, timeout, line) for line in lines]

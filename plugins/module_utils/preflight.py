@@ -3,8 +3,8 @@
 """The step engine's preflight verdict (pure, no I/O): what the preflight's read (node_image_facts with
 report_pdbs and report_quota) says about starting an upgrade. The same checks, in the same order and with the
 same messages, as the role's preflight.yml, which the tasks engine (the older engine, the benchmark's baseline)
-keeps: the cloud quota, nodes outside every known scaling group, nodes not Ready, what the control-plane etcd
-read needs, and PodDisruptionBudgets that allow no disruption now."""
+keeps: the cloud quota, nodes outside every known scaling group, nodes not Ready, pods of kube-system not Ready,
+what the control-plane etcd read needs, and PodDisruptionBudgets that allow no disruption now."""
 
 from __future__ import annotations
 
@@ -29,6 +29,26 @@ class Verdict:
 
 def _descriptions(items):
     return "; ".join(item["description"] for item in items)
+
+
+# The role's option that lets an upgrade start while pods of kube-system are not Ready.
+ALLOW_UNREADY_SYSTEM_PODS = "rolling_upgrade_allow_unready_system_pods"
+# Named in the preflight's line at most this many, then "and N more" (preflight.yml has the same number).
+SYSTEM_PODS_NAMED = 10
+
+
+def system_pods_named(pods):
+    """preflight.yml's _rolling_upgrade_system_pods_named: how many pods of kube-system are not Ready, and which."""
+    more = len(pods) - SYSTEM_PODS_NAMED
+    return "%d kube-system pod(s) not Ready: %s%s" % (
+        len(pods), _descriptions(pods[:SYSTEM_PODS_NAMED]), " and %d more" % more if more > 0 else "")
+
+
+def system_pods_refusal(pods):
+    return ("%s. The upgrade does not start while a kube-system pod is not Ready (%s is false): DNS, the network "
+            "plugin, kube-proxy or the control plane may be short already, and every drain takes more away. Nothing was "
+            "changed; make these pods Ready (or delete the ones no longer needed) and run again, or set %s: true to "
+            "upgrade anyway" % (system_pods_named(pods), ALLOW_UNREADY_SYSTEM_PODS, ALLOW_UNREADY_SYSTEM_PODS))
 
 
 def _quota(verdict, quota, max_unavailable, control_plane_left):
@@ -76,9 +96,10 @@ def _etcd_needs(read, etcd_endpoints):
                 retries=24 if unsure or in_flight > 0 else 0)
 
 
-def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None):
+def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None, allow_unready_system_pods=False):
     """The verdict on `read` (node_image_facts' result). A refusal stops at the first check that fails, as the
-    role's asserts do; what was said before it stays said."""
+    role's asserts do; what was said before it stays said. Pods of kube-system not Ready (read with
+    report_system_pods) refuse unless `allow_unready_system_pods`, which says them in a warning instead."""
     result = Verdict()
     control_plane_left = any(item.get("role") == ROLE_CONTROL_PLANE for item in read.get("replacement_order") or [])
     if read.get("quota") is not None:
@@ -90,9 +111,17 @@ def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None):
         result.refusal = "%d node(s) cannot be upgraded: %s" % (
             len(unknown), "; ".join("%s: %s" % (n["name"], n["reason"]) for n in unknown))
         return result
-    if not (read.get("progress") or {}).get("in_flight") and read.get("not_ready"):
+    nothing_in_flight = not (read.get("progress") or {}).get("in_flight")
+    if nothing_in_flight and read.get("not_ready"):
         result.refusal = "nodes not Ready before the upgrade: %s" % ", ".join(read["not_ready"])
         return result
+    pods = read.get("unready_system_pods") or []
+    if nothing_in_flight and pods:
+        if not allow_unready_system_pods:
+            result.refusal = system_pods_refusal(pods)
+            return result
+        result.said.append("WARNING: %s; %s is true, so the upgrade goes on"
+                           % (system_pods_named(pods), ALLOW_UNREADY_SYSTEM_PODS))
     if etcd_preflight and control_plane_left:
         result.etcd = _etcd_needs(read, etcd_endpoints)
     pdbs = read.get("blocking_pdbs") or []

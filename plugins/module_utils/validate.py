@@ -24,6 +24,9 @@ MAX_NODES = 5000
 MAX_SECONDS = 30 * 24 * 3600
 # node_drain issues at most this many evictions at once per node.
 MAX_EVICTION_CONCURRENCY = 100
+# A health gate's passing looks in a row, and the seconds between them: beyond these, a typo.
+MAX_GATE_LOOKS = 100
+MAX_LOOK_INTERVAL = 3600
 
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_SUBDOMAIN_RE = re.compile(r"^%s(\.%s)*$" % (_DNS_LABEL, _DNS_LABEL))
@@ -354,7 +357,35 @@ ROLE_RULES = {
     "rolling_upgrade_soak_seconds": lambda n, v: seconds(n, v, minimum=0),
     "rolling_upgrade_gate_timeout": seconds,
     "rolling_upgrade_gate_namespaces": lambda n, v: non_empty_strings(n, v, "namespaces"),
+    "rolling_upgrade_gate_looks": lambda n, v: integer(n, v, 1, MAX_GATE_LOOKS),
+    "rolling_upgrade_gate_look_interval": lambda n, v: seconds(n, v, maximum=MAX_LOOK_INTERVAL),
 }
+
+GATE_LOOK_NAMES = ("rolling_upgrade_gate_looks", "rolling_upgrade_gate_look_interval", "rolling_upgrade_gate_timeout")
+
+
+def gate_looks_fit(params, names=GATE_LOOK_NAMES):
+    """A health gate's passing looks in a row must fit in its timeout, or it could never open: the problem, or None
+    (also None while one of the three is missing or breaks its own rule)."""
+    values = [_integer(params.get(name)) for name in names]
+    if None in values:
+        return None
+    looks, interval, timeout = values
+    needed = (looks - 1) * interval
+    if needed < timeout:
+        return None
+    return ("%s is %s and %s is %s, so a gate needs %ss of passing looks, but %s is %s: it could never open; raise %s, "
+            "or lower %s or %s" % (names[0], looks, names[1], interval, needed, names[2], timeout, names[2], names[0],
+                                   names[1]))
+
+
+def role_gate_problems(params):
+    """The role's gate variables together (after each holds to its own rule): with a gate, its passing looks in a
+    row must fit in its timeout. Without one they do not matter."""
+    if params.get("rolling_upgrade_gate_after") in (None, "none"):
+        return []
+    return [p for p in [gate_looks_fit(params)] if p]
+
 
 # Rules of the etcd modules' own options (the connection options are checked by etcd.validate_connection).
 # etcd allows far fewer members than this; the bound only catches nonsense.

@@ -9,8 +9,10 @@ module: cluster_health_gate
 short_description: Wait until the cluster is healthy and has soaked, between batches of node replacements
 version_added: 1.1.0
 description:
-  - With O(state=passed), looks at the Nodes and Pods until every check passes, or fails after O(timeout)
-    seconds naming each check that failed and why (the nodes, pods and workloads it found).
+  - With O(state=passed), looks at the Nodes and Pods until every check passed at O(looks) looks in a row,
+    O(look_interval) seconds apart, or fails after O(timeout) seconds naming each check that failed and why (the
+    nodes, pods and workloads it found). A look at which a check fails starts the count again, so a cluster that
+    flaps (healthy at one look, not at the next) does not open the gate on one good look.
   - "The checks: every Node (but one being deleted) is Ready; every live pod of O(namespaces) is Running and
     Ready; no workload (the pod's controller, or a bare pod by name) listed in O(baseline) as having had a
     Running pod has a Pending pod now; O(soak_seconds) have passed since the last Node turned Ready (the
@@ -53,9 +55,26 @@ options:
     default: [kube-system]
   poll_interval:
     description:
-      - Seconds between looks.
+      - Seconds between looks while a check fails (while only the soak is left, up to its end, at most six
+        times this).
     type: float
     default: 5
+  looks:
+    description:
+      - Looks in a row at which every check must pass before the gate opens; a failing look starts the count
+        again. V(1) opens the gate at the first look that passes.
+      - The default is kOps rolling-update's C(--validate-count) (2), which validates the cluster twice in a row
+        after each node, to catch a cluster that flaps.
+      - O(look_interval) times (O(looks) - 1) must be below O(timeout), or the gate could never open; the module
+        refuses such values.
+    type: int
+    default: 2
+  look_interval:
+    description:
+      - Seconds between the looks that passed, until O(looks) in a row did.
+      - The default is kOps rolling-update's wait between two passing validations (10 s).
+    type: int
+    default: 10
   after:
     description:
       - What the gate follows (V(batch) or V(replacement)), only for the RV(gates) listing.
@@ -106,6 +125,14 @@ waited:
   description: Seconds the gate took.
   returned: when state is passed
   type: float
+looked:
+  description: How many looks the gate took.
+  returned: when state is passed
+  type: int
+streak:
+  description: At how many looks in a row, up to the last, every check passed; O(looks) when the gate opened.
+  returned: when state is passed
+  type: int
 snapshot:
   description: The workloads with a Running pod at the last look, sorted; the baseline of the next gate.
   returned: always
@@ -128,6 +155,8 @@ RULES = {
     "timeout": validate.seconds,
     "poll_interval": validate.positive_number,
     "after": lambda n, v: validate.one_of(n, v, ("batch", "replacement")),
+    "looks": validate.ROLE_RULES["rolling_upgrade_gate_looks"],
+    "look_interval": validate.ROLE_RULES["rolling_upgrade_gate_look_interval"],
 }
 
 
@@ -145,33 +174,28 @@ def look(api_client, params, baseline):
     return gate.evaluate(nodes, pods, baseline, params["soak_seconds"], time.time(), params["namespaces"]), pods
 
 
+def _looks_problem(params):
+    """Looks that cannot fit in the timeout: the gate could never open."""
+    if params.get("state") == "snapshot" or validate.check(params, RULES):
+        return None
+    return validate.gate_looks_fit(params, ("looks", "look_interval", "timeout"))
+
+
 def run(module, api_client):
     params = module.params
     gates = gate.describe(params["soak_seconds"], params["namespaces"], params["tasks_file"], params["after"],
-                          params["timeout"])
+                          params["timeout"], params["looks"], params["look_interval"])
     if params["state"] == "snapshot":
         pods = kube.list_all(api_client, "/api/v1/pods")
         return dict(changed=False, passed=True, snapshot=gate.running_workloads(pods), gates=gates)
-    baseline = params["baseline"]
-    start = time.monotonic()
-    seconds = {}
-    while True:
-        checks, pods = look(api_client, params, baseline)
-        elapsed = time.monotonic() - start
-        gate.track(seconds, checks, elapsed)
-        passed = all(c["passed"] for c in checks)
-        result = dict(changed=False, passed=passed, checks=checks, seconds=gate.final_seconds(seconds, elapsed),
-                      waited=round(elapsed, 1), snapshot=gate.running_workloads(pods), gates=gates)
-        if passed or module.check_mode:
-            return result
-        if elapsed >= params["timeout"]:
-            module.fail_json(msg=gate.failure_message(checks, elapsed, params["timeout"]), reason="gate_failed",
-                             **{k: v for k, v in result.items() if k != "changed"})
-        # The soak needs no look until it ends; the other checks are looked at every poll interval.
-        soak = next(c for c in checks if c["name"] == "soak")
-        others_pass = all(c["passed"] for c in checks if c["name"] != "soak")
-        pause = min(soak["wait"], params["poll_interval"] * 6) if others_pass else params["poll_interval"]
-        time.sleep(max(0.2, min(pause, params["timeout"] - elapsed)))
+    outcome = gate.wait(lambda: look(api_client, params, params["baseline"]), time.monotonic, time.sleep,
+                        params["timeout"], params["poll_interval"], params["looks"], params["look_interval"],
+                        module.check_mode)
+    pods, message = outcome.pop("read"), outcome.pop("message", None)
+    result = dict(outcome, changed=False, snapshot=gate.running_workloads(pods), gates=gates)
+    if message:
+        module.fail_json(msg=message, reason="gate_failed", **{k: v for k, v in result.items() if k != "changed"})
+    return result
 
 
 def main():
@@ -184,8 +208,10 @@ def main():
         poll_interval=dict(type="float", default=5),
         after=dict(type="str", default="batch"),
         tasks_file=dict(type="str", default=""),
+        looks=dict(type="int", default=gate.DEFAULT_LOOKS),
+        look_interval=dict(type="int", default=gate.DEFAULT_LOOK_INTERVAL),
     ), kube_auth=True, supports_check_mode=True,
-        validate=lambda params: validate.check(params, RULES) + [_namespaces_problem(params)])
+        validate=lambda params: validate.check(params, RULES) + [_namespaces_problem(params), _looks_problem(params)])
     module.run(lambda: run(module, module.kube_client()), "the cluster's nodes and pods")
 
 

@@ -106,6 +106,14 @@ options:
         RV(blocking_pdbs). They will block the drain of any node that runs their pods.
     type: bool
     default: false
+  report_system_pods:
+    description:
+      - Also list the pods of C(kube-system) that are not Running and Ready (one more LIST call, of that namespace
+        only), in RV(unready_system_pods). Finished pods (C(Succeeded) or C(Failed), such as a Job's pod or an
+        evicted pod) and pods being deleted are left out. The rolling_upgrade role's preflight refuses to start while
+        there are any, unless told otherwise.
+    type: bool
+    default: false
   report_quota:
     description:
       - Also read how many more instances the clouds allow for the scaling groups that still have nodes to
@@ -496,6 +504,22 @@ blocking_pdbs:
   returned: always
   type: list
   elements: dict
+unready_system_pods:
+  description:
+    - With O(report_system_pods), the pods of C(kube-system) that are not Running and Ready, by name, each with
+      C(namespace), C(name), C(node) (null while not scheduled), C(phase), C(why) (the pod's reason, the first
+      container that waits, ended or is not ready and why, or why it is not scheduled) and a C(description) for
+      people. Empty otherwise.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - namespace: kube-system
+      name: coredns-5d78c9869d-x7k2p
+      node: worker-1
+      phase: Running
+      why: container coredns CrashLoopBackOff
+      description: "kube-system/coredns-5d78c9869d-x7k2p on worker-1 (Running: container coredns CrashLoopBackOff)"
 quota:
   description:
     - With O(report_quota), what the cloud quota means for the surge; null otherwise.
@@ -547,6 +571,7 @@ def argument_spec():
         no_surge=dict(type="bool", default=False),
         journal=dict(type="dict", options=journal.REFERENCE_SPEC),
         report_pdbs=dict(type="bool", default=False),
+        report_system_pods=dict(type="bool", default=False),
         report_quota=dict(type="bool", default=False),
     ), kube_auth=True, cloud=CLOUD_REQUIRED)
 
@@ -567,6 +592,7 @@ def quota_report(provider, result):
 
 def facts(module):
     """The module's result (fails through module.fail_json); also run in the controller by upgrade_start."""
+    reading = "cannot list PodDisruptionBudgets"
     try:
         api_client, nodes, result, provider = node_state.plan_from_cluster(module.params)
         keys = AnnotationKeys(result["annotation_prefix"])
@@ -578,6 +604,7 @@ def facts(module):
             control_plane_endpoints=facts_views.control_plane_endpoints(listed),
             replacement_order=facts_views.replacement_order(listed, result, keys),
             blocking_pdbs=[],
+            unready_system_pods=[],
             quota=None,
         )
         if module.params["report_quota"]:
@@ -585,10 +612,14 @@ def facts(module):
         if module.params["report_pdbs"]:
             pdbs = kube.list_all(api_client, "/apis/policy/v1/poddisruptionbudgets")
             result["blocking_pdbs"] = facts_views.blocking_pdbs(pdbs)
+        reading = "cannot list the pods of %s" % facts_views.SYSTEM_NAMESPACE
+        if module.params["report_system_pods"]:
+            pods = kube.list_all(api_client, "/api/v1/namespaces/%s/pods" % facts_views.SYSTEM_NAMESPACE)
+            result["unready_system_pods"] = facts_views.unready_system_pods(pods)
     except node_state.PlannerFailure as exc:
         module.fail_json(msg=str(exc))
     except kube.ApiException as exc:
-        module.fail_from_exception(exc, "cannot list PodDisruptionBudgets")
+        module.fail_from_exception(exc, reading)
     except Exception as exc:  # pylint: disable=broad-except
         module.fail_from_exception(exc, "node_image_facts: reading the cluster and the cloud")
     result.pop("node_patches", None)

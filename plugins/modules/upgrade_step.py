@@ -263,8 +263,8 @@ options:
         and lock tasks did, with the modules' own code, in this process - resolve O(start.image) and the journal's
         target (M(kubenodes.image_upgrade.csp_scaling_group) and M(kubenodes.image_upgrade.upgrade_journal) in check
         mode), read the nodes and the clouds (M(kubenodes.image_upgrade.node_image_facts) with O(start.preflight)),
-        judge that read (the cloud quota, nodes outside every known group, nodes not Ready, PodDisruptionBudgets
-        that allow no disruption), read the control-plane etcd when a control-plane node is to be replaced
+        judge that read (the cloud quota, nodes outside every known group, nodes not Ready, pods of C(kube-system)
+        not Ready, PodDisruptionBudgets that allow no disruption), read the control-plane etcd when a control-plane node is to be replaced
         (M(kubenodes.image_upgrade.etcd_member_info), looking again every 5 s up to 24 times while a member may be
         joining), then take the run lock O(lock), looking again every 10 s for up to O(start.lock_wait) seconds
         while another live run holds it.
@@ -289,14 +289,21 @@ options:
         default: false
       preflight:
         description:
-          - M(kubenodes.image_upgrade.node_image_facts)' options for the preflight's read (C(report_pdbs) and
-            C(report_quota) among them). Unset, nothing is read or judged before the lock.
+          - M(kubenodes.image_upgrade.node_image_facts)' options for the preflight's read (C(report_pdbs),
+            C(report_system_pods) and C(report_quota) among them). Unset, nothing is read or judged before the lock.
         type: dict
       etcd_preflight:
         description: Whether to read the control-plane etcd (with O(etcd)'s certificates and endpoints) before a
           control-plane node is replaced.
         type: bool
         default: true
+      allow_unready_system_pods:
+        description:
+          - Whether to begin while pods of C(kube-system) are not Ready (the read's C(unready_system_pods), with
+            C(report_system_pods) in O(start.preflight)), with a warning naming them. V(false) refuses, changing
+            nothing, naming each pod (at most 10, then how many more), as long as no replacement is in flight.
+        type: bool
+        default: false
       lock_wait:
         description: Seconds to wait for another live run's lock.
         type: int

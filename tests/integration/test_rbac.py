@@ -29,6 +29,8 @@ ALLOWED = [
     ("patch", "nodes", None, None),
     ("delete", "nodes", None, None),
     ("list", "pods", None, None), ("list", "pods", "default", None), ("delete", "pods", "default", None),
+    # the preflight's look at the pods of kube-system (rolling_upgrade_allow_unready_system_pods)
+    ("list", "pods", "kube-system", None),
     ("create", "pods", "default", "eviction"), ("create", "pods", "kube-system", "eviction"),
     ("list", "poddisruptionbudgets.policy", None, None),
     ("list", "poddisruptionbudgets.policy", "default", None),

@@ -3,21 +3,27 @@
 One upgrade of two workers, one at a time, with a gate after each batch: a soak and the user's tasks file
 (check mode's listing of the gates is tested in test_upgrade_e2e_stops). The first run's first gate passes its
 soak, then the user's check fails: the run stops naming it, before the second heir is created. The run after the fix runs that gate first, replaces the
-second worker, soaks again after its heir turned Ready, and finishes; the report shows the time in each gate."""
+second worker, soaks again after its heir turned Ready, and finishes; the report shows the time in each gate.
+Each gate opens only after its checks passed at LOOKS looks in a row, LOOK_INTERVAL seconds apart, after the soak
+(issue 25 item 7); the gate alone (cluster_health_gate) on the upgraded cluster, with a pod that flaps, opens only
+LOOKS looks in a row after the pod's last turn to Ready."""
 
 import datetime
 import json
 import pathlib
+import threading
 import time
 
 import pytest
 
 import upgrade_helpers as uh
+from ansible_run import run_module
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RUN_TIMEOUT = 600
 SOAK = 12
+LOOKS, LOOK_INTERVAL = 3, 2
 JOURNAL = "/api/v1/namespaces/kube-system/configmaps/kubenodes-image-upgrade-journal"
 
 USER_CHECKS = """\
@@ -69,7 +75,10 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     checks.write_text(USER_CHECKS.format(marker=marker))
     values.update(rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch", rolling_upgrade_max_surge=1,
                   rolling_upgrade_soak_seconds=SOAK, rolling_upgrade_gate_timeout=120,
-                  rolling_upgrade_gate_tasks=str(checks))
+                  rolling_upgrade_gate_tasks=str(checks), rolling_upgrade_gate_looks=LOOKS,
+                  rolling_upgrade_gate_look_interval=LOOK_INTERVAL)
+    # The built-in checks passed at LOOKS looks in a row after the soak: not before this long after the heir's Ready.
+    confirmed = SOAK + (LOOKS - 1) * LOOK_INTERVAL
 
     rc, text = uh.run_upgrade(values, tmp_path / "first.log", timeout=RUN_TIMEOUT)
     assert rc != 0, text[-3000:]
@@ -85,8 +94,9 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     assert first["gate_due"] is True
     [gate] = first["gates"].values()
     assert gate["outcome"] == "failed" and "smoke test failed" in gate["failure"]
-    # The built-in checks passed, the soak last: not before SOAK seconds after the heir turned Ready.
-    assert seconds(gate["ended"]) >= ready_since(heir) + SOAK - 1, (gate, heir["status"]["conditions"])
+    # The built-in checks passed, the soak last, then LOOKS looks in a row: not before `confirmed` seconds after the
+    # heir turned Ready.
+    assert seconds(gate["ended"]) >= ready_since(heir) + confirmed - 1, (gate, heir["status"]["conditions"])
     assert set(gate["seconds"]) >= {"nodes_ready", "system_pods_ready", "no_new_pending", "soak"}
     # The failed gate is a Warning Event on the heir of the batch it followed, naming the gate and what failed.
     [gate_id] = first["gates"]
@@ -106,8 +116,8 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     [second_heir] = [n for n in uh.nodes(handle) if n["metadata"]["labels"][uh.GROUP_LABEL] == group_label
                      and n["metadata"]["name"] != heir["metadata"]["name"]]
     assert seconds(second_heir["metadata"]["creationTimestamp"]) >= seconds(gates[1]["ended"]) - 1
-    # The last gate soaked after the last heir turned Ready.
-    assert seconds(gates[2]["ended"]) >= ready_since(second_heir) + SOAK - 1
+    # The last gate soaked after the last heir turned Ready, and looked LOOKS times in a row.
+    assert seconds(gates[2]["ended"]) >= ready_since(second_heir) + confirmed - 1
     assert "user_tasks" in gates[2]["seconds"]
     # Each gate that passed is an Event on the heirs of its batch: the gate run again on the first heir's, the
     # last gate on the second heir's; the failed gate's Event stays.
@@ -120,6 +130,58 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     assert "soak %ss" % gates[2]["seconds"]["soak"] in text and "user_tasks" in text, text
     report = (pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.md").read_text()
     assert "Health gates" in report and "| 3 |" in report and "Gate 1 failed: health gate failed: your tasks file" in report
+    gate_alone_with_a_flapping_pod(handle, values["rolling_upgrade_kube"])
+
+
+FLAPS, READY_FOR, NOT_READY_FOR = 4, 1.0, 2.5
+
+
+def gate_alone_with_a_flapping_pod(handle, auth):
+    """cluster_health_gate (looks 3, 1 s apart) watching a namespace whose one pod is Ready for 1 s, then not Ready
+    for 2.5 s, FLAPS times, then Ready for good. A streak of 3 passing looks needs 2 s of Ready, so the gate opens
+    only after the last turn to Ready: on its first passing look, it would open during a flap."""
+    kube = handle.kube()
+    namespace = "flapping"
+    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}}, ok=(201,))
+    wait_until("default service account", lambda: kube.request(
+        "GET", "/api/v1/namespaces/%s/serviceaccounts/default" % namespace, ok=(200, 404)).get("kind") == "ServiceAccount", 30)
+    # No scheduler takes it and no kubelet runs it: its status is this test's to set.
+    pod = "/api/v1/namespaces/%s/pods/flapper" % namespace
+    kube.request("POST", "/api/v1/namespaces/%s/pods" % namespace, {"metadata": {"name": "flapper"}, "spec": {
+        "schedulerName": "kubenodes-test-no-such-scheduler", "automountServiceAccountToken": False,
+        "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}, ok=(201,))
+
+    def set_ready(ready):
+        kube.request("PATCH", pod + "/status", {"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True" if ready else "False"}]}},
+            content_type="application/strategic-merge-patch+json", ok=(200,), parse=False)
+
+    set_ready(False)
+    last_ready = []
+
+    def flap():
+        for _flap in range(FLAPS):
+            set_ready(True)
+            time.sleep(READY_FOR)
+            set_ready(False)
+            time.sleep(NOT_READY_FOR)
+        last_ready.append(time.time())
+        set_ready(True)
+
+    flapper = threading.Thread(target=flap, daemon=True)
+    flapper.start()
+    looks, interval = 3, 1
+    result = run_module("cluster_health_gate", dict(auth, namespaces=[namespace], looks=looks, look_interval=interval,
+                                                    poll_interval=0.2, timeout=120))
+    opened = time.time()
+    flapper.join(60)
+    assert not result["failed"], result.get("msg")
+    assert result["passed"] and result["streak"] == looks, result
+    # It looked while the pod flapped (it began before the last turn to Ready, by its own count of seconds) ...
+    assert opened - result["waited"] < last_ready[0] - NOT_READY_FOR, (opened, result["waited"], last_ready)
+    # ... and opened only once the pod had been Ready at `looks` looks in a row since its last turn.
+    assert opened >= last_ready[0] + (looks - 1) * interval, (opened, last_ready, result["looked"])
+    assert "every check passing at 3 looks in a row, 1s apart" in result["gates"][-1]
 
 
 def wait_until(what, predicate, timeout, run=None):
@@ -164,7 +226,7 @@ def test_a_run_killed_with_a_part_finished_batch_runs_the_owed_gate_before_the_n
                  ok=(201,))
     uh.wait_pod_running(kube, namespace, "app=guarded", guarded)
     values.update(rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch", rolling_upgrade_max_surge=2,
-                  rolling_upgrade_gate_timeout=120)
+                  rolling_upgrade_gate_timeout=120, rolling_upgrade_gate_looks=2, rolling_upgrade_gate_look_interval=1)
 
     def names():
         return {n["metadata"]["name"] for n in uh.nodes(handle)}

@@ -2,12 +2,17 @@
 
 (a) each bad option of issue 13 is refused, in check mode as in a real run, naming the one rule it breaks, before
     anything changes: no Lease, the autoscaler's replicas untouched, no group image changed, no annotation; a
-    misspelt role variable and a misspelt playbook variable get a warning with the closest name;
+    misspelt role variable and a misspelt playbook variable get a warning with the closest name; a health gate
+    whose passing looks in a row cannot fit in its timeout is refused too;
 (b) an image family published into mid-run does not change the target: the upgrade resolves the family once and
     records the exact image in its journal; a run killed after the new image was published is resumed onto the
-    image it started with; a resumed run asking for another image stops naming rolling_upgrade_new_target.
+    image it started with; a resumed run asking for another image stops naming rolling_upgrade_new_target;
+(c) a pod of kube-system that is not Ready stops the run in its preflight, named, before anything changes - the
+    step engine's first upgrade_step call (preflight.py) and, with a health gate, preflight.yml, with the same
+    words - unless rolling_upgrade_allow_unready_system_pods; check mode says what a real run would do and plans.
 """
 
+import re
 import time
 
 import pytest
@@ -27,6 +32,7 @@ BAD_OPTIONS = [
     (dict(rolling_upgrade_max_surge=10 ** 20), "rolling_upgrade_max_surge " + SURGE_RULE),
     (dict(rolling_upgrade_drain_timeout=-1), "rolling_upgrade_drain_timeout must be a whole number from 1 to 2592000"),
     (dict(rolling_upgrade_annotation_prefix=""), "rolling_upgrade_annotation_prefix must be a DNS subdomain"),
+    (dict(rolling_upgrade_gate_looks=0), "rolling_upgrade_gate_looks must be a whole number from 1 to 100"),
 ]
 
 
@@ -58,6 +64,17 @@ def test_bad_options_are_refused_naming_the_rule_before_anything_changes(cluster
             assert "Nothing was changed" in message
             assert "TASK [kubenodes.image_upgrade.rolling_upgrade : Target image" not in output, "it went on: %s" % bad
             assert uh.world(handle, values) == before, "%s (check mode %s) changed something" % (bad, check)
+    # A gate whose passing looks in a row cannot fit in its timeout could never open: refused, naming all three.
+    slow_gate = dict(values, rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch",
+                     rolling_upgrade_gate_looks=7, rolling_upgrade_gate_look_interval=100,
+                     rolling_upgrade_gate_timeout=600)
+    rc, output = uh.run_upgrade(slow_gate, tmp_path / "slow-gate.log", timeout=RUN_TIMEOUT, check=True)
+    assert rc != 0, output[-4000:]
+    assert uh.fatal_message(output).startswith(
+        "rolling_upgrade_gate_looks is 7 and rolling_upgrade_gate_look_interval is 100, so a gate needs 600s of passing "
+        "looks, but rolling_upgrade_gate_timeout is 600: it could never open; raise rolling_upgrade_gate_timeout, or "
+        "lower rolling_upgrade_gate_looks or rolling_upgrade_gate_look_interval. Nothing was changed")
+    assert uh.world(handle, values) == before
     # Misspelt variables: a warning with the closest name; check mode then plans and changes nothing.
     rc, output = uh.run_upgrade(dict(values, rolling_upgrade_max_surj=2, max_surj=2), tmp_path / "misspelt.log",
                                 timeout=RUN_TIMEOUT, check=True)
@@ -125,3 +142,51 @@ def test_an_image_published_into_the_family_mid_run_does_not_change_the_target(c
     assert not _instances_on(handle, second)
     assert set(uh.group_images(values).values()) >= {first}
     assert second not in uh.group_images(values).values()
+
+
+STUCK_POD = "stuck-addon"
+STUCK = "kube-system/%s on no node (Pending: not scheduled)" % STUCK_POD
+REFUSAL_END = ("The upgrade does not start while a kube-system pod is not Ready (rolling_upgrade_allow_unready_system_pods "
+               "is false): DNS, the network plugin, kube-proxy or the control plane may be short already, and every "
+               "drain takes more away. Nothing was changed; make these pods Ready (or delete the ones no longer needed) "
+               "and run again, or set rolling_upgrade_allow_unready_system_pods: true to upgrade anyway")
+
+
+@pytest.mark.timeout(900)
+def test_a_kube_system_pod_not_ready_stops_the_run_before_anything_changes_unless_allowed(cluster, tmp_path):
+    handle, values, _start, _upgraded = cluster
+    kube = handle.kube()
+    before = uh.world(handle, values)
+    # A pod no scheduler takes (its schedulerName names none), so Pending for good, as an add-on's that fits nowhere.
+    pods = "/api/v1/namespaces/kube-system/pods"
+    kube.request("POST", pods, {"metadata": {"name": STUCK_POD}, "spec": {
+        "schedulerName": "kubenodes-test-no-such-scheduler", "automountServiceAccountToken": False,
+        "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}, ok=(201,))
+    try:
+        # The step engine without a gate: the first upgrade_step call's start judges the read in Python; with a gate,
+        # preflight.yml in Jinja. Both refuse, naming the pod, the rule, the option and what to do.
+        said = {}
+        for label, extra in (("step", {}), ("gate", dict(rolling_upgrade_gate_after="batch"))):
+            rc, output = uh.run_upgrade(dict(values, **extra), tmp_path / ("%s.log" % label), timeout=RUN_TIMEOUT)
+            assert rc != 0, output[-4000:]
+            said[label] = set(re.findall(r"\d+ kube-system pod\(s\) not Ready: .*?" + re.escape(REFUSAL_END),
+                                         uh.fatal_message(output)))
+            assert len(said[label]) == 1 and STUCK in list(said[label])[0], (label, output[-4000:])
+            assert uh.world(handle, values) == before, "the %s preflight's refusal changed something" % label
+        assert said["step"] == said["gate"]
+        # Check mode says what a real run would do, and goes on to plan.
+        rc, output = uh.run_upgrade(values, tmp_path / "check.log", timeout=RUN_TIMEOUT, check=True)
+        assert rc == 0, output[-4000:]
+        flat = " ".join(output.split())
+        assert "Check mode: a real run would stop here: " in flat and STUCK in flat and REFUSAL_END in flat
+        assert "Plan | the next pass" in output
+        # Allowed: said in a warning, and the run goes on (check mode here: it changes nothing).
+        allowed = dict(values, rolling_upgrade_allow_unready_system_pods=True)
+        rc, output = uh.run_upgrade(allowed, tmp_path / "allowed.log", timeout=RUN_TIMEOUT, check=True)
+        assert rc == 0, output[-4000:]
+        flat = " ".join(output.split())
+        assert STUCK in flat and ("rolling_upgrade_allow_unready_system_pods is true, so the upgrade goes on" in flat)
+        assert "Check mode: a real run would stop here" not in flat
+        assert uh.world(handle, values) == before
+    finally:
+        kube.request("DELETE", pods + "/" + STUCK_POD, {"gracePeriodSeconds": 0}, ok=(200, 202, 404))

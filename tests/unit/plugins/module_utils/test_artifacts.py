@@ -77,7 +77,10 @@ def facts(count=3, stop=None):
     order += [{"name": "w-%d" % i, "group": "g1", "role": "worker", "in_flight": i == 0} for i in range(count - 1)]
     return {"target_image": "projects/p/global/images/b-1", "progress": {"total": 5, "done": 2, "in_flight": 1},
             "replacement_order": order, "stop": stop,
-            "blocking_pdbs": [{"namespace": "shop", "name": "web", "min_available": 2}]}
+            "blocking_pdbs": [{"namespace": "shop", "name": "web", "min_available": 2}],
+            "unready_system_pods": [{"namespace": "kube-system", "name": "dns-1", "node": None, "phase": "Pending",
+                                     "why": "Unschedulable",
+                                     "description": "kube-system/dns-1 on no node (Pending: Unschedulable)"}]}
 
 
 def test_plan_artifact_lists_the_order_and_what_blocks():
@@ -85,7 +88,9 @@ def test_plan_artifact_lists_the_order_and_what_blocks():
     assert art["kind"] == "plan" and art["outcome"] == "planned"
     assert art["target_image"] == "projects/p/global/images/b-1"
     assert art["summary"] == {"nodes_total": 5, "nodes_on_image": 2, "nodes_to_replace": 3, "in_flight": 1,
-                              "blocking_pdbs": ["shop/web"], "stop": None}
+                              "blocking_pdbs": ["shop/web"],
+                              "unready_system_pods": ["kube-system/dns-1 on no node (Pending: Unschedulable)"],
+                              "stop": None}
     assert [n["node"] for n in art["nodes"]] == ["cp-0", "w-0", "w-1"]
     assert art["nodes"][1] == {"node": "w-0", "group": "g1", "role": "worker", "in_flight": True}
 

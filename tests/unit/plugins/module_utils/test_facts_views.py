@@ -102,3 +102,51 @@ def test_the_annotation_wins_over_the_plan_and_a_node_in_neither_has_no_group():
     facts = {"nodes": {"outdated": ["w-1", "w-2"]},
              "plan": {"annotate": [{"name": "w-1", "annotations": {"scaling-group-id": "other"}}]}}
     assert {r["name"]: r["group"] for r in facts_views.replacement_order(nodes, facts, KEYS)} == {"w-1": "g-w", "w-2": None}
+
+
+def pod(name, phase="Running", ready=True, node="w-1", namespace="kube-system", deleting=False, **status):
+    metadata = {"name": name, "namespace": namespace}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-12-04T10:00:00Z"
+    conditions = [{"type": "Ready", "status": "True" if ready else "False", "reason": None if ready else "ContainersNotReady"}]
+    conditions += status.pop("conditions", [])
+    return {"metadata": metadata, "spec": {"nodeName": node} if node else {},
+            "status": dict(status, phase=phase, conditions=conditions)}
+
+
+def waiting(name, reason):
+    return [{"name": name, "ready": False, "state": {"waiting": {"reason": reason}}}]
+
+
+def test_unready_system_pods_name_each_with_its_node_phase_and_why():
+    pods = [
+        pod("coredns-1", ready=False, containerStatuses=waiting("coredns", "CrashLoopBackOff")),
+        # On w-0, a node the upgrade is about to replace: still named.
+        pod("proxy-0", phase="Pending", ready=False, node="w-0", initContainerStatuses=[
+            {"name": "init", "ready": False, "state": {"terminated": {"reason": "Error"}}}]),
+        pod("metrics-1", phase="Pending", ready=False, node=None,
+            conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]),
+        pod("cni-1", ready=False, containerStatuses=[{"name": "cni", "ready": False, "state": {"running": {}}}]),
+        pod("evicted", phase="Failed", ready=False, reason="Evicted"),
+        pod("lost", phase="Pending", ready=False, reason="NodeLost"),
+        pod("unbound", phase="Pending", ready=False, node=None),
+        pod("probe", ready=False),
+        # Not counted: Ready, finished (a Job's pod, an evicted pod), being deleted, or of another namespace.
+        pod("dns-ok"), pod("job-1", phase="Succeeded", ready=False), pod("going", ready=False, deleting=True),
+        pod("app", ready=False, namespace="default"),
+    ]
+    found = facts_views.unready_system_pods(pods)
+    assert [(p["name"], p["node"], p["phase"], p["why"]) for p in found] == [
+        ("cni-1", "w-1", "Running", "container cni not ready"),
+        ("coredns-1", "w-1", "Running", "container coredns CrashLoopBackOff"),
+        ("lost", "w-1", "Pending", "NodeLost"),
+        ("metrics-1", None, "Pending", "Unschedulable"),
+        ("probe", "w-1", "Running", "ContainersNotReady"),
+        ("proxy-0", "w-0", "Pending", "container init terminated: Error"),
+        ("unbound", None, "Pending", "not scheduled"),
+    ]
+    assert found[1] == dict(namespace="kube-system", name="coredns-1", node="w-1", phase="Running",
+                            why="container coredns CrashLoopBackOff",
+                            description="kube-system/coredns-1 on w-1 (Running: container coredns CrashLoopBackOff)")
+    assert found[3]["description"] == "kube-system/metrics-1 on no node (Pending: Unschedulable)"
+    assert facts_views.unready_system_pods([pod("dns-ok")]) == []

@@ -296,3 +296,97 @@ def test_the_role_refuses_bad_gate_variables_naming_each():
         assert len(problems) == 1 and problems[0].startswith(name + " must") and repr(value) in problems[0], problems
     assert not validate.check({"rolling_upgrade_gate_after": "batch", "rolling_upgrade_soak_seconds": 0,
                                "rolling_upgrade_gate_timeout": 600}, validate.ROLE_RULES)
+
+
+# -- consecutive passing looks (issue 25 item 7) -----------------------------------------------------------------
+
+class Clock:
+    """A fake clock and sleep: each look is the next of `sequence` (True: every check passes, False: nodes_ready
+    fails), and what the gate slept is recorded."""
+
+    def __init__(self, sequence):
+        self.now, self.sequence, self.slept, self.looked_at = 0.0, list(sequence), [], []
+
+    def look(self):
+        healthy = self.sequence.pop(0) if len(self.sequence) > 1 else self.sequence[0]
+        self.looked_at.append(self.now)
+        nodes = [node("a", ready="True" if healthy else "False", since=3600)]
+        return gate.evaluate(nodes, [], [], 0, NOW), "pods read"
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def wait(sequence, looks=3, look_interval=10, timeout=600, check_mode=False):
+    clock = Clock(sequence)
+    return gate.wait(clock.look, clock.clock, clock.sleep, timeout, 5, looks, look_interval, check_mode), clock
+
+
+def test_a_flapping_cluster_does_not_open_the_gate_until_it_passed_the_looks_in_a_row():
+    # Healthy, healthy, sick, healthy, sick, then healthy for good: each failing look starts the count again.
+    result, clock = wait([True, True, False, True, False, True, True, True, False])
+    assert result["passed"] and result["streak"] == 3 and result["looked"] == 8
+    # Passing looks are look_interval apart, failing ones the poll interval.
+    assert clock.slept == [10, 10, 5, 10, 5, 10, 10]
+    assert result["read"] == "pods read" and "message" not in result
+    # The gate opened 20 s (two intervals) after the first look of the last healthy run, not at it.
+    assert result["waited"] == clock.looked_at[-1] == clock.looked_at[5] + 20
+    # nodes_ready passed for good at the sixth look.
+    assert result["seconds"]["nodes_ready"] == clock.looked_at[5]
+
+
+def test_with_one_look_the_first_passing_look_opens_the_gate_as_before():
+    result, clock = wait([False, True, False], looks=1)
+    assert result["passed"] and result["looked"] == 2 and clock.slept == [5]
+
+
+def test_check_mode_looks_once_and_says_how_that_look_went():
+    assert wait([True], check_mode=True)[0]["passed"] is True
+    result, clock = wait([False], check_mode=True)
+    assert result["passed"] is False and result["looked"] == 1 and clock.slept == [] and "message" not in result
+
+
+def test_a_gate_that_flaps_until_its_timeout_fails_saying_so_and_naming_the_options():
+    result, clock = wait([True, False], looks=2, timeout=60)
+    assert not result["passed"] and clock.now >= 60
+    message = result["message"]
+    assert message.startswith("health gate failed: after 60s (rolling_upgrade_gate_timeout is 60s) nodes_ready: ")
+    assert ("every check passed at times, but at most 1 look(s) in a row of the 2 rolling_upgrade_gate_looks asks: "
+            "the cluster flaps") in message
+    # A last look that passed, short of the looks in a row: said so, and no check named as failing.
+    # Looks at 0, 5, ... 20 s fail, at 25 s passes; the next is at the timeout (30 s), not 10 s later.
+    result, clock = wait([False] * 5 + [True], looks=3, look_interval=10, timeout=30)
+    assert clock.looked_at[-2:] == [25, 30]
+    assert result["streak"] == 2 and result["message"].startswith(
+        "health gate failed: after 30s (rolling_upgrade_gate_timeout is 30s) every check passed at the last 2 look(s) "
+        "in a row, short of the 3 in a row rolling_upgrade_gate_looks asks, 10s apart "
+        "(rolling_upgrade_gate_look_interval). The run stops here")
+
+
+def test_the_looks_are_listed_with_the_gates_and_must_fit_in_the_timeout():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
+
+    assert gate.describe(0, ["kube-system"], "", "batch", 600, 2, 10)[-1] == (
+        "after each batch, within 600s: every check passing at 2 looks in a row, 10s apart (a failing look starts the "
+        "count again)")
+    assert validate.gate_looks_fit({"rolling_upgrade_gate_looks": 2, "rolling_upgrade_gate_look_interval": 10,
+                                    "rolling_upgrade_gate_timeout": 600}) is None
+    assert validate.gate_looks_fit({"rolling_upgrade_gate_looks": "61", "rolling_upgrade_gate_look_interval": 10,
+                                    "rolling_upgrade_gate_timeout": 600}) == (
+        "rolling_upgrade_gate_looks is 61 and rolling_upgrade_gate_look_interval is 10, so a gate needs 600s of passing "
+        "looks, but rolling_upgrade_gate_timeout is 600: it could never open; raise rolling_upgrade_gate_timeout, or "
+        "lower rolling_upgrade_gate_looks or rolling_upgrade_gate_look_interval")
+    # The role checks them together only with a gate.
+    slow = {"rolling_upgrade_gate_looks": 3, "rolling_upgrade_gate_look_interval": 60, "rolling_upgrade_gate_timeout": 120}
+    assert validate.role_gate_problems(dict(slow, rolling_upgrade_gate_after="none")) == []
+    assert validate.role_gate_problems(slow) == []
+    [problem] = validate.role_gate_problems(dict(slow, rolling_upgrade_gate_after="batch"))
+    assert problem.startswith("rolling_upgrade_gate_looks is 3 and rolling_upgrade_gate_look_interval is 60, so a gate "
+                              "needs 120s of passing looks, but rolling_upgrade_gate_timeout is 120")
+    for name, value in (("rolling_upgrade_gate_looks", 0), ("rolling_upgrade_gate_look_interval", 0)):
+        problems = validate.check({name: value}, validate.ROLE_RULES)
+        assert len(problems) == 1 and problems[0].startswith(name + " must be a whole number from 1 to"), problems

@@ -18,7 +18,7 @@ LIMIT = {"description": "CPUS in europe-west1: limit 3, usage 3"}
 def read(**kw):
     base = {"replacement_order": [{"name": "w1", "role": "worker"}], "nodes": {"invalid": []}, "not_ready": [],
             "progress": {"in_flight": 0}, "donors": [], "joining": [], "control_plane_endpoints": [],
-            "blocking_pdbs": [], "quota": None}
+            "blocking_pdbs": [], "unready_system_pods": [], "quota": None}
     base.update(kw)
     return base
 
@@ -116,6 +116,54 @@ def test_etcd_count_leaves_out_removed_members_and_is_unsure_while_a_member_may_
     assert joining["expected_member_count"] is None and joining["retries"] == 24
 
 
+def system_pod(name, node="w1", phase="Pending", why="container main ImagePullBackOff"):
+    return {"namespace": "kube-system", "name": name, "node": node, "phase": phase, "why": why,
+            "description": "kube-system/%s on %s (%s: %s)" % (name, node or "no node", phase, why)}
+
+
+SYSTEM_PODS = [system_pod("coredns-1", phase="Running", why="container coredns CrashLoopBackOff"),
+               system_pod("metrics-1", node=None, why="Unschedulable")]
+
+
+def test_unready_system_pods_refuse_naming_each_pod_the_rule_the_option_and_what_to_do():
+    verdict = preflight.verdict(read(unready_system_pods=SYSTEM_PODS))
+    assert verdict.refusal == (
+        "2 kube-system pod(s) not Ready: kube-system/coredns-1 on w1 (Running: container coredns CrashLoopBackOff); "
+        "kube-system/metrics-1 on no node (Pending: Unschedulable). The upgrade does not start while a kube-system pod "
+        "is not Ready (rolling_upgrade_allow_unready_system_pods is false): DNS, the network plugin, kube-proxy or the "
+        "control plane may be short already, and every drain takes more away. Nothing was changed; make these pods "
+        "Ready (or delete the ones no longer needed) and run again, or set rolling_upgrade_allow_unready_system_pods: "
+        "true to upgrade anyway")
+    assert verdict.said == [] and verdict.etcd is None
+
+
+def test_the_option_lets_the_upgrade_go_on_with_a_warning_naming_the_pods():
+    verdict = preflight.verdict(read(unready_system_pods=SYSTEM_PODS), allow_unready_system_pods=True)
+    assert verdict.refusal is None
+    assert verdict.said == [
+        "WARNING: 2 kube-system pod(s) not Ready: kube-system/coredns-1 on w1 (Running: container coredns "
+        "CrashLoopBackOff); kube-system/metrics-1 on no node (Pending: Unschedulable); "
+        "rolling_upgrade_allow_unready_system_pods is true, so the upgrade goes on"]
+
+
+def test_more_than_ten_unready_system_pods_are_named_up_to_ten_then_counted():
+    pods = [system_pod("p%02d" % index) for index in range(13)]
+    refusal = preflight.verdict(read(unready_system_pods=pods)).refusal
+    assert refusal.startswith("13 kube-system pod(s) not Ready: kube-system/p00 on w1 ")
+    assert "kube-system/p09 on w1 (Pending: container main ImagePullBackOff) and 3 more. The upgrade" in refusal
+    assert "p10" not in refusal
+
+
+def test_unready_system_pods_are_judged_after_the_nodes_and_only_when_nothing_is_in_flight():
+    assert preflight.verdict(read(unready_system_pods=SYSTEM_PODS, not_ready=["w1"])).refusal == (
+        "nodes not Ready before the upgrade: w1")
+    assert preflight.verdict(read(unready_system_pods=SYSTEM_PODS, progress={"in_flight": 1})).refusal is None
+    # A read without the pods (report_system_pods off) judges none.
+    no_pods = read()
+    del no_pods["unready_system_pods"]
+    assert preflight.verdict(no_pods).refusal is None
+
+
 def test_blocking_pdbs_are_said_after_the_etcd_read():
     pdbs = [{"namespace": "apps", "name": "web"}, {"namespace": "db", "name": "pg"}]
     verdict = preflight.verdict(read(blocking_pdbs=pdbs))
@@ -151,7 +199,7 @@ class RolePreflight:
         self.text = jinja2.Environment(undefined=jinja2.StrictUndefined)
         self.text.filters.update(self.env.filters)
 
-    def context(self, block, read, max_unavailable):
+    def context(self, block, read, max_unavailable=0):
         context = {"_rolling_upgrade_preflight": read, "rolling_upgrade_max_unavailable": max_unavailable,
                    "rolling_upgrade_etcd_endpoints": [], "rolling_upgrade_engine": "step",
                    "rolling_upgrade_etcd_delegate_to": "localhost", "omit": None}
@@ -211,6 +259,26 @@ def test_the_node_refusals_and_the_pdb_line_are_the_roles(role):
     data = read(blocking_pdbs=[{"namespace": "apps", "name": "web"}])
     assert preflight.verdict(data).said_after == [
         role.message("Preflight | PodDisruptionBudgets that allow no disruption now", None, data)]
+
+
+SYSTEM_PODS_BLOCK = "Preflight | kube-system pods"
+
+
+@pytest.mark.parametrize("pods", [SYSTEM_PODS, [system_pod("p%02d" % index) for index in range(12)]])
+def test_the_system_pods_refusal_and_warning_are_the_roles_and_check_mode_prints_the_refusal(role, pods):
+    data = read(unready_system_pods=pods)
+    refusal = role.message("Preflight | every kube-system pod is Ready (or rolling_upgrade_allow_unready_system_pods)",
+                           SYSTEM_PODS_BLOCK, data)
+    assert preflight.verdict(data).refusal == refusal
+    assert role.message("Preflight | check mode, where a real run would stop", SYSTEM_PODS_BLOCK, data) == (
+        "Check mode: a real run would stop here: " + refusal)
+    assert preflight.verdict(data, allow_unready_system_pods=True).said == [
+        role.message("Preflight | kube-system pods not Ready, allowed", SYSTEM_PODS_BLOCK, data)]
+    # The role's block runs when the Python check would: pods not Ready, nothing in flight.
+    when = role.tasks[SYSTEM_PODS_BLOCK]["when"]
+    for case in (data, read(), read(unready_system_pods=pods, progress={"in_flight": 2})):
+        runs = all(role.env.from_string("{{ %s }}" % rule).render(_rolling_upgrade_preflight=case) for rule in when)
+        assert runs == (preflight.verdict(case).refusal is not None), case
 
 
 def test_the_etcd_count_and_refusal_are_the_roles(role):
