@@ -12,7 +12,7 @@ Beyond that, for the world property tests (test_executor_worlds.py), the world c
                     etcd_health() is the executor's health port;
   lingering:        `linger` (a callable giving a number of ticks): a deleted instance stays listed DELETING for
                     that many ticks before it disappears; with `ccm`, a tick deletes the Nodes whose instance
-                    the cloud no longer lists (the cloud controller manager);
+                    the cloud no longer lists (the cloud controller manager), `ccm_delay` ticks later;
   world faults:     kill_instance() (an instance dies: stopped, failed or deleted, its Node reads Ready for a
                     tick or two, then NotReady, then the instance goes, and with `autoheal` the group creates a
                     replacement: a foreign node), blip() (a Node NotReady for some ticks); both are recorded in
@@ -79,6 +79,7 @@ class World:
         self.linger = None            # callable() -> ticks a deleted instance stays listed DELETING
         self.leaving = {}             # providerID (lower case) -> ticks left listed DELETING
         self.ccm = False              # a Node whose instance disappeared is deleted
+        self.ccm_delay, self.unlisted = 0, {}   # ticks the Node outlives its instance; ticks each was unlisted
         self.autoheal = False         # an instance the world killed is replaced by the group
         self.down = {}                # Node name -> ticks it stays NotReady (None: for good)
         self.losses = []              # world-caused losses: dict(group, node, kind, replacement)
@@ -390,10 +391,11 @@ class World:
             self.members[member]["healthy"] = healthy
 
     # -- what the world does to the cluster by itself -----------------------------------------------------
-    def kill_instance(self, name, state, ready_for=1):
+    def kill_instance(self, name, state, ready_for=1, gone_after=None):
         """Node `name`'s instance dies (`state`: STOPPED, FAILED or DELETING): the Node still reads Ready for
-        `ready_for` ticks, then NotReady (and its etcd member unhealthy) for good; a tick later the cloud
-        deletes the instance (lingering as any deletion), and with `autoheal` the group replaces it."""
+        `ready_for` ticks, then NotReady (and its etcd member unhealthy) for good; `gone_after` ticks from now
+        (default: a tick after the Node turned NotReady, maybe before) the cloud deletes the instance (lingering as
+        any deletion), and with `autoheal` the group replaces it."""
         inst = self.instance_of(name)
         if inst is None:
             return None
@@ -401,7 +403,7 @@ class World:
         loss = dict(group=self.node_group.get(name, inst.group_id), node=name, kind="instance died",
                     provider_id=inst.provider_id, replacement=None)
         self.losses.append(loss)
-        self.dying.append([ready_for, ready_for + 1, loss])
+        self.dying.append(dict(ready=ready_for, gone=ready_for + 1 if gone_after is None else gone_after, loss=loss))
         return loss
 
     def blip(self, name, ticks):
@@ -460,18 +462,18 @@ class World:
                     self.nodes[inst.node_name] = node
                     self._known(inst.node_name, gid, inst.image, group.role == "control-plane")
         for timeline in list(self.dying):
-            timeline[0] -= 1
-            timeline[1] -= 1
-            loss = timeline[2]
-            if timeline[0] == 0 and loss["node"] in self.nodes:
+            timeline["ready"] -= 1
+            timeline["gone"] -= 1
+            loss = timeline["loss"]
+            if timeline["ready"] == 0 and loss["node"] in self.nodes:
                 self.down[loss["node"]] = None
                 self.nodes[loss["node"]]["status"]["conditions"][0].update(
                     status="False", lastTransitionTime=core.format_time(self.now))
                 self.set_member_health(loss["node"], False)
-            if timeline[1] == 0:
+            if timeline["gone"] == 0 and self.instance_by_id(loss["provider_id"]) is not None:
+                self.delete_instance(loss["provider_id"])
+            if timeline["ready"] <= 0 and timeline["gone"] <= 0:
                 self.dying.remove(timeline)
-                if self.instance_by_id(loss["provider_id"]) is not None:
-                    self.delete_instance(loss["provider_id"])
         for provider_id in list(self.leaving):
             self.leaving[provider_id] -= 1
             if self.leaving[provider_id] <= 0:
@@ -479,10 +481,13 @@ class World:
                 self._drop_instance(provider_id)
                 self._gone(provider_id)
         if self.ccm:
-            # The cloud controller manager deletes the Nodes whose instance the cloud no longer lists.
+            # The cloud controller manager deletes the Nodes whose instance the cloud no longer lists (after
+            # `ccm_delay` more ticks: till then such a Node still reads as it did).
             listed = {i.provider_id.lower() for items in self.instances.values() for i in items}
             for name in [n for n, node in self.nodes.items() if node["spec"]["providerID"].lower() not in listed]:
-                del self.nodes[name]
+                self.unlisted[name] = self.unlisted.get(name, 0) + 1
+                if self.unlisted[name] > self.ccm_delay:
+                    del self.nodes[name]
 
 
 def group(gid, role=None, image=OLD):

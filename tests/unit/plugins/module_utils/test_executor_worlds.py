@@ -16,8 +16,9 @@ The worlds (Scenario, drawn by `scenarios`; core_world.World holds them):
   members:     (members=True) an etcd member per control-plane node; members turn unhealthy at random ticks and
                recover some ticks later, or never (a permanent fault);
   heirs:       (heirs=True) a heir the executor created dies after joining: its instance goes STOPPED, FAILED or
-               DELETING while its Node still reads Ready for a tick or two, then NotReady; the cloud then deletes
-               it and the group autoheals (a replacement instance, i.e. a foreign node). A control-plane heir's
+               DELETING while its Node still reads Ready for a tick or two, then NotReady; the cloud deletes it 1-3
+               ticks after it died (so maybe while its Node still reads Ready), the Node goes 0-1 tick after its
+               instance (ccm_delay), and the group autoheals (a replacement instance, i.e. a foreign node). A control-plane heir's
                death leaves an unhealthy etcd member that nobody removes: a permanent fault. Also NotReady
                hiccups of a Node for 1-2 ticks;
   unavailable: (unavailable=True) max_unavailable 1 or 50% besides max_surge (delete-first in worker groups);
@@ -39,7 +40,8 @@ Checked at every step (Watch):
               (its instance listed and not being deleted);
   etcd first: no control-plane instance is created while an etcd member is unhealthy or a control-plane Node is
               NotReady;
-  heir alive: no donor is drained unless the cloud lists its heir's instance as running;
+  heir alive: no donor is drained, and no node is paired as a heir, unless the cloud lists the heir's instance as
+              running;
   done:       when a pass says done, every group holds at least its start count of Ready, schedulable nodes whose
               instance runs the target image, and no instance is DELETING;
   liveness:   in a world without a permanent fault the run is done within a bound of passes.
@@ -92,6 +94,7 @@ class Scenario:
     max_surge_total: object = None
     max_unavailable: object = 0
     linger: tuple = ()           # the n-th deleted instance stays listed DELETING linger[n % len] ticks
+    ccm_delay: int = 0           # ticks a Node outlives its instance (reading as it did) before it is deleted
     events: tuple = ()
     kill_rate: float = 0.0
     max_kills: int = 0
@@ -116,6 +119,7 @@ class Scenario:
         deletions = itertools.count()
         w.linger = lambda: self.linger[next(deletions) % len(self.linger)] if self.linger else 0
         w.ccm = w.autoheal = True
+        w.ccm_delay = self.ccm_delay
         return w
 
 
@@ -143,7 +147,7 @@ def scenarios(draw, foreign=False, linger=False, members=False, heirs=False, una
         for _number in range(draw(st.integers(0, 2))):
             events.append((draw(EVENT_TICKS), "heir dies", draw(st.integers(0, 5)),
                            draw(st.sampled_from([STOPPED, FAILED, DELETING])), draw(st.integers(1, 2)),
-                           draw(st.booleans())))
+                           draw(st.booleans()), draw(st.integers(1, 3))))
         for _number in range(draw(st.integers(0, 1))):
             events.append((draw(EVENT_TICKS), "hiccup", draw(st.integers(0, 9)), draw(st.integers(1, 2))))
     return Scenario(
@@ -153,6 +157,7 @@ def scenarios(draw, foreign=False, linger=False, members=False, heirs=False, una
         max_unavailable=draw(st.sampled_from([0, 1, "50%"])) if unavailable else 0,
         linger=tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=4))) if linger else (),
         events=tuple(sorted(events, key=lambda e: e[0])),
+        ccm_delay=draw(st.integers(0, 1)) if heirs else 0,
         kill_rate=draw(st.sampled_from([0.02, 0.04, 0.06])) if kills else 0.0,
         max_kills=draw(st.integers(1, 3)) if kills else 0,
         cached=draw(st.booleans()),
@@ -237,6 +242,10 @@ class Watch:
                        if v is not None and k in (P + "heir", P + "donor", P + "obsolete")}
             if written and self.foreign(item):
                 self.fail("foreign node %s gets %s written" % (item, ", ".join(sorted(written))))
+            inst = self.w.instance_of(item)
+            if "donor" in written and (inst is None or inst.state != RUNNING):
+                self.fail("%s paired as a heir while the cloud lists its instance as %s"
+                          % (item, inst.state if inst is not None else "gone"))
             if written & {"heir", "donor"} and not self.control_plane(item) and self.cp_owed():
                 self.fail("worker %s paired (%s) while control-plane node(s) %s are outdated"
                           % (item, ", ".join(sorted(written)), ", ".join(self.cp_owed())))
@@ -392,7 +401,8 @@ class Run:
                 self.pending.append((w.ticks + how[0], "recover", member))
             return True
         if what == "heir dies":
-            state, ready_for, control_plane_too = how
+            state, ready_for, control_plane_too = how[:3]
+            gone_after = how[3] if len(how) > 3 else None
             dying = {loss["node"] for loss in w.losses}
             heirs = sorted(n for n, node in w.nodes.items() if node["spec"]["providerID"].lower() in w.created_ids
                            and w.ready_schedulable(n) and n not in dying and w.instance_of(n).state == RUNNING
@@ -400,7 +410,7 @@ class Run:
             heir = self.pick(which, heirs)
             if heir is None:
                 return False
-            w.kill_instance(heir, state, ready_for)
+            w.kill_instance(heir, state, ready_for, gone_after)
             self.watch.log.append("heir %s's instance %s" % (heir, state))
             if self.watch.control_plane(heir):
                 self.permanent.append("control-plane heir %s died (its etcd member stays, unhealthy)" % heir)
