@@ -1135,9 +1135,12 @@ class _Planner:
         return not self.cloud_consulted or (inst is not None and inst.state == RUNNING)
 
     def alive(self, state):
-        """Whether the cloud may still run `state`'s instance: not listed as deleting, stopped or failed."""
+        """Whether the cloud may still run `state`'s instance: listed (where every group was read), and not as
+        deleting, stopped or failed. A Node whose instance is gone is no heir, however Ready it still reads."""
         inst = self.instance_of(state)
-        return inst is None or inst.state not in (DELETING, STOPPED, FAILED)
+        if inst is None:
+            return not self.cloud_view.complete
+        return inst.state not in (DELETING, STOPPED, FAILED)
 
     def remove_surplus(self, s, gkey, nodes_now):
         """A node this upgrade created that no donor needs: marked obsolete (then drained and deleted) while its

@@ -186,6 +186,13 @@ def test_a_heir_whose_instance_is_not_running_serves_no_donor():
     problems = core.check_drain(w.nodes["w0"], w.nodes["h"], NEW, core.CloudView(
         [dataclasses.replace(i, state=STOPPED) if i.node_name == "h" else i for i in w.instances["G1"]]))
     assert "heir_not_running" in [p["code"] for p in problems]
+    # Gone from the cloud while its Node still reads Ready: no heir, neither for its donor nor for another one.
+    w.instances["G1"].remove(heir)
+    result = w.plan(opts(), created=created("h"))
+    assert result["plan"]["drain"] == [] and pairs(result) == [] and {r["name"] for r in result["plan"]["repairs"]} == {"h", "w0"}
+    w.nodes["h"]["metadata"]["annotations"] = {}
+    w.nodes["w0"]["metadata"]["annotations"] = {P + "scaling-group-id": "G1", P + "node-image": OLD}
+    assert pairs(w.plan(opts(), created=created("h"))) == []
 
 
 def test_a_heir_replaces_first_the_member_whose_health_blocks_its_donors_removal():
