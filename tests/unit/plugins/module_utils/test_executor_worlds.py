@@ -585,6 +585,20 @@ def test_a_heir_whose_instance_dies_after_joining_does_not_let_its_donor_go():
     assert "w0-o0" not in run.w.nodes and "w0-o1" not in run.w.nodes
 
 
+def test_a_heir_whose_instance_is_gone_while_its_node_still_reads_ready_is_not_paired_again():
+    # W0: one old worker. The heir's instance stops in the tick its Node turns Ready and is gone a tick later, while
+    # its Node still reads Ready (a tick more before the cloud controller manager deletes it).
+    run = upgrade(Scenario(groups=(("worker", 1, 0),), ccm_delay=1,
+                           events=((0, "heir dies", 0, STOPPED, 2, False, 1),)))
+    assert run.result is not None
+    (loss,) = run.w.losses
+    dead, healed = loss["node"], loss["replacement"]
+    assert dead not in run.w.nodes and "w0-o0" not in run.w.nodes
+    untouched(run, healed)
+    names = whole(run, "W0", 2)
+    assert ours(run) == sorted(set(names) - {healed}) and len(run.w.created) == 2
+
+
 def test_a_forged_obsolete_mark_on_an_up_to_date_node_without_a_journal_removes_nothing():
     # W0: w0-o0 old, w0-u0 up to date (annotations cached) with a forged obsolete=true and a forged phase-history
     # entry for it; nothing was ever journaled.
