@@ -18,8 +18,8 @@ options:
         With it, only such a node becomes a heir, or is marked obsolete (and removed) while its group holds more
         nodes than at the start; any other node on the target image is capacity, left alone and returned in
         C(foreign); an C(obsolete) mark the journal does not back is left alone as a problem.
-      - Without it (a module used on its own), nothing proves who created a node, and the older rule applies: a
-        fresh node on the target image (its image never cached) may become a heir, and no node is removed as
+      - Without it (a module used on its own), nothing proves who created a node, and the older rule applies (a
+        fresh node on the target image, its image never cached, may become a heir), and no node is removed as
         surplus unless it carries this collection's heir phase.
       - M(kubenodes.image_upgrade.node_pair) also records there, before it promotes their heirs, the donors found
         gone while their heir still names them (deleted by a run killed before it journaled them), so the

@@ -1416,7 +1416,11 @@ class _Planner:
             held = sorted(s.name for s in self.states if s.name in problem_nodes and s.group_id
                           and _group_key(s.group_id) == gkey and same(s.image, self.target)
                           and PHASE_HEIR in [p for p, _t in parse_trail(s.info.annotations.get(self.keys.phase_history))[0]])
-            in_flight = count[HEIR] + count[OBSOLETE] + joining + self.failed_count.get(gkey, 0) + leaving + len(held)
+            # A Node whose instance the cloud is deleting (a heir it took back, say) still holds its instance's slot.
+            dying = sum(1 for s in members if final[s.name] not in (HEIR, OBSOLETE) and (self.instance_of(s) is not None)
+                        and self.instance_of(s).state == DELETING)
+            in_flight = (count[HEIR] + count[OBSOLETE] + joining + self.failed_count.get(gkey, 0) + leaving + dying
+                         + len(held))
             self.in_flight_total += in_flight
             demand = max(0, count[OUTDATED] - (joining - self.joining_old.get(gkey, 0)))
             budgets[gkey] = dict(limit=limit, in_flight=in_flight, demand=demand, held=held)

@@ -91,8 +91,8 @@ options:
     description:
       - Creations about to be made (C(group), C(count)), as the plan's RV(kubenodes.image_upgrade.node_image_facts#module:plan.create),
         to record before the create call under C(create_intents) (the group, the moment and the count). A run killed
-        after the cloud's create and before O(created) is recorded still knows those instances as its own: the
-        planner takes an instance of that group that the cloud created after the intent, and that no record claims.
+        after the cloud's create and before O(created) is recorded still knows those instances as its own (the
+        planner takes an instance of that group that the cloud created after the intent, and that no record claims).
       - The keys are returned in RV(intents), for O(created.intents).
     type: list
     elements: dict

@@ -11,10 +11,11 @@ error format, so the emulator cannot silently accept something the real API woul
 Instances of a group go CREATING (no instance resource yet: it reads "not found") -> PROVISIONING ->
 STAGING -> RUNNING, then the instance hooks tell the node simulator; deleted ones go DELETING and then
 disappear. Faults (Admin.set_faults): a rate or a count of requests answered with 429/500/503, latency,
-instances that never boot, and an instance quota that createInstances/resize refuse with QUOTA_EXCEEDED
-and that regions.get reports as the region's INSTANCES quota (limit the knob, usage the live instances; a
-generous limit when the knob is unset), and paths the caller may not read (deny: 403 forbidden, as for an
-identity without the permission).
+instances that never boot, slow deletions (delete_delay: how long a deleted instance stays listed as
+DELETING), an instance quota that createInstances/resize refuse with QUOTA_EXCEEDED and that regions.get
+reports as the region's INSTANCES quota (limit the knob, usage the live instances; a generous limit when the
+knob is unset), and paths the caller may not read (deny: 403 forbidden, as for an identity without the
+permission).
 
 Run as `python -m sandbox.clouds.gce --state-dir DIR [--nodesim-url URL]` (see sandbox/clouds/__init__.py)
 or in-process with GceEmulator(...).start().
@@ -116,6 +117,7 @@ class Faults:
         self.paths = ()             # when set, faults hit only paths containing one of these strings
         self.fail_after = False     # answer the error after applying the request (a lost answer)
         self.insert_delay = 0.1     # seconds a new instance reads "not found" (no instance resource yet)
+        self.delete_delay = 0.1     # seconds a deleted instance stays listed (currentAction DELETING, STOPPING)
         self.list_lag = 0.0         # seconds a new managed instance is missing from listManagedInstances
         self.page_size = 0          # when set, list pages hold at most this many items
         self.require_auth = False   # API calls need a bearer token issued at /token or added by the admin
@@ -455,7 +457,7 @@ class GceState:
         if managed["currentAction"] == "DELETING":
             return
         managed["currentAction"] = "DELETING"
-        managed["_gone_at"] = time.time() + 0.1
+        managed["_gone_at"] = time.time() + float(self.faults.delete_delay)
         instance = self.instances.get((key[0], managed["_zone"], name))
         if instance:
             instance["status"] = "STOPPING"
@@ -1253,7 +1255,7 @@ class Admin:
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, **more):
         """Replace every fault knob (unnamed ones go back to their defaults). Extra knobs: fail_next,
-        boot_delay, op_delay, paths, seed (repeatable error_rate draws)."""
+        boot_delay, op_delay, delete_delay, paths, seed (repeatable error_rate draws)."""
         return self._call("POST", "faults", dict(reset=True, error_rate=error_rate, codes=list(codes), latency=latency,
                                                  never_boot=list(never_boot), quota=quota, **more))
 

@@ -191,6 +191,11 @@ def test_just_created_instance_counts_as_creating_before_the_api_lists_it(admin,
     listing = _wait_for(lambda: [i for i in provider.list_instances(group) if i.state == base.RUNNING])
     assert [i.provider_id for i in provider.list_instances(group)] == [inst.provider_id]
     assert "listed" not in listing[0].extra
+    # Deleted (by anyone) once the API listed it: gone, not "being created" again from that memory (issue 25: a heir
+    # whose instance the cloud deleted was paired again while the provider still listed it).
+    other = gce.GceProvider(admin.provider_options()["gcp"], retry_base_delay=0.02, request_timeout=10)
+    other.delete_instance(inst.provider_id)
+    assert _wait_for(lambda: not provider.list_instances(group) or None)
 
 
 def test_delete_instance_is_idempotent_and_tells_the_node_simulator(emulator, admin, provider, images):

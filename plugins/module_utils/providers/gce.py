@@ -710,6 +710,8 @@ class GceProvider(CloudProvider):
                 extra["errors"] = ["%s: %s" % e for e in errors]
                 extra["quota_exceeded"] = any(code in QUOTA_CODES for code, dummy in errors)
             listed.add(name)
+            if name in recent:
+                recent[name].extra["seen"] = True   # the API lists it: from now on its word is final
             instances.append(Instance(
                 provider_id=provider_id_of(ref.project, zone, name) if zone else "",
                 node_name=name, group_id=ref.id, image=images.get(strip_url(mi.version.instance_template), ""),
@@ -718,11 +720,11 @@ class GceProvider(CloudProvider):
                 created_at=created.get(name) or (recent[name].created_at if name in recent else None),
                 name=name, extra=extra))
         # The API may not list an instance for a moment after createInstances: it is being created, and
-        # must never free budget.
+        # must never free budget. One the API listed once and lists no more is gone (deleted), not created again.
         for name, inst in list(recent.items()):
             if time.time() - (inst.created_at or 0) > self.CREATE_GRACE:
                 recent.pop(name)
-            elif name not in listed:
+            elif name not in listed and not inst.extra.get("seen"):
                 instances.append(Instance(**dict(inst.to_dict(), state=CREATING, extra=dict(inst.extra, listed=False))))
         return instances
 

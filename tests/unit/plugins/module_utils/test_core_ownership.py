@@ -213,3 +213,16 @@ def test_a_heir_replaces_first_the_member_whose_health_blocks_its_donors_removal
     # A healthy etcd, or a donor whose member is gone already, keeps the pair.
     assert not [r for r in w.plan(opts(), created=created("h", group_id="CP"), control_plane_health=[])["plan"]["repairs"]
                 if r["action"] == "swap"]
+
+
+def test_a_node_whose_instance_is_being_deleted_holds_its_slot_in_the_surge():
+    """A heir the cloud takes back while its Node still reads Ready is no heir, and its instance still counts
+    against the surge until it is gone (the sandbox's deleted-heir test saw four instances in a group of two)."""
+    w = workers(outdated=("w0",), fresh=())
+    w.add_node("h", "G1", NEW)
+    next(i for i in w.instances["G1"] if i.node_name == "h").state = DELETING
+    result = w.plan(opts(max_surge=1), created=created("h"), start_counts={"G1": 1})
+    assert result["plan"]["create"] == [] and result["scaling_groups"][0]["in_flight"] == 1
+    assert "surge budget used (1 of 1 in flight)" in result["plan"]["create_blocked"][0]["reason"]
+    w.instances["G1"] = [i for i in w.instances["G1"] if i.node_name != "h"]
+    assert w.plan(opts(max_surge=1), created=created("h"), start_counts={"G1": 1})["plan"]["create"][0]["count"] == 1
