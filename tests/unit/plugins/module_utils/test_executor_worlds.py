@@ -34,6 +34,8 @@ Checked at every step (Watch):
               - the world-caused losses still open (a Node in a hiccup, a dead instance not yet replaced by a Ready
               node);
   etcd:       members (healthy or not) >= the start count of members;
+  surge:      per group, instances listed (any state) that were there at the start or that the executor created, less
+              those the world killed, <= the start count + max_surge (1 in the control plane);
   foreign:    no foreign node (target image, instance not created by the executor) is paired (heir/donor written),
               marked obsolete, cordoned/drained or deleted, nor its instance deleted;
   order:      no worker is paired, drained or deleted (Node or instance) while a control-plane node is outdated
@@ -179,6 +181,8 @@ class Watch:
         self.allowance = {gid: 0 if w.groups[gid].role == "control-plane"
                           else core.unavailable_limit(options.max_unavailable, self.start[gid]) for gid in w.groups}
         self.members_start = len(w.members)
+        self.start_ids = {i.provider_id.lower() for items in w.instances.values() for i in items}
+        self.start_instances = {gid: len(w.instances[gid]) for gid in w.groups}
         self.lowest = dict(self.start)     # the fewest Ready schedulable nodes each group had
         self.creates = []                  # (tick, group) of every instance the executor created
         self.log = []
@@ -279,9 +283,26 @@ class Watch:
                 self.fail("group %s has %d Ready schedulable node(s), below %d (start %d, allowance %d, world losses "
                           "%d)" % (gid, self.serving(gid), floor, self.start[gid], self.allowance[gid],
                                    self.w.active_losses(gid)))
+        self.surge()
         if len(self.w.members) < self.members_start:
             self.fail("%d etcd member(s) (%s), below the %d at the start"
                       % (len(self.w.members), ", ".join(sorted(self.w.members)), self.members_start))
+
+    def surge(self):
+        """Per group, the instances listed that were there at the start or that the executor created (any state, a
+        DELETING one too), less those the world killed, stay within the start count plus max_surge (one in the
+        control plane); the surge is reckoned on the start count plus what the world added, as the planner's may."""
+        killed = {loss["provider_id"].lower() for loss in self.w.losses if loss.get("provider_id")}
+        for gid in sorted(self.w.groups):
+            listed = [i.provider_id.lower() for i in self.w.instances[gid]]
+            counted = [p for p in listed if (p in self.start_ids or p in self.w.created_ids) and p not in killed]
+            extra = len([p for p in listed if p not in self.start_ids and p not in self.w.created_ids])
+            limit = 1 if self.w.groups[gid].role == "control-plane" else \
+                core.surge_limit(self.options.max_surge, self.start_instances[gid] + extra)
+            if len(counted) > self.start_instances[gid] + limit:
+                self.fail("group %s lists %d instance(s) of its own or this upgrade's (%s), above its %d at the start "
+                          "+ a surge of %d" % (gid, len(counted), ", ".join(p.rsplit("/", 1)[-1] for p in counted),
+                                               self.start_instances[gid], limit))
 
     def done(self):
         for gid in sorted(self.w.groups):
@@ -597,6 +618,20 @@ def test_a_heir_whose_instance_is_gone_while_its_node_still_reads_ready_is_not_p
     untouched(run, healed)
     names = whole(run, "W0", 2)
     assert ours(run) == sorted(set(names) - {healed}) and len(run.w.created) == 2
+
+
+def test_a_dead_heir_does_not_widen_the_surge_of_its_group():
+    # W0: two old workers, max_surge 50% (one instance). The first heir's instance stops the tick its Node turns
+    # Ready; the Node reads Ready a tick more, and the instance is gone a tick after that. The surge stays one
+    # instance of the start's two (Watch.surge, at every step), not 50% of three nodes.
+    run = upgrade(Scenario(groups=(("worker", 2, 0),), max_surge="50%",
+                           events=((0, "heir dies", 0, STOPPED, 1, False, 1),)))
+    assert run.result is not None
+    (loss,) = run.w.losses
+    healed = loss["replacement"]
+    untouched(run, healed)
+    names = whole(run, "W0", 3)
+    assert ours(run) == sorted(set(names) - {healed}) and len(run.w.created) == 3
 
 
 def test_a_forged_obsolete_mark_on_an_up_to_date_node_without_a_journal_removes_nothing():
