@@ -2,13 +2,33 @@
 the production executor (module_utils/executor.py) carries out plans against it through in-memory
 kube, cloud and etcd ports, and time passes so instances boot and join. There is no model of the role
 here: only the outside worlds, and the rules they insist on (no drain before the heir is Ready, no
-deletion of a control-plane node before its etcd member is gone)."""
+deletion of a control-plane node before its etcd member is gone).
+
+Beyond that, for the world property tests (test_executor_worlds.py), the world can hold (all off by default):
+  foreign nodes:    add_foreign(): a node on the target image that no upgrade created (no annotation of this
+                    collection), what autohealing or a scale-up leaves;
+  an etcd model:    `members`, one per control-plane Node (added when one registers, removed by the executor's
+                    etcd port, which waits while another member is unhealthy); set_member_health();
+                    etcd_health() is the executor's health port;
+  lingering:        `linger` (a callable giving a number of ticks): a deleted instance stays listed DELETING for
+                    that many ticks before it disappears; with `ccm`, a tick deletes the Nodes whose instance
+                    the cloud no longer lists (the cloud controller manager), `ccm_delay` ticks later;
+  world faults:     kill_instance() (an instance dies: stopped, failed or deleted, its Node reads Ready for a
+                    tick or two, then NotReady, then the instance goes, and with `autoheal` the group creates a
+                    replacement: a foreign node), blip() (a Node NotReady for some ticks); both are recorded in
+                    `losses`, which active_losses() counts for the capacity invariant;
+  the journal:      `records`, where every executor's record_created writes (report.merge) and from which every
+                    executor's Settings are read (a resumed run);
+  action hooks:     `before` (kind, item, detail) and `after` (kind, item) callables around every mutating action
+                    of the ports: before runs ahead of the kill gate (an attempted step is checked), after once
+                    the step is done.
+"""
 
 import copy
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, facts_views, report
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CREATING, RUNNING, Group, Instance)
+    CREATING, DELETING, RUNNING, Group, Instance)
 
 OLD = "projects/p/global/images/old"
 NEW = "projects/p/global/images/NEW"   # compared case-insensitively with the target
@@ -49,20 +69,54 @@ class World:
         self.etcd_removed = set()
         self.created = []
         self.journal = []
+        # See the module docstring: all of this stays idle unless a test uses it.
+        self.created_ids = set()      # providerIDs (lower case) of the instances the executor created
         # What a run records at once in its journal ConfigMap (instances_created, start_counts, create_intents,
         # removed_first, refills), merged as the journal merges it: every executor of this world reads it back, as
         # a resumed run does.
         self.records = report.new_journal(NEW, None)
+        self.members = {}             # etcd member name -> dict(node, ip, healthy)
+        self.linger = None            # callable() -> ticks a deleted instance stays listed DELETING
+        self.leaving = {}             # providerID (lower case) -> ticks left listed DELETING
+        self.ccm = False              # a Node whose instance disappeared is deleted
+        self.ccm_delay, self.unlisted = 0, {}   # ticks the Node outlives its instance; ticks each was unlisted
+        self.autoheal = False         # an instance the world killed is replaced by the group
+        self.down = {}                # Node name -> ticks it stays NotReady (None: for good)
+        self.losses = []              # world-caused losses: dict(group, node, kind, replacement)
+        self.dying = []               # kill_instance() timelines: [ticks to NotReady, ticks to gone, loss]
+        self.node_group, self.node_image = {}, {}   # what the world knows of every Node it ever held
+        self.ticks = 0
+        self.ips = 0
+        self.before, self.after = [], []
+
+    def next_ip(self):
+        self.ips += 1
+        return "10.1.%d.%d" % (self.ips // 250, self.ips % 250 + 1)
 
     def add_node(self, name, group_id, image, control_plane=False, ready=True, cached=True, annotations=None, labels=None,
                  ip=None):
         node = make_node(name, group_id if cached else None, image if cached else None, control_plane, ready,
-                         annotations, labels, self.prefix, ip)
+                         annotations, labels, self.prefix, ip or self.next_ip())
         self.nodes[name] = node
         self.instances[group_id].append(Instance(provider_id=node["spec"]["providerID"], node_name=name,
                                                  group_id=group_id, image=image, state=RUNNING,
                                                  created_at=self.now - 86400, name=name))
+        self._known(name, group_id, image, control_plane)
         return node
+
+    def add_foreign(self, name, group_id, image=NEW, created_ago=3600.0):
+        """A node on the target image that no upgrade created: no annotation of this collection (autohealing,
+        a scale-up, a hand-made replacement). Its instance is younger than the old nodes'."""
+        node = self.add_node(name, group_id, image, control_plane=self.groups[group_id].role == "control-plane",
+                             cached=False)
+        self.instances[group_id][-1].created_at = self.now - created_ago
+        return node
+
+    def _known(self, name, group_id, image, control_plane):
+        self.node_group[name], self.node_image[name] = group_id, image
+        if control_plane:
+            ip = self.nodes[name]["status"]["addresses"][0]["address"]
+            self.members[name] = dict(node=name, ip=ip, healthy=True)
 
     def plan(self, options, **kw):
         return core.plan_upgrade(list(copy.deepcopy(list(self.nodes.values()))), options,
@@ -70,9 +124,13 @@ class World:
                                  instances={k: list(v) for k, v in self.instances.items()}, now=self.now, **kw)
 
     # -- the executor's outside worlds, in memory ------------------------------------------------------
-    def executor(self, options, take=None, etcd_delegated=False, **settings):
+    def executor(self, options, take=None, etcd_delegated=False, etcd_health=False, journaled=False, **settings):
         """The production executor (module_utils/executor.py) wired to this world. `take(kind, item)`
-        returning False kills the run at that moment (the step does not happen, nor anything after it)."""
+        returning False kills the run at that moment (the step does not happen, nor anything after it).
+        Every executor reads the world's journal (`records`) back as a resumed run does, and its record_created
+        merges into it as the journal does (report.merge). etcd_health: give the executor the etcd health port.
+        journaled: each record is written after a kill gate of kind "record" (a kill between a create and its
+        record)."""
         take = take or (lambda kind, item: True)
         world = self
 
@@ -81,19 +139,24 @@ class World:
                 return copy.deepcopy(list(world.nodes.values()))
 
             def write_node(self, node, entry):
-                world.gate(take, "patch", node["metadata"]["name"])
-                return world.patch_node(node["metadata"]["name"], entry)
+                name = node["metadata"]["name"]
+                world.gate(take, "patch", name, entry)
+                outcome = world.patch_node(name, entry)
+                world.acted("patch", name)
+                return outcome
 
             def uncordon(self, name):
                 world.gate(take, "uncordon", name)
                 if name in world.nodes:
                     world.nodes[name]["spec"]["unschedulable"] = False
+                world.acted("uncordon", name)
 
             def drain(self, name):
                 world.gate(take, "drain", name)
                 world.check_drain(name)
                 world.nodes[name]["spec"]["unschedulable"] = True
                 world.drained.add(name)
+                world.acted("drain", name)
                 return dict(drained=True, evicted=[], reason="drained")
 
             def delete_node(self, node):
@@ -101,11 +164,13 @@ class World:
                 world.gate(take, "delete-node", name)
                 world.check_delete(name)
                 world.nodes.pop(name, None)
+                world.acted("delete-node", name)
                 return True
 
         class Cloud:
             def read(self, scaling_groups):
-                return ([copy.copy(g) for g in world.groups.values()], {k: list(v) for k, v in world.instances.items()}, {})
+                return ([copy.copy(g) for g in world.groups.values()],
+                        {k: [copy.copy(i) for i in v] for k, v in world.instances.items()}, {})
 
             def normalize(self, provider_id):
                 return core.default_normalize(provider_id)
@@ -113,6 +178,7 @@ class World:
             def set_group_image(self, group_id, image):
                 world.gate(take, "image", group_id)
                 world.groups[group_id].image = image
+                world.acted("image", group_id)
 
             def create(self, group_id, count):
                 created = []
@@ -124,19 +190,29 @@ class World:
                                     image=world.groups[group_id].image, state=CREATING, created_at=world.now, name=name)
                     world.instances[group_id].append(inst)
                     world.created.append(group_id)
-                    created.append(inst)
+                    world.created_ids.add(inst.provider_id.lower())
+                    created.append(copy.copy(inst))
+                    world.acted("create", group_id)
                 return created, ""
 
             def delete(self, provider_ids):
+                deleted = []
                 for provider_id in provider_ids:
+                    inst = world.instance_by_id(provider_id)
+                    if world.linger is not None and (inst is None or inst.state == DELETING):
+                        continue   # as CloudAccess.delete: already gone, or the cloud deletes it already
                     world.gate(take, "delete-instance", provider_id)
                     world.check_delete_instance(provider_id)
-                    world._drop_instance(provider_id)
-                return list(provider_ids)
+                    world.delete_instance(provider_id)
+                    deleted.append(provider_id)
+                    world.acted("delete-instance", provider_id)
+                return deleted
 
         def etcd(item, endpoints, expected_member_count):
             world.gate(take, "etcd", item["name"])
-            world.etcd_removed.add(item["name"])
+            outcome = world.remove_member(item)
+            world.acted("etcd", item["name"])
+            return outcome
 
         self.journal = []
         recorded = dict(created=self.records.get("instances_created"), start_counts=self.records.get("start_counts"),
@@ -144,8 +220,16 @@ class World:
                         intents=self.records.get("create_intents"))
         ex = executor.Executor(executor.Settings(options, **dict(recorded, **settings)), Kube(), Cloud(),
                                etcd=None if etcd_delegated else etcd, journal=self.journal.append,
-                               clock=lambda: world.now, sleep=world.tick)
-        ex.record_created = lambda record: report.merge(world.records, copy.deepcopy(record))
+                               clock=lambda: world.now, sleep=world.tick,
+                               etcd_health=self.etcd_health if etcd_health else None)
+
+        def record_created(record):
+            if journaled:
+                world.gate(take, "record", ",".join(sorted(record)), record)
+            report.merge(world.records, copy.deepcopy(record))
+            if journaled:
+                world.acted("record", ",".join(sorted(record)))
+        ex.record_created = record_created
         return ex
 
     def apply(self, result, take=None, **settings):
@@ -170,10 +254,15 @@ class World:
         except Killed:
             return None
 
-    @staticmethod
-    def gate(take, kind, item):
+    def gate(self, take, kind, item, detail=None):
+        for hook in self.before:
+            hook(kind, item, detail)
         if not take(kind, item):
             raise Killed("killed before %s %s" % (kind, item))
+
+    def acted(self, kind, item):
+        for hook in self.after:
+            hook(kind, item)
 
     # -- what the world itself insists on ---------------------------------------------------------------
     def check_drain(self, name):
@@ -237,12 +326,128 @@ class World:
         for gid in self.instances:
             self.instances[gid] = [i for i in self.instances[gid] if i.provider_id.lower() != provider_id.lower()]
 
+    def instance_by_id(self, provider_id):
+        for items in self.instances.values():
+            for inst in items:
+                if inst.provider_id.lower() == (provider_id or "").lower():
+                    return inst
+        return None
+
+    def instance_of(self, name):
+        """The listed instance of Node `name` (None when the cloud no longer lists it)."""
+        node = self.nodes.get(name)
+        return self.instance_by_id(node["spec"]["providerID"]) if node is not None else None
+
+    def delete_instance(self, provider_id):
+        """The cloud deletes an instance: at once, or (with `linger`) listed DELETING for some ticks first."""
+        ticks = self.linger() if self.linger is not None else 0
+        inst = self.instance_by_id(provider_id)
+        if ticks <= 0 or inst is None:
+            self._drop_instance(provider_id)
+            self._gone(provider_id)
+            return
+        inst.state = DELETING
+        self.leaving[provider_id.lower()] = ticks
+
+    def _gone(self, provider_id):
+        """An instance is no longer listed: a loss the world caused is replaced by the group (with `autoheal`)."""
+        for loss in self.losses:
+            if loss.get("provider_id", "").lower() == provider_id.lower() and self.autoheal and not loss["replacement"]:
+                loss["replacement"] = self.scale_up(loss["group"], "a")
+
+    def scale_up(self, group_id, prefix="s"):
+        """The group creates an instance by itself (autohealing, someone else's scale-up), on the group's image: a
+        foreign node once it joins. Returns its name."""
+        self.counter += 1
+        name = "%s%d" % (prefix, self.counter)
+        self.instances[group_id].append(Instance(provider_id="gce://p/z/" + name, node_name=name, group_id=group_id,
+                                                 image=self.groups[group_id].image, state=CREATING,
+                                                 created_at=self.now, name=name))
+        return name
+
+    # -- the etcd cluster ------------------------------------------------------------------------------
+    def remove_member(self, item):
+        """The executor's etcd port: remove the member of item["node_ip"]; while another member is unhealthy it
+        waits (as etcd.MemberRemoval with on_refusal="wait")."""
+        target = next((m for m, v in self.members.items() if v["ip"] == item.get("node_ip")), None)
+        if target is None:
+            self.etcd_removed.add(item["name"])
+            return None
+        sick = sorted(m for m, v in self.members.items() if m != target and not v["healthy"])
+        if sick:
+            return dict(waiting=True, waiting_on=sick, msg="etcd member(s) %s unhealthy: not removing %s"
+                        % (", ".join(sick), target))
+        del self.members[target]
+        self.etcd_removed.add(item["name"])
+        return None
+
+    def etcd_health(self, endpoints=None):
+        """The executor's etcd health port: one problem per unhealthy member."""
+        return [dict(member=m, node_ip=v["ip"], message="member %s is unhealthy" % m)
+                for m, v in sorted(self.members.items()) if not v["healthy"]]
+
+    def set_member_health(self, member, healthy):
+        if member in self.members:
+            self.members[member]["healthy"] = healthy
+
+    # -- what the world does to the cluster by itself -----------------------------------------------------
+    def kill_instance(self, name, state, ready_for=1, gone_after=None):
+        """Node `name`'s instance dies (`state`: STOPPED, FAILED or DELETING): the Node still reads Ready for
+        `ready_for` ticks, then NotReady (and its etcd member unhealthy) for good; `gone_after` ticks from now
+        (default: a tick after the Node turned NotReady, maybe before) the cloud deletes the instance (lingering as
+        any deletion), and with `autoheal` the group replaces it."""
+        inst = self.instance_of(name)
+        if inst is None:
+            return None
+        inst.state = state
+        loss = dict(group=self.node_group.get(name, inst.group_id), node=name, kind="instance died",
+                    provider_id=inst.provider_id, replacement=None)
+        self.losses.append(loss)
+        self.dying.append(dict(ready=ready_for, gone=ready_for + 1 if gone_after is None else gone_after, loss=loss))
+        return loss
+
+    def blip(self, name, ticks):
+        """Node `name` reads NotReady for `ticks` ticks (a kubelet or network hiccup), then Ready again."""
+        node = self.nodes.get(name)
+        if node is None:
+            return None
+        node["status"]["conditions"][0].update(status="False", lastTransitionTime=core.format_time(self.now))
+        self.down[name] = ticks
+        loss = dict(group=self.node_group.get(name), node=name, kind="NotReady", replacement=None)
+        self.losses.append(loss)
+        return loss
+
+    def ready_schedulable(self, name):
+        node = self.nodes.get(name)
+        return bool(node is not None and node["status"]["conditions"][0]["status"] == "True"
+                    and not node["spec"].get("unschedulable"))
+
+    def active_losses(self, group_id):
+        """World-caused losses of a group that still count: a Node NotReady for a while, or a dead instance
+        whose replacement is not Ready and schedulable yet."""
+        count = 0
+        for loss in self.losses:
+            if loss["group"] != group_id:
+                continue
+            if loss["kind"] == "NotReady":
+                count += loss["node"] in self.down
+            else:
+                count += not (loss["replacement"] and self.ready_schedulable(loss["replacement"]))
+        return count
+
     def tick(self, seconds=60.0):
-        """Time passes: booting instances run, running ones register their Node, Nodes become Ready."""
+        """Time passes: booting instances run, running ones register their Node, Nodes become Ready; what the
+        world was set to do meanwhile happens (lingering deletions end, dying instances go, hiccups pass)."""
         self.now += seconds
+        self.ticks += 1
+        for name in list(self.down):
+            if self.down[name] is not None:
+                self.down[name] -= 1
+                if self.down[name] <= 0:
+                    del self.down[name]
         for name, node in self.nodes.items():
             ready = node["status"]["conditions"][0]
-            if ready["status"] != "True":
+            if ready["status"] != "True" and name not in self.down:
                 ready.update(status="True", lastTransitionTime=core.format_time(self.now))
         for gid, items in self.instances.items():
             for inst in items:
@@ -251,10 +456,38 @@ class World:
                 elif inst.state == RUNNING and inst.node_name not in self.nodes:
                     group = self.groups[gid]
                     node = make_node(inst.node_name, None, None, control_plane=group.role == "control-plane",
-                                     ready=False, prefix=self.prefix)
+                                     ready=False, prefix=self.prefix, ip=self.next_ip())
                     node["spec"]["providerID"] = inst.provider_id
                     node["metadata"]["creationTimestamp"] = core.format_time(self.now)
                     self.nodes[inst.node_name] = node
+                    self._known(inst.node_name, gid, inst.image, group.role == "control-plane")
+        for timeline in list(self.dying):
+            timeline["ready"] -= 1
+            timeline["gone"] -= 1
+            loss = timeline["loss"]
+            if timeline["ready"] == 0 and loss["node"] in self.nodes:
+                self.down[loss["node"]] = None
+                self.nodes[loss["node"]]["status"]["conditions"][0].update(
+                    status="False", lastTransitionTime=core.format_time(self.now))
+                self.set_member_health(loss["node"], False)
+            if timeline["gone"] == 0 and self.instance_by_id(loss["provider_id"]) is not None:
+                self.delete_instance(loss["provider_id"])
+            if timeline["ready"] <= 0 and timeline["gone"] <= 0:
+                self.dying.remove(timeline)
+        for provider_id in list(self.leaving):
+            self.leaving[provider_id] -= 1
+            if self.leaving[provider_id] <= 0:
+                del self.leaving[provider_id]
+                self._drop_instance(provider_id)
+                self._gone(provider_id)
+        if self.ccm:
+            # The cloud controller manager deletes the Nodes whose instance the cloud no longer lists (after
+            # `ccm_delay` more ticks: till then such a Node still reads as it did).
+            listed = {i.provider_id.lower() for items in self.instances.values() for i in items}
+            for name in [n for n, node in self.nodes.items() if node["spec"]["providerID"].lower() not in listed]:
+                self.unlisted[name] = self.unlisted.get(name, 0) + 1
+                if self.unlisted[name] > self.ccm_delay:
+                    del self.nodes[name]
 
 
 def group(gid, role=None, image=OLD):
