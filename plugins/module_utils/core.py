@@ -38,8 +38,9 @@ REFERENCE_PREFIX = "constellation.edgeless.systems"
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 DEFAULT_JOIN_TIMEOUT = 30 * 60
 # Seconds after a recorded create intent within which the cloud's new instance of that group is taken as the one
-# the create made (a create call, with its retries and the operation's wait, ends well within this).
-INTENT_WINDOW = 10 * 60
+# the create made. Clouds stamp an instance within seconds of the create call; someone else's scale-up a minute
+# later is not taken. An instance stamped later is left alone (capacity), never taken: the safe side.
+INTENT_WINDOW = 45
 
 # Donor phases, in order. The role records each one (node_pair `phases`) after the step succeeded.
 PHASE_PAIRED = "paired"
@@ -1308,9 +1309,9 @@ class _Planner:
                 elif current:
                     self.delete_instances.append(dict(entry, reason="no Node joined within %ds" % int(timeout)))
                     self.failed_count[gkey] = self.failed_count.get(gkey, 0) + 1
-                elif inst.state == CREATING and not expired:
-                    # Old image but still booting (someone else scaled the group): let it join, then replace it.
-                    # It occupies the group but will not become a heir.
+                elif not expired:
+                    # Old image, no Node yet (someone else scaled the group; it may run a while before its Node
+                    # registers): let it join, then replace it. It occupies the group but will not become a heir.
                     self.joining.append(dict(entry, deadline=deadline))
                     self.joining_count[gkey] = self.joining_count.get(gkey, 0) + 1
                     self.joining_old[gkey] = self.joining_old.get(gkey, 0) + 1
@@ -1407,7 +1408,8 @@ class _Planner:
             count = {g: 0 for g in NODE_GROUPS}
             for s in members:
                 count[final[s.name]] += 1
-            base = count[OUTDATED] + count[DONOR] + count[UP_TO_DATE]
+            # A percentage surge counts the group's nodes, not a Node whose instance is gone or going.
+            base = sum(1 for s in members if final[s.name] in (OUTDATED, DONOR, UP_TO_DATE) and self.alive(s))
             limit = 1 if roles[gkey] == ROLE_CONTROL_PLANE else surge_limit(options.max_surge, base)
             joining = self.joining_count.get(gkey, 0)
             leaving = self.leaving_count.get(gkey, 0)

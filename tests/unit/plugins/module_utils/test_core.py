@@ -399,13 +399,18 @@ def test_failed_joins_and_orphans_are_deleted():
     add(Instance(provider_id="x://late", node_name="late", group_id="G1", image=NEW, state=RUNNING,
                  created_at=w.now - 31 * 60))
     add(Instance(provider_id="x://broken", node_name="broken", group_id="G1", image=NEW, state=FAILED, created_at=w.now))
-    add(Instance(provider_id="x://orphan", node_name="orphan", group_id="G1", image=OLD, state=RUNNING, created_at=w.now - 5))
+    add(Instance(provider_id="x://orphan", node_name="orphan", group_id="G1", image=OLD, state=RUNNING,
+                 created_at=w.now - 31 * 60))
+    # An old-image instance younger than the join timeout may be someone else's scale-up whose Node has not registered
+    # yet (issue 25): it is joining, not an orphan.
+    add(Instance(provider_id="x://fresh", node_name="fresh", group_id="G1", image=OLD, state=RUNNING, created_at=w.now - 5))
     add(Instance(provider_id="x://going", node_name="going", group_id="G1", image=OLD, state=DELETING, created_at=w.now))
     result = w.plan(opts())
     reasons = {d["node_name"]: d["reason"] for d in result["plan"]["delete_instances"]}
     assert set(reasons) == {"late", "broken", "orphan"}
     assert reasons["orphan"].startswith("orphan")
     assert [x["node_name"] for x in result["leaving_instances"]] == ["going"]
+    assert [x["node_name"] for x in result["joining"]] == ["fresh"]
     # The failed ones still occupy the group until they are gone.
     assert result["plan"]["create"] == []
 
