@@ -83,6 +83,7 @@ class World:
         self.autoheal = False         # an instance the world killed is replaced by the group
         self.down = {}                # Node name -> ticks it stays NotReady (None: for good)
         self.losses = []              # world-caused losses: dict(group, node, kind, replacement)
+        self.scale_ups = []           # instances the groups created by themselves: dict(group, name, autoheal)
         self.dying = []               # kill_instance() timelines: [ticks to NotReady, ticks to gone, loss]
         self.node_group, self.node_image = {}, {}   # what the world knows of every Node it ever held
         self.ticks = 0
@@ -360,6 +361,7 @@ class World:
         foreign node once it joins. Returns its name."""
         self.counter += 1
         name = "%s%d" % (prefix, self.counter)
+        self.scale_ups.append(dict(group=group_id, name=name, autoheal=prefix == "a"))
         self.instances[group_id].append(Instance(provider_id="gce://p/z/" + name, node_name=name, group_id=group_id,
                                                  image=self.groups[group_id].image, state=CREATING,
                                                  created_at=self.now, name=name))

@@ -34,8 +34,9 @@ Checked at every step (Watch):
               - the world-caused losses still open (a Node in a hiccup, a dead instance not yet replaced by a Ready
               node);
   etcd:       members (healthy or not) >= the start count of members;
-  surge:      per group, instances listed (any state) that were there at the start or that the executor created, less
-              those the world killed, <= the start count + max_surge (1 in the control plane);
+  surge:      per group, instances listed (any state), less those the world killed and their autohealed
+              replacements, <= its positions (instances at the start, and scale-ups by someone else) + max_surge (1 in
+              the control plane);
   foreign:    no foreign node (target image, instance not created by the executor) is paired (heir/donor written),
               marked obsolete, cordoned/drained or deleted, nor its instance deleted;
   order:      no worker is paired, drained or deleted (Node or instance) while a control-plane node is outdated
@@ -181,7 +182,6 @@ class Watch:
         self.allowance = {gid: 0 if w.groups[gid].role == "control-plane"
                           else core.unavailable_limit(options.max_unavailable, self.start[gid]) for gid in w.groups}
         self.members_start = len(w.members)
-        self.start_ids = {i.provider_id.lower() for items in w.instances.values() for i in items}
         self.start_instances = {gid: len(w.instances[gid]) for gid in w.groups}
         self.lowest = dict(self.start)     # the fewest Ready schedulable nodes each group had
         self.creates = []                  # (tick, group) of every instance the executor created
@@ -289,20 +289,22 @@ class Watch:
                       % (len(self.w.members), ", ".join(sorted(self.w.members)), self.members_start))
 
     def surge(self):
-        """Per group, the instances listed that were there at the start or that the executor created (any state, a
-        DELETING one too), less those the world killed, stay within the start count plus max_surge (one in the
-        control plane); the surge is reckoned on the start count plus what the world added, as the planner's may."""
+        """Per group, the instances listed (any state, a DELETING one too), less those the world killed and its
+        autohealed replacements, stay within the group's positions (its instances at the start and those someone
+        else scaled it up with, replaced since or not) plus max_surge (one in the control plane); a percentage is
+        reckoned on those positions and the autohealed instances listed, as the planner's may."""
         killed = {loss["provider_id"].lower() for loss in self.w.losses if loss.get("provider_id")}
         for gid in sorted(self.w.groups):
+            healed = {"gce://p/z/" + u["name"] for u in self.w.scale_ups if u["group"] == gid and u["autoheal"]}
+            positions = self.start_instances[gid] + sum(1 for u in self.w.scale_ups if u["group"] == gid
+                                                        and not u["autoheal"])
             listed = [i.provider_id.lower() for i in self.w.instances[gid]]
-            counted = [p for p in listed if (p in self.start_ids or p in self.w.created_ids) and p not in killed]
-            extra = len([p for p in listed if p not in self.start_ids and p not in self.w.created_ids])
+            counted = [p for p in listed if p not in killed and p not in healed]
             limit = 1 if self.w.groups[gid].role == "control-plane" else \
-                core.surge_limit(self.options.max_surge, self.start_instances[gid] + extra)
-            if len(counted) > self.start_instances[gid] + limit:
-                self.fail("group %s lists %d instance(s) of its own or this upgrade's (%s), above its %d at the start "
-                          "+ a surge of %d" % (gid, len(counted), ", ".join(p.rsplit("/", 1)[-1] for p in counted),
-                                               self.start_instances[gid], limit))
+                core.surge_limit(self.options.max_surge, positions + len(set(listed) & healed))
+            if len(counted) > positions + limit:
+                self.fail("group %s lists %d instance(s) (%s), above its %d position(s) + a surge of %d"
+                          % (gid, len(counted), ", ".join(p.rsplit("/", 1)[-1] for p in counted), positions, limit))
 
     def done(self):
         for gid in sorted(self.w.groups):
