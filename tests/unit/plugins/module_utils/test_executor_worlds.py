@@ -675,6 +675,19 @@ def test_someone_elses_instance_not_registered_yet_is_replaced_not_deleted_as_an
     assert len(whole(run, "W1", 2)) == 2
 
 
+def test_a_control_plane_donor_whose_member_is_gone_keeps_its_heir_when_another_member_turns_unhealthy():
+    # CP: three old nodes. The run dies right after cp-o0's etcd member was removed, before that phase is recorded
+    # (the 4th patch); before the resumed pass cp-o2's member turns unhealthy for 3 ticks. Found by the properties
+    # on b1f546b: the resumed plan gave cp-o0's heir n1 to cp-o2 (the donor most in need), uncordoned cp-o0 (which
+    # has no member any more), then removed cp-o2's member: 2 members (cp-o1, n1) of the 3 at the start.
+    run = upgrade(Scenario(groups=((CP, 3, 0),), kill_at=(("patch", 4),), events=((4, "unhealthy", "cp-o2", 3),)))
+    killed = run.watch.log.index("killed")
+    assert run.watch.log[killed - 2:killed] == ["etcd cp-o0", "patch cp-o0"], run.watch.log[:killed]
+    assert run.result is not None
+    names = whole(run, "CP", 3)
+    assert ours(run) == names and sorted(run.w.members) == names
+
+
 def test_the_planner_names_the_foreign_nodes():
     """The planner's result has `foreign`: the nodes on the target image this upgrade did not create (named where they
     could have been taken for heirs: in a group with outdated nodes, a worker group once the control plane is done)."""
