@@ -49,8 +49,8 @@ Checked at every step (Watch):
               instance runs the target image, and no instance is DELETING;
   liveness:   in a world without a permanent fault the run is done within a bound of passes.
 
-The properties: clean worlds (the harness itself), one per class above, kills with foreign nodes and scale-ups, and
-all classes at once; then one small example world per class with its end state spelled out, and the smallest worlds
+The properties: clean worlds (the harness itself), one per class above, kills with unhealthy members, kills with
+foreign nodes and scale-ups, and all classes at once; then one small example world per class with its end state spelled out, and the smallest worlds
 the properties found.
 
 The default run is bounded for CI (about 35 s of CPU for this module, failures' shrinking included) and
@@ -509,6 +509,13 @@ def test_a_heir_that_dies_after_joining_never_lets_its_donor_go(scenario):
 @examples(120)
 @given(scenarios(kills=True))
 def test_killed_runs_resumed_from_the_journal_keep_every_invariant_and_finish(scenario):
+    upgrade(scenario)
+
+
+@examples(120)
+@given(scenarios(members=True, kills=True))
+def test_killed_runs_with_unhealthy_members_keep_every_etcd_member(scenario):
+    """Kills while etcd members turn unhealthy and recover: a resumed run keeps each control-plane pair it began."""
     upgrade(scenario)
 
 
