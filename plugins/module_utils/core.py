@@ -999,9 +999,11 @@ class _Planner:
     def sick_instead(self, d):
         """For a control-plane donor whose own etcd member is healthy while that of another outdated control-plane node
         of its group is not (etcd then refuses the donor's removal, to keep quorum), that other node: its heir replaces
-        it first. None when there is no such node or the donor's member may be gone already."""
+        it first. None when there is no such node or the donor's member may be gone already (drained or later)."""
+        # Not once drained: a kill between the etcd removal and its record leaves the phase at drained with the
+        # member gone, and giving such a node back would leave etcd a member short.
         if not d.info.control_plane or not self.health or self.unhealthy_member(d) is not None \
-                or d.phase not in ("", PHASE_PAIRED, PHASE_DRAINING, PHASE_DRAINED):
+                or d.phase not in ("", PHASE_PAIRED, PHASE_DRAINING):
             return None
         return next((u for u in self.valid if u.category == OUTDATED and u.info.control_plane and same(u.group_id, d.group_id)
                      and self.unhealthy_member(u) is not None and not u.info.annotations.get(self.keys.heir)
