@@ -24,7 +24,6 @@ from typing import Dict, List, Optional
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
-    CREATING,
     DELETING,
     FAILED,
     ROLE_CONTROL_PLANE,
