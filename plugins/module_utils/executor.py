@@ -118,8 +118,8 @@ class Executor:
         self.kube = kube
         self.cloud = cloud
         self.etcd = etcd
-        # callable() -> [{member, node_ip, message}]: what is wrong with the control plane's etcd now ([]: healthy),
-        # read before a pass that may create a control-plane heir; None where etcd is not reached from here.
+        # callable(endpoints) -> [{member, node_ip, message}]: what is wrong with the control plane's etcd now ([]:
+        # healthy), read before a pass that may create a control-plane heir; None where etcd is not reached from here.
         self.etcd_health = etcd_health
         self.control_plane_owed = True   # whether the last plan still had control-plane replacements to make
         self.journal = journal
@@ -760,8 +760,9 @@ class CloudAccess:
 
 
 class EtcdHealth:
-    """Reads the control plane's etcd (etcd.inspect_cluster, as etcd_member_info does) and says what is wrong with
-    it, member by member (etcd.member_problems); an etcd that cannot be read is a problem too."""
+    """Reads the control plane's etcd (the member list and a probe of each member, as etcd_member_info does) and
+    says what is wrong with it, member by member (etcd.member_problems); an etcd that cannot be read is a problem
+    too: no control-plane heir is created while etcd cannot be seen."""
 
     def __init__(self, ca_cert, client_cert, client_key, request_timeout=5.0):
         self.tls = (ca_cert, client_cert, client_key)
@@ -773,11 +774,13 @@ class EtcdHealth:
         if not endpoints:
             return [dict(member=None, node_ip=None, message="no etcd endpoint is known (no control-plane node has an "
                                                             "InternalIP, and rolling_upgrade_etcd_endpoints is empty)")]
-        client = etcd.EtcdClient(list(endpoints), *self.tls, request_timeout=self.request_timeout)
         try:
+            client = etcd.EtcdClient(list(endpoints), *self.tls, request_timeout=self.request_timeout)
             list_endpoint, members = client.member_list()
             health, alarms = etcd.survey(client, members, list_endpoint)
-        except etcd.EtcdError as exc:
+        # A read only: whatever stops it (an unreachable etcd, a certificate file that cannot be read) is a named
+        # problem that holds control-plane creations, never a crash of the pass.
+        except Exception as exc:  # pylint: disable=broad-except
             return [dict(member=None, node_ip=None, message="etcd cannot be read: %s" % exc)]
         return etcd.member_problems(members, health, alarms)
 
