@@ -1420,8 +1420,8 @@ class _Planner:
                           and _group_key(s.group_id) == gkey and same(s.image, self.target)
                           and PHASE_HEIR in [p for p, _t in parse_trail(s.info.annotations.get(self.keys.phase_history))[0]])
             # A Node whose instance the cloud is deleting (a heir it took back, say) still holds its instance's slot.
-            dying = sum(1 for s in members if final[s.name] not in (HEIR, OBSOLETE) and (self.instance_of(s) is not None)
-                        and self.instance_of(s).state == DELETING)
+            dying = sum(1 for s in members if final[s.name] not in (HEIR, OBSOLETE)
+                        and getattr(self.instance_of(s), "state", None) == DELETING)
             in_flight = (count[HEIR] + count[OBSOLETE] + joining + self.failed_count.get(gkey, 0) + leaving + dying
                          + len(held))
             self.in_flight_total += in_flight

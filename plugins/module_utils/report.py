@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import html
 import json
+import uuid
 
 # Phases in the order a replacement goes through them; unknown phases sort after these, by time.
 # creating: the heir's instance was created (the cloud's time); joined: the heir's Node registered; heir-ready:
@@ -181,8 +182,6 @@ def intent_record(creations, now, tag=None):
     """The record of creations about to be made, written before the create call ({create_intents: {key: {group, at,
     count}}}), and {group: key}. `creations`: [{group, count}] as the plan's `create`; `at` is `now` rounded down to
     the second (an instance the cloud creates after it is at or after `at`); the key is unique per call."""
-    import uuid
-
     moment = datetime.datetime.fromtimestamp(int(now), datetime.timezone.utc)
     tag = tag or uuid.uuid4().hex[:6]
     intents, keys = {}, {}
