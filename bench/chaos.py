@@ -1,7 +1,7 @@
 """Chaos benchmark: a whole upgrade under faults, with the safety invariants checked while it runs and at the end.
 
     .venv/bin/python bench/chaos.py [--cloud gcp|azure|aws] [--experiments kills,faults,etcd,apiserver]
-                                    [--kills 20] [--quick] [--json FILE] [--keep] [--engine NAME]
+                                    [--kills 20] [--quick] [--json FILE] [--keep]
 
 Each experiment runs on a fresh sandbox: 3 control-plane nodes and 6 workers in 2 groups on image A, the
 seeded workloads and a user label on every node (tests/integration/upgrade_helpers.prepare), rolled to
@@ -483,7 +483,7 @@ def run_experiment(name, cloud, args, workdir, rng):
     workers = 2 if args.quick else 6
     world.log("experiment %s on %s: fresh sandbox, %d control-plane + %d workers" % (name, cloud, control_planes, workers))
     with world.fresh_sandbox(cloud, keep=args.keep, prefix="kubenodes-chaos-") as handle:
-        overrides = world.engine_vars(args.engine) if args.engine else {}
+        overrides = {}
         # The upgrade's own overall timeout (15 min in the tests' FAST set) must not end a run that a
         # loaded machine makes slow: the benchmark's --budget bounds the experiment instead.
         overrides["rolling_upgrade_timeout"] = int(args.budget) + 600
@@ -559,7 +559,6 @@ def main(argv=None):
     parser.add_argument("--etcd-hold", type=float, default=300.0,
                         help="the longest the etcd member stays stopped (it is resumed 10 s after the first refusal)")
     parser.add_argument("--budget", type=float, default=3600.0, help="wall-time limit per experiment")
-    parser.add_argument("--engine", default=None, help="rolling_upgrade_engine (default: the role's default)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--quick", action="store_true", help="2 workers, 1 control plane (3 for etcd), 5 kills")
     parser.add_argument("--json", default=None)

@@ -29,8 +29,9 @@ import upgrade_helpers  # noqa: E402  pylint: disable=wrong-import-position
 from sandbox import cli  # noqa: E402
 
 PREFIX = upgrade_helpers.PREFIX
-ENGINE_VAR = "rolling_upgrade_engine"
-TODAY = "tasks"   # the name of today's pass chain, also when the role has no engine variable yet
+# The role's one engine (upgrade_step); results still name it, so that they read like the records in
+# bench/README.md, where "tasks" is the task-chain engine the role had until issue 27.
+ENGINE = "step"
 
 
 def quiet(*_args, **_kwargs):
@@ -56,20 +57,6 @@ def commit():
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
-
-
-def available_engines():
-    """The engines the role offers ([TODAY] while it has no `rolling_upgrade_engine` variable)."""
-    spec = yaml.safe_load((REPO / "roles" / "rolling_upgrade" / "meta" / "argument_specs.yml").read_text())
-    option = ((spec.get("argument_specs") or {}).get("main") or {}).get("options", {}).get(ENGINE_VAR)
-    if not option:
-        return [TODAY]
-    return list(option.get("choices") or [option.get("default") or TODAY])
-
-
-def engine_vars(engine):
-    """Role variables that select `engine` (none while the role has only today's engine)."""
-    return {} if available_engines() == [TODAY] else {ENGINE_VAR: engine}
 
 
 @contextlib.contextmanager

@@ -31,7 +31,8 @@ class ActionModule(action_base.KubenodesActionBase):
                 args.get("options_file"), exc))
         short_names = list(args.get("short_names") or [])
 
-        warnings = validate.unknown_variables(task_vars, known, PREFIX)
+        removed = set(validate.REMOVED_ROLE_VARIABLES)
+        warnings = validate.unknown_variables(task_vars, known | removed, PREFIX)
         if short_names:
             try:
                 extra = load_extra_vars(self._loader)
@@ -40,7 +41,7 @@ class ActionModule(action_base.KubenodesActionBase):
             warnings += validate.unknown_playbook_variables(extra, set(short_names), known)
 
         params, problems = {}, []
-        for name in validate.ROLE_RULES:
+        for name in list(validate.ROLE_RULES) + sorted(removed):
             if name not in task_vars:
                 continue
             try:
@@ -48,6 +49,9 @@ class ActionModule(action_base.KubenodesActionBase):
             except AnsibleError as exc:
                 problems.append("%s cannot be evaluated: %s" % (name, exc))
         problems += validate.check(params, validate.ROLE_RULES)
+        removed_problems, removed_warnings = validate.removed_variables(params)
+        problems += removed_problems
+        warnings += removed_warnings
         if not problems:
             problems += validate.role_gate_problems(params)
         if warnings:

@@ -1,12 +1,11 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters the rolling_upgrade role uses to show a pass and to journal it (pure formatting, in
-module_utils/progress.py, which the upgrade_step action plugin uses too)."""
+"""Filters the rolling_upgrade role and site playbooks use to show a pass and to record phases (pure formatting,
+in module_utils/progress.py, which the upgrade_step action plugin uses too)."""
 
 from __future__ import annotations
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.progress import (  # noqa: F401 (re-exported)
-    journal_record,
     phase_entries,
     progress_line,
 )
@@ -14,4 +13,4 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.progress i
 
 class FilterModule:
     def filters(self):
-        return {"progress_line": progress_line, "journal_record": journal_record, "phase_entries": phase_entries}
+        return {"progress_line": progress_line, "phase_entries": phase_entries}

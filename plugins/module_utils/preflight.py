@@ -1,9 +1,8 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
-"""The step engine's preflight verdict (pure, no I/O): what the preflight's read (node_image_facts with
-report_pdbs and report_quota) says about starting an upgrade. The same checks, in the same order and with the
-same messages, as the role's preflight.yml, which the tasks engine (the older engine, the benchmark's baseline)
-keeps: the cloud quota, nodes outside every known scaling group, nodes not Ready, pods of kube-system not Ready,
+"""The preflight verdict (pure, no I/O): what the preflight's read (node_image_facts with report_pdbs and
+report_quota) says about starting an upgrade. The same checks, in the same order and with the same messages, as the
+role's preflight.yml, which a run with a health gate, check mode or a delegated etcd still takes: the cloud quota, nodes outside every known scaling group, nodes not Ready, pods of kube-system not Ready,
 what the control-plane etcd read needs, and PodDisruptionBudgets that allow no disruption now."""
 
 from __future__ import annotations
@@ -59,8 +58,8 @@ def _quota(verdict, quota, max_unavailable, control_plane_left):
             help_text = ("Control-plane nodes always surge (one new instance at a time), so rolling_upgrade_max_unavailable "
                          "(%s) cannot help until they are replaced." % max_unavailable)
         else:
-            help_text = ("rolling_upgrade_max_unavailable is %s: set it to 1 or more (with rolling_upgrade_engine=step) to "
-                         "replace workers delete-first (drain and delete a node, then create its heir), with that many "
+            help_text = ("rolling_upgrade_max_unavailable is %s: set it to 1 or more to replace workers "
+                         "delete-first (drain and delete a node, then create its heir), with that many "
                          "fewer Ready nodes at a time." % max_unavailable)
         verdict.refusal = ("the cloud quota leaves no room for a new instance, and the upgrade needs %s in flight: %s. %s "
                            "Nothing was changed; raise the quota or free instances, then run again"

@@ -363,7 +363,8 @@ def time_breakdown(journal, now=None):
 
 def api_seconds(journal):
     """{cloud, kube, drain, etcd}: seconds the step engine's executors spent in those calls, summed over every
-    executor of every attempt; None when none recorded any (the tasks engine)."""
+    executor of every attempt; None when none recorded any (a journal written by the removed task-chain engine, or
+    by modules composed in a playbook)."""
     totals = {}
     for attempt in (journal.get("attempts") or {}).values():
         for buckets in (attempt.get("api_seconds") or {}).values():

@@ -355,6 +355,8 @@ ROLE_RULES = {
     "rolling_upgrade_report_dir": lambda n, v: non_empty_string(n, v, "a directory on the controller"),
     "rolling_upgrade_gate_after": lambda n, v: one_of(n, v, ("none", "batch", "replacement")),
     "rolling_upgrade_soak_seconds": lambda n, v: seconds(n, v, minimum=0),
+    "rolling_upgrade_gate_tasks": lambda n, v: None if isinstance(v, str) else (
+        "%s must be the path of a tasks file, or empty for none, got %s" % (n, _shown(v))),
     "rolling_upgrade_gate_timeout": seconds,
     "rolling_upgrade_gate_namespaces": lambda n, v: non_empty_strings(n, v, "namespaces"),
     "rolling_upgrade_gate_looks": lambda n, v: integer(n, v, 1, MAX_GATE_LOOKS),
@@ -381,10 +383,48 @@ def gate_looks_fit(params, names=GATE_LOOK_NAMES):
 
 def role_gate_problems(params):
     """The role's gate variables together (after each holds to its own rule): with a gate, its passing looks in a
-    row must fit in its timeout. Without one they do not matter."""
-    if params.get("rolling_upgrade_gate_after") in (None, "none"):
+    row must fit in its timeout, and there is no delete-first; without one, nothing is given that only a gate runs."""
+    gate_after = params.get("rolling_upgrade_gate_after", "none")
+    if gate_after == "none":
+        soak, tasks_file = params.get("rolling_upgrade_soak_seconds", 0), params.get("rolling_upgrade_gate_tasks", "")
+        if (_integer(soak) or 0) > 0 or tasks_file:
+            return ['rolling_upgrade_soak_seconds is %s and rolling_upgrade_gate_tasks is "%s", but '
+                    "rolling_upgrade_gate_after is none, so no gate would run them: set rolling_upgrade_gate_after to "
+                    "batch or replacement" % (soak, tasks_file)]
         return []
+    unavailable = params.get("rolling_upgrade_max_unavailable", 0)
+    if str(unavailable).replace("%", "").strip() not in ("0", ""):
+        # Delete-first refills follow their donor's removal: a gate held after it would wait on a missing node.
+        return ["rolling_upgrade_gate_after is %s, but rolling_upgrade_max_unavailable is %s: health gates do not work "
+                "with delete-first replacements yet (a gate held after a worker's removal would wait on the missing "
+                "node): set rolling_upgrade_gate_after to none, or rolling_upgrade_max_unavailable to 0"
+                % (gate_after, unavailable)]
     return [p for p in [gate_looks_fit(params)] if p]
+
+
+# Variables the role had and no longer has, and what a run given one says: a value silently ignored could make a
+# user believe the run does what it no longer can.
+REMOVED_ROLE_VARIABLES = {
+    # The step engine is the only engine; a playbook that still says so is told, one that asks for another stops.
+    "rolling_upgrade_engine": ("step", (
+        "rolling_upgrade_engine is %s, but the task-chain engine was removed: every run uses the step engine "
+        "(upgrade_step). Remove rolling_upgrade_engine; to compose the modules yourself, start from "
+        "examples/site-playbook")),
+}
+
+
+def removed_variables(params):
+    """(problems, warnings) for the removed role variables in `params` (their templated values): the value the
+    role behaves as anyway is a warning, any other a problem."""
+    problems, warnings = [], []
+    for name, (kept, message) in REMOVED_ROLE_VARIABLES.items():
+        if name in params:
+            value = params[name]
+            if value == kept:
+                warnings.append("%s is no longer a role variable (%s is what every run does): remove it" % (name, kept))
+            else:
+                problems.append(message % _shown(value))
+    return problems, warnings
 
 
 # Rules of the etcd modules' own options (the connection options are checked by etcd.validate_connection).

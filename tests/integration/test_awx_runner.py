@@ -208,8 +208,8 @@ def test_run_jobs_publish_the_report_when_they_fail_and_when_they_finish(cluster
     assert written["attempt_outcomes"] == {"failed": 1}
     assert not (REPO / "playbooks" / "image-upgrade-report").exists()
 
-    # The step engine (one action plugin per pass instead of a task per step) ends the same way, sooner.
-    job = awx_job.Job(tmp_path, survey_and_template_vars(values, rolling_upgrade_engine="step"))
+    # The same job template without the timeout runs the upgrade to its end.
+    job = awx_job.Job(tmp_path, survey_and_template_vars(values))
     awx_credentials(job, handle, key, service_account_token)
     result = job.run(timeout=RUN_TIMEOUT)
     assert result.rc == 0 and result.status == "successful", result.describe()

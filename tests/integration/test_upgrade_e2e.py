@@ -24,15 +24,12 @@ RUN_TIMEOUT = 600
 
 
 @pytest.mark.timeout(900)
-# The step engine (the default) on every cloud; the older tasks engine once, on one cloud (its modules are the
-# same on every cloud, and test_upgrade_surplus and test_messages drive them one by one).
-@pytest.mark.parametrize("cloud,engine", [("gcp", "step"), ("azure", "step"), ("aws", "step"), ("gcp", "tasks")])
-def test_full_upgrade(upgrade_cluster, cloud, engine, tmp_path):
+@pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
+def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     """1 control plane and 2 workers in 2 worker groups: 3 replacements, one of them a control-plane node
-    (its etcd member goes from 1 to 2 when the heir joins, then back to 1 when the donor's is removed), with
-    either engine (rolling_upgrade_engine)."""
-    overrides = dict(rolling_upgrade_engine=engine)
-    if engine == "step" and cloud == "azure":
+    (its etcd member goes from 1 to 2 when the heir joins, then back to 1 when the donor's is removed)."""
+    overrides = {}
+    if cloud == "azure":
         # etcd reached "through a control-plane host": the step hands the removal to the delegated
         # etcd_member_remove task and resumes (the host is this one, with the play's local connection).
         overrides["rolling_upgrade_etcd_delegate_to"] = "etcd-host"
@@ -45,21 +42,19 @@ def test_full_upgrade(upgrade_cluster, cloud, engine, tmp_path):
     watcher.check(start, max_surge=1)
     uh.assert_upgraded(handle, values, start)
     # The executor's guard refused nothing on this consistent cluster; the report's timeline starts at each heir's
-    # creation with the step engine (no gap while it is made), and its breakdown accounts for the whole wall time.
+    # creation (no gap while it is made), and its breakdown accounts for the whole wall time.
     assert "refused: " not in output, output[-6000:]
     summary = json.loads((pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.json").read_text())
-    # The tasks engine records no creating phase (its journal record has no heir creation times).
-    journey = {"joined", "heir-ready", "paired", "draining", "deleted"} | ({"creating"} if engine == "step" else set())
+    journey = {"creating", "joined", "heir-ready", "paired", "draining", "deleted"}
     for row in summary["nodes"]:
         assert journey <= set(row["phases"]), row
-        if engine == "step":
-            assert min(row["phases"].values()) == row["phases"]["creating"], row
+        assert min(row["phases"].values()) == row["phases"]["creating"], row
     spent = summary["time_breakdown"]
     assert spent["wall_seconds"] == summary["wall_seconds"] == sum(
         spent[key] for key in ("drains_and_pdbs_seconds", "joins_seconds", "cloud_seconds", "overhead_seconds")), spent
-    # Waiting on the cloud is the heir's creating phase: the tasks engine has none to count.
-    assert (spent["cloud_seconds"] > 0) == (engine == "step"), spent
-    assert (summary["api_seconds"] is None) == (engine == "tasks"), summary["api_seconds"]
+    # Waiting on the cloud is the heir's creating phase.
+    assert spent["cloud_seconds"] > 0, spent
+    assert summary["api_seconds"] is not None, summary["api_seconds"]
     assert not uh.lease_holder(handle), "the run lock was not released"
     # Each replacement's steps as Events on its Nodes (rolling_upgrade_events), once each.
     ours = [e for e in handle.kube().request("GET", "/api/v1/namespaces/default/events")["items"]

@@ -16,10 +16,9 @@ RUN_TIMEOUT = 600
 def test_full_upgrade_azure_flexible(upgrade_cluster, tmp_path):
     """The same upgrade on Azure scale sets in Flexible orchestration (issue 16 item 5): their VMs are plain
     virtual machines (providerID .../Microsoft.Compute/virtualMachines/<vm-name>), listed through the virtual
-    machines API, since Azure refuses the scale set VM API for Flexible sets (as the emulator does). With the step
-    engine: 126 s against 329 s for the task engine on the shared machine, and both call the same provider; the
+    machines API, since Azure refuses the scale set VM API for Flexible sets (as the emulator does). The
     modules' path for a Flexible providerID is in test_provider_azure_modules.py."""
-    handle, values, start = upgrade_cluster("azure", azure_orchestration="Flexible", rolling_upgrade_engine="step")
+    handle, values, start = upgrade_cluster("azure", azure_orchestration="Flexible")
     flexible = "/providers/Microsoft.Compute/virtualMachines/"
     assert start["instances"] and all(flexible in pid for pid in start["instances"]), start["instances"]
     # Check mode's plan on Flexible sets: every node in its order, the sets to point at the image; nothing changed.

@@ -1,20 +1,19 @@
 """End to end, issues #8 and #13: an upgrade killed again and again, each time with its whole process tree
-(the playbook, the workers ansible-core detaches with setsid() and the modules they run), at moments that
-include every destructive step, and started again, finishes the job from what the cluster and the cloud
-show, with nothing lost and nothing created twice. 1 control plane and 2 workers in 2 worker groups
-(3 replacements), the role authenticating as a ServiceAccount bound only to the role's rbac.yml. The tasks
-engine is killed at moments a watcher times; the step engine, too fast for that, is held (hold_points) right
-after each kind of destructive call and before it recorded it, and killed there.
+(the playbook, the workers ansible-core detaches with setsid() and anything they run), at every destructive step,
+and started again, finishes the job from what the cluster and the cloud show, with nothing lost and nothing
+created twice. 1 control plane and 2 workers in 2 worker groups (3 replacements), the role authenticating as a
+ServiceAccount bound only to the role's rbac.yml. The step engine drains, removes the etcd member and deletes
+within one pass in a second or so, which no watcher could hit step by step: it is held (hold_points) right after
+each kind of destructive call and before it recorded it, and killed there; the executor's property tests kill it
+at every step in memory (test_executor_worlds).
 
-The first kill begins as the old, incomplete one (the playbook's process group only) while the process
-creating heirs is frozen (the tasks engine's csp_node module, or the step engine's worker running
-upgrade_step): the run lock must see that run as alive while its orphaned worker (and module) live, and free
-once they are gone."""
+The first kill begins as the old, incomplete one (the playbook's process group only) while the worker running
+upgrade_step (it creates heirs in-process) is frozen: the run lock must see that run as alive while its orphaned
+worker lives, and free once it is gone."""
 
 import json
 import os
 import pathlib
-import random
 import signal
 import time
 
@@ -29,43 +28,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 RUN_TIMEOUT = 600
 LOCK = "kube-system/kubenodes-image-upgrade"
 
-# The moments to kill at, in the order an upgrade reaches them: (what, the collection's modules whose
-# process running means the step is under way, the watcher's events that show the step began).
-DESTRUCTIVE = [
-    ("heir creation", {"csp_node"}, {"instance-created"}),
-    ("cordon and drain", {"node_drain"}, {"cordon", "eviction"}),
-    ("etcd member removal", {"etcd_member_remove"}, {"etcd-removal"}),
-    ("instance deletion", set(), {"instance-deletion"}),
-    ("Node deletion", {"node_delete"}, {"node-deletion"}),
-]
-
-
-def wait_for_moment(run, watcher, modules, events, since, timeout):
-    """Wait until one of `modules` runs in this run's process tree, or the watcher saw one of `events`
-    after `since`; returns what happened (a string), or None when the run ended or `timeout` passed."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and run.proc.poll() is None:
-        running = set(run.modules_running()) & modules
-        if running:
-            return "module %s running" % sorted(running)[0]
-        seen = watcher.seen(events, since)
-        if seen:
-            return "%s of %s seen" % (seen[0][1], seen[0][2])
-        time.sleep(0.15)
-    return None
-
-
 def lock_module(values, **args):
     return run_module("upgrade_lock", dict(values["rolling_upgrade_kube"], **args))
-
-
-def running_module(run, name):
-    """The process of module `name` of this run, carrying the run's Lease identity the role exports; or None."""
-    for proc in run.processes().values():
-        match = uh.ANSIBALLZ.search(proc["cmdline"])
-        if match and match.group(1) == name and b"KUBENODES_IMAGE_UPGRADE_RUN=" in proc["environ"]:
-            return proc
-    return None
 
 
 def step_worker(run):
@@ -104,79 +68,12 @@ def orphaned_module_keeps_the_lock(handle, values, run, module):
     return killed
 
 
-# The tasks engine: its steps are module processes, far enough apart in time that a kill lands inside each
-# one. The step engine drains, removes the etcd member and deletes within one pass in a second or so, which a
-# watcher polling every 0.5 s cannot hit step by step; it is held at each of its steps instead and killed there
-# (test_step_engine_held_and_killed_at_every_destructive_step_and_resumed, below), and the executor's property
-# tests kill it at every step in memory (test_core_properties).
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud,engine", [("gcp", "tasks")])
-def test_killed_at_every_destructive_step_and_resumed(upgrade_cluster, cloud, engine, tmp_path):
-    handle, values, start = upgrade_cluster(cloud, rolling_upgrade_engine=engine)
-    rng = random.Random("killed-%s-%s" % (cloud, engine))
-    watcher = uh.Watcher(handle, etcd=True)
-    watcher.start()
-    kills = []
-    try:
-        # Whole-tree kills at each destructive step, in the order the upgrade reaches them, a random moment
-        # (up to 0.8 s) after the step began; each later run resumes from what the cluster and the cloud show.
-        for attempt, (what, modules, events) in enumerate(DESTRUCTIVE):
-            run = uh.PlaybookRun(values, tmp_path / ("killed-%d.log" % attempt))
-            began = time.monotonic()
-            try:
-                if attempt == 0:
-                    # The first kill begins as the old, incomplete one, inside "Create heirs".
-                    module = None
-                    while module is None and run.proc.poll() is None and time.monotonic() < began + RUN_TIMEOUT:
-                        module = running_module(run, "csp_node")
-                        time.sleep(0.1)
-                    assert module, "no csp_node module ran:\n" + run.output()[-4000:]
-                    killed = orphaned_module_keeps_the_lock(handle, values, run, module)
-                    kills.append((what, "module csp_node frozen, playbook group killed, then the rest", len(killed)))
-                    continue
-                moment = wait_for_moment(run, watcher, modules, events, began, RUN_TIMEOUT)
-                time.sleep(rng.uniform(0, 0.8))
-                if run.proc.poll() is None and moment:
-                    killed = run.kill()
-                    kills.append((what, moment, len(killed)))
-                    assert not run.processes(), "processes of the killed run live on: %s" % run.processes()
-            finally:
-                run.kill()
-            run.assert_no_secret_in_output()
-            # The run before was killed whole: this one took the lock at once, never waited for it.
-            assert "another upgrade run holds" not in run.output(), run.output()[-3000:]
-            if run.proc.returncode == 0:
-                break
-        rc, output = uh.run_upgrade(values, tmp_path / "final.log", timeout=RUN_TIMEOUT)
-    finally:
-        watcher.stop()
-    print("kills:", kills)
-    assert rc == 0, output[-6000:]
-    assert "another upgrade run holds" not in output
-    hit = [what for what, _moment, _count in kills]
-    assert len(hit) >= 5, "the runs finished before they could be killed: %s" % kills
-    missed = [what for what, _m, _e in DESTRUCTIVE if what not in hit]
-    assert not missed, "no kill during %s: %s" % (missed, kills)
-    watcher.check(start, max_surge=1)
-    uh.assert_upgraded(handle, values, start, report=True)
-    assert uh.lease_holder(handle) is None, "the run lock was not released"
-    # The report covers the whole upgrade: every killed attempt, the one that finished, all their passes.
-    summary = json.loads((pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.json").read_text())
-    outcomes = [a["outcome"] for a in summary["attempts"]]
-    assert outcomes[-1] == "done" and outcomes.count("killed") >= len(kills), (outcomes, kills)
-    assert summary["passes"] == sum(a["passes"] for a in summary["attempts"])
-    assert summary["passes"] > summary["attempts"][-1]["passes"] > 0, summary["attempts"]
-    # Nothing was created twice: exactly one new instance per replaced node ever existed.
-    created = [i for i in handle.nodesim.instances() if i["provider_id"] not in start["instances"]]
-    assert len(created) == len(start["node_names"]), sorted((i["node_name"], i["state"]) for i in created)
-
-
 @pytest.mark.timeout(900)
 def test_step_engine_killed_while_it_creates_heirs_keeps_the_lock_and_resumes(upgrade_cluster, tmp_path):
     """The step engine's worker (it creates heirs in-process, no module under it) frozen just after the first
     heir was created, the playbook's process group killed: the orphaned worker keeps the run lock until it is
     killed too; a new run then takes the lock at once and finishes, creating nothing twice."""
-    handle, values, start = upgrade_cluster("gcp", rolling_upgrade_engine="step")
+    handle, values, start = upgrade_cluster("gcp")
     watcher = uh.Watcher(handle, etcd=True)
     watcher.start()
     try:
@@ -254,7 +151,7 @@ HELD_SEQUENCE = hold_points.POINTS + ("create", "drain", "delete-instance", "del
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
 def test_step_engine_held_and_killed_at_every_destructive_step_and_resumed(upgrade_cluster, cloud, tmp_path):
-    handle, values, start = upgrade_cluster(cloud, rolling_upgrade_engine="step")
+    handle, values, start = upgrade_cluster(cloud)
     watcher = uh.Watcher(handle, etcd=True)
     watcher.start()
     kills = []
@@ -300,7 +197,7 @@ def test_step_engine_held_and_killed_at_every_destructive_step_and_resumed(upgra
     outcomes = [a["outcome"] for a in summary["attempts"]]
     assert outcomes[-1] == "done" and outcomes.count("killed") >= len(kills), (outcomes, kills)
     assert summary["passes"] == sum(a["passes"] for a in summary["attempts"])
-    # Not the tasks engine's "more passes than the last attempt's": upgrade_step journals a slice's passes when
+    # Not "more passes than the last attempt's": upgrade_step journals a slice's passes when
     # the slice ends, and every run here is killed inside its first slice, so the killed attempts count 0 passes.
     assert summary["attempts"][-1]["passes"] > 0, summary["attempts"]
     # Nothing was created twice: exactly one new instance per replaced node ever existed.

@@ -1,8 +1,8 @@
 """End to end, issue 13: scaling groups named in rolling_upgrade_scaling_groups that the provider's discovery does
-not find (here AWS groups without the aws.group_tags asked for) are upgraded by both engines. csp_node refuses to
-delete an instance it was not told the group of when that instance lives outside the groups it discovered
-(reason other_group), so the tasks engine names each instance's group when it deletes donors. One worker group,
-one replacement, on AWS (moto), to keep CI time down. Its own file, for pytest-xdist's --dist loadfile."""
+not find (here AWS groups without the aws.group_tags asked for) are upgraded. The provider refuses to delete an
+instance it was not told the group of when that instance lives outside the groups it discovered (reason
+other_group), so the run names each instance's group when it deletes donors. One worker group, one replacement,
+on AWS (moto), to keep CI time down. Its own file, for pytest-xdist's --dist loadfile."""
 
 import uuid
 
@@ -16,9 +16,8 @@ RUN_TIMEOUT = 600
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("engine", ["tasks", "step"])
-def test_named_groups_the_discovery_does_not_find_are_upgraded(upgrade_cluster, engine, tmp_path):
-    handle, values, start = upgrade_cluster("aws", rolling_upgrade_engine=engine)
+def test_named_groups_the_discovery_does_not_find_are_upgraded(upgrade_cluster, tmp_path):
+    handle, values, start = upgrade_cluster("aws")
     upgraded = uh.limit_to_groups(values, start, ["workers-0"])
     # No group carries this tag: the discovery finds none, only the named group is upgraded.
     values["rolling_upgrade_aws"] = dict(values["rolling_upgrade_aws"], group_tags={"kubenodes-undiscovered": uuid.uuid4().hex})

@@ -28,7 +28,7 @@ def test_check_mode_prints_the_plan_and_bad_images_change_nothing(upgrade_cluste
     assert not uh.node_annotations_with_prefix(handle)
 
     # With health gates (issue 16 item 2), the plan lists them too.
-    gated = dict(values, rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch", rolling_upgrade_soak_seconds=30)
+    gated = dict(values, rolling_upgrade_gate_after="batch", rolling_upgrade_soak_seconds=30)
     rc, output = run_playbook(uh.PLAYBOOK, extra_vars=gated, check=True, timeout=RUN_TIMEOUT)
     assert rc == 0, uh.failed_messages(output)
     tasks = {t["task"]["name"]: t["hosts"]["localhost"] for t in output["plays"][0]["tasks"] if t["hosts"]}
@@ -56,15 +56,16 @@ def test_check_mode_prints_the_plan_and_bad_images_change_nothing(upgrade_cluste
     assert not uh.node_annotations_with_prefix(handle)
 
     if cloud == "gcp":  # the role's refusal is cloud-independent: one cloud keeps CI time down
-        refused = dict(values, rolling_upgrade_engine="tasks", rolling_upgrade_gate_after="batch")
-        rc, output = run_playbook(uh.PLAYBOOK, extra_vars=refused, timeout=RUN_TIMEOUT)
-        failures = uh.failed_messages(output)
-        assert rc != 0 and any("health gates run only with the step engine" in m and "set rolling_upgrade_engine to step" in m
-                               for m in failures), failures
-        assert uh.world(handle, values) == before
+        # The removed task-chain engine asked for by name, and a soak with no gate to run it: refused by the
+        # option check, the role's first task, naming the variable and what to do.
+        for given, words in ((dict(rolling_upgrade_engine="tasks"), "the task-chain engine was removed"),
+                             (dict(rolling_upgrade_soak_seconds=30), "so no gate would run them")):
+            rc, output = run_playbook(uh.PLAYBOOK, extra_vars=dict(values, **given), timeout=RUN_TIMEOUT)
+            failures = uh.failed_messages(output)
+            assert rc != 0 and any(words in m and "Nothing was changed" in m for m in failures), failures
+            assert uh.world(handle, values) == before and not uh.lease_holder(handle)
         # Gates with delete-first are refused before the lock and the autoscaler are touched, naming both options.
-        refused = dict(values, rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch",
-                       rolling_upgrade_max_unavailable=1)
+        refused = dict(values, rolling_upgrade_gate_after="batch", rolling_upgrade_max_unavailable=1)
         rc, output = run_playbook(uh.PLAYBOOK, extra_vars=refused, timeout=RUN_TIMEOUT)
         failures = uh.failed_messages(output)
         assert rc != 0 and any("rolling_upgrade_gate_after is batch, but rolling_upgrade_max_unavailable is 1" in m

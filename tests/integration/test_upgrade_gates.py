@@ -73,7 +73,7 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     marker.write_text("off\n")
     checks = tmp_path / "checks.yml"
     checks.write_text(USER_CHECKS.format(marker=marker))
-    values.update(rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch", rolling_upgrade_max_surge=1,
+    values.update(rolling_upgrade_gate_after="batch", rolling_upgrade_max_surge=1,
                   rolling_upgrade_soak_seconds=SOAK, rolling_upgrade_gate_timeout=120,
                   rolling_upgrade_gate_tasks=str(checks), rolling_upgrade_gate_looks=LOOKS,
                   rolling_upgrade_gate_look_interval=LOOK_INTERVAL)
@@ -225,7 +225,7 @@ def test_a_run_killed_with_a_part_finished_batch_runs_the_owed_gate_before_the_n
     kube.request("POST", pdb, {"metadata": {"name": "hold"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}},
                  ok=(201,))
     uh.wait_pod_running(kube, namespace, "app=guarded", guarded)
-    values.update(rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch", rolling_upgrade_max_surge=2,
+    values.update(rolling_upgrade_gate_after="batch", rolling_upgrade_max_surge=2,
                   rolling_upgrade_gate_timeout=120, rolling_upgrade_gate_looks=2, rolling_upgrade_gate_look_interval=1)
 
     def names():

@@ -65,7 +65,7 @@ def test_bad_options_are_refused_naming_the_rule_before_anything_changes(cluster
             assert "TASK [kubenodes.image_upgrade.rolling_upgrade : Target image" not in output, "it went on: %s" % bad
             assert uh.world(handle, values) == before, "%s (check mode %s) changed something" % (bad, check)
     # A gate whose passing looks in a row cannot fit in its timeout could never open: refused, naming all three.
-    slow_gate = dict(values, rolling_upgrade_engine="step", rolling_upgrade_gate_after="batch",
+    slow_gate = dict(values, rolling_upgrade_gate_after="batch",
                      rolling_upgrade_gate_looks=7, rolling_upgrade_gate_look_interval=100,
                      rolling_upgrade_gate_timeout=600)
     rc, output = uh.run_upgrade(slow_gate, tmp_path / "slow-gate.log", timeout=RUN_TIMEOUT, check=True)

@@ -2,8 +2,8 @@
 else. One worker group on the GCP emulator holds its original node and a foreign node (created by someone else,
 not recorded); then an instance is created and recorded in the run journal as this upgrade's own, as the role
 records every instance it creates, and it joins with no donor for it (its pairing lost, as when a killed run
-created it twice). node_image_facts (the tasks engine's planner module) plans its removal alone, and a run of the
-role (step engine) removes it, so the group is back at the count it had at the start, with the foreign node and
+created it twice). node_image_facts (the planner as a module, for playbooks that compose the steps) plans its
+removal alone, and a run of the role removes it, so the group is back at the count it had at the start, with the foreign node and
 the original one as they were."""
 
 import json
@@ -81,14 +81,14 @@ def test_recorded_surplus_is_removed_and_a_foreign_instance_stays(upgrade_cluste
     handle.wait_nodes_ready([mine], timeout=120)
     before_nodes, before_instances = _world(handle, group_id)
     assert len(before_instances) == 3 and mine in before_nodes
-    # What the tasks engine's modules plan (node_image_facts and node_pair read the journal the same way): the
-    # recorded node is surplus, the foreign one is not even considered.
+    # What the modules plan (node_image_facts and node_pair read the journal the same way): the recorded node is
+    # surplus, the foreign one is not even considered.
     plan = _ok(run_module("node_image_facts", facts_args))["plan"]
     assert plan["obsolete"] == [mine], plan
     assert [(s["name"], s["action"], s["start_count"], s["nodes"]) for s in plan["surplus"]] == [(mine, "obsolete", 2, 3)]
-    # The step engine, which reads the journal once when it starts, removes it.
+    # The role's run, which reads the journal once when it starts, removes it.
     began = time.monotonic()
-    rc, output = uh.run_upgrade(dict(values, rolling_upgrade_engine="step"), tmp_path / "upgrade.log")
+    rc, output = uh.run_upgrade(values, tmp_path / "upgrade.log")
     assert rc == 0, output[-6000:]
     after_nodes, after_instances = _world(handle, group_id)
     # Capacity is back at the start: the recorded instance and its Node are gone, nothing else changed.

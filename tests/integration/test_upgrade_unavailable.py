@@ -15,7 +15,7 @@ RUN_TIMEOUT = 600
 @pytest.mark.timeout(900)
 def test_no_room_for_surge_replaces_workers_delete_first(upgrade_cluster, tmp_path):
     handle, values, start = upgrade_cluster("gcp", control_planes=1, workers=2, groups=1,
-                                            rolling_upgrade_max_unavailable=1, rolling_upgrade_engine="step")
+                                            rolling_upgrade_max_unavailable=1)
     upgraded = uh.limit_to_groups(values, start, ["workers-0"])
     handle.cloud("gcp").set_faults(quota=len(uh.live_instances(handle)))
     # Check mode's plan shows the delete-first mode, and changes nothing.

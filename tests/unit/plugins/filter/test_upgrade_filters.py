@@ -1,6 +1,8 @@
 import datetime
 
-from ansible_collections.kubenodes.image_upgrade.plugins.filter.upgrade import journal_record, phase_entries, progress_line
+from ansible_collections.kubenodes.image_upgrade.plugins.filter.upgrade import FilterModule, phase_entries, progress_line
+# The executor's journal record of a pass (no longer a filter since the task-chain engine went).
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.progress import journal_record
 
 NOW = datetime.datetime(2026, 11, 30, 10, 5, 0, tzinfo=datetime.timezone.utc)
 FACTS = {
@@ -93,3 +95,7 @@ def test_controller_path_is_absolute_against_the_controller_working_directory(tm
     assert controller_path("./image-upgrade-report") == str(tmp_path / "image-upgrade-report")
     assert controller_path("~/reports") == "/home/upgrader/reports"
     assert controller_path("/srv/reports/") == "/srv/reports"
+
+
+def test_the_filters_are_the_progress_line_and_the_phase_entries():
+    assert sorted(FilterModule().filters()) == ["phase_entries", "progress_line"]

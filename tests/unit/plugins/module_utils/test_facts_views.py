@@ -44,7 +44,7 @@ def test_donors_say_when_their_heir_was_created_joined_and_turned_ready():
     [cp0] = [d for d in facts_views.donors(nodes, FACTS, KEYS, {"g-cp": [created]}) if d["name"] == "cp-0"]
     assert (cp0["heir_created"], cp0["heir_joined"], cp0["heir_ready_since"]) == (
         "2026-11-30T09:57:30Z", "2026-11-30T09:58:00Z", "2026-11-30T09:58:20Z")
-    # Without the cloud read (the tasks engine's node_image_facts), the Node's own times only.
+    # Without the cloud read (node_image_facts on its own), the Node's own times only.
     [cp0] = [d for d in facts_views.donors(nodes, FACTS, KEYS) if d["name"] == "cp-0"]
     assert cp0["heir_created"] is None and cp0["heir_joined"] == "2026-11-30T09:58:00Z"
 

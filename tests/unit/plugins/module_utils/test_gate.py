@@ -390,3 +390,39 @@ def test_the_looks_are_listed_with_the_gates_and_must_fit_in_the_timeout():
     for name, value in (("rolling_upgrade_gate_looks", 0), ("rolling_upgrade_gate_look_interval", 0)):
         problems = validate.check({name: value}, validate.ROLE_RULES)
         assert len(problems) == 1 and problems[0].startswith(name + " must be a whole number from 1 to"), problems
+
+
+def test_the_role_refuses_a_gate_with_delete_first_and_a_soak_or_tasks_file_without_a_gate():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
+
+    [problem] = validate.role_gate_problems({"rolling_upgrade_gate_after": "batch", "rolling_upgrade_max_unavailable": 1})
+    assert problem.startswith("rolling_upgrade_gate_after is batch, but rolling_upgrade_max_unavailable is 1: health "
+                              "gates do not work with delete-first replacements yet"), problem
+    assert problem.endswith("set rolling_upgrade_gate_after to none, or rolling_upgrade_max_unavailable to 0")
+    for unavailable in (0, "0", "0%", " 0 "):
+        assert validate.role_gate_problems({"rolling_upgrade_gate_after": "replacement",
+                                            "rolling_upgrade_max_unavailable": unavailable}) == [], unavailable
+    assert validate.role_gate_problems({"rolling_upgrade_gate_after": "batch",
+                                        "rolling_upgrade_max_unavailable": "25%"})
+    for given in ({"rolling_upgrade_soak_seconds": 30}, {"rolling_upgrade_soak_seconds": "30"},
+                  {"rolling_upgrade_gate_tasks": "checks/smoke.yml"}):
+        [problem] = validate.role_gate_problems(dict(given, rolling_upgrade_gate_after="none"))
+        assert "but rolling_upgrade_gate_after is none, so no gate would run them: set rolling_upgrade_gate_after to " \
+               "batch or replacement" in problem, problem
+    assert validate.role_gate_problems({"rolling_upgrade_gate_after": "none", "rolling_upgrade_soak_seconds": 0,
+                                        "rolling_upgrade_gate_tasks": ""}) == []
+    assert validate.check({"rolling_upgrade_gate_tasks": ["a.yml"]}, validate.ROLE_RULES) == [
+        "rolling_upgrade_gate_tasks must be the path of a tasks file, or empty for none, got ['a.yml']"]
+
+
+def test_the_removed_engine_variable_is_a_warning_when_it_says_step_and_a_refusal_otherwise():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
+
+    assert validate.removed_variables({}) == ([], [])
+    assert validate.removed_variables({"rolling_upgrade_engine": "step"}) == ([], [
+        "rolling_upgrade_engine is no longer a role variable (step is what every run does): remove it"])
+    problems, warnings = validate.removed_variables({"rolling_upgrade_engine": "tasks"})
+    assert warnings == [] and problems == [
+        "rolling_upgrade_engine is 'tasks', but the task-chain engine was removed: every run uses the step engine "
+        "(upgrade_step). Remove rolling_upgrade_engine; to compose the modules yourself, start from "
+        "examples/site-playbook"]

@@ -38,7 +38,7 @@ def test_no_quota_room_refuses_and_names_the_option_that_would_help():
     verdict = preflight.verdict(read(quota=quota("none")), max_unavailable=0)
     assert verdict.refusal == (
         "the cloud quota leaves no room for a new instance, and the upgrade needs 2 in flight: CPUS in europe-west1: "
-        "limit 3, usage 3. rolling_upgrade_max_unavailable is 0: set it to 1 or more (with rolling_upgrade_engine=step) "
+        "limit 3, usage 3. rolling_upgrade_max_unavailable is 0: set it to 1 or more "
         "to replace workers delete-first (drain and delete a node, then create its heir), with that many fewer Ready "
         "nodes at a time. Nothing was changed; raise the quota or free instances, then run again")
 
@@ -178,7 +178,7 @@ def test_etcd_refusal_names_every_problem():
         "control-plane etcd is not healthy: member a is unreachable; no leader")
 
 
-# -- the role's preflight.yml (the tasks engine's, and the step engine's with a gate) says the same ----------------
+# -- the role's preflight.yml (with a gate, in check mode or with a delegated etcd) says the same ---------------
 ROLE_PREFLIGHT = pathlib.Path(__file__).parents[4] / "roles" / "rolling_upgrade" / "tasks" / "preflight.yml"
 
 
@@ -201,7 +201,7 @@ class RolePreflight:
 
     def context(self, block, read, max_unavailable=0):
         context = {"_rolling_upgrade_preflight": read, "rolling_upgrade_max_unavailable": max_unavailable,
-                   "rolling_upgrade_etcd_endpoints": [], "rolling_upgrade_engine": "step",
+                   "rolling_upgrade_etcd_endpoints": [],
                    "rolling_upgrade_etcd_delegate_to": "localhost", "omit": None}
         for name, value in (self.tasks[block].get("vars") or {}).items():
             context[name] = self.env.from_string(value).render(context) if isinstance(value, str) else value
