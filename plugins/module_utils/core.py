@@ -956,7 +956,7 @@ class _Planner:
                                          reason="its instance is not running" if self.ours(h) else
                                          "this upgrade did not create it"))
             elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
-                sick = self.sick_instead(d)
+                sick = self.sick_instead(d) if d.info.control_plane else self.not_ready_instead(d)
                 if sick is not None:
                     self.swap_donor(h, d, sick)
             elif (d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir)
@@ -1008,6 +1008,17 @@ class _Planner:
                      and self.unhealthy_member(u) is not None and not u.info.annotations.get(self.keys.heir)
                      and not u.info.annotations.get(self.keys.donor)), None)
 
+    def not_ready_instead(self, d):
+        """The donor is chosen when it is drained: for a Ready worker donor not yet draining, an unpaired outdated
+        worker of its group that is not Ready (it turned NotReady after the pairing) goes first. None when there is
+        no such node."""
+        if d.info.control_plane or not d.info.ready or d.phase not in ("", PHASE_PAIRED):
+            return None
+        return next((u for u in sorted(self.valid, key=self.donor_order)
+                     if u.category == OUTDATED and not u.info.control_plane and same(u.group_id, d.group_id)
+                     and not u.info.ready and not u.info.annotations.get(self.keys.heir)
+                     and not u.info.annotations.get(self.keys.donor)), None)
+
     def swap_donor(self, h, d, sick):
         """Heir `h` replaces `sick` instead of `d`, which is given back (uncordoned if it was drained). Written heir
         first: a kill after that leaves `d` a dangling half, unpaired next pass, and `sick` a half pair completed."""
@@ -1018,9 +1029,13 @@ class _Planner:
         d.category, d.partner = OUTDATED, None
         sick.category, sick.partner, sick.paired_now, sick.phase = DONOR, h.name, True, PHASE_PAIRED
         h.partner = sick.name
-        self.repairs.append(dict(name=h.name, action="swap", donor=sick.name, instead_of=d.name, reason=(
-            "the etcd member of %s is unhealthy (%s), so etcd would refuse to remove the member of %s: %s is replaced "
-            "first" % (sick.name, problem.get("message") or "unhealthy", d.name, sick.name))))
+        if problem is not None:
+            reason = ("the etcd member of %s is unhealthy (%s), so etcd would refuse to remove the member of %s: %s is "
+                      "replaced first" % (sick.name, problem.get("message") or "unhealthy", d.name, sick.name))
+        else:
+            reason = ("%s is not Ready, so it is replaced first; %s, still Ready and not drained, waits for the next "
+                      "heir" % (sick.name, d.name))
+        self.repairs.append(dict(name=h.name, action="swap", donor=sick.name, instead_of=d.name, reason=reason))
 
     def _pair_annotations(self, key, partner, phase):
         """One half of a new pair: the partner's name, the phase and a fresh phase trail."""

@@ -8,7 +8,8 @@ Inert unless the environment names points (an ordinary run never sets it):
   KUBENODES_IMAGE_UPGRADE_HOLD_AT    comma-separated point names (POINTS)
   KUBENODES_IMAGE_UPGRADE_HOLD_FILE  a file the engine appends "<point> <pid>" to when it holds
 At the first named point it reaches, the engine writes that line and sleeps (at most HOLD_SECONDS, then goes
-on as if nothing happened): the test sees the line and kills the tree. Each point holds once per process.
+on as if nothing happened): the test sees the line and kills the tree, or changes the world while the engine
+stands still and releases it by taking the line out of the file. Each point holds once per process.
 
 Every point comes right after a call that changed the cluster or the cloud and before the engine recorded
 it, the moment a kill leaves the most for the next run to work out."""
@@ -21,6 +22,7 @@ import time
 ENV_POINTS = "KUBENODES_IMAGE_UPGRADE_HOLD_AT"
 ENV_FILE = "KUBENODES_IMAGE_UPGRADE_HOLD_FILE"
 HOLD_SECONDS = 600.0
+RELEASE_LOOK_SECONDS = 0.2   # how often a hold looks whether the test took its line out of the file
 
 POINTS = (
     "set-group-image",   # the groups point at the image; no heir created yet
@@ -34,7 +36,7 @@ POINTS = (
 _held = set()
 
 
-def reached(point, environ=None, sleep=time.sleep):
+def reached(point, environ=None, sleep=time.sleep, clock=time.monotonic):
     """Hold here when the environment names `point` (see the module's description); otherwise return at once."""
     environ = os.environ if environ is None else environ
     names = environ.get(ENV_POINTS)
@@ -42,8 +44,21 @@ def reached(point, environ=None, sleep=time.sleep):
         return False
     _held.add(point)
     path = environ.get(ENV_FILE)
-    if path:
-        with open(path, "a", encoding="utf-8") as marker:
-            marker.write("%s %d\n" % (point, os.getpid()))
-    sleep(HOLD_SECONDS)
+    if not path:
+        sleep(HOLD_SECONDS)
+        return True
+    line = "%s %d" % (point, os.getpid())
+    with open(path, "a", encoding="utf-8") as marker:
+        marker.write(line + "\n")
+    deadline = clock() + HOLD_SECONDS
+    while clock() < deadline and _marked(path, line):
+        sleep(RELEASE_LOOK_SECONDS)
     return True
+
+
+def _marked(path, line):
+    try:
+        with open(path, encoding="utf-8") as marker:
+            return line in marker.read().splitlines()
+    except OSError:
+        return False

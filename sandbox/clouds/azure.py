@@ -686,8 +686,10 @@ class AzureEmulator:
             return self._group_id(vmss)
 
     def admin_set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None,
-                         fail_next=0, seed=None, allocation_failure=(), deny=(), require_auth=False):
+                         fail_next=0, seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None):
         with self.lock:
+            if delete_delay is not None:
+                self.delete_delay = float(delete_delay)
             self.faults.deny = set(deny or ())
             self.faults.require_auth = bool(require_auth)
             self.faults.error_rate = float(error_rate)
@@ -1320,15 +1322,16 @@ class Admin:
                                              "orchestration": orchestration})["group_id"]
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
-                   seed=None, allocation_failure=(), deny=(), require_auth=False):
+                   seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None):
         """never_boot / allocation_failure: scale set IDs or names ("*" for all) whose new VMs stay creating /
         end failed with AllocationFailed. fail_next: the next N resource requests fail with one of `codes`. deny: handler
         names (list_usages, list_skus, ...) answered 403 AuthorizationFailed. require_auth: ARM accepts only
-        tokens issued by the emulator's token endpoint."""
+        tokens issued by the emulator's token endpoint. delete_delay: seconds a deleted VM stays listed (provisioning
+        state Deleting), as on Azure, where a deletion takes tens of seconds; None keeps the emulator's setting."""
         self._call("POST", "faults", {"error_rate": error_rate, "codes": list(codes), "latency": latency,
                                       "never_boot": list(never_boot), "quota": quota, "fail_next": fail_next,
                                       "seed": seed, "allocation_failure": list(allocation_failure),
-                                      "deny": list(deny), "require_auth": require_auth})
+                                      "deny": list(deny), "require_auth": require_auth, "delete_delay": delete_delay})
 
     def create_service_principal(self, tenant, client_id, secret):
         """A service principal the token endpoint knows (client_credentials grant in `tenant`)."""

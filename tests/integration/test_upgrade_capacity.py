@@ -7,10 +7,11 @@ it runs, in worlds where the old planner guessed wrong.
   annotation). It is capacity, not a heir: left alone (never cordoned, drained or deleted, its pod untouched) and
   named on the progress line, and every outdated node of its group gets a heir of its own. A worker group of 3 on
   GCP and on AWS; a control-plane group of 3 on GCP, where the etcd members are counted too.
-- A lingering deletion: GCE deletions that last 20 s (the emulator's delete_delay fault). An instance the cloud
-  still lists as DELETING is no capacity, and the run is not done until its refill exists and is Ready.
-- A heir whose instance the cloud deletes right after its Node joined (GCP): the instance is listed as DELETING
-  while its Node still reads Ready; the donor is not drained onto it, and the group ends whole.
+- A lingering deletion: GCE and Azure deletions that last 20 s (the emulators' delete_delay fault). An instance the
+  cloud still lists as deleting (GCE currentAction DELETING, Azure provisioning state Deleting) is no capacity, and
+  the run is not done until its refill exists and is Ready.
+- A heir whose instance the cloud deletes right after its Node joined (GCP and Azure): the instance is listed as
+  deleting while its Node still reads Ready; the donor is not drained onto it, and the group ends whole.
 
 Each world is compared before and after: nodes per group (Ready, on the image), instances per group and etcd
 members; the watcher (upgrade_helpers.Watcher) samples them throughout the run."""
@@ -190,15 +191,16 @@ def test_foreign_control_plane_node_keeps_three_etcd_members(upgrade_cluster, tm
 
 
 @pytest.mark.timeout(900)
-def test_lingering_deletions_leave_the_refill_owed(upgrade_cluster, tmp_path):
-    """GCE deletions that last 20 s, one worker group of 6, max_surge 3 and max_unavailable 1: a deleted instance
+@pytest.mark.parametrize("cloud", ["gcp", "azure"])
+def test_lingering_deletions_leave_the_refill_owed(upgrade_cluster, cloud, tmp_path):
+    """Deletions that last 20 s, one worker group of 6, max_surge 3 and max_unavailable 1: a deleted instance
     the cloud still lists is no capacity, so its refill stays owed and the run ends only with 6 Ready workers on the
     image; Ready never falls below 5. (Before issue 25: exit 0 with 5 Ready workers.)"""
     began = time.monotonic()
-    handle, values, start = upgrade_cluster("gcp", control_planes=1, workers=6, groups=1, rolling_upgrade_max_surge=3,
+    handle, values, start = upgrade_cluster(cloud, control_planes=1, workers=6, groups=1, rolling_upgrade_max_surge=3,
                                             rolling_upgrade_max_unavailable=1)
     upgraded = uh.limit_to_groups(values, start, ["workers-0"])
-    handle.cloud("gcp").set_faults(delete_delay=20)
+    handle.cloud(cloud).set_faults(delete_delay=20)
     print("world ready in %.0f s" % (time.monotonic() - began))
     rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
     print("run took %.0f s" % (time.monotonic() - began))
@@ -210,17 +212,18 @@ def test_lingering_deletions_leave_the_refill_owed(upgrade_cluster, tmp_path):
 
 
 @pytest.mark.timeout(900)
-def test_heir_deleted_by_the_cloud_before_its_donor_drains(upgrade_cluster, tmp_path):
-    """A worker group of 2 on GCP, heirs that must be Ready 8 s before their donor drains, and deletions that last
+@pytest.mark.parametrize("cloud", ["gcp", "azure"])
+def test_heir_deleted_by_the_cloud_before_its_donor_drains(upgrade_cluster, cloud, tmp_path):
+    """A worker group of 2, heirs that must be Ready 8 s before their donor drains, and deletions that last
     30 s. Right after the first heir's Node turns Ready the cloud deletes its instance: listed as DELETING, its Node
     still reads Ready. No worker of the start is cordoned while that instance lingers (a heir counts only while its
     instance runs: the pair is broken and the donor given back); Ready never falls below 2 and the group ends whole.
     Once the instance is gone its Node is deleted, as a cloud controller manager would."""
     began = time.monotonic()
-    handle, values, start = upgrade_cluster("gcp", control_planes=1, workers=2, groups=1,
+    handle, values, start = upgrade_cluster(cloud, control_planes=1, workers=2, groups=1,
                                             rolling_upgrade_heir_ready_seconds=8)
     [label] = uh.limit_to_groups(values, start, ["workers-0"])
-    handle.cloud("gcp").set_faults(delete_delay=30)
+    handle.cloud(cloud).set_faults(delete_delay=30)
     print("world ready in %.0f s" % (time.monotonic() - began))
     watcher = uh.Watcher(handle)
     watcher.start()

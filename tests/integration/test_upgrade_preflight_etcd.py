@@ -1,6 +1,7 @@
 """End to end: the rolling_upgrade role's preflight refuses to start while the control-plane etcd is
 unhealthy, names the member at fault, and changes nothing (issue #8); once etcd is healthy again the
-preflight passes.
+preflight passes. A member that turns unhealthy after the preflight, between two control-plane replacements,
+holds the next control-plane heir (no new etcd member while another is unhealthy, issue 25) until it recovers.
 
 One sandbox with 3 control planes (one real etcd member each, mutual TLS) and 1 worker. One member is
 frozen with SIGSTOP: it keeps its TCP port but answers nothing, as a hung etcd would, while the other two
@@ -16,6 +17,7 @@ import time
 import pytest
 import requests
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import hold_points
 from ansible_run import run_playbook
 import upgrade_helpers as uh
 
@@ -103,3 +105,60 @@ def test_unhealthy_control_plane_etcd_stops_the_run_in_preflight_and_changes_not
     assert len(health["members"]) == 3 and all(h["healthy"] for h in health["health"])
     assert uh.world(handle, values) == before
     assert not uh.node_annotations_with_prefix(handle)
+
+
+def wait_for_line(path, run, timeout):
+    """The first line the run's hold wrote to `path`; fails with the output's tail if the run ends first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ended = run.proc.poll() is not None
+        lines = path.read_text().splitlines() if path.exists() else []
+        if lines:
+            return lines[0]
+        assert not ended and time.monotonic() < deadline, "no hold within %ss (rc %s):\n%s" % (
+            timeout, run.proc.returncode, run.output()[-4000:])
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(900)
+def test_a_member_unhealthy_between_control_plane_replacements_holds_the_next_heir(upgrade_cluster, tmp_path):
+    """3 control planes, the control-plane group alone. The run is held (hold_points) right after it deleted the
+    first donor's Node; a follower member is frozen, and the run let go. For 20 s it creates no control-plane
+    heir, and says why, naming the member; once the member answers again the run finishes with 3 members."""
+    handle, values, start = upgrade_cluster(CLOUD, control_planes=3, workers=1, groups=1)
+    [label] = uh.limit_to_groups(values, start, ["control-plane"])
+    hold_file = tmp_path / "hold"
+    watcher = uh.Watcher(handle, etcd=True)
+    watcher.start()
+    run = uh.PlaybookRun(values, tmp_path / "upgrade.log",
+                         env={hold_points.ENV_POINTS: "delete-node", hold_points.ENV_FILE: str(hold_file)})
+    member = None
+    try:
+        assert wait_for_line(hold_file, run, RUN_TIMEOUT).startswith("delete-node ")
+        etcd = handle.cp_etcd()
+        assert len(etcd["members"]) == 3, etcd["members"]   # the first heir's in, the first donor's out
+        frozen, member = a_follower(etcd)
+        os.kill(member["pid"], signal.SIGSTOP)   # a process of this test's own sandbox
+        frozen_at = time.monotonic()
+        hold_file.write_text("")   # let the run go on
+        time.sleep(20)
+        created = watcher.seen(("instance-created",), frozen_at)
+        assert not created, "a control-plane heir was created while etcd member %s was frozen: %s" % (frozen, created)
+        said = [line for line in run.output().splitlines()
+                if "the control plane is not healthy, so no new etcd member is added" in line]
+        assert said and any("etcd member %s (" % frozen in line for line in said), run.output()[-4000:]
+        os.kill(member["pid"], signal.SIGCONT)
+        member = None
+        rc = run.wait(RUN_TIMEOUT)
+    finally:
+        if member is not None:
+            os.kill(member["pid"], signal.SIGCONT)
+        run.close()
+        watcher.stop()
+    output = run.output()
+    assert rc == 0, output[-6000:]
+    watcher.check(start, max_surge=1)
+    uh.assert_upgraded(handle, values, start, groups=[label])
+    names = sorted(n["metadata"]["name"] for n in handle.kube().request("GET", "/api/v1/nodes")["items"]
+                   if "node-role.kubernetes.io/control-plane" in n["metadata"].get("labels", {}))
+    assert len(names) == 3 and uh.etcd_member_names(handle) == names, (uh.etcd_member_names(handle), names)

@@ -229,3 +229,31 @@ def test_a_node_whose_instance_is_being_deleted_holds_its_slot_in_the_surge():
     assert "surge budget used (1 of 1 in flight)" in result["plan"]["create_blocked"][0]["reason"]
     w.instances["G1"] = [i for i in w.instances["G1"] if i.node_name != "h"]
     assert w.plan(opts(max_surge=1), created=created("h"), start_counts={"G1": 1})["plan"]["create"][0]["count"] == 1
+
+
+def test_a_worker_that_turns_not_ready_after_the_pairing_is_replaced_before_the_ready_donor():
+    """The donor is chosen when it is drained (issue 25, item 5): a heir paired with a Ready worker replaces instead
+    an unpaired outdated worker of its group that turned NotReady since; the Ready one waits for the next heir."""
+    w = workers(outdated=("w0", "w1"), fresh=())
+    w.add_node("h", "G1", NEW, annotations={P + "donor": "w0", P + "phase": "heir"})
+    w.nodes["w0"]["metadata"]["annotations"][P + "heir"] = "h"
+    w.record_phase("w0", core.PHASE_PAIRED)
+    w.nodes["w1"]["status"]["conditions"][0]["status"] = "False"
+    result = w.plan(opts(), created=created("h"), start_counts={"G1": 2})
+    (swap,) = [r for r in result["plan"]["repairs"] if r["action"] == "swap"]
+    assert (swap["name"], swap["donor"], swap["instead_of"]) == ("h", "w1", "w0")
+    assert swap["reason"] == "w1 is not Ready, so it is replaced first; w0, still Ready and not drained, waits for the next heir"
+    patches = result["node_patches"]
+    assert patches["h"]["annotations"][P + "donor"] == "w1" and patches["w0"]["annotations"][P + "heir"] is None
+    assert patches["w1"]["annotations"][P + "heir"] == "h"
+    # Once the donor drains, the choice is made: no swap, whatever turns NotReady.
+    w.record_phase("w0", core.PHASE_DRAINING)
+    w.nodes["w0"]["spec"]["unschedulable"] = True
+    assert not [r for r in w.plan(opts(), created=created("h"), start_counts={"G1": 2})["plan"]["repairs"]
+                if r["action"] == "swap"]
+    # A NotReady donor keeps its heir, and a Ready outdated node is no reason to swap.
+    w.record_phase("w0", core.PHASE_PAIRED)
+    w.nodes["w0"]["spec"]["unschedulable"] = False
+    w.nodes["w1"]["status"]["conditions"][0]["status"] = "True"
+    assert not [r for r in w.plan(opts(), created=created("h"), start_counts={"G1": 2})["plan"]["repairs"]
+                if r["action"] == "swap"]

@@ -20,15 +20,48 @@ def test_without_the_environment_nothing_holds():
     assert slept == []
 
 
+class Clock:
+    """A clock that moves only when the hold sleeps."""
+
+    def __init__(self):
+        self.now, self.slept = 0.0, []
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 def test_a_named_point_writes_its_line_and_holds_once(tmp_path):
     marker = tmp_path / "held"
     env = {hold_points.ENV_POINTS: "create, drain", hold_points.ENV_FILE: str(marker)}
-    slept = []
-    assert not hold_points.reached("etcd-remove", environ=env, sleep=slept.append)
-    assert hold_points.reached("drain", environ=env, sleep=slept.append)
+    clock = Clock()
+    assert not hold_points.reached("etcd-remove", environ=env, sleep=clock.sleep, clock=lambda: clock.now)
+    assert hold_points.reached("drain", environ=env, sleep=clock.sleep, clock=lambda: clock.now)
     assert marker.read_text() == "drain %d\n" % os.getpid()
-    assert slept == [hold_points.HOLD_SECONDS]
-    assert not hold_points.reached("drain", environ=env, sleep=slept.append)   # once per process
+    # Held for HOLD_SECONDS while nobody takes the line out (a kill test kills it long before).
+    assert clock.now == pytest.approx(hold_points.HOLD_SECONDS, abs=hold_points.RELEASE_LOOK_SECONDS)
+    assert set(clock.slept) == {hold_points.RELEASE_LOOK_SECONDS}
+    held = len(clock.slept)
+    assert not hold_points.reached("drain", environ=env, sleep=clock.sleep, clock=lambda: clock.now)  # once per process
+    assert len(clock.slept) == held
+
+
+def test_a_hold_ends_when_the_test_takes_its_line_out_of_the_file(tmp_path):
+    marker = tmp_path / "held"
+    env = {hold_points.ENV_POINTS: "delete-node", hold_points.ENV_FILE: str(marker)}
+    clock = Clock()
+
+    def sleep(seconds):
+        clock.sleep(seconds)
+        if len(clock.slept) == 3:
+            marker.write_text("")   # the release, three looks into the hold
+    assert hold_points.reached("delete-node", environ=env, sleep=sleep, clock=lambda: clock.now)
+    assert len(clock.slept) == 3
+
+
+def test_without_a_file_a_hold_sleeps_its_whole_time():
+    slept = []
+    assert hold_points.reached("create", environ={hold_points.ENV_POINTS: "create"}, sleep=slept.append)
     assert slept == [hold_points.HOLD_SECONDS]
 
 
