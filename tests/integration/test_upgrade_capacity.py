@@ -18,11 +18,8 @@ members; the watcher (upgrade_helpers.Watcher) samples them throughout the run."
 
 import re
 import time
-import uuid
 
 import pytest
-
-from sandbox import nodesim
 
 import upgrade_helpers as uh
 
@@ -31,27 +28,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 RUN_TIMEOUT = 600
 FOREIGN_LINE = "%s runs the target image but this upgrade did not create it: left alone"
 OURS = tuple(uh.PREFIX + "/" + key for key in ("heir", "donor", "obsolete", "phase"))
-
-
-def _cloud(values):
-    """The run's cloud through the collection's own provider: the SDK calls an operator or the cloud would make."""
-    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.factory import (
-        PROVIDERS, build_provider)
-
-    name = values["rolling_upgrade_provider"]
-    options = {key: spec.get("default") for key, spec in PROVIDERS[name].ARG_SPEC.items()}
-    options.update(values["rolling_upgrade_" + name])
-    return build_provider({"provider": name, name: options})
-
-
-def _wait(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        found = predicate()
-        if found:
-            return found
-        assert time.monotonic() < deadline, "timed out after %ss waiting for %s" % (timeout, what)
-        time.sleep(0.3)
 
 
 def _sim_instance(handle, node_name):
@@ -63,7 +39,7 @@ def autoheal_onto_target(handle, values, node_name):
     already points at the target image (as an operator set it), `node_name`'s instance is deleted and its Node goes
     (for a control-plane node, its dead etcd member is removed first, as an operator would), and the group creates a
     new instance, which joins as a Node on the target image with no collection annotation. Returns its node name."""
-    cloud = _cloud(values)
+    cloud = uh.provider(values)
     old = _sim_instance(handle, node_name)
     # A kube-system pod of the replaced node (the cluster-autoscaler's, say) may still be bound to its gone Node until
     # the pod garbage collector removes it; the preflight would refuse to start then (test_upgrade_options covers that
@@ -71,32 +47,17 @@ def autoheal_onto_target(handle, values, node_name):
     values["rolling_upgrade_allow_unready_system_pods"] = True
     cloud.set_group_image(old["group_id"], values["rolling_upgrade_image"])
     assert cloud.delete_instance(old["provider_id"])
-    _wait(lambda: all(i["state"] == "deleted" for i in handle.nodesim.instances() if i["node_name"] == node_name),
+    uh.wait_until(lambda: all(i["state"] == "deleted" for i in handle.nodesim.instances() if i["node_name"] == node_name),
           60, "the instance of %s to be gone" % node_name)
     if old["role"] == "control-plane":
         handle.nodesim.delete_instance(old["provider_id"], remove_etcd_member=True)
     handle.kube().request("DELETE", "/api/v1/nodes/" + node_name, ok=(200, 202, 404))
     known = {i["provider_id"] for i in handle.nodesim.instances()}
     cloud.create_instance(old["group_id"])
-    [new] = _wait(lambda: [i for i in handle.nodesim.instances() if i["provider_id"] not in known], 120,
+    [new] = uh.wait_until(lambda: [i for i in handle.nodesim.instances() if i["provider_id"] not in known], 120,
                   "the group's new instance to boot")
     handle.wait_nodes_ready([new["node_name"]], timeout=120)
     return new["node_name"]
-
-
-def pin_bare_pod(handle, node_name):
-    """A bare pod bound to `node_name` (tolerating its taints): a drain deletes it and nothing recreates it.
-    Returns (namespace, name, uid) once it runs."""
-    kube = handle.kube()
-    namespace = "default"
-    name = "pinned-" + uuid.uuid4().hex[:6]
-    pod = kube.request("POST", "/api/v1/namespaces/%s/pods" % namespace, {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"nodeName": node_name, "tolerations": [{"operator": "Exists"}],
-                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
-    path = "/api/v1/namespaces/%s/pods/%s" % (namespace, name)
-    _wait(lambda: nodesim.pod_is_running_ready(kube.request("GET", path)), 60, "pod %s on %s to run" % (name, node_name))
-    return namespace, name, pod["metadata"]["uid"]
 
 
 def group_state(handle, label, image):
@@ -108,16 +69,12 @@ def group_state(handle, label, image):
     return ready_on_image, sorted(n["metadata"]["name"] for n in found), instances
 
 
-def touched(watcher, name, kinds=("cordon", "node-deletion", "instance-deletion")):
-    return [kind for _moment, kind, seen in watcher.seen(kinds) if seen == name]
-
-
 def check_foreign_kept(handle, watcher, output, foreign, pod):
     """`foreign` was named as left alone, never cordoned or deleted, carries none of the collection's pairing or
     removal annotations, and its bare pod still runs (a drain would have deleted it)."""
     assert FOREIGN_LINE % foreign in output, "the foreign node %s is not named as left alone:\n%s" % (
         foreign, output[-6000:])
-    assert not touched(watcher, foreign), "the foreign node %s was %s" % (foreign, touched(watcher, foreign))
+    assert not uh.touched(watcher, foreign), "the foreign node %s was %s" % (foreign, uh.touched(watcher, foreign))
     node = handle.kube().request("GET", "/api/v1/nodes/" + foreign)
     assert not node["spec"].get("unschedulable"), "%s was left cordoned" % foreign
     mine = sorted(k for k in (node["metadata"].get("annotations") or {}) if k.startswith(OURS))
@@ -154,7 +111,7 @@ def test_foreign_worker_on_the_target_image_is_capacity(upgrade_cluster, cloud, 
     handle, values, seeded = upgrade_cluster(cloud, control_planes=1, workers=3, groups=1)
     [label] = uh.limit_to_groups(values, seeded, ["workers-0"])
     foreign = autoheal_onto_target(handle, values, seeded["groups"][label][0])
-    pod = pin_bare_pod(handle, foreign)
+    pod = uh.pin_bare_pod(handle, foreign)
     start = uh.snapshot(handle)
     assert len(start["groups"][label]) == 3 and foreign in start["groups"][label], start["groups"]
     print("world ready in %.0f s" % (time.monotonic() - began))
@@ -179,7 +136,7 @@ def test_foreign_control_plane_node_keeps_three_etcd_members(upgrade_cluster, tm
     start = uh.snapshot(handle)
     assert start["control_planes"] == 3 and foreign in start["groups"][label], start["groups"]
     assert uh.etcd_member_names(handle) == sorted(start["groups"][label]), uh.etcd_member_names(handle)
-    pod = pin_bare_pod(handle, foreign)
+    pod = uh.pin_bare_pod(handle, foreign)
     print("world ready in %.0f s" % (time.monotonic() - began))
     rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT, etcd=True)
     print("run took %.0f s" % (time.monotonic() - began))
@@ -233,7 +190,7 @@ def test_heir_deleted_by_the_cloud_before_its_donor_drains(upgrade_cluster, clou
         assert event, "no heir was created: %s" % run.output()[-4000:]
         heir = next(i for i in handle.nodesim.instances() if i["provider_id"] == event[2])
         handle.wait_nodes_ready([heir["node_name"]], timeout=60)
-        assert _cloud(values).delete_instance(heir["provider_id"])
+        assert uh.provider(values).delete_instance(heir["provider_id"])
         deleted_at = time.monotonic()
         print("deleted the instance of heir %s at %.0f s" % (heir["node_name"], deleted_at - began))
         gone = watcher.wait_event(("instance-deletion",), deleted_at, 120)

@@ -70,6 +70,17 @@ def live_instances(handle):
     return [i for i in handle.nodesim.instances() if i["state"] != "deleted"]
 
 
+def provider(values):
+    """The run's cloud through the collection's own provider: the SDK calls an operator or the cloud would make."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.factory import (
+        PROVIDERS, build_provider)
+
+    name = values["rolling_upgrade_provider"]
+    options = {key: spec.get("default") for key, spec in PROVIDERS[name].ARG_SPEC.items()}
+    options.update(values["rolling_upgrade_" + name])
+    return build_provider({"provider": name, name: options})
+
+
 def prepare(handle, cloud, control_planes=1, workers=2, groups=2, azure_orchestration=None, **overrides):
     """Seed the cluster on image A through `cloud` (Azure scale sets in `azure_orchestration` mode, default
     Uniform), create image B, put the user label on every node. Returns (role variables, snapshot of the start)."""
@@ -81,6 +92,36 @@ def prepare(handle, cloud, control_planes=1, workers=2, groups=2, azure_orchestr
     for node in nodes(handle):
         kube.merge_patch("/api/v1/nodes/" + node["metadata"]["name"], {"metadata": {"labels": dict([USER_LABEL])}})
     return values, snapshot(handle)
+
+
+def pin_bare_pod(handle, node_name):
+    """A bare pod bound to `node_name` (tolerating its taints): a drain deletes it and nothing recreates it.
+    Returns (namespace, name, uid) once it runs."""
+    kube = handle.kube()
+    namespace = "default"
+    name = "pinned-" + uuid.uuid4().hex[:6]
+    pod = kube.request("POST", "/api/v1/namespaces/%s/pods" % namespace, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"nodeName": node_name, "tolerations": [{"operator": "Exists"}],
+                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+    path = "/api/v1/namespaces/%s/pods/%s" % (namespace, name)
+    wait_until(lambda: nodesim.pod_is_running_ready(kube.request("GET", path)), 60, "pod %s on %s to run" % (name, node_name))
+    return namespace, name, pod["metadata"]["uid"]
+
+
+def touched(watcher, name, kinds=("cordon", "node-deletion", "instance-deletion")):
+    return [kind for _moment, kind, seen in watcher.seen(kinds) if seen == name]
+
+
+def wait_until(predicate, timeout, what):
+    """predicate()'s first truthy value, looking every 0.3 s; fails naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = predicate()
+        if found:
+            return found
+        assert time.monotonic() < deadline, "timed out after %ss waiting for %s" % (timeout, what)
+        time.sleep(0.3)
 
 
 def snapshot(handle):
