@@ -112,6 +112,40 @@ def planner_options(settings):
     return core.Options(**dict(options.__dict__, max_surge_total=cap))
 
 
+class PassState:
+    """One pass as it goes: its facts and the Nodes as this pass last wrote them (both replaced when the pass plans
+    again with its groups on the image), and what its steps did so far, for the steps after them and the result."""
+
+    def __init__(self, facts, nodes, read_here):
+        self.facts = facts
+        self.nodes = nodes
+        self.read_here = read_here   # the pass read the world itself, so it may plan again on that read
+        self.did, self.finished, self.etcd_due, self.refused, self.drains = [], [], [], [], []
+        self.images_set = False
+        self.creations = []     # the plan's creations this pass made (none while a health gate is owed)
+        self.drained_now = []   # donors whose drain finished in this pass
+        self.removed_now = []   # control-plane donors whose etcd member this pass removed
+        self.finishing = []     # donors whose instance and Node this pass deletes
+        self.orphans = []       # instances without their Node that this pass deletes
+
+    @property
+    def plan(self):
+        return self.facts["plan"]
+
+    def moved(self):
+        """Whether anything changed that the next look should follow at once."""
+        plan = self.plan
+        # plan.obsolete: surplus nodes marked in this pass (plan.surplus's "obsolete" entries among them) are
+        # drained in the next look, at once.
+        return bool(self.creations or plan["pairs"] or plan["repairs"] or self.removed_now or self.finishing
+                    or self.orphans or self.images_set or plan["annotate"] or plan["obsolete"]
+                    or any(d.get("evicted") for d in self.drains))
+
+    def result(self, moved):
+        return dict(facts=self.facts, did=self.did, moved=moved, finished=self.finished, etcd_due=self.etcd_due,
+                    drains=self.drains, refused=self.refused)
+
+
 class Executor:
     def __init__(self, settings, kube, cloud, etcd=None, journal=None, clock=time.time, sleep=time.sleep,
                  say=None, etcd_health=None):
@@ -221,100 +255,135 @@ class Executor:
         replacement ended), etcd_due (delegated removals), refused (the guard's named problems, also in
         facts["problems"] and so on the progress line)."""
         self.passes += 1
+        state = self._begin_pass(facts, nodes, instances, group_errors)
+        self._check_timeout(state.facts)
+        if self.settings.check_mode:
+            return state.result(moved=False)
+        self._point_groups_at_image(state)
+        self._write_plan_records(state)
+        self._journal_donors_gone(state)
+        self._write_node_patches(state)
+        self._create_heirs(state)
+        self._uncordon_given_back(state)
+        self._drain_donors(state)
+        self._remove_etcd_members(state)
+        self._delete_finished_donors(state)
+        self._delete_orphan_instances(state)
+        self._journal_pass(state)
+        return state.result(moved=state.moved())
+
+    def _begin_pass(self, facts, nodes, instances, group_errors):
         read_here = facts is None
         if read_here:
             facts, nodes = self.read()
         elif instances is not None:
             self.instances, self.group_errors = instances, dict(group_errors or {})
-        plan = facts["plan"]
-        self._check_timeout(facts)
-        did, finished, etcd_due, refused = [], [], [], []
-        if self.settings.check_mode:
-            return dict(facts=facts, did=did, moved=False, finished=finished, etcd_due=etcd_due, drains=[],
-                        refused=refused)
+        return PassState(facts, nodes, read_here)
 
-        def allowed(step, item):
-            problem = self.guard(step, item, facts, nodes)
-            if problem is not None:
-                refused.append(problem)
-                facts.setdefault("problems", []).append(problem)
-                self.say("WARNING: " + problem["message"])
-            return problem is None
-        options = self.settings.options
-        keys = core.AnnotationKeys(facts["annotation_prefix"])
+    def _allowed(self, state, step, item):
+        """Whether the guard lets `step` go ahead on `item`; a refusal goes into the pass's result, its facts'
+        problems and a warning."""
+        problem = self.guard(step, item, state.facts, state.nodes)
+        if problem is not None:
+            state.refused.append(problem)
+            state.facts.setdefault("problems", []).append(problem)
+            self.say("WARNING: " + problem["message"])
+        return problem is None
 
-        self._timed("cloud", self._set_group_images, plan["set_group_image"])
-        did.extend(dict(step="set_group_image", group=item["group"]) for item in plan["set_group_image"])
-        images_set = bool(plan["set_group_image"])
-        if images_set:
+    def _point_groups_at_image(self, state):
+        items = state.plan["set_group_image"]
+        self._timed("cloud", self._set_group_images, items)
+        state.did.extend(dict(step="set_group_image", group=item["group"]) for item in items)
+        state.images_set = bool(items)
+        if state.images_set:
             hold_points.reached("set-group-image")
-        if images_set and read_here:
+        if state.images_set and state.read_here:
             # The cloud accepted the image: plan again on the same read with those groups on it, so the first
             # heirs are created in this pass, not one pass (a read of every group) later.
-            facts, nodes = self._replan_with_images({i["group"] for i in plan["set_group_image"]}, facts)
-            plan = facts["plan"]
+            state.facts, state.nodes = self._replan_with_images({i["group"] for i in items}, state.facts)
 
+    def _write_plan_records(self, state):
+        """The groups' start counts, the delete-first removals and refills, and the creations recovered from an
+        open create intent, as the plan asks them recorded."""
+        plan = state.plan
         if (plan.get("record_start_counts") or plan.get("record_removed_first") or plan.get("record_refills")
                 or plan.get("record_created")):
             # Before the delete-first marks and refills are written: a kill after them finds what they replace. With
             # them, the instances an open create intent accounts for (their create's record was cut off).
-            self._record_created([], facts, start_counts=plan.get("record_start_counts") or {},
+            self._record_created([], state.facts, start_counts=plan.get("record_start_counts") or {},
                                  delete_first=dict(removed_first=plan.get("record_removed_first") or {},
                                                    refills=plan.get("record_refills") or {}),
                                  recovered=plan.get("record_created") or {})
-        write_gone = self.record_donors_gone or self.journal
-        if facts.get("donors_gone") and write_gone is not None:
-            # Before the promotion that forgets their names: a kill after it still leaves them journaled.
-            self._timed("kube", write_gone, progress.donors_gone_record(facts, core.format_time(self.clock())))
 
-        for name in sorted(facts["node_patches"], key=lambda n: write_order(n, facts["node_patches"][n], keys)):
+    def _journal_donors_gone(self, state):
+        write_gone = self.record_donors_gone or self.journal
+        if state.facts.get("donors_gone") and write_gone is not None:
+            # Before the promotion that forgets their names: a kill after it still leaves them journaled.
+            self._timed("kube", write_gone, progress.donors_gone_record(state.facts, core.format_time(self.clock())))
+
+    def _write_node_patches(self, state):
+        """The plan's Node writes (cached annotations, pairs, repairs, copied labels and taints), in write_order."""
+        patches, nodes = state.facts["node_patches"], state.nodes
+        keys = core.AnnotationKeys(state.facts["annotation_prefix"])
+        for name in sorted(patches, key=lambda n: write_order(n, patches[n], keys)):
             node = nodes.get(name)
             if node is None:
                 continue
-            status, after = self._timed("kube", self.kube.write_node, node, facts["node_patches"][name])
+            status, after = self._timed("kube", self.kube.write_node, node, patches[name])
             if status == "changed":
                 nodes[name] = after
-                did.append(dict(step="patch", name=name))
+                state.did.append(dict(step="patch", name=name))
 
+    def _create_heirs(self, state):
+        """The plan's creations (none while a health gate is owed), each recorded as an intent before and as
+        this upgrade's own after; a quota refusal, or a heir the cloud gave up on for quota, holds the surge."""
         created_total, refusals = 0, []
-        creations = [] if self.gate_owed else plan["create"]
-        for item in creations:
-            intent = self._record_intent(item, facts)
+        state.creations = [] if self.gate_owed else state.plan["create"]
+        for item in state.creations:
+            intent = self._record_intent(item, state.facts)
             created, quota_refusal = self._timed("cloud", self.cloud.create, item["group"], item["count"])
             created_total += len(created)
             if created:
                 hold_points.reached("create")
-            self._record_created(created, facts, intent=intent)
-            did.append(dict(step="create", group=item["group"], count=len(created)))
+            self._record_created(created, state.facts, intent=intent)
+            state.did.append(dict(step="create", group=item["group"], count=len(created)))
             if quota_refusal:
                 refusals.append(quota_refusal)
-        late = [i for i in plan["delete_instances"] if i.get("quota_exceeded")]
+        late = [i for i in state.plan["delete_instances"] if i.get("quota_exceeded")]
         if refusals or late:
-            self._hold_surge(facts["budget"]["in_flight"] + created_total - len(late), refusals + [i["reason"] for i in late])
+            self._hold_surge(state.facts["budget"]["in_flight"] + created_total - len(late),
+                             refusals + [i["reason"] for i in late])
 
-        for name in plan["uncordon"]:
+    def _uncordon_given_back(self, state):
+        """Nodes our drain cordoned whose pair broke since: their capacity goes back."""
+        for name in state.plan["uncordon"]:
             self._timed("kube", self.kube.uncordon, name)
-            did.append(dict(step="uncordon", name=name))
+            state.did.append(dict(step="uncordon", name=name))
 
-        drained_now, drains = [], []
-        to_drain = [item for item in plan["drain"] if allowed("drain", item)]
+    def _drain_donors(self, state):
+        """One eviction round on each donor the guard allows; each drain's phase is written, a finished one's
+        donor goes on to etcd and deletion in this pass (state.drained_now)."""
+        to_drain = [item for item in state.plan["drain"] if self._allowed(state, "drain", item)]
         for item, outcome in zip(to_drain, self._timed("drain", self._drain_all, to_drain)):
-            drains.append(dict(outcome, item=item, node=item["name"]))
+            state.drains.append(dict(outcome, item=item, node=item["name"]))
             hold_points.reached("drain")
             phase = core.PHASE_DRAINED if outcome.get("drained") else core.PHASE_DRAINING
-            self._record_phase(nodes, item["name"], phase)
-            did.append(dict(step="drain", name=item["name"], drained=bool(outcome.get("drained")),
-                            evicted=len(outcome.get("evicted") or [])))
+            self._record_phase(state.nodes, item["name"], phase)
+            state.did.append(dict(step="drain", name=item["name"], drained=bool(outcome.get("drained")),
+                                  evicted=len(outcome.get("evicted") or [])))
             if outcome.get("drained"):
-                drained_now.append(item)
+                state.drained_now.append(item)
 
-        removed_now = []
-        for item in plan["etcd_remove"] + [i for i in drained_now if i.get("control_plane")]:
-            if not allowed("etcd_remove", item):
+    def _remove_etcd_members(self, state):
+        """The etcd members of the plan's and of this pass's drained control-plane donors: removed here, or
+        returned in etcd_due where the removal is delegated; a removal that waits is left to a later pass."""
+        facts = state.facts
+        for item in state.plan["etcd_remove"] + [i for i in state.drained_now if i.get("control_plane")]:
+            if not self._allowed(state, "etcd_remove", item):
                 continue
             if self.etcd is None:
-                etcd_due.append(dict(name=item["name"], node_ip=item.get("node_ip"), provider_id=item.get("provider_id"),
-                                     group=item.get("group")))
+                state.etcd_due.append(dict(name=item["name"], node_ip=item.get("node_ip"),
+                                           provider_id=item.get("provider_id"), group=item.get("group")))
                 continue
             endpoints = self.settings.etcd_endpoints or facts["control_plane_endpoints"]
             outcome = self._timed("etcd", self.etcd, item, endpoints, len(facts["control_plane_endpoints"]))
@@ -325,43 +394,46 @@ class Executor:
                                                                  waiting_on=outcome.get("waiting_on") or []))
                 continue
             hold_points.reached("etcd-remove")
-            self._record_phase(nodes, item["name"], core.PHASE_ETCD_REMOVED)
-            did.append(dict(step="etcd_remove", name=item["name"]))
-            removed_now.append(item)
+            self._record_phase(state.nodes, item["name"], core.PHASE_ETCD_REMOVED)
+            state.did.append(dict(step="etcd_remove", name=item["name"]))
+            state.removed_now.append(item)
 
-        finishing = [item for item in plan["delete_nodes"] + [i for i in drained_now if not i.get("control_plane")]
-                     + removed_now if allowed("delete_instance", item)]
-        if finishing:
-            ids = [i["provider_id"] for i in finishing if i.get("provider_id")]
-            if ids:
-                self._timed("cloud", self.cloud.delete, ids)
-                hold_points.reached("delete-instance")
-            for item in finishing:
-                if not allowed("delete_node", item):
-                    continue
-                if item["name"] in nodes and self._timed("kube", self.kube.delete_node, nodes[item["name"]]) is False:
-                    self.say("WARNING: node %s changed while being deleted; the next pass looks at it again" % item["name"])
-                    continue
-                finished.append(item["name"])
-                did.append(dict(step="delete", name=item["name"]))
-                hold_points.reached("delete-node")
+    def _delete_finished_donors(self, state):
+        """The instances, then the Node objects, of the plan's finished donors and of this pass's drained workers
+        and removed control-plane members."""
+        nodes = state.nodes
+        state.finishing = [item for item in state.plan["delete_nodes"]
+                           + [i for i in state.drained_now if not i.get("control_plane")] + state.removed_now
+                           if self._allowed(state, "delete_instance", item)]
+        if not state.finishing:
+            return
+        ids = [i["provider_id"] for i in state.finishing if i.get("provider_id")]
+        if ids:
+            self._timed("cloud", self.cloud.delete, ids)
+            hold_points.reached("delete-instance")
+        for item in state.finishing:
+            if not self._allowed(state, "delete_node", item):
+                continue
+            if item["name"] in nodes and self._timed("kube", self.kube.delete_node, nodes[item["name"]]) is False:
+                self.say("WARNING: node %s changed while being deleted; the next pass looks at it again" % item["name"])
+                continue
+            state.finished.append(item["name"])
+            state.did.append(dict(step="delete", name=item["name"]))
+            hold_points.reached("delete-node")
 
-        orphans = [item for item in plan["delete_instances"] if allowed("delete_instance", item)]
-        if orphans:
-            self._timed("cloud", self.cloud.delete, [i["provider_id"] for i in orphans])
-            did.extend(dict(step="delete_instance", provider_id=i["provider_id"], reason=i.get("reason"))
-                       for i in orphans)
+    def _delete_orphan_instances(self, state):
+        """The plan's instances that never joined, failed or were orphaned (plan.delete_instances)."""
+        state.orphans = [item for item in state.plan["delete_instances"] if self._allowed(state, "delete_instance", item)]
+        if state.orphans:
+            self._timed("cloud", self.cloud.delete, [i["provider_id"] for i in state.orphans])
+            state.did.extend(dict(step="delete_instance", provider_id=i["provider_id"], reason=i.get("reason"))
+                             for i in state.orphans)
 
+    def _journal_pass(self, state):
         if self.journal is not None:
             self._timed("kube", self.journal, progress.journal_record(
-                facts, self.passes, drains, finished, run=self.settings.journal_run, api_seconds=self.timings,
-                engine_id=self.engine_id, etcd_removed=[i["name"] for i in removed_now]))
-        # plan.obsolete: surplus nodes marked in this pass (plan.surplus's "obsolete" entries among them) are
-        # drained in the next look, at once.
-        moved = bool(creations or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
-                     or images_set or plan["annotate"] or plan["obsolete"] or any(d.get("evicted") for d in drains))
-        return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,
-                    refused=refused)
+                state.facts, self.passes, state.drains, state.finished, run=self.settings.journal_run,
+                api_seconds=self.timings, engine_id=self.engine_id, etcd_removed=[i["name"] for i in state.removed_now]))
 
     def _drain_all(self, items):
         """One eviction round on each donor, in plan order; at once (up to the kube side's drain_concurrency)
