@@ -13,8 +13,9 @@ import time
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    base, cloud_access, core, etcd_access, executor, kube, kube_access, node_state, preflight, report)
+    base, core, executor, kube, node_state, preflight, report)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_access, etcd_access, kube_access
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 from ansible_collections.kubenodes.image_upgrade.plugins.modules import autoscaler_pause, upgrade_journal, upgrade_lock

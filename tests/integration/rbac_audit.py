@@ -139,7 +139,7 @@ def describe(entries):
 # ServiceAccount use each (so each is still shown to be called, only not in the same run).
 NOT_IN_A_PLAIN_UPGRADE = {
     Grant("watch", "", "nodes", None, None):
-        "the step engine watches Nodes between passes (kube_access.KubeAccess.wait_for_change), only when a pass "
+        "the step engine watches Nodes between passes (executor.KubeAccess.wait_for_change), only when a pass "
         "moved nothing; the tasks engine never does: tests/integration/test_executor_kube.py "
         "test_a_wait_ends_on_a_change_the_plan_reads_and_not_on_others",
     Grant("delete", "", "pods", None, None):
