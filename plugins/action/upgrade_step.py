@@ -15,6 +15,7 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
     base, core, executor, kube, node_state, preflight, report)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_access, etcd_access, kube_access
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 from ansible_collections.kubenodes.image_upgrade.plugins.modules import autoscaler_pause, upgrade_journal, upgrade_lock
@@ -406,18 +407,18 @@ class ActionModule(action_base.KubenodesActionBase):
         etcd_args = args["etcd"]
         remover = health = None
         if not etcd_args["delegated"]:
-            remover = executor.EtcdRemover(etcd_args["ca_cert"], etcd_args["client_cert"], etcd_args["client_key"],
-                                           request_timeout=etcd_args["request_timeout"], timeout=etcd_args["timeout"],
-                                           warn=display.warning)
-            health = executor.EtcdHealth(etcd_args["ca_cert"], etcd_args["client_cert"], etcd_args["client_key"],
-                                         request_timeout=etcd_args["request_timeout"])
+            remover = etcd_access.EtcdRemover(etcd_args["ca_cert"], etcd_args["client_cert"], etcd_args["client_key"],
+                                              request_timeout=etcd_args["request_timeout"], timeout=etcd_args["timeout"],
+                                              warn=display.warning)
+            health = etcd_access.EtcdHealth(etcd_args["ca_cert"], etcd_args["client_cert"], etcd_args["client_key"],
+                                            request_timeout=etcd_args["request_timeout"])
         settings = executor.Settings(options, scaling_groups=args["scaling_groups"], timeout=args["timeout"],
                                      started=args["started"], poll=args["poll_interval"],
                                      etcd_endpoints=etcd_args["endpoints"], check_mode=check_mode,
                                      surge_cap=args["surge_cap"], journal_run=(args.get("journal") or {}).get("run"),
                                      gate_after=None if args["gate_after"] == "none" else args["gate_after"])
-        engine = executor.Executor(settings, executor.KubeAccess(api_client, options.annotation_prefix, args["drain"]),
-                                   executor.CloudAccess(provider), etcd=remover, say=display.display, etcd_health=health)
+        engine = executor.Executor(settings, kube_access.KubeAccess(api_client, options.annotation_prefix, args["drain"]),
+                                   cloud_access.CloudAccess(provider), etcd=remover, say=display.display, etcd_health=health)
         engine.passes = args["passes"]
         engine.begun = False
         engine.pending_journal, engine.pending_events = {}, []

@@ -307,39 +307,14 @@ def evaluate_checks(members, target, health, alarms, expected_member_count=None,
     leader_id, leader_message = leader_agreement(members, health)
     checks.append(_check("leader_agreement", leader_id is not None, leader_message))
 
-    leader_probe = health.get(leader_id) if leader_id is not None else None
-    if leader_probe is None or not leader_probe["reachable"] or leader_probe["raft_index"] is None:
-        checks.append(_check("members_caught_up", None, "leader's raft index unknown; not checked"))
-    else:
-        lagging = []
-        for member in voters_after:
-            probe = health.get(member["id"])
-            if probe and probe["reachable"] and probe["raft_applied_index"] is not None:
-                lag = leader_probe["raft_index"] - probe["raft_applied_index"]
-                if lag > max_apply_lag:
-                    lagging.append("%s lags by %d entries" % (_member_label(member), lag))
-        checks.append(_check("members_caught_up", not lagging,
-                             "remaining voters are within %d entries of the leader" % max_apply_lag
-                             if not lagging else "; ".join(lagging)))
+    checks.append(_caught_up_check(voters_after, health, leader_id, max_apply_lag))
 
     alarm_texts = [alarm_label(a, members) for a in alarms]
     checks.append(_check("no_alarms", not alarm_texts,
                          "no active alarms" if not alarm_texts else "active alarms: %s" % ", ".join(alarm_texts)))
 
-    if target["is_learner"]:
-        checks.append(_check("not_learner", bool(allow_learner),
-                             "the member is a learner; removal allowed by allow_learner" if allow_learner else
-                             "the member is an unpromoted learner (a node still joining); set allow_learner to remove it"))
-    else:
-        checks.append(_check("not_learner", True, "the member is a voter"))
-
-    healthy_after = [m for m in voters_after if member_is_healthy(m, health)]
-    needed = quorum_size(len(voters_after)) if voters_after else 1
-    quorum_ok = bool(voters_after) and len(healthy_after) >= needed
-    checks.append(_check(
-        "quorum_after_removal", quorum_ok,
-        "%d of %d remaining voters healthy, %d needed" % (len(healthy_after), len(voters_after), needed)
-        if voters_after else "removing the only voter would destroy the cluster"))
+    checks.append(_learner_check(target, allow_learner))
+    checks.append(_quorum_check(voters_after, health))
 
     if expected_member_count is None:
         checks.append(_check("member_count", None, "not checked: expected_member_count not given"))
@@ -348,6 +323,41 @@ def evaluate_checks(members, target, health, alarms, expected_member_count=None,
             "member_count", len(members) == expected_member_count,
             "%d members, %d expected" % (len(members), expected_member_count)))
     return checks
+
+
+def _caught_up_check(voters_after, health, leader_id, max_apply_lag):
+    """evaluate_checks' members_caught_up: every remaining voter within max_apply_lag of the leader's raft index."""
+    leader_probe = health.get(leader_id) if leader_id is not None else None
+    if leader_probe is None or not leader_probe["reachable"] or leader_probe["raft_index"] is None:
+        return _check("members_caught_up", None, "leader's raft index unknown; not checked")
+    lagging = []
+    for member in voters_after:
+        probe = health.get(member["id"])
+        if probe and probe["reachable"] and probe["raft_applied_index"] is not None:
+            lag = leader_probe["raft_index"] - probe["raft_applied_index"]
+            if lag > max_apply_lag:
+                lagging.append("%s lags by %d entries" % (_member_label(member), lag))
+    return _check("members_caught_up", not lagging,
+                  "remaining voters are within %d entries of the leader" % max_apply_lag
+                  if not lagging else "; ".join(lagging))
+
+
+def _learner_check(target, allow_learner):
+    if target["is_learner"]:
+        return _check("not_learner", bool(allow_learner),
+                      "the member is a learner; removal allowed by allow_learner" if allow_learner else
+                      "the member is an unpromoted learner (a node still joining); set allow_learner to remove it")
+    return _check("not_learner", True, "the member is a voter")
+
+
+def _quorum_check(voters_after, health):
+    healthy_after = [m for m in voters_after if member_is_healthy(m, health)]
+    needed = quorum_size(len(voters_after)) if voters_after else 1
+    quorum_ok = bool(voters_after) and len(healthy_after) >= needed
+    return _check(
+        "quorum_after_removal", quorum_ok,
+        "%d of %d remaining voters healthy, %d needed" % (len(healthy_after), len(voters_after), needed)
+        if voters_after else "removing the only voter would destroy the cluster")
 
 
 def _problem(probe):
@@ -813,17 +823,7 @@ class MemberRemoval:
             "health": [], "health_after": [], "checks": [], "leader_transfer": None, "forced": self.force,
             "endpoint": list_endpoint, "waiting": False, "waiting_on": [],
         }
-        if node_ip is not None:
-            selector = "node_ip %s" % node_ip + (" or node_name %r" % node_name if node_name else "")
-            target = select_node_member(members, node_ip, node_name)
-        else:
-            selector = "peer_url %s" % peer_url if peer_url is not None else "member_name %r" % member_name
-            matches = match_members(members, peer_url=peer_url, name=member_name)
-            if len(matches) > 1:
-                raise EtcdError("%s matches %d members (%s); select the member by peer_url instead" % (
-                    selector, len(matches), ", ".join("%s %s" % (_member_label(m), m["peer_urls"]) for m in matches)),
-                    kind=AMBIGUOUS)
-            target = matches[0] if matches else None
+        selector, target = _select_target(members, peer_url, member_name, node_ip, node_name)
         if target is None:
             problem = absent_member_problem(members, selector, self.expected_member_count)
             if problem:  # (force cannot help: there is nothing found to remove)
@@ -836,19 +836,8 @@ class MemberRemoval:
         for check in checks:
             check["enforced"] = not self.force
         result.update(members_before=members, health=_ordered(members, health), checks=checks)
-        if failed_checks(checks):
-            if not self.force and self.on_refusal == "wait" and waitable_refusal(checks):
-                # A named waiting state, not a failure: nothing was removed, the next call checks again.
-                result.update(waiting=True, msg=waiting_message(target, members, health, checks),
-                              waiting_on=[m["name"] or m["id_hex"] for m in members
-                                          if m["id"] != target["id"] and not member_is_healthy(m, health)])
-                return result
-            if not self.force:
-                raise RemovalRefused(refusal_message(target, checks), result)
-            self.warn("force=true: removing etcd member %s although safety checks failed: %s" % (
-                _member_label(target), "; ".join("%s (%s)" % (c["name"], c["message"]) for c in failed_checks(checks))))
-        elif self.force:
-            self.warn("force=true: safety checks were not enforced (all passed anyway)")
+        if self._waits_on_checks(result, target, members, health, checks):
+            return result
 
         result["changed"] = True
         result["members_after"] = [m for m in members if m["id"] != target["id"]]
@@ -861,7 +850,28 @@ class MemberRemoval:
 
         if must_move_leader:
             result["leader_transfer"] = self._move_leadership(members, target, health)
+        return self._remove_and_confirm(result, target, members, health)
 
+    def _waits_on_checks(self, result, target, members, health, checks):
+        """What failed safety checks mean: True when the removal waits (on_refusal=wait, and only what passes by
+        itself failed; `result` then says on what); a refusal otherwise, unless force, which warns and goes on."""
+        if failed_checks(checks):
+            if not self.force and self.on_refusal == "wait" and waitable_refusal(checks):
+                # A named waiting state, not a failure: nothing was removed, the next call checks again.
+                result.update(waiting=True, msg=waiting_message(target, members, health, checks),
+                              waiting_on=[m["name"] or m["id_hex"] for m in members
+                                          if m["id"] != target["id"] and not member_is_healthy(m, health)])
+                return True
+            if not self.force:
+                raise RemovalRefused(refusal_message(target, checks), result)
+            self.warn("force=true: removing etcd member %s although safety checks failed: %s" % (
+                _member_label(target), "; ".join("%s (%s)" % (c["name"], c["message"]) for c in failed_checks(checks))))
+        elif self.force:
+            self.warn("force=true: safety checks were not enforced (all passed anyway)")
+        return False
+
+    def _remove_and_confirm(self, result, target, members, health):
+        """Remove the member, check that etcd no longer lists it, and wait for the rest to agree on a leader."""
         remaining = [m for m in members if m["id"] != target["id"]]
         try:
             result["changed"] = self._remove(target, remaining, health)
@@ -959,6 +969,21 @@ class MemberRemoval:
                           "healthy before the timeout")
                 return _ordered(members, health)
             self.sleep(self.poll_interval)
+
+
+def _select_target(members, peer_url, member_name, node_ip, node_name):
+    """(how the member is selected, in words; the member or None) for MemberRemoval.run: by `node_ip` (with
+    `node_name`), else by `peer_url`, else by `member_name`; more than one member by peer URL or name is an error."""
+    if node_ip is not None:
+        selector = "node_ip %s" % node_ip + (" or node_name %r" % node_name if node_name else "")
+        return selector, select_node_member(members, node_ip, node_name)
+    selector = "peer_url %s" % peer_url if peer_url is not None else "member_name %r" % member_name
+    matches = match_members(members, peer_url=peer_url, name=member_name)
+    if len(matches) > 1:
+        raise EtcdError("%s matches %d members (%s); select the member by peer_url instead" % (
+            selector, len(matches), ", ".join("%s %s" % (_member_label(m), m["peer_urls"]) for m in matches)),
+            kind=AMBIGUOUS)
+    return selector, matches[0] if matches else None
 
 
 def _planned_transfer(members, target, health):

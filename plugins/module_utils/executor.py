@@ -10,7 +10,8 @@ replacements; delete instances that never joined, failed or were orphaned; recor
 A drain that finishes in a pass goes on to etcd and deletion in the same pass.
 
 The executor takes its outside worlds as arguments, so unit and property tests drive it against an
-in-memory world and the upgrade_step action plugin against the real cluster and clouds:
+in-memory world and the upgrade_step action plugin against the real cluster and clouds (one file per outside
+world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
   kube:   list_nodes() -> [Node dict]; write_node(node, entry) -> (status, node); uncordon(name);
           drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node) -> False when
           the Node changed since it was read (left to the next pass), else True (or None); optionally
@@ -109,6 +110,40 @@ def planner_options(settings):
     if options.max_surge_total is not None:
         cap = min(cap, int(options.max_surge_total))
     return core.Options(**dict(options.__dict__, max_surge_total=cap))
+
+
+class PassState:
+    """One pass as it goes: its facts and the Nodes as this pass last wrote them (both replaced when the pass plans
+    again with its groups on the image), and what its steps did so far, for the steps after them and the result."""
+
+    def __init__(self, facts, nodes, read_here):
+        self.facts = facts
+        self.nodes = nodes
+        self.read_here = read_here   # the pass read the world itself, so it may plan again on that read
+        self.did, self.finished, self.etcd_due, self.refused, self.drains = [], [], [], [], []
+        self.images_set = False
+        self.creations = []     # the plan's creations this pass made (none while a health gate is owed)
+        self.drained_now = []   # donors whose drain finished in this pass
+        self.removed_now = []   # control-plane donors whose etcd member this pass removed
+        self.finishing = []     # donors whose instance and Node this pass deletes
+        self.orphans = []       # instances without their Node that this pass deletes
+
+    @property
+    def plan(self):
+        return self.facts["plan"]
+
+    def moved(self):
+        """Whether anything changed that the next look should follow at once."""
+        plan = self.plan
+        # plan.obsolete: surplus nodes marked in this pass (plan.surplus's "obsolete" entries among them) are
+        # drained in the next look, at once.
+        return bool(self.creations or plan["pairs"] or plan["repairs"] or self.removed_now or self.finishing
+                    or self.orphans or self.images_set or plan["annotate"] or plan["obsolete"]
+                    or any(d.get("evicted") for d in self.drains))
+
+    def result(self, moved):
+        return dict(facts=self.facts, did=self.did, moved=moved, finished=self.finished, etcd_due=self.etcd_due,
+                    drains=self.drains, refused=self.refused)
 
 
 class Executor:
@@ -220,100 +255,135 @@ class Executor:
         replacement ended), etcd_due (delegated removals), refused (the guard's named problems, also in
         facts["problems"] and so on the progress line)."""
         self.passes += 1
+        state = self._begin_pass(facts, nodes, instances, group_errors)
+        self._check_timeout(state.facts)
+        if self.settings.check_mode:
+            return state.result(moved=False)
+        self._point_groups_at_image(state)
+        self._write_plan_records(state)
+        self._journal_donors_gone(state)
+        self._write_node_patches(state)
+        self._create_heirs(state)
+        self._uncordon_given_back(state)
+        self._drain_donors(state)
+        self._remove_etcd_members(state)
+        self._delete_finished_donors(state)
+        self._delete_orphan_instances(state)
+        self._journal_pass(state)
+        return state.result(moved=state.moved())
+
+    def _begin_pass(self, facts, nodes, instances, group_errors):
         read_here = facts is None
         if read_here:
             facts, nodes = self.read()
         elif instances is not None:
             self.instances, self.group_errors = instances, dict(group_errors or {})
-        plan = facts["plan"]
-        self._check_timeout(facts)
-        did, finished, etcd_due, refused = [], [], [], []
-        if self.settings.check_mode:
-            return dict(facts=facts, did=did, moved=False, finished=finished, etcd_due=etcd_due, drains=[],
-                        refused=refused)
+        return PassState(facts, nodes, read_here)
 
-        def allowed(step, item):
-            problem = self.guard(step, item, facts, nodes)
-            if problem is not None:
-                refused.append(problem)
-                facts.setdefault("problems", []).append(problem)
-                self.say("WARNING: " + problem["message"])
-            return problem is None
-        options = self.settings.options
-        keys = core.AnnotationKeys(facts["annotation_prefix"])
+    def _allowed(self, state, step, item):
+        """Whether the guard lets `step` go ahead on `item`; a refusal goes into the pass's result, its facts'
+        problems and a warning."""
+        problem = self.guard(step, item, state.facts, state.nodes)
+        if problem is not None:
+            state.refused.append(problem)
+            state.facts.setdefault("problems", []).append(problem)
+            self.say("WARNING: " + problem["message"])
+        return problem is None
 
-        self._timed("cloud", self._set_group_images, plan["set_group_image"])
-        did.extend(dict(step="set_group_image", group=item["group"]) for item in plan["set_group_image"])
-        images_set = bool(plan["set_group_image"])
-        if images_set:
+    def _point_groups_at_image(self, state):
+        items = state.plan["set_group_image"]
+        self._timed("cloud", self._set_group_images, items)
+        state.did.extend(dict(step="set_group_image", group=item["group"]) for item in items)
+        state.images_set = bool(items)
+        if state.images_set:
             hold_points.reached("set-group-image")
-        if images_set and read_here:
+        if state.images_set and state.read_here:
             # The cloud accepted the image: plan again on the same read with those groups on it, so the first
             # heirs are created in this pass, not one pass (a read of every group) later.
-            facts, nodes = self._replan_with_images({i["group"] for i in plan["set_group_image"]}, facts)
-            plan = facts["plan"]
+            state.facts, state.nodes = self._replan_with_images({i["group"] for i in items}, state.facts)
 
+    def _write_plan_records(self, state):
+        """The groups' start counts, the delete-first removals and refills, and the creations recovered from an
+        open create intent, as the plan asks them recorded."""
+        plan = state.plan
         if (plan.get("record_start_counts") or plan.get("record_removed_first") or plan.get("record_refills")
                 or plan.get("record_created")):
             # Before the delete-first marks and refills are written: a kill after them finds what they replace. With
             # them, the instances an open create intent accounts for (their create's record was cut off).
-            self._record_created([], facts, start_counts=plan.get("record_start_counts") or {},
+            self._record_created([], state.facts, start_counts=plan.get("record_start_counts") or {},
                                  delete_first=dict(removed_first=plan.get("record_removed_first") or {},
                                                    refills=plan.get("record_refills") or {}),
                                  recovered=plan.get("record_created") or {})
-        write_gone = self.record_donors_gone or self.journal
-        if facts.get("donors_gone") and write_gone is not None:
-            # Before the promotion that forgets their names: a kill after it still leaves them journaled.
-            self._timed("kube", write_gone, progress.donors_gone_record(facts, core.format_time(self.clock())))
 
-        for name in sorted(facts["node_patches"], key=lambda n: write_order(n, facts["node_patches"][n], keys)):
+    def _journal_donors_gone(self, state):
+        write_gone = self.record_donors_gone or self.journal
+        if state.facts.get("donors_gone") and write_gone is not None:
+            # Before the promotion that forgets their names: a kill after it still leaves them journaled.
+            self._timed("kube", write_gone, progress.donors_gone_record(state.facts, core.format_time(self.clock())))
+
+    def _write_node_patches(self, state):
+        """The plan's Node writes (cached annotations, pairs, repairs, copied labels and taints), in write_order."""
+        patches, nodes = state.facts["node_patches"], state.nodes
+        keys = core.AnnotationKeys(state.facts["annotation_prefix"])
+        for name in sorted(patches, key=lambda n: write_order(n, patches[n], keys)):
             node = nodes.get(name)
             if node is None:
                 continue
-            status, after = self._timed("kube", self.kube.write_node, node, facts["node_patches"][name])
+            status, after = self._timed("kube", self.kube.write_node, node, patches[name])
             if status == "changed":
                 nodes[name] = after
-                did.append(dict(step="patch", name=name))
+                state.did.append(dict(step="patch", name=name))
 
+    def _create_heirs(self, state):
+        """The plan's creations (none while a health gate is owed), each recorded as an intent before and as
+        this upgrade's own after; a quota refusal, or a heir the cloud gave up on for quota, holds the surge."""
         created_total, refusals = 0, []
-        creations = [] if self.gate_owed else plan["create"]
-        for item in creations:
-            intent = self._record_intent(item, facts)
+        state.creations = [] if self.gate_owed else state.plan["create"]
+        for item in state.creations:
+            intent = self._record_intent(item, state.facts)
             created, quota_refusal = self._timed("cloud", self.cloud.create, item["group"], item["count"])
             created_total += len(created)
             if created:
                 hold_points.reached("create")
-            self._record_created(created, facts, intent=intent)
-            did.append(dict(step="create", group=item["group"], count=len(created)))
+            self._record_created(created, state.facts, intent=intent)
+            state.did.append(dict(step="create", group=item["group"], count=len(created)))
             if quota_refusal:
                 refusals.append(quota_refusal)
-        late = [i for i in plan["delete_instances"] if i.get("quota_exceeded")]
+        late = [i for i in state.plan["delete_instances"] if i.get("quota_exceeded")]
         if refusals or late:
-            self._hold_surge(facts["budget"]["in_flight"] + created_total - len(late), refusals + [i["reason"] for i in late])
+            self._hold_surge(state.facts["budget"]["in_flight"] + created_total - len(late),
+                             refusals + [i["reason"] for i in late])
 
-        for name in plan["uncordon"]:
+    def _uncordon_given_back(self, state):
+        """Nodes our drain cordoned whose pair broke since: their capacity goes back."""
+        for name in state.plan["uncordon"]:
             self._timed("kube", self.kube.uncordon, name)
-            did.append(dict(step="uncordon", name=name))
+            state.did.append(dict(step="uncordon", name=name))
 
-        drained_now, drains = [], []
-        to_drain = [item for item in plan["drain"] if allowed("drain", item)]
+    def _drain_donors(self, state):
+        """One eviction round on each donor the guard allows; each drain's phase is written, a finished one's
+        donor goes on to etcd and deletion in this pass (state.drained_now)."""
+        to_drain = [item for item in state.plan["drain"] if self._allowed(state, "drain", item)]
         for item, outcome in zip(to_drain, self._timed("drain", self._drain_all, to_drain)):
-            drains.append(dict(outcome, item=item, node=item["name"]))
+            state.drains.append(dict(outcome, item=item, node=item["name"]))
             hold_points.reached("drain")
             phase = core.PHASE_DRAINED if outcome.get("drained") else core.PHASE_DRAINING
-            self._record_phase(nodes, item["name"], phase)
-            did.append(dict(step="drain", name=item["name"], drained=bool(outcome.get("drained")),
-                            evicted=len(outcome.get("evicted") or [])))
+            self._record_phase(state.nodes, item["name"], phase)
+            state.did.append(dict(step="drain", name=item["name"], drained=bool(outcome.get("drained")),
+                                  evicted=len(outcome.get("evicted") or [])))
             if outcome.get("drained"):
-                drained_now.append(item)
+                state.drained_now.append(item)
 
-        removed_now = []
-        for item in plan["etcd_remove"] + [i for i in drained_now if i.get("control_plane")]:
-            if not allowed("etcd_remove", item):
+    def _remove_etcd_members(self, state):
+        """The etcd members of the plan's and of this pass's drained control-plane donors: removed here, or
+        returned in etcd_due where the removal is delegated; a removal that waits is left to a later pass."""
+        facts = state.facts
+        for item in state.plan["etcd_remove"] + [i for i in state.drained_now if i.get("control_plane")]:
+            if not self._allowed(state, "etcd_remove", item):
                 continue
             if self.etcd is None:
-                etcd_due.append(dict(name=item["name"], node_ip=item.get("node_ip"), provider_id=item.get("provider_id"),
-                                     group=item.get("group")))
+                state.etcd_due.append(dict(name=item["name"], node_ip=item.get("node_ip"),
+                                           provider_id=item.get("provider_id"), group=item.get("group")))
                 continue
             endpoints = self.settings.etcd_endpoints or facts["control_plane_endpoints"]
             outcome = self._timed("etcd", self.etcd, item, endpoints, len(facts["control_plane_endpoints"]))
@@ -324,43 +394,46 @@ class Executor:
                                                                  waiting_on=outcome.get("waiting_on") or []))
                 continue
             hold_points.reached("etcd-remove")
-            self._record_phase(nodes, item["name"], core.PHASE_ETCD_REMOVED)
-            did.append(dict(step="etcd_remove", name=item["name"]))
-            removed_now.append(item)
+            self._record_phase(state.nodes, item["name"], core.PHASE_ETCD_REMOVED)
+            state.did.append(dict(step="etcd_remove", name=item["name"]))
+            state.removed_now.append(item)
 
-        finishing = [item for item in plan["delete_nodes"] + [i for i in drained_now if not i.get("control_plane")]
-                     + removed_now if allowed("delete_instance", item)]
-        if finishing:
-            ids = [i["provider_id"] for i in finishing if i.get("provider_id")]
-            if ids:
-                self._timed("cloud", self.cloud.delete, ids)
-                hold_points.reached("delete-instance")
-            for item in finishing:
-                if not allowed("delete_node", item):
-                    continue
-                if item["name"] in nodes and self._timed("kube", self.kube.delete_node, nodes[item["name"]]) is False:
-                    self.say("WARNING: node %s changed while being deleted; the next pass looks at it again" % item["name"])
-                    continue
-                finished.append(item["name"])
-                did.append(dict(step="delete", name=item["name"]))
-                hold_points.reached("delete-node")
+    def _delete_finished_donors(self, state):
+        """The instances, then the Node objects, of the plan's finished donors and of this pass's drained workers
+        and removed control-plane members."""
+        nodes = state.nodes
+        state.finishing = [item for item in state.plan["delete_nodes"]
+                           + [i for i in state.drained_now if not i.get("control_plane")] + state.removed_now
+                           if self._allowed(state, "delete_instance", item)]
+        if not state.finishing:
+            return
+        ids = [i["provider_id"] for i in state.finishing if i.get("provider_id")]
+        if ids:
+            self._timed("cloud", self.cloud.delete, ids)
+            hold_points.reached("delete-instance")
+        for item in state.finishing:
+            if not self._allowed(state, "delete_node", item):
+                continue
+            if item["name"] in nodes and self._timed("kube", self.kube.delete_node, nodes[item["name"]]) is False:
+                self.say("WARNING: node %s changed while being deleted; the next pass looks at it again" % item["name"])
+                continue
+            state.finished.append(item["name"])
+            state.did.append(dict(step="delete", name=item["name"]))
+            hold_points.reached("delete-node")
 
-        orphans = [item for item in plan["delete_instances"] if allowed("delete_instance", item)]
-        if orphans:
-            self._timed("cloud", self.cloud.delete, [i["provider_id"] for i in orphans])
-            did.extend(dict(step="delete_instance", provider_id=i["provider_id"], reason=i.get("reason"))
-                       for i in orphans)
+    def _delete_orphan_instances(self, state):
+        """The plan's instances that never joined, failed or were orphaned (plan.delete_instances)."""
+        state.orphans = [item for item in state.plan["delete_instances"] if self._allowed(state, "delete_instance", item)]
+        if state.orphans:
+            self._timed("cloud", self.cloud.delete, [i["provider_id"] for i in state.orphans])
+            state.did.extend(dict(step="delete_instance", provider_id=i["provider_id"], reason=i.get("reason"))
+                             for i in state.orphans)
 
+    def _journal_pass(self, state):
         if self.journal is not None:
             self._timed("kube", self.journal, progress.journal_record(
-                facts, self.passes, drains, finished, run=self.settings.journal_run, api_seconds=self.timings,
-                engine_id=self.engine_id, etcd_removed=[i["name"] for i in removed_now]))
-        # plan.obsolete: surplus nodes marked in this pass (plan.surplus's "obsolete" entries among them) are
-        # drained in the next look, at once.
-        moved = bool(creations or plan["pairs"] or plan["repairs"] or removed_now or finishing or orphans
-                     or images_set or plan["annotate"] or plan["obsolete"] or any(d.get("evicted") for d in drains))
-        return dict(facts=facts, did=did, moved=moved, finished=finished, etcd_due=etcd_due, drains=drains,
-                    refused=refused)
+                state.facts, self.passes, state.drains, state.finished, run=self.settings.journal_run,
+                api_seconds=self.timings, engine_id=self.engine_id, etcd_removed=[i["name"] for i in state.removed_now]))
 
     def _drain_all(self, items):
         """One eviction round on each donor, in plan order; at once (up to the kube side's drain_concurrency)
@@ -547,265 +620,3 @@ def write_order(name, entry, keys):
     """A new pair is written heir first (its donor annotation), then the donor: an interruption between
     the two leaves a half pair that the next pass completes."""
     return (0 if (entry.get("annotations") or {}).get(keys.donor) else 1, name)
-
-
-# ---------------------------------------------------------------------------------------------------
-# The production outside worlds: the real cluster, cloud and etcd, on the module_utils the modules use.
-
-def planning_signature(node, prefix):
-    """What of a Node the planner reads: a change in anything else (a heartbeat, the images it holds, its
-    capacity, another controller's annotations such as the TTL controller's) does not make a pass look again
-    before its poll. Of the annotations it reads only this collection's, under `prefix`."""
-    meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
-    ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
-    ours = sorted((k, v) for k, v in (meta.get("annotations") or {}).items() if k.startswith(prefix + "/"))
-    return (tuple(sorted((meta.get("labels") or {}).items())), tuple(ours),
-            bool(meta.get("deletionTimestamp")), bool(spec.get("unschedulable")), spec.get("providerID"),
-            repr(spec.get("taints") or []), tuple(ready), (status.get("nodeInfo") or {}).get("osImage"),
-            repr(status.get("addresses") or []))
-
-
-class KubeAccess:
-    """Kubernetes through one API client (kube.build_api_client), as the modules reach it."""
-
-    drain_concurrency = 8   # donors drained at once in one pass (each with its own eviction_concurrency)
-
-    def __init__(self, api_client, annotation_prefix, drain=None, clock=time.time):
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as drain_core
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api
-
-        self.client = api_client
-        self.prefix = annotation_prefix
-        self.annotation = drain_api.drain_annotation(annotation_prefix)
-        self.clock = clock
-        drain = dict(drain or {})
-        self.drain_options = drain_core.DrainOptions(
-            ignore_daemonsets=drain.get("ignore_daemonsets", True),
-            delete_emptydir_data=drain.get("delete_emptydir_data", False), force=drain.get("force", False))
-        self.drain_params = drain
-        self.not_before = drain_api.parse_timestamp(drain["not_before"]) if drain.get("not_before") else None
-        # Of the last LIST of Nodes, for wait_for_change: its version, each Node's planning_signature, and the
-        # resourceVersions of this pass's own writes with the signature each left.
-        self.listed_version, self.signatures, self.own_writes = None, {}, {}
-        drain_api.widen_connection_pool(api_client, int(drain.get("eviction_concurrency") or 10) + self.drain_concurrency + 2)
-
-    def list_nodes(self):
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
-
-        nodes, self.listed_version = kube.list_versioned(self.client, "/api/v1/nodes")
-        self.signatures = {n["metadata"]["name"]: planning_signature(n, self.prefix) for n in nodes}
-        self.own_writes = {}
-        return nodes
-
-    def write_node(self, node, entry):
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
-
-        try:
-            status, after = node_state.write_node(self.client, node, entry)
-        except node_state.NodeWriteError as exc:
-            raise StepFailure(str(exc), step="patch")
-        if status == "changed" and after:
-            # Our own write wakes nothing. The watch replays every change since the LIST in order, so a change
-            # someone else made before this write (the write then retried on 409) still wakes the wait.
-            meta = after["metadata"]
-            self.own_writes.setdefault(meta["name"], {})[meta.get("resourceVersion")] = planning_signature(after, self.prefix)
-        return status, after
-
-    def wait_for_change(self, seconds):
-        """Wait until a Node changes in what the planner reads (planning_signature: added, deleted, Ready,
-        cordoned, labels, this collection's annotations, taints, image), watching from the last LIST, or until
-        `seconds` passed. True when a change ended the wait. A watch that cannot be had (refused, the server
-        away) leaves a plain sleep: the next pass reads everything anyway."""
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
-
-        began = time.monotonic()
-        if self.listed_version is not None and seconds >= 1.0:   # a shorter wait is a plain sleep
-            try:
-                for event in kube.watch(self.client, "/api/v1/nodes", self.listed_version, seconds):
-                    if self._changes_plan(event):
-                        return True
-                    if time.monotonic() - began >= seconds:
-                        return False
-            # A quicker look only: whatever stops the watch, the poll's time stays.
-            except Exception:  # pylint: disable=broad-except
-                pass
-        left = seconds - (time.monotonic() - began)
-        if left > 0:
-            time.sleep(left)
-        return False
-
-    def _changes_plan(self, event):
-        kind = event.get("type")
-        if kind == "ERROR":
-            return True   # e.g. 410 Gone: the listed version is too old; the next pass lists again
-        meta = (event.get("object") or {}).get("metadata") or {}
-        name = meta.get("name")
-        if kind == "DELETED":
-            return self.signatures.pop(name, None) is not None
-        if kind in ("ADDED", "MODIFIED"):
-            ours = self.own_writes.get(name) or {}
-            if meta.get("resourceVersion") in ours:   # our write: what it left is what the planner expects
-                self.signatures[name] = ours.pop(meta["resourceVersion"])
-                return False
-            return self.signatures.get(name) != planning_signature(event["object"], self.prefix)
-        return False   # BOOKMARK
-
-    def uncordon(self, name):
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api
-
-        drain_api.uncordon(self.client, name, self.annotation)
-
-    def drain(self, name):
-        """One eviction round (node_drain with wait=false): cordon and record the start first, then evict
-        what the PDBs allow; a drain past its deadline follows on_timeout."""
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as drain_core
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api
-
-        p = self.drain_params
-        node = drain_api.get_node(self.client, name)
-        if node is None:
-            raise StepFailure("node %s disappeared while it was to be drained; run again" % name, step="drain", node=name)
-        recorded = drain_api.recorded_drain_start(node, self.annotation)
-        start = recorded or self.clock()
-        wait_timeout = int(p.get("wait_timeout") or 900)
-        deadline = drain_api.drain_deadline(start, self.not_before, wait_timeout)
-        settings = drain_api.DrainSettings(options=self.drain_options, grace_period=p.get("terminate_grace_period"),
-                                           concurrency=int(p.get("eviction_concurrency") or 10), wait=False,
-                                           deadline=deadline, on_timeout=p.get("on_timeout") or drain_core.ON_TIMEOUT_FAIL)
-        try:
-            first = drain_api.survey(self.client, name, settings)
-            if recorded is None:
-                drain_api.cordon_for_drain(self.client, name, self.annotation, start)
-            report = drain_api.drain_node(self.client, name, settings, first_survey=first)
-        except drain_api.PodsRefused as exc:
-            raise StepFailure("cannot drain node %s: %s" % (name, "; ".join(drain_core.describe_refused(exc.refused))),
-                              step="drain", node=name, reason=drain_core.REASON_PODS_REFUSED)
-        if report.timed_out and settings.on_timeout == drain_core.ON_TIMEOUT_FAIL:
-            raise StepFailure(drain_api.timeout_message(name, deadline, wait_timeout, report), step="drain", node=name,
-                              reason=drain_core.REASON_TIMEOUT, blocked=report.blocked, pending=report.pending)
-        return dict(drained=report.drained, evicted=report.evicted, blocked=report.blocked, pending=report.pending,
-                    reason=report.reason, drain_started=drain_api.format_timestamp(start))
-
-    def delete_node(self, node):
-        """True when the Node is gone; False when its claim changed since this pass read it (the next pass
-        plans again with what it is now)."""
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
-
-        gone = node_state.delete_node_as_read(self.client, node, self.prefix) != "changed"
-        if gone:
-            self.signatures.pop(node["metadata"]["name"], None)   # our own deletion wakes nothing
-        return gone
-
-
-class CloudAccess:
-    """One cloud provider (providers/factory.build_provider), with the instance listing of the last read so
-    deletions skip what is already gone or going."""
-
-    def __init__(self, provider):
-        self.provider = provider
-        self.listed = {}
-
-    def normalize(self, provider_id):
-        return self.provider.normalize_provider_id(provider_id)
-
-    def reading(self):
-        """One slice: the provider reads each group's manager and template once (GCE), see CloudProvider.reading."""
-        return self.provider.reading()
-
-    def read(self, scaling_groups):
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
-
-        groups, instances, errors = node_state.read_cloud(self.provider, scaling_groups)
-        self.listed = {self.normalize(i.provider_id): i for items in instances.values() for i in items}
-        return groups, instances, errors
-
-    def set_group_image(self, group_id, image):
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
-
-        try:
-            self.provider.set_group_image(group_id, image)   # the provider retries its own calls (one level)
-        except base.ProviderError as exc:
-            raise StepFailure("setting the image of %s to %s failed: %s" % (group_id, image, exc), step="set_group_image")
-
-    def create(self, group_id, count):
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
-
-        created = []
-        for _attempt in range(count):
-            try:
-                created.append(self.provider.create_instance(group_id))
-            except base.QuotaError as exc:
-                return created, str(exc)
-            except base.ProviderError as exc:
-                raise StepFailure("creating an instance in %s failed after %d created: %s" % (group_id, len(created), exc),
-                                  step="create", group=group_id)
-        return created, ""
-
-    def delete(self, provider_ids):
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
-
-        deleted = []
-        for provider_id in provider_ids:
-            known = self.listed.get(self.normalize(provider_id))
-            if known is None or known.state == base.DELETING:
-                continue   # already gone, or the cloud deletes it already
-            try:
-                if self.provider.delete_instance(known.provider_id):
-                    deleted.append(known.provider_id)
-            except base.NotFoundError:
-                continue
-            except base.ProviderError as exc:
-                raise StepFailure("deleting %s failed: %s" % (provider_id, exc), step="delete_instance")
-        return deleted
-
-
-class EtcdHealth:
-    """Reads the control plane's etcd (the member list and a probe of each member, as etcd_member_info does) and
-    says what is wrong with it, member by member (etcd.member_problems); an etcd that cannot be read is a problem
-    too: no control-plane heir is created while etcd cannot be seen."""
-
-    def __init__(self, ca_cert, client_cert, client_key, request_timeout=5.0):
-        self.tls = (ca_cert, client_cert, client_key)
-        self.request_timeout = request_timeout
-
-    def __call__(self, endpoints):
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd
-
-        if not endpoints:
-            return [dict(member=None, node_ip=None, message="no etcd endpoint is known (no control-plane node has an "
-                                                            "InternalIP, and rolling_upgrade_etcd_endpoints is empty)")]
-        try:
-            client = etcd.EtcdClient(list(endpoints), *self.tls, request_timeout=self.request_timeout)
-            list_endpoint, members = client.member_list()
-            health, alarms = etcd.survey(client, members, list_endpoint)
-        # A read only: whatever stops it (an unreachable etcd, a certificate file that cannot be read) is a named
-        # problem that holds control-plane creations, never a crash of the pass.
-        except Exception as exc:  # pylint: disable=broad-except
-            return [dict(member=None, node_ip=None, message="etcd cannot be read: %s" % exc)]
-        return etcd.member_problems(members, health, alarms)
-
-
-class EtcdRemover:
-    """Removes a control-plane node's etcd member in-process (etcd.MemberRemoval, as etcd_member_remove)."""
-
-    def __init__(self, ca_cert, client_cert, client_key, request_timeout=5.0, timeout=60.0, warn=None):
-        self.tls = (ca_cert, client_cert, client_key)
-        self.request_timeout = request_timeout
-        self.timeout = timeout
-        self.warn = warn or (lambda text: None)
-
-    def __call__(self, item, endpoints, expected_member_count):
-        from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd
-
-        if not item.get("node_ip"):
-            raise StepFailure("node %s has no InternalIP: its etcd member cannot be found" % item["name"], step="etcd_remove")
-        client = etcd.EtcdClient(list(endpoints), *self.tls, request_timeout=self.request_timeout)
-        removal = etcd.MemberRemoval(client, timeout=self.timeout, expected_member_count=expected_member_count or None,
-                                     warn=self.warn, on_refusal="wait")
-        try:
-            return removal.run(node_ip=item["node_ip"], node_name=item["name"])
-        except etcd.RemovalRefused as exc:
-            raise StepFailure("removing the etcd member of %s refused: %s" % (item["name"], exc), step="etcd_remove",
-                              **exc.details)
-        except etcd.EtcdError as exc:
-            raise StepFailure("removing the etcd member of %s failed: %s" % (item["name"], exc), step="etcd_remove")

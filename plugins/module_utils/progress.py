@@ -40,6 +40,14 @@ def progress_line(facts, pass_number=0, now=None):
     progress = facts.get("progress") or {}
     parts = ["pass %s: %s/%s nodes on the image (%s%%)" % (
         pass_number, progress.get("done", 0), progress.get("total", 0), progress.get("percent", 0))]
+    parts += (_moving_parts(facts, now) + _foreign_parts(facts) + _waiting_parts(facts) + _problem_parts(facts)
+              + _ending_parts(facts))
+    return "; ".join(parts)
+
+
+def _moving_parts(facts, now):
+    """The progress line on the nodes that are coming and going: donors with their heirs, joining, surplus."""
+    parts = []
     donors = facts.get("donors") or []
     if donors:
         parts.append("in flight: " + ", ".join(
@@ -55,32 +63,59 @@ def progress_line(facts, pass_number=0, now=None):
     surplus = sorted(set((facts.get("nodes") or {}).get("obsolete") or []) | set(plan.get("obsolete") or []))
     if surplus:
         parts.append("removing %d surplus node(s): %s" % (len(surplus), ", ".join(surplus)))
+    return parts
+
+
+def _foreign_parts(facts):
+    parts = []
     # Nodes on the image that this upgrade did not create: capacity, never a heir (issue 25).
     foreign = [f["name"] for f in facts.get("foreign") or []]
     if foreign:
         parts.append("%s run%s the target image but this upgrade did not create %s: left alone" % (
             ", ".join(foreign[:5]) + (" and %d more" % (len(foreign) - 5) if len(foreign) > 5 else ""),
             "s" if len(foreign) == 1 else "", "it" if len(foreign) == 1 else "them"))
+    return parts
+
+
+def _waiting_parts(facts):
+    """The progress line on what waits: creations the plan holds back, and etcd member removals."""
+    parts = []
     waits = ["%s: %s" % (b.get("group", "?").rsplit("/", 1)[-1], b.get("reason")) for b in
-             plan.get("create_blocked") or []]
+             (facts.get("plan") or {}).get("create_blocked") or []]
     if waits:
         parts.append("waiting: " + "; ".join(waits))
     # An etcd member removal refused for now (another member unhealthy, quorum at stake): what and why.
     etcd_waits = ["%s (%s)" % (w.get("name"), w.get("msg")) for w in facts.get("etcd_waiting") or []]
     if etcd_waits:
         parts.append("waiting on etcd to remove the member of " + "; ".join(etcd_waits))
+    return parts
+
+
+# How the progress line names the problems of each action, in its order.
+_PROBLEM_WORDS = (
     # Inconsistencies the cross-checks found: each named, and the node left alone (issue 13).
-    alone = [p["message"] for p in facts.get("problems") or [] if p.get("action") == "left alone"]
-    if alone:
-        parts.append("left alone: " + "; ".join(alone[:5]) + ("; and %d more" % (len(alone) - 5) if len(alone) > 5 else ""))
+    ("left alone", "left alone: "),
     # Steps the executor's guard refused in this pass (the cross-checks on fresher data than the plan's).
-    refused = [p["message"] for p in facts.get("problems") or [] if p.get("action") == "refused"]
-    if refused:
-        parts.append("refused: " + "; ".join(refused[:5]) + ("; and %d more" % (len(refused) - 5) if len(refused) > 5 else ""))
+    ("refused", "refused: "),
     # Extra nodes nothing proves this upgrade created (a kill before the journal record): kept, and named.
-    kept = [p["message"] for p in facts.get("problems") or [] if p.get("action") == "kept"]
-    if kept:
-        parts.append("kept, not provably ours: " + "; ".join(kept[:5]) + ("; and %d more" % (len(kept) - 5) if len(kept) > 5 else ""))
+    ("kept", "kept, not provably ours: "),
+)
+
+
+def _problem_parts(facts):
+    """The progress line on the named problems, by what was done about them: the first five of each, then how many
+    more."""
+    parts = []
+    for action, words in _PROBLEM_WORDS:
+        messages = [p["message"] for p in facts.get("problems") or [] if p.get("action") == action]
+        if messages:
+            more = "; and %d more" % (len(messages) - 5) if len(messages) > 5 else ""
+            parts.append(words + "; ".join(messages[:5]) + more)
+    return parts
+
+
+def _ending_parts(facts):
+    parts = []
     if facts.get("stop"):
         parts.append("cannot go on: " + facts["stop"])
     eta = facts.get("eta") or {}
@@ -88,7 +123,7 @@ def progress_line(facts, pass_number=0, now=None):
         parts.append("ETA %s (%s)" % (_duration(eta["seconds"]), eta.get("finish")))
     if facts.get("done"):
         parts.append("done")
-    return "; ".join(parts)
+    return parts
 
 
 # The executor's API time buckets the journal keeps (its "wait" is sleeping between looks, not API time).
@@ -108,35 +143,9 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
     seconds the executor `engine_id` spent in those calls so far) its API time. `etcd_removed` names donors whose
     etcd member went in this pass (they are often deleted in the same pass, so no later read sees that phase)."""
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    nodes = {}
-    for donor in facts.get("donors") or []:
-        entry = {"group": donor.get("group"), "heir": donor.get("heir"), "role": donor.get("role"), "phases": {}}
-        if donor.get("phase") and donor.get("phase_since"):
-            entry["phases"][donor["phase"]] = donor["phase_since"]
-        if donor.get("paired_at"):
-            entry["phases"].setdefault("paired", donor["paired_at"])
-        # Before the pair: the heir's instance created, its Node registered, and Ready (the journal keeps the
-        # earliest time of each, so the timeline has no gap while the heir is made).
-        for phase, key in (("creating", "heir_created"), ("joined", "heir_joined"), ("heir-ready", "heir_ready_since")):
-            if donor.get(key):
-                entry["phases"].setdefault(phase, donor[key])
-        nodes[donor["name"]] = entry
+    nodes = _donor_entries(facts)
     nodes.update(donors_gone_record(facts, stamp)["nodes"])
-    for result in drain_results or []:
-        name = result.get("node") or (result.get("item") or {}).get("name")
-        if not name or result.get("skipped") or result.get("failed"):
-            continue
-        entry = nodes.setdefault(name, {"phases": {}})
-        entry["evicted"] = ["%s/%s" % (p.get("namespace"), p.get("pod")) for p in result.get("evicted") or []]
-        started = result.get("drain_started") or stamp
-        entry["phases"].setdefault("draining", started)
-        if result.get("drained"):
-            entry["phases"]["drained"] = stamp
-        else:
-            entry["retries"] = {"drain": ["%s#%s" % (run or "", int(pass_number or 0))]}
-        if result.get("reason") == "pdb_blocked":
-            # Seconds this drain has waited so far; the journal keeps the largest value it sees.
-            entry["waits"] = {"pdb_seconds": int((_parse(stamp) - _parse(started)).total_seconds())}
+    _add_drains(nodes, drain_results, stamp, "%s#%s" % (run or "", int(pass_number or 0)))
     for name in etcd_removed or []:
         nodes.setdefault(name, {"phases": {}})["phases"].setdefault("etcd-removed", stamp)
     for name in deleted or []:
@@ -153,12 +162,55 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
     if warnings:
         record["events"] = warnings
     if run:
-        # This attempt's passes so far (the report sums every attempt's).
-        record["attempts"] = {run: {"started": run, "passes": int(pass_number or 0)}}
-        if api_seconds and engine_id:
-            record["attempts"][run]["api_seconds"] = {engine_id: {k: round(float(v), 1) for k, v in api_seconds.items()
-                                                                  if k in API_BUCKETS}}
+        record["attempts"] = _attempts(run, pass_number, api_seconds, engine_id)
     return record
+
+
+def _attempts(run, pass_number, api_seconds, engine_id):
+    # This attempt's passes so far (the report sums every attempt's).
+    attempts = {run: {"started": run, "passes": int(pass_number or 0)}}
+    if api_seconds and engine_id:
+        attempts[run]["api_seconds"] = {engine_id: {k: round(float(v), 1) for k, v in api_seconds.items()
+                                                    if k in API_BUCKETS}}
+    return attempts
+
+
+def _donor_entries(facts):
+    """The journal's entry of each donor in facts: group, heir, role and the phases it went through so far."""
+    nodes = {}
+    for donor in facts.get("donors") or []:
+        entry = {"group": donor.get("group"), "heir": donor.get("heir"), "role": donor.get("role"), "phases": {}}
+        if donor.get("phase") and donor.get("phase_since"):
+            entry["phases"][donor["phase"]] = donor["phase_since"]
+        if donor.get("paired_at"):
+            entry["phases"].setdefault("paired", donor["paired_at"])
+        # Before the pair: the heir's instance created, its Node registered, and Ready (the journal keeps the
+        # earliest time of each, so the timeline has no gap while the heir is made).
+        for phase, key in (("creating", "heir_created"), ("joined", "heir_joined"), ("heir-ready", "heir_ready_since")):
+            if donor.get(key):
+                entry["phases"].setdefault(phase, donor[key])
+        nodes[donor["name"]] = entry
+    return nodes
+
+
+def _add_drains(nodes, drain_results, stamp, attempt):
+    """The drains of this pass into the journal's entries: evicted pods, the drain's start and end, a drain that
+    did not finish as a retry of `attempt` (run#pass), and how long a PDB has held it."""
+    for result in drain_results or []:
+        name = result.get("node") or (result.get("item") or {}).get("name")
+        if not name or result.get("skipped") or result.get("failed"):
+            continue
+        entry = nodes.setdefault(name, {"phases": {}})
+        entry["evicted"] = ["%s/%s" % (p.get("namespace"), p.get("pod")) for p in result.get("evicted") or []]
+        started = result.get("drain_started") or stamp
+        entry["phases"].setdefault("draining", started)
+        if result.get("drained"):
+            entry["phases"]["drained"] = stamp
+        else:
+            entry["retries"] = {"drain": [attempt]}
+        if result.get("reason") == "pdb_blocked":
+            # Seconds this drain has waited so far; the journal keeps the largest value it sees.
+            entry["waits"] = {"pdb_seconds": int((_parse(stamp) - _parse(started)).total_seconds())}
 
 
 def donors_gone_record(facts, stamp):

@@ -80,46 +80,60 @@ def merge(journal, record):
     journal["passes"] = max(journal.get("passes") or 0, record.get("passes") or 0)
     nodes = journal.setdefault("nodes", {})
     for name, seen in (record.get("nodes") or {}).items():
-        entry = nodes.setdefault(name, {"phases": {}, "evicted": [], "waits": {}, "retries": {}})
-        for key in ("group", "heir", "role", "error"):
-            if seen.get(key):
-                entry[key] = seen[key]
-        phases = entry.setdefault("phases", {})
-        for phase, when in (seen.get("phases") or {}).items():
-            moment = parse_time(when)
-            if moment is None:
-                continue
-            known = parse_time(phases.get(phase))
-            if known is None or moment < known:
-                phases[phase] = iso(moment)
-        seen_evicted = set(seen.get("evicted") or [])
-        if "evicted_count" in entry:  # compacted (see compact): the names are gone, the count stays
-            entry["evicted_count"] = max(int(entry["evicted_count"]), len(seen_evicted))
-        else:
-            entry["evicted"] = sorted(set(entry.get("evicted") or []) | seen_evicted)
-        for counter in ("waits", "retries"):
-            totals = entry.setdefault(counter, {})
-            for key, value in (seen.get(counter) or {}).items():
-                totals[key] = _merge_counter(totals.get(key), value)
+        _merge_node(nodes.setdefault(name, {"phases": {}, "evicted": [], "waits": {}, "retries": {}}), seen)
     attempts = journal.setdefault("attempts", {})
     for attempt_id, seen in (record.get("attempts") or {}).items():
-        seen = seen or {}
-        entry = attempts.setdefault(str(attempt_id), {})
-        if seen.get("started") and not entry.get("started"):
-            entry["started"] = seen["started"]
-        if seen.get("passes") is not None:
-            entry["passes"] = max(int(entry.get("passes") or 0), int(seen["passes"] or 0))
-        if seen.get("outcome") in OUTCOMES:
-            entry["outcome"] = seen["outcome"]
-        if seen.get("ended"):
-            entry["ended"] = seen["ended"]
-        # Each executor's cumulative API seconds: the largest value seen per executor and bucket.
-        for engine_id, buckets in (seen.get("api_seconds") or {}).items():
-            known = entry.setdefault("api_seconds", {}).setdefault(str(engine_id), {})
-            for bucket, value in (buckets or {}).items():
-                known[bucket] = max(float(known.get(bucket) or 0), float(value or 0))
+        _merge_attempt(attempts.setdefault(str(attempt_id), {}), seen or {})
     if not attempts:
         del journal["attempts"]
+    _merge_gates(journal, record)
+    _merge_first_records(journal, record)
+    return journal
+
+
+def _merge_node(entry, seen):
+    """One node's observation into its journal entry (merge)."""
+    for key in ("group", "heir", "role", "error"):
+        if seen.get(key):
+            entry[key] = seen[key]
+    phases = entry.setdefault("phases", {})
+    for phase, when in (seen.get("phases") or {}).items():
+        moment = parse_time(when)
+        if moment is None:
+            continue
+        known = parse_time(phases.get(phase))
+        if known is None or moment < known:
+            phases[phase] = iso(moment)
+    seen_evicted = set(seen.get("evicted") or [])
+    if "evicted_count" in entry:  # compacted (see compact): the names are gone, the count stays
+        entry["evicted_count"] = max(int(entry["evicted_count"]), len(seen_evicted))
+    else:
+        entry["evicted"] = sorted(set(entry.get("evicted") or []) | seen_evicted)
+    for counter in ("waits", "retries"):
+        totals = entry.setdefault(counter, {})
+        for key, value in (seen.get(counter) or {}).items():
+            totals[key] = _merge_counter(totals.get(key), value)
+
+
+def _merge_attempt(entry, seen):
+    """One attempt's observation into its journal entry (merge)."""
+    if seen.get("started") and not entry.get("started"):
+        entry["started"] = seen["started"]
+    if seen.get("passes") is not None:
+        entry["passes"] = max(int(entry.get("passes") or 0), int(seen["passes"] or 0))
+    if seen.get("outcome") in OUTCOMES:
+        entry["outcome"] = seen["outcome"]
+    if seen.get("ended"):
+        entry["ended"] = seen["ended"]
+    # Each executor's cumulative API seconds: the largest value seen per executor and bucket.
+    for engine_id, buckets in (seen.get("api_seconds") or {}).items():
+        known = entry.setdefault("api_seconds", {}).setdefault(str(engine_id), {})
+        for bucket, value in (buckets or {}).items():
+            known[bucket] = max(float(known.get(bucket) or 0), float(value or 0))
+
+
+def _merge_gates(journal, record):
+    """The health gates' state and records (merge): the last given, and per check the largest seconds."""
     for key in ("gate_due", "gate_owed", "gate_baseline"):
         if key in record:
             journal[key] = record[key]
@@ -132,6 +146,11 @@ def merge(journal, record):
                     known[check] = max(float(known.get(check) or 0), float(spent or 0))
             elif value is not None:
                 entry[key] = value
+
+
+def _merge_first_records(journal, record):
+    """The instances removed, and the records whose first version wins (merge): created instances, start counts,
+    delete-first removals and refills, create intents."""
     removed = journal.setdefault("instances_removed", {})
     for provider_id, seen in (record.get("instances_removed") or {}).items():
         removed.setdefault(provider_id, {}).update({k: v for k, v in (seen or {}).items() if v})
@@ -153,7 +172,6 @@ def merge(journal, record):
             known = journal.setdefault("create_intents", {}).setdefault(ident, {})
             for field, seen in value.items():
                 known.setdefault(field, seen)
-    return journal
 
 
 def created_record(instances, scaling_groups, now):

@@ -1,8 +1,8 @@
-"""The executor's Kubernetes side (executor.KubeAccess) against the sandbox's real kube-apiserver."""
+"""The executor's Kubernetes side (kube_access.KubeAccess) against the sandbox's real kube-apiserver."""
 
 import pytest
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import executor
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube_access
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -16,7 +16,7 @@ def test_a_node_changed_since_it_was_read_is_left_to_the_next_pass_not_a_failed_
     kube = sandbox.kube()
     stale = kube.request("GET", "/api/v1/nodes/" + name)
     kube.merge_patch("/api/v1/nodes/" + name, {"metadata": {"labels": {"changed-after-the-read": "yes"}}})
-    access = executor.KubeAccess(sandbox.core_v1().api_client, "image-upgrade.kubenodes.io")
+    access = kube_access.KubeAccess(sandbox.core_v1().api_client, "image-upgrade.kubenodes.io")
 
     assert access.delete_node(stale) is False
     assert kube.request("GET", "/api/v1/nodes/" + name, ok=(200, 404)).get("kind") == "Node"
@@ -43,7 +43,7 @@ def test_a_wait_ends_on_a_change_the_plan_reads_and_not_on_others(sandbox, new_n
               kube.request("GET", "/api/v1/nodes/" + name)["spec"].get("taints") or []):
         assert time.monotonic() < deadline, "the new node kept a node.kubernetes.io taint for 60 s"
         time.sleep(0.2)
-    access = executor.KubeAccess(sandbox.core_v1().api_client, "image-upgrade.kubenodes.io")
+    access = kube_access.KubeAccess(sandbox.core_v1().api_client, "image-upgrade.kubenodes.io")
     node = next(n for n in access.list_nodes() if n["metadata"]["name"] == name)
     assert access.listed_version
     conditions = [dict(c, lastHeartbeatTime=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

@@ -1,0 +1,144 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""The executor's Kubernetes (module_utils/executor.py, its `kube` port) in production: list, write, uncordon,
+drain and delete Nodes through one API client, on the module_utils the modules use, and between passes a watch
+of the Nodes that ends the executor's wait when something the planner reads changed (planning_signature).
+
+This file imports without the kubernetes package (kube.py's calls go through the client it is given)."""
+
+from __future__ import annotations
+
+import time
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as drain_core
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api, kube, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import StepFailure
+
+
+def planning_signature(node, prefix):
+    """What of a Node the planner reads: a change in anything else (a heartbeat, the images it holds, its
+    capacity, another controller's annotations such as the TTL controller's) does not make a pass look again
+    before its poll. Of the annotations it reads only this collection's, under `prefix`."""
+    meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
+    ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    ours = sorted((k, v) for k, v in (meta.get("annotations") or {}).items() if k.startswith(prefix + "/"))
+    return (tuple(sorted((meta.get("labels") or {}).items())), tuple(ours),
+            bool(meta.get("deletionTimestamp")), bool(spec.get("unschedulable")), spec.get("providerID"),
+            repr(spec.get("taints") or []), tuple(ready), (status.get("nodeInfo") or {}).get("osImage"),
+            repr(status.get("addresses") or []))
+
+
+class KubeAccess:
+    """Kubernetes through one API client (kube.build_api_client), as the modules reach it."""
+
+    drain_concurrency = 8   # donors drained at once in one pass (each with its own eviction_concurrency)
+
+    def __init__(self, api_client, annotation_prefix, drain=None, clock=time.time):
+        self.client = api_client
+        self.prefix = annotation_prefix
+        self.annotation = drain_api.drain_annotation(annotation_prefix)
+        self.clock = clock
+        drain = dict(drain or {})
+        self.drain_options = drain_core.DrainOptions(
+            ignore_daemonsets=drain.get("ignore_daemonsets", True),
+            delete_emptydir_data=drain.get("delete_emptydir_data", False), force=drain.get("force", False))
+        self.drain_params = drain
+        self.not_before = drain_api.parse_timestamp(drain["not_before"]) if drain.get("not_before") else None
+        # Of the last LIST of Nodes, for wait_for_change: its version, each Node's planning_signature, and the
+        # resourceVersions of this pass's own writes with the signature each left.
+        self.listed_version, self.signatures, self.own_writes = None, {}, {}
+        drain_api.widen_connection_pool(api_client, int(drain.get("eviction_concurrency") or 10) + self.drain_concurrency + 2)
+
+    def list_nodes(self):
+        nodes, self.listed_version = kube.list_versioned(self.client, "/api/v1/nodes")
+        self.signatures = {n["metadata"]["name"]: planning_signature(n, self.prefix) for n in nodes}
+        self.own_writes = {}
+        return nodes
+
+    def write_node(self, node, entry):
+        try:
+            status, after = node_state.write_node(self.client, node, entry)
+        except node_state.NodeWriteError as exc:
+            raise StepFailure(str(exc), step="patch")
+        if status == "changed" and after:
+            # Our own write wakes nothing. The watch replays every change since the LIST in order, so a change
+            # someone else made before this write (the write then retried on 409) still wakes the wait.
+            meta = after["metadata"]
+            self.own_writes.setdefault(meta["name"], {})[meta.get("resourceVersion")] = planning_signature(after, self.prefix)
+        return status, after
+
+    def wait_for_change(self, seconds):
+        """Wait until a Node changes in what the planner reads (planning_signature: added, deleted, Ready,
+        cordoned, labels, this collection's annotations, taints, image), watching from the last LIST, or until
+        `seconds` passed. True when a change ended the wait. A watch that cannot be had (refused, the server
+        away) leaves a plain sleep: the next pass reads everything anyway."""
+        began = time.monotonic()
+        if self.listed_version is not None and seconds >= 1.0:   # a shorter wait is a plain sleep
+            try:
+                for event in kube.watch(self.client, "/api/v1/nodes", self.listed_version, seconds):
+                    if self._changes_plan(event):
+                        return True
+                    if time.monotonic() - began >= seconds:
+                        return False
+            # A quicker look only: whatever stops the watch, the poll's time stays.
+            except Exception:  # pylint: disable=broad-except
+                pass
+        left = seconds - (time.monotonic() - began)
+        if left > 0:
+            time.sleep(left)
+        return False
+
+    def _changes_plan(self, event):
+        kind = event.get("type")
+        if kind == "ERROR":
+            return True   # e.g. 410 Gone: the listed version is too old; the next pass lists again
+        meta = (event.get("object") or {}).get("metadata") or {}
+        name = meta.get("name")
+        if kind == "DELETED":
+            return self.signatures.pop(name, None) is not None
+        if kind in ("ADDED", "MODIFIED"):
+            ours = self.own_writes.get(name) or {}
+            if meta.get("resourceVersion") in ours:   # our write: what it left is what the planner expects
+                self.signatures[name] = ours.pop(meta["resourceVersion"])
+                return False
+            return self.signatures.get(name) != planning_signature(event["object"], self.prefix)
+        return False   # BOOKMARK
+
+    def uncordon(self, name):
+        drain_api.uncordon(self.client, name, self.annotation)
+
+    def drain(self, name):
+        """One eviction round (node_drain with wait=false): cordon and record the start first, then evict
+        what the PDBs allow; a drain past its deadline follows on_timeout."""
+        p = self.drain_params
+        node = drain_api.get_node(self.client, name)
+        if node is None:
+            raise StepFailure("node %s disappeared while it was to be drained; run again" % name, step="drain", node=name)
+        recorded = drain_api.recorded_drain_start(node, self.annotation)
+        start = recorded or self.clock()
+        wait_timeout = int(p.get("wait_timeout") or 900)
+        deadline = drain_api.drain_deadline(start, self.not_before, wait_timeout)
+        settings = drain_api.DrainSettings(options=self.drain_options, grace_period=p.get("terminate_grace_period"),
+                                           concurrency=int(p.get("eviction_concurrency") or 10), wait=False,
+                                           deadline=deadline, on_timeout=p.get("on_timeout") or drain_core.ON_TIMEOUT_FAIL)
+        try:
+            first = drain_api.survey(self.client, name, settings)
+            if recorded is None:
+                drain_api.cordon_for_drain(self.client, name, self.annotation, start)
+            report = drain_api.drain_node(self.client, name, settings, first_survey=first)
+        except drain_api.PodsRefused as exc:
+            raise StepFailure("cannot drain node %s: %s" % (name, "; ".join(drain_core.describe_refused(exc.refused))),
+                              step="drain", node=name, reason=drain_core.REASON_PODS_REFUSED)
+        if report.timed_out and settings.on_timeout == drain_core.ON_TIMEOUT_FAIL:
+            raise StepFailure(drain_api.timeout_message(name, deadline, wait_timeout, report), step="drain", node=name,
+                              reason=drain_core.REASON_TIMEOUT, blocked=report.blocked, pending=report.pending)
+        return dict(drained=report.drained, evicted=report.evicted, blocked=report.blocked, pending=report.pending,
+                    reason=report.reason, drain_started=drain_api.format_timestamp(start))
+
+    def delete_node(self, node):
+        """True when the Node is gone; False when its claim changed since this pass read it (the next pass
+        plans again with what it is now)."""
+        gone = node_state.delete_node_as_read(self.client, node, self.prefix) != "changed"
+        if gone:
+            self.signatures.pop(node["metadata"]["name"], None)   # our own deletion wakes nothing
+        return gone
