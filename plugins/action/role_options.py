@@ -49,6 +49,7 @@ class ActionModule(action_base.KubenodesActionBase):
             except AnsibleError as exc:
                 problems.append("%s cannot be evaluated: %s" % (name, exc))
         problems += validate.check(params, validate.ROLE_RULES)
+        problems += validate.role_image_problems(params)
         removed_problems, removed_warnings = validate.removed_variables(params)
         problems += removed_problems
         warnings += removed_warnings

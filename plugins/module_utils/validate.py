@@ -237,6 +237,28 @@ def image(name, value):
         "image ID, an AWS ami-...)"))
 
 
+def image_reference_problem(name, value, provider):
+    """Why `value` is no image reference of `provider` (gcp, azure or aws), by the format alone (no cloud is
+    asked): the option, the value, the part that is wrong and why. None when it fits or cannot be judged."""
+    if not isinstance(value, str) or not value.strip() or provider not in ("gcp", "azure", "aws"):
+        return None
+    # Imported here: the provider modules import this one's callers, and load no cloud SDK when imported.
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import aws, azure, base, gce
+    parse = {"gcp": gce.parse_image, "azure": azure.parse_image, "aws": aws.validate_image_reference}[provider]
+    try:
+        parse(value.strip())
+    except base.InvalidReferenceError as exc:
+        return "%s is not a %s image reference: %s" % (name, provider, exc)
+    return None
+
+
+def role_image_problems(params):
+    """The role's image, checked against its provider's format before anything is read."""
+    problem = image_reference_problem("rolling_upgrade_image", params.get("rolling_upgrade_image"),
+                                      params.get("rolling_upgrade_provider"))
+    return [problem] if problem else []
+
+
 def non_empty_strings(name, value, what="strings"):
     """A list (possibly empty) of non-empty strings."""
     if not isinstance(value, list) or any(not isinstance(i, str) or not i.strip() for i in value):

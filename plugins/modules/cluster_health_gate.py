@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: cluster_health_gate
 short_description: Wait until the cluster is healthy and has soaked, between batches of node replacements
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - With O(state=passed), looks at the Nodes and Pods until every check passed at O(looks) looks in a row,
     O(look_interval) seconds apart, or fails after O(timeout) seconds naming each check that failed and why (the

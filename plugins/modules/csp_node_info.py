@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: csp_node_info
 short_description: Report the instances of cloud scaling groups
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - Reports the instances of a scaling group (GCP managed instance group, Azure VM scale set or AWS auto scaling
     group), or of every scaling group the provider discovers, with their states, and the groups themselves.

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: csp_scaling_group_info
 short_description: Report cloud scaling groups and the image their new instances get
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - Reports scaling groups (GCP managed instance groups, Azure VM scale sets, AWS auto scaling groups) with the
     image new instances get, their role and target size; all discoverable ones when O(group) is empty.

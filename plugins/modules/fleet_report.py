@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: fleet_report
 short_description: The batches of a fleet of clusters and its aggregated upgrade report
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - Used by the playbook C(kubenodes.image_upgrade.upgrade_fleet), where each inventory host is a cluster and the
     play upgrades them in the batches of C(serial) (C(fleet_batches)). Run it on the controller, once per batch

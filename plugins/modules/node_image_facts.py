@@ -239,7 +239,7 @@ joining:
   returned: always
   type: list
   elements: dict
-  sample: [{provider_id: "gce://p/z/w-7", node_name: w-7, group: g, state: creating, deadline: "2026-11-30T04:00:00Z"}]
+  sample: [{provider_id: "gce://my-project/us-central1-a/w-7", node_name: w-7, group: g, state: creating, deadline: "2026-11-30T04:00:00Z"}]
 leaving_instances:
   description: Instances without a Node that the cloud is deleting already.
   returned: always
@@ -419,7 +419,7 @@ foreign:
   returned: always
   type: list
   elements: dict
-  sample: [{name: workers-0-pz96, group: projects/p/zones/z/instanceGroupManagers/workers-0, provider_id: "gce://p/z/workers-0-pz96"}]
+  sample: [{name: workers-0-pz96, group: projects/my-project/zones/us-central1-a/instanceGroupManagers/workers-0, provider_id: "gce://my-project/us-central1-a/workers-0-pz96"}]
 progress:
   description: Replacements in total, done, in flight (donors) and remaining, and the percentage done.
   returned: always

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: role_options
 short_description: Check the rolling_upgrade role's variables before anything is read or changed
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - An action plugin that runs on the controller. The M(kubenodes.image_upgrade.rolling_upgrade) role calls it first,
     in check mode as in a real run, so both refuse the same values before a lock is taken or an autoscaler scaled.

@@ -143,12 +143,12 @@ attributes:
 EXAMPLES = r"""
 - name: Record what this pass saw
   kubenodes.image_upgrade.upgrade_journal:
-    image: projects/p/global/images/node-v2
+    image: projects/my-project/global/images/node-v2
     record:
       passes: 3
       nodes:
         worker-a-0:
-          group: projects/p/zones/z/instanceGroupManagers/workers
+          group: projects/my-project/zones/us-central1-a/instanceGroupManagers/workers
           heir: worker-a-7x2k
           phases:
             paired: "2026-11-30T10:00:05Z"
@@ -170,7 +170,7 @@ target_image:
     new upgrade); null when neither it nor O(target_image) is known.
   returned: when state is present
   type: str
-  sample: projects/p/global/images/node-v2-20261201
+  sample: projects/my-project/global/images/node-v2-20261201
 resumed:
   description: Whether the call goes on with an unfinished upgrade of the journal.
   returned: when state is present
@@ -184,7 +184,7 @@ intents:
   description: The create intents recorded for O(intend), by scaling group ID (empty without O(intend)).
   returned: when state is present
   type: dict
-  sample: {"projects/p/zones/z/instanceGroupManagers/workers": "projects/p/zones/z/instanceGroupManagers/workers@2026-12-04T18:00:00Z#3f2a1c"}
+  sample: {"projects/my-project/zones/us-central1-a/instanceGroupManagers/workers": "projects/my-project/zones/us-central1-a/instanceGroupManagers/workers@2026-12-04T18:00:00Z#3f2a1c"}
 events_written:
   description: How many Events (new or aggregated into one already there) were written on Nodes (O(events)).
   returned: with O(state=present) and O(events), when not in check mode

@@ -11,7 +11,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: upgrade_start
 short_description: The reads before an image upgrade and its run lock, in the controller process
-version_added: 1.2.0
+version_added: 1.0.0
 description:
   - Runs, in the controller process and in one task, what the rolling_upgrade role needs before its first
     change, each exactly as its module does it (the module's options, rules, messages and result) - without a

@@ -11,7 +11,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: upgrade_step
 short_description: Run the image upgrade for one bounded slice, in the controller process
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - Reads the nodes and the clouds, plans (as M(kubenodes.image_upgrade.node_image_facts) does) and carries
     the plan out in the safe order, pass after pass, for at most O(slice_seconds) - point the scaling groups at

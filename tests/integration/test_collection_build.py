@@ -1,8 +1,13 @@
-"""The collection as users get it: `ansible-galaxy collection build`, install the tarball, and every
-module in plugins/modules renders with ansible-doc from the installed copy."""
+"""The collection as users get it: `ansible-galaxy collection build`, install the tarball into an empty
+collections path, and from the installed copy every module renders with ansible-doc, the shipped unit
+tests import, and the shipped playbook runs in check mode with no cluster and no cloud: the role's
+option check passes a good image and refuses a bad one by its own rules, before anything is read. The
+tarball leaves out what needs the unshipped sandbox/ and bench/, and nothing it ships imports them."""
 
+import ast
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -18,17 +23,80 @@ def run(cmd, env=None):
     return proc.stdout
 
 
+# Left out of the tarball: they run only against the sandbox or the benchmarks, or only from the source tree.
+KEPT_OUT = ("sandbox/", "bench/", ".ci/", "scripts/", ".venv/", ".venv-2.20/", "tests/integration/",
+            "tests/fixtures/", "tests/callback_plugins/", "tests/ansible_run.py", "tests/unit/sandbox/",
+            "tests/unit/bench/", "tests/unit/release/", "extensions/molecule/")
+# Kept: what certification and a user running the unit tests from the tarball need.
+KEPT_IN = ("tests/sanity/ignore-2.19.txt", "tests/sanity/ignore-2.20.txt", "tests/config.yml", "tests/conftest.py",
+           "tests/rbac_audit.py", "tests/unit/test_doc_examples.py", "playbooks/upgrade_nodes.yml")
+UNSHIPPED = re.compile(r"(?:^|\s)-m\s+(?:sandbox|bench)\b")
+
+
+def unshipped_imports(root):
+    """(file, module) for every import in a shipped Python file of a module the tarball does not hold: the
+    sandbox, the benchmarks, or a tests.* module that is not in it; and any `python -m sandbox|bench` in a file
+    that runs (the docs may tell developers about the sandbox of the source tree)."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.suffix not in (".py", ".yml", ".yaml", ".sh", ".cfg", ".ini"):
+            continue
+        text = path.read_text(errors="replace")
+        if UNSHIPPED.search(text):
+            found.append((str(path.relative_to(root)), UNSHIPPED.search(text).group(0).strip()))
+        if path.suffix != ".py":
+            continue
+        for node in ast.walk(ast.parse(text)):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            for name in names:
+                top = name.split(".")[0]
+                local = root.joinpath(*name.split("."))
+                if top in ("sandbox", "bench") or top == "tests" and not (
+                        local.with_suffix(".py").is_file() or local.is_dir()):
+                    found.append((str(path.relative_to(root)), name))
+    return found
+
+
+def test_the_scan_finds_an_unshipped_import(tmp_path):
+    (tmp_path / "tests" / "unit").mkdir(parents=True)
+    (tmp_path / "tests" / "unit" / "test_a.py").write_text("import os\nfrom sandbox import seed\n")
+    (tmp_path / "tests" / "unit" / "test_b.py").write_text("from tests.integration import helpers\n")
+    (tmp_path / "tests" / "c.yml").write_text("- command: python -m bench run\n")
+    assert sorted(unshipped_imports(tmp_path)) == [
+        ("tests/c.yml", "-m bench"), ("tests/unit/test_a.py", "sandbox"),
+        ("tests/unit/test_b.py", "tests.integration")]
+
+
+def check_mode_run(env, image, cwd):
+    """The shipped playbook in check mode: (return code, output)."""
+    proc = subprocess.run(
+        [BIN / "ansible-playbook", "-i", "localhost,", "kubenodes.image_upgrade.upgrade_nodes", "--check",
+         "-e", "image=%s" % image, "-e", "provider=gcp", "-e", '{"gcp": {"project": "my-project"}}'],
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=300, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
 @pytest.mark.timeout(600)
 def test_build_install_and_document_every_module(tmp_path):
     run([BIN / "ansible-galaxy", "collection", "build", "--force", "--output-path", tmp_path, REPO])
     tarballs = list(tmp_path.glob("kubenodes-image_upgrade-*.tar.gz"))
     assert len(tarballs) == 1
-    listing = run(["tar", "tzf", tarballs[0]])
-    for kept_out in ("sandbox/", "bench/", ".ci/", "scripts/", ".venv/", ".venv-2.20/"):
-        assert not any(line.startswith(kept_out) for line in listing.splitlines()), kept_out
+    listing = run(["tar", "tzf", tarballs[0]]).splitlines()
+    for kept_out in KEPT_OUT:
+        assert not any(line == kept_out.rstrip("/") or line.startswith(kept_out) for line in listing), kept_out
+    for kept_in in KEPT_IN:
+        assert kept_in in listing, "%s is not in the tarball" % kept_in
     target = tmp_path / "installed"
+    target.mkdir()
+    assert not list(target.iterdir())
     run([BIN / "ansible-galaxy", "collection", "install", "--force", "-p", target, tarballs[0]])
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(target), ANSIBLE_NOCOLOR="1")
+    home = tmp_path / "home"
+    home.mkdir()
+    # Nothing of this machine's: no other collection, no cloud credentials, no metadata server to ask.
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(target), ANSIBLE_NOCOLOR="1", HOME=str(home),
+               NO_GCE_CHECK="True", CLOUDSDK_CONFIG=str(home / "gcloud"), ANSIBLE_LOCAL_TEMP=str(home / "tmp"))
+    env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
     modules = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py"))
     assert modules
     listed = run([BIN / "ansible-doc", "-l", "kubenodes.image_upgrade"], env=env)
@@ -37,6 +105,31 @@ def test_build_install_and_document_every_module(tmp_path):
         assert "kubenodes.image_upgrade.%s " % name in listed, name
         doc = run([BIN / "ansible-doc", "kubenodes.image_upgrade." + name], env=env)
         assert str(installed_root) in doc and "EXAMPLES" in doc, name
+
+    assert unshipped_imports(installed_root) == []
+    # The shipped unit tests import from the installed copy (nothing of the sandbox, bench or source tree),
+    # and those that read the shipped docs, role and examples pass there.
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-q", "--collect-only", "tests/unit"],
+        cwd=installed_root, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert collected.returncode == 0 and " error" not in collected.stdout, collected.stdout[-3000:]
+    passed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-q", "tests/unit/test_doc_examples.py",
+         "tests/unit/roles", "tests/unit/examples"],
+        cwd=installed_root, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert passed.returncode == 0 and " passed" in passed.stdout, passed.stdout[-3000:]
+
+    # The playbook in check mode, no cluster and no cloud: a good image passes the role's option check and
+    # the run stops at the first cloud read, naming the missing credentials; a bad one stops at the check.
+    code, out = check_mode_run(env, "projects/my-project/global/images/node-v2", installed_root)
+    assert code == 2, out[-3000:]
+    assert "Check the role's variables" in out and "ok: [localhost]" in out, out[-3000:]
+    assert "found no application default credentials" in out, out[-3000:]
+    assert "[WARNING]" not in out, out[-3000:]
+    code, out = check_mode_run(env, "projects/p1/global/images/node-v2", installed_root)
+    assert code == 2, out[-3000:]
+    assert "the project ID 'p1' is 2 characters long" in out and "Nothing was changed" in out, out[-3000:]
+    assert "Target image" not in out, "the run went on after the option check:\n" + out[-3000:]
 
 
 @pytest.mark.timeout(300)

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-import rbac_audit
+from tests import rbac_audit
 from ansible_run import run_module
 from drain_helpers import create_deployment, unique_group, wait_running_on, wait_until
 from sandbox import binaries

@@ -15,7 +15,7 @@ import pytest
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
-import rbac_audit
+from tests import rbac_audit
 import upgrade_helpers as uh
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -28,9 +28,8 @@ import uuid
 import requests
 
 from sandbox import binaries, nodesim, scenario
+from tests import rbac_audit
 from tests.ansible_run import REPO, ansible_env
-
-import rbac_audit
 
 PLAYBOOK = REPO / "playbooks" / "upgrade_nodes.yml"
 RBAC_FILE = REPO / "roles" / "rolling_upgrade" / "files" / "rbac.yml"

@@ -125,11 +125,27 @@ def validate_group_id(group_id):
     return group_id
 
 
+def _ami_problem(text):
+    """Which part of a string that is no AMI ID is wrong, and why."""
+    if not text:
+        return "it is empty"
+    if not text.startswith("ami-"):
+        return "it starts with %r, not ami-" % text.split("-")[0]
+    digits = text[len("ami-"):]
+    wrong = sorted(set(c for c in digits if c not in "0123456789abcdef"))
+    if wrong:
+        return "its ID part %r holds %s, %s" % (digits, ", ".join(repr(c) for c in wrong), (
+            "which is not a lower-case hex digit" if len(wrong) == 1 else "which are not lower-case hex digits"))
+    return "its ID part %r has %d hex digits, not 8 or 17" % (digits, len(digits))
+
+
 def validate_image_reference(image):
-    """The AMI ID, or InvalidReferenceError naming the expected format."""
-    if not isinstance(image, str) or not _AMI_RE.match(image.strip()):
-        raise InvalidReferenceError("malformed AWS image reference %r: expected %s" % (image, IMAGE_FORMAT))
-    return image.strip()
+    """The AMI ID, or InvalidReferenceError naming the part that is wrong, why, and the expected format."""
+    text = image.strip() if isinstance(image, str) else ""
+    if not _AMI_RE.match(text):
+        raise InvalidReferenceError("malformed AWS image reference %r: %s; expected %s" % (
+            image, _ami_problem(text), IMAGE_FORMAT))
+    return text
 
 
 def role_from_tags(tags):

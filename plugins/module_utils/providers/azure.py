@@ -44,7 +44,8 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
     CREATING, DELETING, FAILED, RUNNING, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER, Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, ReadingMemo, with_retries,
+    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, ReadingMemo, reference_shape_problem,
+    with_retries,
 )
 
 try:
@@ -131,11 +132,19 @@ def _format_group_id(sub, rg, vmss):
             % (sub.lower(), rg.lower(), vmss.lower()))
 
 
+def _shapes(*formats):
+    return [fmt.split("/") for fmt in formats]
+
+
 def parse_group_id(group_id):
-    """(subscription, resource group, scale set name) of a scale set ID; InvalidReferenceError otherwise."""
-    match = _GROUP_RE.match((group_id or "").strip().rstrip("/")) if isinstance(group_id, str) else None
+    """(subscription, resource group, scale set name) of a scale set ID; InvalidReferenceError naming the part
+    that is wrong otherwise."""
+    text = group_id.strip().rstrip("/") if isinstance(group_id, str) else ""
+    match = _GROUP_RE.match(text)
     if not match:
-        raise InvalidReferenceError("%r is not an Azure scale set ID; expected %s" % (group_id, GROUP_ID_FORMAT))
+        raise InvalidReferenceError("%r is not an Azure scale set ID: %s; expected %s" % (
+            group_id, reference_shape_problem(text, _shapes(GROUP_ID_FORMAT), ignore_case=True) if text
+            else "it is empty", GROUP_ID_FORMAT))
     return match.group("sub"), match.group("rg"), match.group("vmss")
 
 
@@ -153,9 +162,11 @@ def parse_provider_id(provider_id):
     match = _FLEX_PROVIDER_ID_RE.match(text)
     if match:
         return match.group("sub"), match.group("rg"), None, match.group("vm")
-    raise InvalidReferenceError("%r is not the providerID of an Azure scale set VM; expected %s (Uniform "
+    raise InvalidReferenceError("%r is not the providerID of an Azure scale set VM: %s; expected %s (Uniform "
                                 "orchestration) or %s (Flexible orchestration)"
-                                % (provider_id, PROVIDER_ID_FORMAT, FLEX_PROVIDER_ID_FORMAT))
+                                % (provider_id, reference_shape_problem(
+                                    text, _shapes(PROVIDER_ID_FORMAT, FLEX_PROVIDER_ID_FORMAT), ignore_case=True)
+                                   if text else "it is empty", PROVIDER_ID_FORMAT, FLEX_PROVIDER_ID_FORMAT))
 
 
 def provider_id_from_vm_id(vm_id):
@@ -202,9 +213,35 @@ def flexible_vm_filter(sub, rg, vmss):
             "virtualMachineScaleSets/%s'" % (sub, rg, vmss))
 
 
-def _bad_image(image, why=""):
-    return InvalidReferenceError("%r is not an Azure image reference%s; expected one of: %s"
-                                 % (image, why, "; ".join(IMAGE_FORMATS)))
+_LATEST = "its version is 'latest': name an exact version, so that every node gets the same image"
+
+
+def _image_problem(text):
+    """Which part of a string that is no Azure image reference is wrong, and why."""
+    if not text:
+        return "it is empty"
+    if "/" in text and not text.startswith("/"):
+        return ("it starts with %r: a resource ID starts with /subscriptions/, /CommunityGalleries/ or "
+                "/SharedGalleries/" % text.split("/")[0])
+    if "/" in text:
+        return reference_shape_problem(text.rstrip("/"), _shapes(*IMAGE_FORMATS[:4]), ignore_case=True)
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) != 4:
+            return ("a marketplace URN has 4 parts separated by ':' (publisher:offer:sku:version), this one has %d"
+                    % len(parts))
+        for what, part in zip(("publisher", "offer", "sku", "version"), parts):
+            if not re.match(r"^%s$" % _URN_PART, part):
+                return ("its %s %r is not a marketplace name (a letter or digit, then letters, digits, '.', '_' "
+                        "and '-')" % (what, part))
+    return ("it is neither a resource ID (starting with /subscriptions/, /CommunityGalleries/ or "
+            "/SharedGalleries/) nor a marketplace URN publisher:offer:sku:version")
+
+
+def _bad_image(image, why=None):
+    text = image.strip() if isinstance(image, str) else ""
+    return InvalidReferenceError("%r is not an Azure image reference: %s; expected one of: %s"
+                                 % (image, why or _image_problem(text), "; ".join(IMAGE_FORMATS)))
 
 
 def parse_image(image):
@@ -220,13 +257,13 @@ def parse_image(image):
         if match:
             fields = {k: v.lower() for k, v in match.groupdict().items()}
             if "version" in fields and fields["version"] == "latest":
-                raise _bad_image(image, " (name an exact version, not 'latest', so every node gets the same image)")
+                raise _bad_image(image, _LATEST)
             return kind, fields
     match = _MARKETPLACE_RE.match(text)
     if match:
         fields = {k: v.lower() for k, v in match.groupdict().items()}
         if fields["version"] == "latest":
-            raise _bad_image(image, " (name an exact version, not 'latest', so every node gets the same image)")
+            raise _bad_image(image, _LATEST)
         return MARKETPLACE, fields
     raise _bad_image(image)
 
@@ -234,11 +271,15 @@ def parse_image(image):
 def _parse_reference_marketplace(text):
     parsed = urllib.parse.urlsplit(text)
     if parsed.netloc.lower() != "azure":
-        raise _bad_image(text, " (a marketplace image of another cloud)")
+        raise _bad_image(text, "its host is %r, not azure: a marketplace image of another cloud" % parsed.netloc)
     query = dict(urllib.parse.parse_qsl(parsed.query))
     fields = {key: query.get(key, "").lower() for key in ("publisher", "offer", "sku", "version")}
-    if not all(fields.values()) or fields["version"] == "latest":
-        raise _bad_image(text, " (publisher, offer, sku and an exact version are all needed)")
+    missing = [key for key, value in fields.items() if not value]
+    if missing:
+        raise _bad_image(text, "it has no %s: publisher, offer, sku and an exact version are all needed"
+                         % ", ".join(missing))
+    if fields["version"] == "latest":
+        raise _bad_image(text, _LATEST)
     return fields
 
 

@@ -51,7 +51,34 @@ class QuotaError(ProviderError):
 
 
 class InvalidReferenceError(ProviderError):
-    """A providerID, group ID or image reference is malformed. The message names the expected format."""
+    """A providerID, group ID or image reference is malformed. The message names the part that is wrong, why,
+    and the expected format."""
+
+
+def reference_shape_problem(ref, shapes, ignore_case=False):
+    """Where `ref`, a path of '/'-separated segments, departs from the closest of `shapes` (lists of fixed
+    segments and <placeholders>, which take any non-empty segment without spaces): the segment and what was expected there."""
+    parts = ref.split("/")
+
+    def same(part, word):
+        return part.lower() == word.lower() if ignore_case else part == word
+
+    best = None
+    for shape in shapes:
+        matched = 0
+        while matched < min(len(parts), len(shape)) and (
+                parts[matched] and not any(c.isspace() for c in parts[matched]) if shape[matched].startswith("<")
+                else same(parts[matched], shape[matched])):
+            matched += 1
+        if best is None or matched > best[0]:
+            best = (matched, shape)
+    matched, shape = best
+    if matched == len(shape):
+        return "it goes on with %r after %s, where the format ends" % ("/".join(parts[matched:]), "/".join(shape))
+    if matched == len(parts):
+        return "it ends after %r, where %s is expected" % ("/".join(parts), "/".join(shape[matched:]))
+    wanted = shape[matched] if shape[matched].startswith("<") else repr(shape[matched])
+    return "segment %d is %r where %s is expected" % (matched + 1, parts[matched], wanted)
 
 
 class ReadingMemo:

@@ -37,7 +37,8 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
     CREATING, DELETING, FAILED, ROLE_CONTROL_PLANE, ROLE_WORKER, RUNNING, STOPPED, UNKNOWN, Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, with_retries,
+    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, reference_shape_problem,
+    with_retries,
 )
 
 # google-cloud-compute takes seconds to import; it is loaded only when a GCP provider is built, so modules
@@ -131,6 +132,10 @@ PROVIDER_ID_FORMAT = "gce://<project>/<zone>/<instance-name>"
 GROUP_ID_FORMAT = ("projects/<project>/zones/<zone>/instanceGroupManagers/<name> or "
                    "projects/<project>/regions/<region>/instanceGroupManagers/<name>")
 IMAGE_FORMAT = "projects/<project>/global/images/<name> or projects/<project>/global/images/family/<family>"
+_IMAGE_SHAPES = (["projects", "<project>", "global", "images", "<name>"],
+                 ["projects", "<project>", "global", "images", "family", "<family>"])
+_GROUP_SHAPES = (["projects", "<project>", "zones", "<zone>", "instanceGroupManagers", "<name>"],
+                 ["projects", "<project>", "regions", "<region>", "instanceGroupManagers", "<name>"])
 
 # Operation error codes that mean "no room for more instances now": the planner lowers the surge.
 QUOTA_CODES = frozenset(["QUOTA_EXCEEDED", "ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
@@ -147,12 +152,62 @@ def strip_url(ref):
     return _URL_PREFIX_RE.sub("", (ref or "").strip())
 
 
+def project_problem(project):
+    """Why `project` is not a GCP project ID (or number), or None. GCP's rule: 6 to 30 characters, lower-case
+    letters, digits and hyphens, starting with a letter, not ending with a hyphen; a domain-scoped ID
+    (example.com:my-project) is longer, and the project number is all digits."""
+    if _PROJECT_RE.match(project):
+        return None
+    rule = ("a GCP project ID is 6 to 30 lower-case letters, digits and hyphens, starting with a letter and not "
+            "ending with a hyphen (or the all-digit project number)")
+    if not project[:1].islower():
+        why = "starts with %r" % project[:1]
+    elif len(project) < 6:
+        why = "is %d character%s long" % (len(project), "" if len(project) == 1 else "s")
+    elif len(project) > 63:
+        why = "is %d characters long" % len(project)
+    elif not re.match(r"^[-a-z0-9.:]*$", project):
+        why = "holds %r" % "".join(sorted(set(re.sub(r"[-a-z0-9.:]", "", project))))
+    else:
+        why = "ends with %r" % project[-1:]
+    return "the project ID %r %s; %s" % (project, why, rule)
+
+
+def name_problem(what, name):
+    """Why `name` is not a GCE resource name (RFC 1035: 1 to 63 lower-case letters, digits and hyphens,
+    starting with a letter, not ending with a hyphen), or None."""
+    if _NAME_RE.match(name):
+        return None
+    if not name[:1].islower():
+        why = "starts with %r" % name[:1]
+    elif len(name) > 63:
+        why = "is %d characters long" % len(name)
+    elif not re.match(r"^[-a-z0-9]*$", name):
+        why = "holds %r" % "".join(sorted(set(re.sub(r"[-a-z0-9]", "", name))))
+    else:
+        why = "ends with %r" % name[-1:]
+    return ("the %s %r %s; a GCE name is 1 to 63 lower-case letters, digits and hyphens, starting with a letter "
+            "and not ending with a hyphen" % (what, name, why))
+
+
+def _scope_problem(kind, scope):
+    if kind == "zones" and not _ZONE_RE.match(scope):
+        return "the zone %r is not a GCE zone (such as us-central1-a)" % scope
+    if kind == "regions" and not _REGION_RE.match(scope):
+        return "the region %r is not a GCE region (such as us-central1)" % scope
+    return None
+
+
 def parse_provider_id(provider_id):
-    """(project, zone, instance) of a GCE providerID, or InvalidReferenceError naming the format."""
+    """(project, zone, instance) of a GCE providerID, or InvalidReferenceError naming the part that is wrong."""
     match = _PROVIDER_ID_RE.match((provider_id or "").strip())
-    if not match or not _ZONE_RE.match(match.group(2)) or not _NAME_RE.match(match.group(3)) \
-            or not _PROJECT_RE.match(match.group(1)):
+    if not match:
         raise InvalidReferenceError("invalid GCE providerID %r: expected %s" % (provider_id, PROVIDER_ID_FORMAT))
+    project, zone, name = match.groups()
+    problem = project_problem(project) or _scope_problem("zones", zone) or name_problem("instance name", name)
+    if problem:
+        raise InvalidReferenceError("invalid GCE providerID %r: %s; expected %s" % (provider_id, problem,
+                                                                                  PROVIDER_ID_FORMAT))
     return match.groups()
 
 
@@ -188,22 +243,33 @@ class GroupRef:
 
 def parse_group_id(group_id):
     """GroupRef of a MIG ID (relative or full URL), or InvalidReferenceError naming the formats."""
-    match = _GROUP_RE.match(strip_url(group_id))
-    if match:
-        project, kind, scope, name = match.groups()
-        scope_ok = (_ZONE_RE if kind == "zones" else _REGION_RE).match(scope)
-        if scope_ok and _NAME_RE.match(name) and _PROJECT_RE.match(project):
-            return GroupRef(project, kind, scope, name)
-    raise InvalidReferenceError("invalid GCE instance group manager ID %r: expected %s" % (group_id, GROUP_ID_FORMAT))
+    relative = strip_url(group_id)
+    match = _GROUP_RE.match(relative)
+    if not match:
+        raise InvalidReferenceError("invalid GCE instance group manager ID %r: %s; expected %s" % (
+            group_id, reference_shape_problem(relative, _GROUP_SHAPES), GROUP_ID_FORMAT))
+    project, kind, scope, name = match.groups()
+    problem = project_problem(project) or _scope_problem(kind, scope) or name_problem("instance group name", name)
+    if problem:
+        raise InvalidReferenceError("invalid GCE instance group manager ID %r: %s; expected %s" % (
+            group_id, problem, GROUP_ID_FORMAT))
+    return GroupRef(project, kind, scope, name)
 
 
 def parse_image(image):
-    """(project, name, is_family) of an image reference, or InvalidReferenceError naming the formats."""
-    match = _IMAGE_RE.match(strip_url(image))
-    if not match or not _NAME_RE.match(match.group(3)) or not _PROJECT_RE.match(match.group(1)):
-        raise InvalidReferenceError("invalid GCE image reference %r: expected %s (or the full "
-                                    "https://www.googleapis.com/compute/v1/ URL of one)" % (image, IMAGE_FORMAT))
+    """(project, name, is_family) of an image reference, or InvalidReferenceError naming the part that is wrong
+    and why."""
+    relative = strip_url(image if isinstance(image, str) else "")
+    match = _IMAGE_RE.match(relative)
+    if not match:
+        raise InvalidReferenceError("invalid GCE image reference %r: %s; expected %s (or the full "
+                                    "https://www.googleapis.com/compute/v1/ URL of one)" % (
+                                        image, reference_shape_problem(relative, _IMAGE_SHAPES) if relative else "it is empty",
+                                        IMAGE_FORMAT))
     project, family, name = match.groups()
+    problem = project_problem(project) or name_problem("image family" if family else "image name", name)
+    if problem:
+        raise InvalidReferenceError("invalid GCE image reference %r: %s; expected %s" % (image, problem, IMAGE_FORMAT))
     return project, name, bool(family)
 
 

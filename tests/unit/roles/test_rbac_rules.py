@@ -1,13 +1,13 @@
 """roles/rolling_upgrade/files/rbac.yml: what the shipped ServiceAccount is granted (pure reading of the
 file), that the names in it are the role's defaults, and the RBAC evaluation the end-to-end audit
-comparison uses (tests/integration/rbac_audit.py)."""
+comparison uses (tests/rbac_audit.py)."""
 
 import pathlib
 
 import yaml
 
-from tests.integration import rbac_audit
-from tests.integration.rbac_audit import Grant, Request
+from tests import rbac_audit
+from tests.rbac_audit import Grant, Request
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DEFAULTS = yaml.safe_load((REPO / "roles" / "rolling_upgrade" / "defaults" / "main.yml").read_text())

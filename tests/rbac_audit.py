@@ -19,7 +19,7 @@ import pathlib
 
 import yaml
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[1]
 RBAC_FILE = REPO / "roles" / "rolling_upgrade" / "files" / "rbac.yml"
 
 # One verb on one resource ("pods/eviction" for a subresource) of one API group, in a namespace (None:
