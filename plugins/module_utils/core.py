@@ -1024,6 +1024,13 @@ class _Planner:
         first: a kill after that leaves `d` a dangling half, unpaired next pass, and `sick` a half pair completed."""
         keys, problem = self.keys, self.unhealthy_member(sick)
         self.patch(h.name, {keys.donor: sick.name}, expect={keys.donor: d.name})
+        # The labels the heir took from `d` that `sick` does not carry go (copy_labels then adds sick's own).
+        exclude = self.options.exclude_labels
+        given_back = copyable_labels(d.info.labels, exclude)
+        kept = copyable_labels(sick.info.labels, exclude)
+        stale = {k: None for k, v in given_back.items() if k not in kept and (h.info.labels or {}).get(k) == v}
+        if stale:
+            self.node_patches.setdefault(h.name, {"annotations": {}, "expect": {}}).setdefault("labels", {}).update(stale)
         self.patch(d.name, {keys.heir: None}, expect={keys.heir: h.name})
         self.patch(sick.name, self._pair_annotations(keys.heir, h.name, PHASE_PAIRED), expect={keys.heir: None})
         d.category, d.partner = OUTDATED, None
@@ -1288,7 +1295,7 @@ class _Planner:
                 self.label_copies.append(dict(heir=s.name, donor=d.name, labels=labels, taints=taints))
                 entry = self.node_patches.setdefault(s.name, {"annotations": {}, "expect": {}})
                 if labels:
-                    entry["labels"] = labels
+                    entry["labels"] = dict(entry.get("labels") or {}, **labels)
                 if taints:
                     entry["taints"] = list(s.info.taints) + taints
 

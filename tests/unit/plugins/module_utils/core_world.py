@@ -305,7 +305,11 @@ class World:
                 ann.pop(key, None)
             else:
                 ann[key] = value
-        node["metadata"]["labels"].update(entry.get("labels") or {})
+        for key, value in (entry.get("labels") or {}).items():   # a merge patch: None removes the label
+            if value is None:
+                node["metadata"]["labels"].pop(key, None)
+            else:
+                node["metadata"]["labels"][key] = value
         if "taints" in entry:
             node["spec"]["taints"] = entry["taints"]
         return "changed", copy.deepcopy(node)

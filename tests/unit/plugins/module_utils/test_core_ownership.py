@@ -257,3 +257,25 @@ def test_a_worker_that_turns_not_ready_after_the_pairing_is_replaced_before_the_
     w.nodes["w1"]["status"]["conditions"][0]["status"] = "True"
     assert not [r for r in w.plan(opts(), created=created("h"), start_counts={"G1": 2})["plan"]["repairs"]
                 if r["action"] == "swap"]
+
+
+def test_a_swap_takes_back_the_labels_the_heir_had_from_the_donor_given_back():
+    """The heir of a swap carries the new donor's labels, not the ones it took from the donor given back. The world
+    the property tests found: a NotReady worker whose stale donor annotation is cleared in the first pass is paired
+    only in the next one (kill safety), so that pass gives it the heir paired with a Ready worker in the first."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("w0", "G1", OLD, labels={"team": "blue", "only-w0": "x"})
+    w.add_node("w1", "G1", OLD, ready=False, labels={"team": "red"}, annotations={P + "donor": "w0"})
+    w.add_node("h", "G1", NEW, cached=False)
+    first = w.plan(opts(), created=created("h"), start_counts={"G1": 2})
+    assert pairs(first) == [("h", "w0")] and [r["action"] for r in first["plan"]["repairs"]] == ["clear"]
+    w.apply(first)
+    assert w.nodes["h"]["metadata"]["labels"]["only-w0"] == "x"
+    second = w.plan(opts(), created=created("h"), start_counts={"G1": 2})
+    (swap,) = [r for r in second["plan"]["repairs"] if r["action"] == "swap"]
+    assert (swap["donor"], swap["instead_of"]) == ("w1", "w0")
+    w.apply(second)
+    labels = w.nodes["h"]["metadata"]["labels"]
+    assert labels["team"] == "red" and "only-w0" not in labels, labels
+    third = w.plan(opts(), created=created("h"), start_counts={"G1": 2})
+    assert not third["plan"]["repairs"] and not third["plan"]["label_copies"], third["plan"]

@@ -109,7 +109,8 @@ def action_keys(result):
     keys.update(("repair", r["name"], r["action"]) for r in plan["repairs"])
     keys.update(("obsolete", n) for n in plan["obsolete"])
     keys.update(("annotate", a["name"]) for a in plan["annotate"])
-    keys.update(("labels", c["heir"]) for c in plan["label_copies"])
+    # From another donor it is another copy: a heir given to a worker that turned NotReady takes that one's labels.
+    keys.update(("labels", c["heir"], c["donor"]) for c in plan["label_copies"])
     keys.update(("image", g["group"]) for g in plan["set_group_image"])
     keys.update(("drain", d["name"]) for d in plan["drain"])
     keys.update(("etcd", e["name"]) for e in plan["etcd_remove"])
