@@ -617,6 +617,11 @@ def _group_key(group_id):
     return (group_id or "").strip().lower()
 
 
+# control_plane_health where etcd is read through another host (rolling_upgrade_etcd_delegate_to) and no fresh read is
+# at hand: a control-plane heir waits for one, and the facts say it is due (etcd_health_due).
+HEALTH_UNREAD = "unread"
+
+
 def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None, now=0.0,
                  normalize=default_normalize, scope=None, created=None, start_counts=None, removed_first=None,
                  refills=None, intents=None, control_plane_health=None):
@@ -638,7 +643,8 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
                   within INTENT_WINDOW after `at`, that no record claims, is the create a kill cut off before its
                   record, up to the count the intent leaves open (`settled`: how many the call did create).
     control_plane_health: [{member, node_ip, message}]: what is wrong with the control plane's etcd now (empty:
-                  healthy; None: not read). No control-plane heir is created while it names a problem.
+                  healthy; None: not read; HEALTH_UNREAD: to be read before a control-plane heir, which waits for it
+                  and the result's etcd_health_due says so). No control-plane heir is created while it names a problem.
     start_counts: {group id: number of nodes} when the upgrade started (the journal's start_counts).
                   A recorded node that no donor needs is removed only while its group holds more nodes.
     removed_first: {node name: {group, since, labels, taints}}: the workers this upgrade removed delete-first, as its
@@ -677,7 +683,9 @@ class _Planner:
                         if pid and isinstance(entry, dict)}
         self.intents = {k: v for k, v in (intents or {}).items() if isinstance(v, dict)}
         self.record_created = {}   # instances an open intent accounts for, to record as created
-        self.health = list(control_plane_health) if control_plane_health is not None else None
+        self.health = (control_plane_health if control_plane_health in (None, HEALTH_UNREAD)
+                       else list(control_plane_health))
+        self.health_due = False
         self.foreign = []
         self.start_counts = {}
         for gid, value in (start_counts or {}).items():
@@ -1001,7 +1009,7 @@ class _Planner:
         it first. None when there is no such node or the donor's member may be gone already (drained or later)."""
         # Not once drained: a kill between the etcd removal and its record leaves the phase at drained with the
         # member gone, and giving such a node back would leave etcd a member short.
-        if not d.info.control_plane or not self.health or self.unhealthy_member(d) is not None \
+        if not d.info.control_plane or not self.health or self.health == HEALTH_UNREAD or self.unhealthy_member(d) is not None \
                 or d.phase not in ("", PHASE_PAIRED, PHASE_DRAINING):
             return None
         return next((u for u in self.valid if u.category == OUTDATED and u.info.control_plane and same(u.group_id, d.group_id)
@@ -1116,7 +1124,11 @@ class _Planner:
     def unhealthy_member(self, state):
         """The control plane's named etcd problem on `state`'s member (matched by its InternalIP), or None."""
         ips = set(state.info.internal_ips)
-        return next((p for p in self.health or [] if p.get("node_ip") and p["node_ip"] in ips), None)
+        return next((p for p in self.health_read() if p.get("node_ip") and p["node_ip"] in ips), None)
+
+    def health_read(self):
+        """The etcd problems read, [] when none was read (or none is at hand yet)."""
+        return [] if self.health in (None, HEALTH_UNREAD) else self.health
 
     def donor_reason(self, state):
         """Why `state` is the donor chosen now (the order of donor_order), in words."""
@@ -1486,6 +1498,10 @@ class _Planner:
                     count, reason = 0, ("the control plane is not healthy, so no new etcd member is added: %s; "
                                         "repair it (or remove that member by hand) and the run goes on"
                                         % "; ".join(unhealthy))
+                elif count and self.health == HEALTH_UNREAD:
+                    self.health_due = True
+                    count, reason = 0, ("etcd is read through rolling_upgrade_etcd_delegate_to before each "
+                                        "control-plane heir: that read is due")
             else:
                 count = min(want, room)
                 reason = None if count else "surge budget used (%d of %d in flight)" % (budget["in_flight"], budget["limit"])
@@ -1514,7 +1530,7 @@ class _Planner:
         learner left over) and control-plane Nodes that serve but are not Ready."""
         found = [("etcd member %s: %s" % (p.get("member") or p.get("node_ip"), p.get("message") or "unhealthy"))
                  if p.get("member") or p.get("node_ip") else (p.get("message") or "etcd is not healthy")
-                 for p in self.health or []]
+                 for p in self.health_read()]
         found.extend("control-plane node %s is not Ready" % s.name for s in self.valid
                      if s.info.control_plane and not s.info.ready
                      and self.final.get(s.name) in (OUTDATED, UP_TO_DATE, HEIR, DONOR)
@@ -1747,6 +1763,7 @@ class _Planner:
             problems=self.problems,
             foreign=self.foreign,
             stop=self.stop,
+            etcd_health_due=self.health_due,
             node_patches=self.node_patches,
         )
 

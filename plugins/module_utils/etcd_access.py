@@ -2,12 +2,14 @@
 # Apache License 2.0 (see LICENSE)
 """The executor's etcd (module_utils/executor.py, its `etcd` and `etcd_health` ports) in production: the control
 plane's etcd read for what is wrong with it, and a drained control-plane donor's member removed, in-process
-through module_utils/etcd.py, as the etcd modules do. Used only where etcd is reached from the controller (not
-delegated)."""
+through module_utils/etcd.py, as the etcd modules do, where etcd is reached from the controller; where it is
+reached only through another host, the health the role read there (DelegatedEtcdHealth)."""
 
 from __future__ import annotations
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd
+import time
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, etcd
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import StepFailure
 
 
@@ -33,6 +35,27 @@ class EtcdHealth:
         except Exception as exc:  # pylint: disable=broad-except
             return [dict(member=None, node_ip=None, message="etcd cannot be read: %s" % exc)]
         return etcd.member_problems(members, health, alarms)
+
+
+class DelegatedEtcdHealth:
+    """The executor's etcd_health port where etcd is reached only through another host (rolling_upgrade_etcd_delegate_to):
+    the member problems the role read there with etcd_member_info (its member_problems) and when. A read older than
+    FRESH_SECONDS is none: the planner then holds the control-plane heir and the slice says a read is due."""
+
+    FRESH_SECONDS = 30.0
+
+    def __init__(self, clock=time.time):
+        self.clock = clock
+        self.problems, self.read_at = None, None
+
+    def give(self, problems, read_at):
+        self.problems, self.read_at = list(problems), float(read_at)
+
+    def __call__(self, endpoints):
+        del endpoints   # read by the role, on the host that reaches them
+        if self.problems is None or self.clock() - self.read_at > self.FRESH_SECONDS:
+            return core.HEALTH_UNREAD
+        return list(self.problems)
 
 
 class EtcdRemover:

@@ -25,7 +25,9 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
           or None when the removal is delegated (the step then returns it in `etcd_due`)
   etcd_health: callable(endpoints) -> [{member, node_ip, message}] (what is wrong with etcd now; [] healthy),
           read before planning while control-plane replacements are owed; no control-plane heir is created
-          while it names a problem. None where etcd is not reached from here (delegated).
+          while it names a problem. Where etcd is reached only through another host (delegated), the health the
+          role read there while it is fresh, else core.HEALTH_UNREAD: the slice then ends with etcd_health_due and
+          the role reads it (etcd_access.DelegatedEtcdHealth).
   journal: callable(record) (report.merge format), or None
   clock/sleep: time.time and time.sleep in production.
 
@@ -213,7 +215,7 @@ class Executor:
                                   removed_first=self.settings.removed_first, refills=self.settings.refills,
                                   intents=self.settings.intents, control_plane_health=health)
         self.control_plane_owed = bool(facts["budget"]["control_plane_first"])
-        if health:
+        if health and health != core.HEALTH_UNREAD:
             facts["control_plane_health"] = health
         keys = core.AnnotationKeys(facts["annotation_prefix"])
         facts.update(donors=facts_views.donors(nodes, facts, keys, instances),
@@ -558,7 +560,9 @@ class Executor:
             line = progress.progress_line(facts, self.passes)
             self.say(line)
             gate_due = self._gate_due(result, facts)
-            stop = (gate_due or facts["done"] or result["etcd_due"] or self.settings.check_mode
+            # A delegated etcd read due before a control-plane heir (core.HEALTH_UNREAD): the role makes it.
+            health_due = bool(facts.get("etcd_health_due")) and not self.settings.check_mode
+            stop = (gate_due or health_due or facts["done"] or result["etcd_due"] or self.settings.check_mode
                     or self.clock() - start + (0 if result["moved"] else self.settings.poll) >= seconds)
             if result["finished"] and not stop and self.flush_journal is not None:
                 # A finished replacement is journaled at once, and the slice goes on: ending it there cost the role a
@@ -568,7 +572,7 @@ class Executor:
                 return dict(done=bool(facts["done"]) and not self.settings.check_mode, passes=self.passes,
                             facts=facts, did=did, finished=finished, etcd_due=result["etcd_due"],
                             refused=refused, progress=line, surge_cap=self.settings.surge_cap,
-                            timings=dict(self.timings), gate_due=gate_due)
+                            timings=dict(self.timings), gate_due=gate_due, etcd_health_due=health_due)
             if not result["moved"]:
                 waited = time.monotonic()
                 self._wait(result)

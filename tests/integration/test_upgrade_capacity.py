@@ -5,8 +5,8 @@ it runs, in worlds where the old planner guessed wrong.
 - A foreign node: an instance its group recreated on the target image outside the upgrade (what autohealing or an
   ASG health-check replacement leaves: the old instance and its Node gone, a new one on the image, no collection
   annotation). It is capacity, not a heir: left alone (never cordoned, drained or deleted, its pod untouched) and
-  named on the progress line, and every outdated node of its group gets a heir of its own. A worker group of 3 on
-  GCP and on AWS; a control-plane group of 3 on GCP, where the etcd members are counted too.
+  named on the progress line, and every outdated node of its group gets a heir of its own. A worker group of 3 and
+  a control-plane group of 3 (where the etcd members are counted too), each on GCP and on AWS.
 - A lingering deletion: GCE and Azure deletions that last 20 s (the emulators' delete_delay fault). An instance the
   cloud still lists as deleting (GCE currentAction DELETING, Azure provisioning state Deleting) is no capacity, and
   the run is not done until its refill exists and is Ready.
@@ -124,13 +124,14 @@ def test_foreign_worker_on_the_target_image_is_capacity(upgrade_cluster, cloud, 
 
 
 @pytest.mark.timeout(900)
-def test_foreign_control_plane_node_keeps_three_etcd_members(upgrade_cluster, tmp_path):
+@pytest.mark.parametrize("cloud", ["gcp", "aws"])
+def test_foreign_control_plane_node_keeps_three_etcd_members(upgrade_cluster, cloud, tmp_path):
     """A control-plane group of 3: one control-plane node recreated on the target image outside the upgrade (its
     dead etcd member removed, the new instance's member joined as it booted). The two outdated ones are replaced
     one at a time; the group never has fewer than 3 Ready nodes nor etcd fewer than 3 members, and it ends with 3
     control-plane nodes on the image and their 3 etcd members. (Before issue 25: 2 and 2.)"""
     began = time.monotonic()
-    handle, values, seeded = upgrade_cluster("gcp", control_planes=3, workers=1, groups=1)
+    handle, values, seeded = upgrade_cluster(cloud, control_planes=3, workers=1, groups=1)
     [label] = uh.limit_to_groups(values, seeded, ["control-plane"])
     foreign = autoheal_onto_target(handle, values, seeded["groups"][label][0])
     start = uh.snapshot(handle)

@@ -121,11 +121,12 @@ def wait_for_line(path, run, timeout):
 
 
 @pytest.mark.timeout(900)
-def test_a_member_unhealthy_between_control_plane_replacements_holds_the_next_heir(upgrade_cluster, tmp_path):
-    """3 control planes, the control-plane group alone. The run is held (hold_points) right after it deleted the
+@pytest.mark.parametrize("cloud", ["gcp", "aws"])
+def test_a_member_unhealthy_between_control_plane_replacements_holds_the_next_heir(upgrade_cluster, cloud, tmp_path):
+    """3 control planes, the control-plane group alone, on GCP and on AWS. The run is held (hold_points) right after it deleted the
     first donor's Node; a follower member is frozen, and the run let go. For 20 s it creates no control-plane
     heir, and says why, naming the member; once the member answers again the run finishes with 3 members."""
-    handle, values, start = upgrade_cluster(CLOUD, control_planes=3, workers=1, groups=1)
+    handle, values, start = upgrade_cluster(cloud, control_planes=3, workers=1, groups=1)
     [label] = uh.limit_to_groups(values, start, ["control-plane"])
     hold_file = tmp_path / "hold"
     watcher = uh.Watcher(handle, etcd=True)

@@ -129,7 +129,8 @@ class World:
         """The production executor (module_utils/executor.py) wired to this world. `take(kind, item)`
         returning False kills the run at that moment (the step does not happen, nor anything after it).
         Every executor reads the world's journal (`records`) back as a resumed run does, and its record_created
-        merges into it as the journal does (report.merge). etcd_health: give the executor the etcd health port.
+        merges into it as the journal does (report.merge). etcd_health: True gives the executor the world's etcd health
+        port, a callable gives it that one.
         journaled: each record is written after a kill gate of kind "record" (a kill between a create and its
         record)."""
         take = take or (lambda kind, item: True)
@@ -222,7 +223,7 @@ class World:
         ex = executor.Executor(executor.Settings(options, **dict(recorded, **settings)), Kube(), Cloud(),
                                etcd=None if etcd_delegated else etcd, journal=self.journal.append,
                                clock=lambda: world.now, sleep=world.tick,
-                               etcd_health=self.etcd_health if etcd_health else None)
+                               etcd_health=self.etcd_health if etcd_health is True else (etcd_health or None))
 
         def record_created(record):
             if journaled:

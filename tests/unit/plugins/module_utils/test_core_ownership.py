@@ -279,3 +279,30 @@ def test_a_swap_takes_back_the_labels_the_heir_had_from_the_donor_given_back():
     assert labels["team"] == "red" and "only-w0" not in labels, labels
     third = w.plan(opts(), created=created("h"), start_counts={"G1": 2})
     assert not third["plan"]["repairs"] and not third["plan"]["label_copies"], third["plan"]
+
+
+def test_with_etcd_through_another_host_a_control_plane_heir_waits_for_a_fresh_read():
+    """Issue 25, item 3, where etcd is reached only through rolling_upgrade_etcd_delegate_to: the slice ends saying a
+    read is due instead of creating a control-plane heir unseen; a fresh read that names a problem holds it, named; a
+    healthy one lets it go; a read older than FRESH_SECONDS counts for nothing."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd_access
+
+    w = control_plane()
+    port = etcd_access.DelegatedEtcdHealth(clock=lambda: w.now)
+    ex = w.executor(opts(), etcd_delegated=True, etcd_health=port)
+    out = ex.run_slice(seconds=30)
+    assert out["etcd_health_due"] and not out["done"] and w.created == [], out["did"]
+    [blocked] = [b for b in out["facts"]["plan"]["create_blocked"] if b["group"] == "CP"]
+    assert "etcd is read through rolling_upgrade_etcd_delegate_to before each control-plane heir: that read is due" \
+        in blocked["reason"], blocked
+    sick = [dict(member="cp1 (8e9e05c52164694d)", node_ip="10.0.1.1", message="unreachable: connection refused")]
+    port.give(sick, w.now)
+    out = ex.run_slice(seconds=5)
+    assert not out["etcd_health_due"] and w.created == []
+    [blocked] = [b for b in out["facts"]["plan"]["create_blocked"] if b["group"] == "CP"]
+    assert "etcd member cp1 (8e9e05c52164694d): unreachable: connection refused" in blocked["reason"], blocked
+    port.give([], w.now - etcd_access.DelegatedEtcdHealth.FRESH_SECONDS - 1)   # healthy, but too old to go by
+    assert ex.run_slice(seconds=5)["etcd_health_due"] and w.created == []
+    port.give([], w.now)
+    out = ex.run_slice(seconds=5)
+    assert w.created == ["CP"], (w.created, out["facts"]["plan"]["create_blocked"])
