@@ -13,7 +13,7 @@ import time
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    autoscaler, base, core, etcd, executor, kube, lease, node_state, preflight, report)
+    autoscaler, base, core, drain, etcd, executor, kube, lease, node_state, preflight, report)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
@@ -27,16 +27,6 @@ display = action_base.MaskingDisplay()   # masks the task's secrets in every mes
 _ENGINES = {}
 _MAX_SLICE = 60
 
-DRAIN_SPEC = dict(
-    ignore_daemonsets=dict(type="bool", default=True),
-    delete_emptydir_data=dict(type="bool", default=False),
-    force=dict(type="bool", default=False),
-    terminate_grace_period=dict(type="int"),
-    eviction_concurrency=dict(type="int", default=10),
-    wait_timeout=dict(type="int", default=900),
-    on_timeout=dict(type="str", choices=["fail", "force", "continue"], default="fail"),
-    not_before=dict(type="str"),
-)
 # The connection options of the etcd modules (certificates, request timeout), with no endpoints by default (the
 # control-plane nodes' are used), whether a delegated task removes the members, and one removal's timeout.
 ETCD_SPEC = etcd.connection_argument_spec(dict(
@@ -84,7 +74,7 @@ def argument_spec():
         scaling_groups=dict(type="list", elements="str", default=[]),
         exclude_labels=dict(type="list", elements="str", default=[]),
         copy_taints=dict(type="bool", default=False),
-        drain=dict(type="dict", default={}, options=DRAIN_SPEC),
+        drain=dict(type="dict", default={}, options=drain.DRAIN_ARG_SPEC),
         etcd=dict(type="dict", default={}, options=ETCD_SPEC),
         lock=dict(type="dict", options=lease.RUN_LOCK_SPEC),
         journal=dict(type="dict", options=JOURNAL_SPEC),
