@@ -13,7 +13,7 @@ import time
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    autoscaler, base, core, drain, etcd, executor, kube, lease, node_state, preflight, report)
+    autoscaler, base, core, drain, etcd, executor, image_facts, kube, lease, node_state, preflight, report)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
@@ -63,17 +63,8 @@ FINISH_SPEC = dict(
 
 def argument_spec():
     spec = kube.auth_argument_spec(dict(
-        image=dict(type="str", required=True),
+        image_facts.PLANNER_ARG_SPEC,
         image_resolved=dict(type="bool", default=False),
-        annotation_prefix=dict(type="str", default=core.DEFAULT_PREFIX),
-        max_surge=dict(type="raw", default=1),
-        max_surge_total=dict(type="int"),
-        join_timeout=dict(type="int", default=1800),
-        heir_ready_seconds=dict(type="int", default=0),
-        max_unavailable=dict(type="raw", default=0),
-        scaling_groups=dict(type="list", elements="str", default=[]),
-        exclude_labels=dict(type="list", elements="str", default=[]),
-        copy_taints=dict(type="bool", default=False),
         drain=dict(type="dict", default={}, options=drain.DRAIN_ARG_SPEC),
         etcd=dict(type="dict", default={}, options=ETCD_SPEC),
         lock=dict(type="dict", options=lease.RUN_LOCK_SPEC),

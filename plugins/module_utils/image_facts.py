@@ -12,19 +12,25 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.core import DEFAULT_JOIN_TIMEOUT, DEFAULT_PREFIX, AnnotationKeys
 
 
+# The planner's options (node_state.planner_options), shared by node_image_facts and the upgrade_step action.
+PLANNER_ARG_SPEC = dict(
+    image=dict(type="str", required=True),
+    annotation_prefix=dict(type="str", default=DEFAULT_PREFIX),
+    max_surge=dict(type="raw", default=1),
+    max_surge_total=dict(type="int"),
+    join_timeout=dict(type="int", default=DEFAULT_JOIN_TIMEOUT),
+    scaling_groups=dict(type="list", elements="str", default=[]),
+    exclude_labels=dict(type="list", elements="str", default=[]),
+    copy_taints=dict(type="bool", default=False),
+    heir_ready_seconds=dict(type="int", default=0),
+    max_unavailable=dict(type="raw", default=0),
+)
+
+
 def argument_spec():
     """node_image_facts' options (also validated in the controller by the upgrade_start and upgrade_step actions)."""
     return merged_argument_spec(dict(
-        image=dict(type="str", required=True),
-        annotation_prefix=dict(type="str", default=DEFAULT_PREFIX),
-        max_surge=dict(type="raw", default=1),
-        max_surge_total=dict(type="int"),
-        join_timeout=dict(type="int", default=DEFAULT_JOIN_TIMEOUT),
-        scaling_groups=dict(type="list", elements="str", default=[]),
-        exclude_labels=dict(type="list", elements="str", default=[]),
-        copy_taints=dict(type="bool", default=False),
-        heir_ready_seconds=dict(type="int", default=0),
-        max_unavailable=dict(type="raw", default=0),
+        PLANNER_ARG_SPEC,
         no_surge=dict(type="bool", default=False),
         journal=dict(type="dict", options=journal.REFERENCE_SPEC),
         report_pdbs=dict(type="bool", default=False),

@@ -28,6 +28,12 @@ def test_the_drain_options_are_node_drains(spec):
         assert option == node_drain.ARGUMENT_SPEC[name], name
 
 
+def test_each_documented_default_is_the_actions(spec):
+    # (the auth and cloud options are documented by doc fragments, not in DOCUMENTATION itself)
+    for name, documented in DOCUMENTED.items():
+        assert documented.get("default") == spec[name].get("default"), name
+
+
 def test_each_documented_suboption_default_is_the_actions(spec):
     for name in ("drain", "etcd", "lock"):
         documented = DOCUMENTED[name]["suboptions"]
