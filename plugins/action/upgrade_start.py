@@ -8,19 +8,12 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import base, kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import base, kube, lease
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils import action_base
 from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils.start import (
     StepFailed, prepare, read_etcd, take_lock)
-
-LOCK_SPEC = dict(
-    holder=dict(type="str"),
-    name=dict(type="str", default="kubenodes-image-upgrade"),
-    namespace=dict(type="str", default="kube-system"),
-    lease_duration=dict(type="int", default=600),
-)
 
 
 def argument_spec():
@@ -30,7 +23,7 @@ def argument_spec():
         new_target=dict(type="bool", default=False),
         journal=dict(type="dict", options=journal_store.REFERENCE_SPEC),
         preflight=dict(type="dict"),
-        lock=dict(type="dict", options=LOCK_SPEC),
+        lock=dict(type="dict", options=lease.RUN_LOCK_SPEC),
         # etcd_member_info's options (stage=etcd), validated against its own spec.
         etcd=dict(type="dict"),
     ))

@@ -13,12 +13,11 @@ import time
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    base, core, executor, kube, node_state, preflight, report)
+    autoscaler, base, core, drain, etcd, executor, image_facts, kube, lease, node_state, preflight, report)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_access, etcd_access, kube_access
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
-from ansible_collections.kubenodes.image_upgrade.plugins.modules import autoscaler_pause, upgrade_journal, upgrade_lock
 from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils import action_base
 from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils import start as start_reads
 
@@ -29,39 +28,20 @@ display = action_base.MaskingDisplay()   # masks the task's secrets in every mes
 _ENGINES = {}
 _MAX_SLICE = 60
 
-DRAIN_SPEC = dict(
-    ignore_daemonsets=dict(type="bool", default=True),
-    delete_emptydir_data=dict(type="bool", default=False),
-    force=dict(type="bool", default=False),
-    terminate_grace_period=dict(type="int"),
-    eviction_concurrency=dict(type="int", default=10),
-    wait_timeout=dict(type="int", default=900),
-    on_timeout=dict(type="str", choices=["fail", "force", "continue"], default="fail"),
-    not_before=dict(type="str"),
-)
-ETCD_SPEC = dict(
+# The connection options of the etcd modules (certificates, request timeout), with no endpoints by default (the
+# control-plane nodes' are used), whether a delegated task removes the members, and one removal's timeout.
+ETCD_SPEC = etcd.connection_argument_spec(dict(
     delegated=dict(type="bool", default=False),
     endpoints=dict(type="list", elements="str", default=[]),
-    ca_cert=dict(type="path", default="/etc/kubernetes/pki/etcd/ca.crt"),
-    client_cert=dict(type="path", default="/etc/kubernetes/pki/etcd/healthcheck-client.crt"),
-    client_key=dict(type="path", default="/etc/kubernetes/pki/etcd/healthcheck-client.key", no_log=False),
-    request_timeout=dict(type="float", default=5),
     timeout=dict(type="int", default=60),
-)
-LOCK_SPEC = dict(
-    holder=dict(type="str"),
-    name=dict(type="str", default="kubenodes-image-upgrade"),
-    namespace=dict(type="str", default="kube-system"),
-    lease_duration=dict(type="int", default=600),
-)
-JOURNAL_SPEC = dict(journal_store.REFERENCE_SPEC, run=dict(type="str"), events=dict(type="bool", default=True))
-AUTOSCALER_SPEC = dict(name=dict(type="str", default="cluster-autoscaler"), namespace=dict(type="str", default="kube-system"))
+))
+JOURNAL_SPEC = dict(journal_store.REFERENCE_SPEC, run=dict(type="str"), events=journal_store.ARGUMENT_SPEC["events"])
 # What the role did in tasks of their own before the first slice (run.yml): start the journal, pause the autoscaler.
 BEGIN_SPEC = dict(
     image=dict(type="str", required=True),
     new_target=dict(type="bool", default=False),
     record=dict(type="dict", default={}),
-    autoscaler=dict(type="dict", default={}, options=AUTOSCALER_SPEC),
+    autoscaler=dict(type="dict", default={}, options=autoscaler.DEPLOYMENT_SPEC),
 )
 # What the role did in tasks of their own before the run began (target.yml, preflight.yml, run.yml's lock), for
 # the first slice to do in its own worker: the cloud's SDK is imported once, and nothing between them is a task.
@@ -78,26 +58,17 @@ ETCD_LOOK_SECONDS = 5
 # And after the last: restore the autoscaler, close the journal, write the report, release the run lock.
 FINISH_SPEC = dict(
     report_dir=dict(type="path", required=True),
-    autoscaler=dict(type="dict", default={}, options=AUTOSCALER_SPEC),
+    autoscaler=dict(type="dict", default={}, options=autoscaler.DEPLOYMENT_SPEC),
 )
 
 
 def argument_spec():
     spec = kube.auth_argument_spec(dict(
-        image=dict(type="str", required=True),
+        image_facts.PLANNER_ARG_SPEC,
         image_resolved=dict(type="bool", default=False),
-        annotation_prefix=dict(type="str", default="image-upgrade.kubenodes.io"),
-        max_surge=dict(type="raw", default=1),
-        max_surge_total=dict(type="int"),
-        join_timeout=dict(type="int", default=1800),
-        heir_ready_seconds=dict(type="int", default=0),
-        max_unavailable=dict(type="raw", default=0),
-        scaling_groups=dict(type="list", elements="str", default=[]),
-        exclude_labels=dict(type="list", elements="str", default=[]),
-        copy_taints=dict(type="bool", default=False),
-        drain=dict(type="dict", default={}, options=DRAIN_SPEC),
+        drain=dict(type="dict", default={}, options=drain.DRAIN_ARG_SPEC),
         etcd=dict(type="dict", default={}, options=ETCD_SPEC),
-        lock=dict(type="dict", options=LOCK_SPEC),
+        lock=dict(type="dict", options=lease.RUN_LOCK_SPEC),
         journal=dict(type="dict", options=JOURNAL_SPEC),
         timeout=dict(type="int"),
         started=dict(type="float"),
@@ -450,13 +421,14 @@ class ActionModule(action_base.KubenodesActionBase):
     def _auth(self, args):
         return base.given_options(args, kube.AUTH_ARG_SPEC)
 
-    def _module(self, args, module, own, run, doing):
-        """`module`'s own code (its spec, rules and `run`) in this process, with own options `own`: its result, or
-        StepFailure with its message; its warnings are shown as its own task would show them."""
+    def _module(self, args, backend, own, doing):
+        """A module's own code (its backend's ARGUMENT_SPEC, VALIDATE and apply_state) in this process, with own
+        options `own`: its result, or StepFailure with its message; its warnings are shown as its own task would
+        show them."""
         try:
-            call = base.InProcessModule(module.ARGUMENT_SPEC, dict(self._auth(args), **own), kube_auth=True,
-                                        validate=module.VALIDATE)
-            answer = call.run(lambda: run(call, kube.build_api_client(call.params)), doing)
+            call = base.InProcessModule(backend.ARGUMENT_SPEC, dict(self._auth(args), **own), kube_auth=True,
+                                        validate=backend.VALIDATE)
+            answer = call.run(lambda: backend.apply_state(call, kube.build_api_client(call.params)), doing)
         except base.ModuleFailed as exc:
             raise executor.StepFailure(exc.result.get("msg") or doing,
                                        **{k: v for k, v in exc.result.items() if k == "reason"})
@@ -468,20 +440,18 @@ class ActionModule(action_base.KubenodesActionBase):
         journal = args["journal"]
         own = dict(name=journal["name"], namespace=journal["namespace"], image=image or args["image"],
                    target_image=args["image"], record=record, events=journal["events"], **own)
-        return self._module(args, upgrade_journal, own, upgrade_journal.act,
-                            "journal ConfigMap %s/%s" % (journal["namespace"], journal["name"]))
+        return self._module(args, journal_store, own, "journal ConfigMap %s/%s" % (journal["namespace"], journal["name"]))
 
     def _autoscaler(self, args, where, state):
         own = dict(name=where["name"], namespace=where["namespace"], state=state,
                    annotation_prefix=args["annotation_prefix"])
-        return self._module(args, autoscaler_pause, own, autoscaler_pause.run,
-                            "Deployment %s/%s" % (where["namespace"], where["name"]))
+        return self._module(args, autoscaler, own, "Deployment %s/%s" % (where["namespace"], where["name"]))
 
     def _lock(self, args, state):
         lock = args["lock"]
         own = dict(holder=lock["holder"], name=lock["name"], namespace=lock["namespace"],
                    lease_duration=lock["lease_duration"], state=state)
-        return self._module(args, upgrade_lock, own, upgrade_lock.run, "Lease %s/%s" % (lock["namespace"], lock["name"]))
+        return self._module(args, lease, own, "Lease %s/%s" % (lock["namespace"], lock["name"]))
 
     def _begin(self, args):
         """Start the journal (this attempt's record) and pause the cluster-autoscaler, as run.yml's tasks did."""

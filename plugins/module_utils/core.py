@@ -32,7 +32,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
     STOPPED,
 )
 
-DEFAULT_PREFIX = "image-upgrade.kubenodes.io"
+DEFAULT_PREFIX = validate.DEFAULT_PREFIX
 REFERENCE_PREFIX = "constellation.edgeless.systems"
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 DEFAULT_JOIN_TIMEOUT = 30 * 60

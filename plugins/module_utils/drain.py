@@ -50,6 +50,18 @@ ON_TIMEOUT_FAIL = "fail"
 ON_TIMEOUT_FORCE = "force"
 ON_TIMEOUT_CONTINUE = "continue"
 
+# How a node is drained: the options node_drain and upgrade_step's `drain` share.
+DRAIN_ARG_SPEC = dict(
+    ignore_daemonsets=dict(type="bool", default=True),
+    delete_emptydir_data=dict(type="bool", default=False),
+    force=dict(type="bool", default=False),
+    terminate_grace_period=dict(type="int"),
+    eviction_concurrency=dict(type="int", default=10),
+    wait_timeout=dict(type="int", default=600),
+    on_timeout=dict(type="str", choices=[ON_TIMEOUT_FAIL, ON_TIMEOUT_FORCE, ON_TIMEOUT_CONTINUE], default=ON_TIMEOUT_FAIL),
+    not_before=dict(type="str"),
+)
+
 # Phases in which the eviction API ignores PDBs (pods that do not count as healthy anyway).
 _PHASES_IGNORING_PDB = ("Pending", "Succeeded", "Failed")
 _FINISHED_PHASES = ("Succeeded", "Failed")

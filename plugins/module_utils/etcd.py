@@ -23,6 +23,8 @@ import time
 import traceback
 from urllib.parse import urlsplit
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
+
 try:
     import requests
     HAS_REQUESTS = True
@@ -93,6 +95,23 @@ def validate_connection(params):
 def client_from_params(params):
     return EtcdClient([e.strip() for e in params["endpoints"]], params["ca_cert"], params["client_cert"],
                       params["client_key"], request_timeout=params["request_timeout"])
+
+
+# etcd_member_info's options and rules (also run in the controller by the upgrade_start and upgrade_step actions).
+INFO_ARGUMENT_SPEC = connection_argument_spec(dict(
+    expected_member_count=dict(type="int"),
+    timeout=dict(type="int", default=10),
+))
+
+
+def validate_info(params):
+    """Problems with etcd_member_info's options, before anything is contacted."""
+    return validate_connection(params) + option_rules.check(params, option_rules.ETCD_INFO_RULES)
+
+
+def inspect_from_params(params):
+    """etcd_member_info's result (inspect_cluster) for its options."""
+    return inspect_cluster(client_from_params(params), params["expected_member_count"], timeout=params["timeout"])
 
 
 class EtcdError(Exception):

@@ -2,15 +2,19 @@
 # Apache License 2.0 (see LICENSE)
 """The run journal's store: one ConfigMap (plain JSON, compacted or gzipped when large), read and written by
 upgrade_journal, by the planner's modules (which read the instances this upgrade created) and in-process by the
-upgrade_step action (which records each instance it creates at once)."""
+upgrade_step action (which records each instance it creates at once); and upgrade_journal's work on it (record,
+report, delete), which the upgrade_start and upgrade_step actions run in the controller too."""
 
 from __future__ import annotations
 
 import base64
+import copy
+import datetime
 import gzip
 import json
+import time
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import events, kube, report, report_files, target, validate
 
 
 class JournalConflict(Exception):
@@ -161,3 +165,121 @@ def created_record(journal):
     """(instances_created, start_counts) of a journal (empty when there is none)."""
     journal = journal or {}
     return dict(journal.get("instances_created") or {}), dict(journal.get("start_counts") or {})
+
+
+# upgrade_journal's options and rules (also run in the controller by the upgrade_start and upgrade_step actions).
+ARGUMENT_SPEC = dict(
+    REFERENCE_SPEC,
+    state=dict(type="str", choices=["present", "report", "absent"], default="present"),
+    image=dict(type="str"),
+    target_image=dict(type="str"),
+    new_target=dict(type="bool", default=False),
+    record=dict(type="dict", default={}),
+    events=dict(type="bool", default=True),
+    report_dir=dict(type="path"),
+    intend=dict(type="list", elements="dict", default=[]),
+    created=dict(type="dict", options=dict(instances=dict(type="list", elements="dict", default=[]),
+                                           scaling_groups=dict(type="list", elements="dict", default=[]),
+                                           intents=dict(type="dict", default={}))),
+)
+VALIDATE = validate.checker(dict(name=validate.object_name, namespace=validate.namespace))
+
+
+def record_observation(module, api_client):
+    """state=present: merge the record (and the intents and instances created) into the journal, starting it or
+    refusing another upgrade's as target.decide says, then write the Events of what changed."""
+    params = module.params
+    where = "journal ConfigMap %s/%s" % (params["namespace"], params["name"])
+    intended, intents = report.intent_record(params["intend"], time.time()) if params["intend"] else ({}, {})
+    for _attempt in range(3):
+        config_map, journal = read_journal(api_client, params["name"], params["namespace"])
+        before = copy.deepcopy(journal)
+        decision = dict(target_image=(journal or {}).get("target_image"), new_journal=journal is None,
+                        resumed=False, moved=None)
+        if params["image"] or params["target_image"]:
+            try:
+                decision = target.decide(journal, params["image"], params["target_image"], params["new_target"],
+                                         where=where)
+            except target.TargetConflict as exc:
+                module.fail_json(msg=str(exc), reason="target_conflict", journal=journal)
+        if decision["new_journal"]:
+            journal = report.new_journal(params["image"], params["record"].get("started"))
+        if decision["target_image"]:
+            journal["target_image"] = decision["target_image"]
+        merged = report.merge(report.merge(journal, params["record"]), intended)
+        if params["created"]:
+            merged = report.merge(merged, report.settled_record(report.created_record(
+                params["created"]["instances"], params["created"]["scaling_groups"], now=time.time()),
+                params["created"]["intents"]))
+        outcome = dict(target_image=decision["target_image"], resumed=decision["resumed"], moved=decision["moved"],
+                       intents=intents)
+        if merged == before:
+            written = write_events(module, api_client, before, merged)
+            # Only Events of this pass's problems were written: that is the change, if any.
+            return dict(changed=bool(written.get("events_written")), journal=merged, **outcome, **written)
+        if module.check_mode:
+            return dict(changed=True, journal=merged, **outcome)
+        try:
+            write_journal(api_client, params["name"], params["namespace"], config_map, merged)
+            return dict(changed=True, journal=merged, **outcome, **write_events(module, api_client, before, merged))
+        except Exception as exc:  # pylint: disable=broad-except
+            if not kube.is_status(exc, 409):  # a conflict: someone wrote meanwhile; read and merge again
+                raise
+    module.fail_json(msg="journal ConfigMap %s/%s kept changing under us" % (params["namespace"], params["name"]))
+
+
+def write_events(module, api_client, before, merged):
+    """The Events of what this record changed (the journal is written first: an Event repeats nothing it has not
+    recorded). Returns {events_written}; errors are warnings."""
+    if module.check_mode or not module.params["events"]:
+        return {}
+    items = (events.journal_events(before, merged) + events.gate_events(before, merged)
+             + list(module.params["record"].get("events") or []))
+    if not items:
+        return dict(events_written=0)
+    written, errors = events.write(api_client, items, report.iso(datetime.datetime.now(datetime.timezone.utc)))
+    for error in errors:
+        module.warn("upgrade Event not written: %s" % error)
+    return dict(events_written=written)
+
+
+def write_report(module, api_client):
+    """state=report: the report of the journal (a new one when there is none) as files in report_dir."""
+    params = module.params
+    if not params["report_dir"]:
+        module.fail_json(msg="state=report needs report_dir")
+    _config_map, journal = read_journal(api_client, params["name"], params["namespace"])
+    if journal is None:
+        journal = report.new_journal(params["image"], None)
+    changed, summary, files = report_files.write_run_report(journal, params["report_dir"], module.check_mode)
+    return dict(changed=changed, journal=journal, summary=summary, files=files)
+
+
+def delete_journal(module, api_client):
+    """state=absent: delete the journal ConfigMap, also a malformed one."""
+    params = module.params
+    try:
+        config_map, journal = read_journal(api_client, params["name"], params["namespace"])
+    except MalformedJournal:  # deleting is how a malformed journal is reset
+        config_map, journal = True, None
+    if config_map is None:
+        return dict(changed=False, journal={})
+    if not module.check_mode:
+        try:
+            kube.request(api_client, "DELETE", config_maps_path(params["namespace"], params["name"]))
+        except Exception as exc:  # pylint: disable=broad-except
+            if not kube.is_status(exc, 404):
+                raise
+    return dict(changed=True, journal=journal or {})
+
+
+def apply_state(module, api_client):
+    """upgrade_journal's work for its state; also run in the controller by the upgrade_start and upgrade_step
+    actions."""
+    action = {"present": record_observation, "report": write_report, "absent": delete_journal}[module.params["state"]]
+    try:
+        return action(module, api_client)
+    except MalformedJournal as exc:
+        module.fail_json(msg=str(exc), reason="malformed_journal")
+    except OSError as exc:
+        module.fail_json(msg="cannot write the report to %s: %s" % (module.params["report_dir"], exc))

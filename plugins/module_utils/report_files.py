@@ -5,7 +5,13 @@ fleet_report): a file is replaced whole, and only when its content changes, so `
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
+
+RUN_REPORT_NAME = "image-upgrade-report"
 
 
 def write_if_changed(path, text, check_mode):
@@ -23,3 +29,20 @@ def write_if_changed(path, text, check_mode):
             handle.write(text)
         os.replace(tmp, path)
     return True
+
+
+def write_run_report(journal, report_dir, check_mode):
+    """The run report of `journal` as JSON, Markdown and an SVG timeline in `report_dir` (made when missing):
+    (changed, summary, the paths written)."""
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    summary = report.summarize(journal, now=now)
+    base = os.path.join(report_dir, RUN_REPORT_NAME)
+    outputs = {base + ".json": json.dumps(summary, indent=2, sort_keys=True) + "\n",
+               base + ".md": report.render_markdown(summary),
+               base + ".svg": report.render_svg(journal, now=now) + "\n"}
+    if not check_mode:
+        os.makedirs(report_dir, exist_ok=True)
+    changed = False
+    for path, text in outputs.items():
+        changed = write_if_changed(path, text, check_mode) or changed
+    return changed, summary, sorted(outputs)

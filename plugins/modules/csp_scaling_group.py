@@ -120,64 +120,17 @@ resource_actions:
   sample: [autoscaling:DescribeAutoScalingGroups, ec2:DescribeInstances]
 """
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import group_image
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_REQUIRED, KubenodesModule
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
-
-
-def plan_image_changes(groups, image):
-    """IDs of the groups whose image differs from `image` (pure, for the diff and check mode)."""
-    return [g.id for g in groups if g.image != image]
-
-
-def ensure_image(module, provider):
-    group_ids, image = module.params["group"], module.params["image"]
-    if not group_ids and module.check_mode and image:
-        # No group in check mode: only the exact image the reference names now (a family: its newest image),
-        # as the rolling_upgrade role resolves it once per upgrade.
-        return dict(changed=False, changed_groups=[], image=provider.validate_image(image.strip()), groups=[])
-    if not group_ids:
-        module.fail_json(msg="state=present needs at least one group")
-    if not image:
-        module.fail_json(msg="state=present needs image")
-    image = provider.validate_image(image)
-    groups = provider.list_groups(group_ids)
-    to_change = plan_image_changes(groups, image)
-    result = dict(changed=bool(to_change), changed_groups=to_change, image=image)
-    if module._diff:
-        result["diff"] = dict(before={g.id: g.image for g in groups},
-                              after={g.id: (image if g.id in to_change else g.image) for g in groups})
-    if not module.check_mode:
-        done = []
-        for group_id in to_change:
-            try:
-                provider.set_group_image(group_id, image)
-            except base.ProviderError as exc:
-                module.fail_json(msg="setting the image of %s to %s failed: %s" % (group_id, image, exc),
-                                 changed=bool(done), changed_groups=done, retryable=exc.retryable,
-                                 error_code=exc.code)
-            done.append(group_id)
-    for group in groups:
-        if group.id in to_change:
-            group.image = image
-    result["groups"] = [g.to_dict() for g in groups]
-    return result
-
-
-# The module's own options (also run in the controller by the upgrade_start action).
-ARGUMENT_SPEC = dict(
-    state=dict(type="str", choices=["present"], default="present"),
-    group=dict(type="list", elements="str", default=[]),
-    image=dict(type="str"),
-)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
 
 
 def main():
-    module = KubenodesModule(argument_spec=ARGUMENT_SPEC, cloud=CLOUD_REQUIRED, supports_check_mode=True,
+    # The options and work are group_image.py's: the upgrade_start action runs them too.
+    module = KubenodesModule(argument_spec=group_image.ARGUMENT_SPEC, cloud=CLOUD_REQUIRED, supports_check_mode=True,
                              required_if=[("state", "present", ["image"])])
     try:
-        provider = factory.build_provider(module.params)
-        result = ensure_image(module, provider)
-        result.update(factory.provider_extras(provider))
+        result = group_image.apply_image(module)
     except base.ProviderError as exc:
         module.fail_from_exception(exc)
     module.exit_json(**result)

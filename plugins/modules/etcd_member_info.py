@@ -205,31 +205,17 @@ reason:
   type: str
 """
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule, merged_argument_spec
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.etcd import (
-    EtcdError, client_from_params, inspect_cluster, validate_connection)
-
-# The etcd connection options and the module's own.
-ARGUMENT_SPEC = merged_argument_spec(dict(
-    expected_member_count=dict(type="int"),
-    timeout=dict(type="int", default=10),
-), etcd_connection=True)
-
-
-def validate(params):
-    """Problems with the options, before anything is contacted."""
-    problems = validate_connection(params) + option_rules.check(params, option_rules.ETCD_INFO_RULES)
-    return problems
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 
 
 def main():
-    module = KubenodesModule(argument_spec=ARGUMENT_SPEC, requires=("requests",),
-                             validate=validate, supports_check_mode=True)
+    # The options, rules and work are etcd.py's: the upgrade_start and upgrade_step actions run them too.
+    module = KubenodesModule(argument_spec=etcd.INFO_ARGUMENT_SPEC, requires=("requests",),
+                             validate=etcd.validate_info, supports_check_mode=True)
     try:
-        result = inspect_cluster(client_from_params(module.params), module.params["expected_member_count"],
-                                 timeout=module.params["timeout"])
-    except EtcdError as exc:
+        result = etcd.inspect_from_params(module.params)
+    except etcd.EtcdError as exc:
         module.fail_from_exception(exc)
     module.exit_json(changed=False, **result)
 

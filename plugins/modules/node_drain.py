@@ -353,22 +353,16 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import val
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import KubeAuthError, build_api_client
 
+# The drain options upgrade_step shares (drain.py), with this module's own.
 ARGUMENT_SPEC = dict(
+    core.DRAIN_ARG_SPEC,
     name=dict(type="str", required=True, aliases=["node"]),
     state=dict(type="str", choices=["cordoned", "drained", "uncordoned"], default="drained"),
     pod_selectors=dict(type="list", elements="str", aliases=["label_selectors"]),
-    ignore_daemonsets=dict(type="bool", default=True),
-    delete_emptydir_data=dict(type="bool", default=False),
-    force=dict(type="bool", default=False),
-    terminate_grace_period=dict(type="int"),
     disable_eviction=dict(type="bool", default=False),
-    eviction_concurrency=dict(type="int", default=10),
     wait=dict(type="bool", default=False),
-    wait_timeout=dict(type="int", default=600),
     wait_sleep=dict(type="float", default=5),
-    not_before=dict(type="str"),
-    on_timeout=dict(type="str", choices=["fail", "force", "continue"], default="fail"),
-    annotation_prefix=dict(type="str", default="image-upgrade.kubenodes.io"),
+    annotation_prefix=dict(type="str", default=planner.DEFAULT_PREFIX),
 )
 
 OPTION_RULES = dict(

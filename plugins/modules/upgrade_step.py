@@ -124,7 +124,7 @@ options:
       wait_timeout:
         description: Seconds a drain may take from when it began (or from O(drain.not_before)).
         type: int
-        default: 900
+        default: 600
       on_timeout:
         description: What to do with a drain past its timeout.
         type: str

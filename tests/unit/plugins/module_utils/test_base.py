@@ -16,7 +16,7 @@ from ansible.module_utils._internal import _traceback
 from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import base
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import base, lease
 from ansible_collections.kubenodes.image_upgrade.plugins.modules import node_delete, upgrade_lock
 
 CANARY = "canary-7f3a9c1e5b2d4e6f8091a2b3c4d5e6f7"
@@ -238,11 +238,11 @@ def test_a_gcp_key_dict_masks_its_key_but_not_the_project(capsys):
 
 # -- a module's own code run in the controller (base.InProcessModule, the upgrade_start/upgrade_step actions) --
 
-def in_process(module, args, run=None):
-    """A module's run function in-process, as the actions call it: (result, None) or (None, failure)."""
+def in_process(backend, args, run=None):
+    """A module's backend in-process, as the actions call it: (result, None) or (None, failure)."""
     try:
-        call = base.InProcessModule(module.ARGUMENT_SPEC, args, kube_auth=True, validate=module.VALIDATE)
-        run = run or module.run
+        call = base.InProcessModule(backend.ARGUMENT_SPEC, args, kube_auth=True, validate=backend.VALIDATE)
+        run = run or backend.apply_state
         doing = "Lease %s/%s" % (call.params["namespace"], call.params["name"])   # as upgrade_lock.main names it
         return call.run(lambda: run(call, base.kube.build_api_client(call.params)), doing), None
     except base.ModuleFailed as exc:
@@ -252,14 +252,14 @@ def in_process(module, args, run=None):
 @pytest.mark.parametrize("args", [dict(lease_duration=5), dict(state="held"), dict(namespace="Not_A_Namespace")])
 def test_in_process_refuses_bad_options_with_the_modules_own_message(args, capsys):
     expected, _text = run_module(upgrade_lock.main, dict(args, host="http://127.0.0.1:1"), capsys)
-    result, failure = in_process(upgrade_lock, dict(args, host="http://127.0.0.1:1"))
+    result, failure = in_process(lease, dict(args, host="http://127.0.0.1:1"))
     assert result is None and failure["failed"] is True
     assert failure["msg"] == expected["msg"], (failure["msg"], expected["msg"])
 
 
 def test_in_process_api_error_echoing_the_api_key_is_masked_as_in_the_module(echo_server, capsys):
     expected, _text = run_module(upgrade_lock.main, dict(host=echo_server, api_key=CANARY), capsys)
-    result, failure = in_process(upgrade_lock, dict(host=echo_server, api_key=CANARY))
+    result, failure = in_process(lease, dict(host=echo_server, api_key=CANARY))
     assert result is None and "401" in failure["msg"] and "renew the token" in failure["msg"], failure
     assert leaks(json.dumps(failure)) == [], failure
     assert failure["msg"] == expected["msg"]
@@ -273,7 +273,7 @@ def test_in_process_fail_json_is_not_caught_by_the_modules_except_exception():
             module.fail_json(msg="Lease x/y: token %s refused" % CANARY, reason="held")
         except Exception:  # pylint: disable=broad-except
             return dict(changed=False, swallowed=True)
-    result, failure = in_process(upgrade_lock, dict(host="http://127.0.0.1:1", api_key=CANARY), run=run)
+    result, failure = in_process(lease, dict(host="http://127.0.0.1:1", api_key=CANARY), run=run)
     assert result is None and failure["reason"] == "held" and failure["failed"] is True
     assert CANARY not in failure["msg"] and base.MASK in failure["msg"]
 
@@ -282,7 +282,7 @@ def test_in_process_fills_the_modules_defaults_and_keeps_its_warnings():
     def run(module, _client):
         module.warn("a warning naming %s" % CANARY)
         return dict(changed=False, params=dict(module.params))
-    result, failure = in_process(upgrade_lock, dict(host="http://127.0.0.1:1", api_key=CANARY), run=run)
+    result, failure = in_process(lease, dict(host="http://127.0.0.1:1", api_key=CANARY), run=run)
     assert failure is None
     assert result["params"]["name"] == "kubenodes-image-upgrade" and result["params"]["lease_duration"] == 300
     assert result["params"]["api_key"] == base.MASK

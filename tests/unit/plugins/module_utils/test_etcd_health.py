@@ -5,7 +5,6 @@ in for the gateway; real etcd is covered by tests/integration/test_etcd_member_i
 import pytest
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd
-from ansible_collections.kubenodes.image_upgrade.plugins.modules import etcd_member_info
 
 from test_etcd import cluster, member, probe
 from test_etcd_flow import FakeClock, ScriptedClient
@@ -181,8 +180,8 @@ def test_an_unreadable_alarm_list_counts_as_an_alarm():
 def test_the_connection_options_are_shared_with_etcd_member_remove():
     from ansible_collections.kubenodes.image_upgrade.plugins.modules import etcd_member_remove
     for name, spec in etcd.CONNECTION_ARG_SPEC.items():
-        assert etcd_member_info.ARGUMENT_SPEC[name] == spec == etcd_member_remove.ARGUMENT_SPEC[name]
-    assert etcd_member_info.ARGUMENT_SPEC["client_key"]["no_log"] is False  # a path, not key material
+        assert etcd.INFO_ARGUMENT_SPEC[name] == spec == etcd_member_remove.ARGUMENT_SPEC[name]
+    assert etcd.INFO_ARGUMENT_SPEC["client_key"]["no_log"] is False  # a path, not key material
 
 
 @pytest.mark.parametrize("change,fragment", [
@@ -192,10 +191,10 @@ def test_the_connection_options_are_shared_with_etcd_member_remove():
     ({"ca_cert": "/nonexistent/ca.crt"}, "ca_cert /nonexistent/ca.crt does not exist"),
 ])
 def test_info_options_are_validated(tmp_path, change, fragment):
-    params = {name: spec.get("default") for name, spec in etcd_member_info.ARGUMENT_SPEC.items()}
+    params = {name: spec.get("default") for name, spec in etcd.INFO_ARGUMENT_SPEC.items()}
     for option in ("ca_cert", "client_cert", "client_key"):
         (tmp_path / option).write_text("x")
         params[option] = str(tmp_path / option)
-    assert etcd_member_info.validate(params) == []
+    assert etcd.validate_info(params) == []
     params.update(change)
-    assert any(fragment in p for p in etcd_member_info.validate(params)), etcd_member_info.validate(params)
+    assert any(fragment in p for p in etcd.validate_info(params)), etcd.validate_info(params)

@@ -1,4 +1,4 @@
-from ansible_collections.kubenodes.image_upgrade.plugins.modules.autoscaler_pause import desired_change
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.autoscaler import desired_change
 
 
 def test_pause_remembers_the_replicas_and_scales_to_zero():

@@ -2,7 +2,7 @@
 
 import json
 
-from ansible_collections.kubenodes.image_upgrade.plugins.modules.upgrade_lock import is_missing_lease
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.lease import is_missing_lease
 
 MISSING = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
            "message": 'leases.coordination.k8s.io "kubenodes-image-upgrade" not found',
@@ -31,7 +31,7 @@ def test_other_statuses_are_never_a_missing_lease():
 
 
 def test_the_lease_read_as_a_dict_gives_its_spec_with_microtimes():
-    from ansible_collections.kubenodes.image_upgrade.plugins.modules.upgrade_lock import lease_spec_dict
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.lease import lease_spec_dict
 
     assert lease_spec_dict(None) is None
     lease = {"metadata": {"name": "l", "resourceVersion": "7"},
@@ -45,7 +45,7 @@ def test_the_lease_read_as_a_dict_gives_its_spec_with_microtimes():
 
 
 def test_a_written_lease_spec_leaves_unset_fields_out():
-    from ansible_collections.kubenodes.image_upgrade.plugins.modules.upgrade_lock import new_lease_spec
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.lease import new_lease_spec
 
     assert new_lease_spec(None, 300, None, None, None) == {"leaseDurationSeconds": 300}
     assert new_lease_spec("h", 60, "a", "r", 1) == {"holderIdentity": "h", "leaseDurationSeconds": 60,
@@ -53,14 +53,14 @@ def test_a_written_lease_spec_leaves_unset_fields_out():
 
 
 def test_the_lease_is_created_and_replaced_on_its_own_path(monkeypatch):
-    from ansible_collections.kubenodes.image_upgrade.plugins.modules import upgrade_lock
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import lease
 
     calls = []
-    monkeypatch.setattr(upgrade_lock.kube, "request", lambda client, method, path, body=None: calls.append((method, path, body)) or {})
-    upgrade_lock.write_lease(None, "l", "ns", None, {"holderIdentity": "h"})
+    monkeypatch.setattr(lease.kube, "request", lambda client, method, path, body=None: calls.append((method, path, body)) or {})
+    lease.write_lease(None, "l", "ns", None, {"holderIdentity": "h"})
     read = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l", "resourceVersion": "7"},
             "spec": {"holderIdentity": "old", "leaseTransitions": 1}}
-    upgrade_lock.write_lease(None, "l", "ns", read, {"holderIdentity": "h"})
+    lease.write_lease(None, "l", "ns", read, {"holderIdentity": "h"})
     assert calls == [
         ("POST", "/apis/coordination.k8s.io/v1/namespaces/ns/leases",
          {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l", "namespace": "ns"},
