@@ -11,6 +11,7 @@ import time
 import pytest
 
 import upgrade_helpers as uh
+from tests.ansible_run import run_playbook
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -84,3 +85,25 @@ def test_site_playbook_upgrades_the_cluster_and_resumes_after_a_kill(upgrade_clu
     # The second run took the killed run's lock over at once, and finished the control-plane donor the first
     # left cordoned rather than giving it a second heir (watcher.check: at most one instance over the start).
     assert "Delete the Node %s" % control_plane in output, output[-6000:]
+
+
+# Bad input stops the playbook at its first tasks, before it reads or changes anything, naming the variable, the
+# value given and what to give instead. No sandbox: nothing is reached.
+@pytest.mark.parametrize("given,expected", [
+    ({"provider": "gcpp"}, ['provider is "gcpp"', "one of gcp, azure or aws (-e provider=...)"]),
+    ({"image": ""}, ['image is ""', "give the image every node must run"]),
+    ({"poll_seconds": 0}, ['poll_seconds is "0"', "a whole number of seconds, at least 1"]),
+    ({"heir_timeout": "ten"}, ['heir_timeout is "ten"', "a whole number of seconds, at least 1"]),
+])
+def test_bad_variables_stop_the_site_playbook_before_it_reads_anything(given, expected):
+    variables = dict({"image": "projects/p/global/images/node-v2", "provider": "gcp"}, **given)
+    rc, output = run_playbook(PLAYBOOK, extra_vars=variables, timeout=120)
+    assert rc != 0
+    failed = [result for play in output["plays"] for task in play["tasks"] for result in task["hosts"].values()
+              if result.get("failed")]
+    # A check made per variable (a loop) fails item by item, each with its own message.
+    [message] = [item["msg"] for result in failed for item in result.get("results") or [result] if item.get("failed")]
+    for part in expected + ["Nothing was changed"]:
+        assert part in message, message
+    ran = [task["task"]["name"] for play in output["plays"] for task in play["tasks"]]
+    assert set(ran) <= {"Check that image and provider are given", "Check the variables that count seconds"}, ran
