@@ -29,11 +29,17 @@ _ENGINES = {}
 _MAX_SLICE = 60
 
 # The connection options of the etcd modules (certificates, request timeout), with no endpoints by default (the
-# control-plane nodes' are used), whether a delegated task removes the members, and one removal's timeout.
+# control-plane nodes' are used), whether a delegated task removes the members, and one removal's timeout. With
+# `delegated`, `health` is the read the role made through that host (etcd_member_info's member_problems, and when).
+ETCD_HEALTH_SPEC = dict(
+    problems=dict(type="list", elements="dict", default=[]),
+    read_at=dict(type="float", required=True),
+)
 ETCD_SPEC = etcd.connection_argument_spec(dict(
     delegated=dict(type="bool", default=False),
     endpoints=dict(type="list", elements="str", default=[]),
     timeout=dict(type="int", default=60),
+    health=dict(type="dict", options=ETCD_HEALTH_SPEC),
 ))
 JOURNAL_SPEC = dict(journal_store.REFERENCE_SPEC, run=dict(type="str"), events=journal_store.ARGUMENT_SPEC["events"])
 # What the role did in tasks of their own before the first slice (run.yml): start the journal, pause the autoscaler.
@@ -86,7 +92,10 @@ def argument_spec():
 
 
 def _key(args):
-    return json.dumps({k: v for k, v in args.items() if k not in ("passes", "surge_cap")}, sort_keys=True, default=str)
+    """The executor a call goes on with: the same options, but for what changes from call to call."""
+    same = {k: v for k, v in args.items() if k not in ("passes", "surge_cap")}
+    same["etcd"] = {k: v for k, v in (args.get("etcd") or {}).items() if k != "health"}
+    return json.dumps(same, sort_keys=True, default=str)
 
 
 def _record_gate_owed(api_client, where, image):
@@ -163,6 +172,7 @@ class ActionModule(action_base.KubenodesActionBase):
                                     "at least); nothing was changed")
         key = _key(args) + str(check_mode)
         engine = _ENGINES.get(key)
+        given_health = (args.get("etcd") or {}).get("health")
         try:
             if engine is None:
                 started_args = None
@@ -173,6 +183,8 @@ class ActionModule(action_base.KubenodesActionBase):
                 _ENGINES[key] = engine
             elif engine.started_args is not None:
                 args, self._started = engine.started_args, engine.started
+            if given_health and isinstance(engine.etcd_health, etcd_access.DelegatedEtcdHealth):
+                engine.etcd_health.give(given_health["problems"], given_health["read_at"])
             if args["begin"] and not check_mode and not engine.begun:
                 self._begin(args)
                 engine.begun = True
@@ -218,6 +230,7 @@ class ActionModule(action_base.KubenodesActionBase):
             etcd_waiting=facts.get("etcd_waiting") or [],
             refused=outcome["refused"],
             gate_due=bool(outcome.get("gate_due")),
+            etcd_health_due=bool(outcome.get("etcd_health_due")),
             problems=facts.get("problems") or [],
             progress=facts["progress"],
             eta=facts["eta"],
@@ -376,7 +389,7 @@ class ActionModule(action_base.KubenodesActionBase):
         if canonical:
             options.image = canonical
         etcd_args = args["etcd"]
-        remover = health = None
+        remover, health = None, etcd_access.DelegatedEtcdHealth()
         if not etcd_args["delegated"]:
             remover = etcd_access.EtcdRemover(etcd_args["ca_cert"], etcd_args["client_cert"], etcd_args["client_key"],
                                               request_timeout=etcd_args["request_timeout"], timeout=etcd_args["timeout"],

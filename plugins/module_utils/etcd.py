@@ -790,6 +790,8 @@ def inspect_cluster(client, expected_member_count=None, timeout=0.0, poll_interv
         "leader": {"id": leader["id"], "id_hex": leader["id_hex"], "name": leader["name"]} if leader else None,
         "healthy": not problems,
         "problems": [p["message"] for p in problems],
+        # Each tied to its member where it is about one (the upgrade step holds a control-plane heir on them).
+        "member_problems": member_problems(members, health, alarms),
     }
 
 

@@ -197,6 +197,16 @@ problems:
   elements: str
   sample: ["etcd member cp-2 (8e9e05c52164694d) is unreachable: cannot connect to https://10.0.0.13:2379:
             Connection refused"]
+member_problems:
+  description:
+    - What is wrong with the cluster, member by member where a problem is about one - C(member) (its name and ID),
+      C(node_ip) (the host of its peer URLs) and C(message); C(member) and C(node_ip) are V(null) for a problem of the
+      whole cluster (an alarm, no agreed leader). Also a learner left over. Empty when every member is healthy.
+    - M(kubenodes.image_upgrade.upgrade_step) takes it in O(kubenodes.image_upgrade.upgrade_step#module:etcd.health.problems).
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"member": "cp-2 (8e9e05c52164694d)", "node_ip": "10.0.0.13", "message": "unreachable: connection refused"}]
 reason:
   description: >-
     On failure, a stable code - V(invalid) (options), V(tls), V(unreachable) (no endpoint answered), or V(http)

@@ -172,6 +172,22 @@ options:
         description: Seconds one removal may take, checks and leader move included.
         type: int
         default: 60
+      health:
+        description:
+          - With O(etcd.delegated), the control plane's etcd as a delegated M(kubenodes.image_upgrade.etcd_member_info)
+            task read it, after a call that returned RV(etcd_health_due). No control-plane heir is created without a
+            read at most 30 seconds old, nor while the read names a problem.
+        type: dict
+        suboptions:
+          problems:
+            description: The read's RV(kubenodes.image_upgrade.etcd_member_info#module:member_problems); empty when etcd is healthy.
+            type: list
+            elements: dict
+            default: []
+          read_at:
+            description: When it was read, in seconds since the epoch.
+            type: float
+            required: true
   lock:
     description:
       - The run lock to renew once per slice (M(kubenodes.image_upgrade.upgrade_lock)). Not renewed when unset.
@@ -431,6 +447,12 @@ etcd_due:
   elements: dict
 gate_due:
   description: Whether the caller is to run the health gate now, before the next call (O(gate_after)).
+  returned: success
+  type: bool
+etcd_health_due:
+  description:
+    - With O(etcd.delegated), whether a control-plane heir waits for a read of etcd's health through the delegated
+      host; the caller reads it (M(kubenodes.image_upgrade.etcd_member_info)) and gives it in O(etcd.health).
   returned: success
   type: bool
 refused:

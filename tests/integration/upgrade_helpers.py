@@ -530,15 +530,26 @@ def etcd_member_names(handle):
 
 
 def wait_workloads_running(handle, start, timeout=120):
-    """Every Deployment and StatefulSet of the workloads namespace back at its replicas, every pod there
-    Running and Ready on a Ready node; returns the pods."""
+    """Every Deployment and StatefulSet of the workloads namespace back at its replicas, every DaemonSet with a
+    pod on every Ready node, every pod there Running and Ready on a Ready node; returns the pods. A DaemonSet's pod
+    still bound to a deleted Node is left out: nothing runs it, and kube-controller-manager's pod garbage collector
+    removes it only 40 s or more after the Node went (waiting for it cost every end-to-end test that long)."""
     kube = handle.kube()
     deadline = time.monotonic() + timeout
     while True:
         problems = []
-        ready_nodes = {n["metadata"]["name"] for n in nodes(handle) if is_ready(n)}
+        listed = nodes(handle)
+        existing = {n["metadata"]["name"] for n in listed}
+        ready_nodes = {n["metadata"]["name"] for n in listed if is_ready(n)}
         pods = [p for p in kube.request("GET", "/api/v1/namespaces/%s/pods" % WORKLOADS).get("items", [])
-                if not p["metadata"].get("deletionTimestamp")]
+                if not p["metadata"].get("deletionTimestamp")
+                and not (_owned_by_daemonset(p) and p["spec"].get("nodeName") not in existing)]
+        for daemonset in kube.request("GET", "/apis/apps/v1/namespaces/%s/daemonsets" % WORKLOADS).get("items", []):
+            name = daemonset["metadata"]["name"]
+            served = {p["spec"].get("nodeName") for p in pods if nodesim.pod_is_running_ready(p)
+                      and any(r["name"] == name for r in p["metadata"].get("ownerReferences") or [])}
+            if ready_nodes - served:
+                problems.append("daemonset %s has no running pod on %s" % (name, sorted(ready_nodes - served)))
         for pod in pods:
             if not nodesim.pod_is_running_ready(pod) or pod["spec"].get("nodeName") not in ready_nodes:
                 problems.append("pod %s %s on %s" % (pod["metadata"]["name"], pod["status"].get("phase"),
@@ -557,6 +568,10 @@ def wait_workloads_running(handle, start, timeout=120):
         if time.monotonic() > deadline:
             raise AssertionError("workloads not all Running after %ss: %s" % (timeout, problems[:10]))
         time.sleep(1)
+
+
+def _owned_by_daemonset(pod):
+    return any(ref.get("kind") == "DaemonSet" for ref in pod["metadata"].get("ownerReferences") or [])
 
 
 def assert_upgraded(handle, values, start, report=True, groups=None):
