@@ -33,7 +33,7 @@ _MAX_SLICE = 60
 # `delegated`, `health` is the read the role made through that host (etcd_member_info's member_problems, and when).
 ETCD_HEALTH_SPEC = dict(
     problems=dict(type="list", elements="dict", default=[]),
-    read_at=dict(type="float", required=True),
+    read_at=dict(type="float", default=0),   # 0: never read (no control-plane heir goes on it)
 )
 ETCD_SPEC = etcd.connection_argument_spec(dict(
     delegated=dict(type="bool", default=False),
@@ -183,7 +183,7 @@ class ActionModule(action_base.KubenodesActionBase):
                 _ENGINES[key] = engine
             elif engine.started_args is not None:
                 args, self._started = engine.started_args, engine.started
-            if given_health and isinstance(engine.etcd_health, etcd_access.DelegatedEtcdHealth):
+            if given_health and given_health["read_at"] and isinstance(engine.etcd_health, etcd_access.DelegatedEtcdHealth):
                 engine.etcd_health.give(given_health["problems"], given_health["read_at"])
             if args["begin"] and not check_mode and not engine.begun:
                 self._begin(args)

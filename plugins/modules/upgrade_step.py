@@ -185,9 +185,9 @@ options:
             elements: dict
             default: []
           read_at:
-            description: When it was read, in seconds since the epoch.
+            description: When it was read, in seconds since the epoch; V(0) is never.
             type: float
-            required: true
+            default: 0
   lock:
     description:
       - The run lock to renew once per slice (M(kubenodes.image_upgrade.upgrade_lock)). Not renewed when unset.

@@ -634,6 +634,12 @@ def assert_upgraded(handle, values, start, report=True, groups=None):
         markdown = (report_dir / "image-upgrade-report.md").read_text()
         for old in replaced:
             assert old in text and old in markdown, "the report does not name %s" % old
+        # The summary's count is the donors really replaced: exactly the old nodes of the upgraded groups.
+        summary = json.loads(text)
+        finished = sorted(row["node"] for row in summary["nodes"] if row["done"])
+        assert summary["nodes_replaced"] == len(replaced) and finished == replaced, (
+            "the report says %s node(s) replaced (%s), the upgrade replaced %s" % (
+                summary["nodes_replaced"], finished, replaced))
     return all_nodes
 
 
