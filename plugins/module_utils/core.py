@@ -1009,7 +1009,7 @@ class _Planner:
         it first. None when there is no such node or the donor's member may be gone already (drained or later)."""
         # Not once drained: a kill between the etcd removal and its record leaves the phase at drained with the
         # member gone, and giving such a node back would leave etcd a member short.
-        if not d.info.control_plane or not self.health or self.health == HEALTH_UNREAD or self.unhealthy_member(d) is not None \
+        if not d.info.control_plane or not self.health_read() or self.unhealthy_member(d) is not None \
                 or d.phase not in ("", PHASE_PAIRED, PHASE_DRAINING):
             return None
         return next((u for u in self.valid if u.category == OUTDATED and u.info.control_plane and same(u.group_id, d.group_id)

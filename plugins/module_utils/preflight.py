@@ -2,8 +2,9 @@
 # Apache License 2.0 (see LICENSE)
 """The preflight verdict (pure, no I/O): what the preflight's read (node_image_facts with report_pdbs and
 report_quota) says about starting an upgrade. The same checks, in the same order and with the same messages, as the
-role's preflight.yml, which a run with a health gate, check mode or a delegated etcd still takes: the cloud quota, nodes outside every known scaling group, nodes not Ready, pods of kube-system not Ready,
-what the control-plane etcd read needs, and PodDisruptionBudgets that allow no disruption now."""
+role's preflight.yml, which a run with a health gate, check mode or a delegated etcd still takes: the cloud quota,
+nodes outside every known scaling group, nodes not Ready, pods of kube-system not Ready, what the control-plane
+etcd read needs, and PodDisruptionBudgets that allow no disruption now."""
 
 from __future__ import annotations
 

@@ -419,7 +419,10 @@ foreign:
   returned: always
   type: list
   elements: dict
-  sample: [{name: workers-0-pz96, group: projects/my-project/zones/us-central1-a/instanceGroupManagers/workers-0, provider_id: "gce://my-project/us-central1-a/workers-0-pz96"}]
+  sample:
+    - name: workers-0-pz96
+      group: projects/my-project/zones/us-central1-a/instanceGroupManagers/workers-0
+      provider_id: gce://my-project/us-central1-a/workers-0-pz96
 progress:
   description: Replacements in total, done, in flight (donors) and remaining, and the percentage done.
   returned: always

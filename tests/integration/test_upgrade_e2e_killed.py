@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 RUN_TIMEOUT = 600
 LOCK = "kube-system/kubenodes-image-upgrade"
 
+
 def lock_module(values, **args):
     return run_module("upgrade_lock", dict(values["rolling_upgrade_kube"], **args))
 

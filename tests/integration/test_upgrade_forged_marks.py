@@ -2,8 +2,9 @@
 stands, they never prove that this upgrade created a node. A worker that already runs the image the run asks for,
 given a forged `obsolete: "true"` and a forged phase-history entry, in a cluster whose journal records nothing of
 it, stops the run in its preflight, which names the node and the rule (code obsolete_not_proven) and changes
-nothing: the node is never cordoned, drained or deleted, its instance and its pod stay, its mark is not cleared. (Before issue 25 a run to the image it already ran removed it as surplus: 8
-pods evicted, its instance deleted, the group 2 -> 1, exit 0.) A worker group of 2, on GCP and on AWS."""
+nothing: the node is never cordoned, drained or deleted, its instance and its pod stay, its mark is not cleared.
+(Before issue 25 a run to the image it already ran removed it as surplus: 8 pods evicted, its instance deleted, the
+group 2 -> 1, exit 0.) A worker group of 2, on GCP and on AWS."""
 
 import datetime
 import time

@@ -206,8 +206,8 @@ def parse_provider_id(provider_id):
     project, zone, name = match.groups()
     problem = project_problem(project) or _scope_problem("zones", zone) or name_problem("instance name", name)
     if problem:
-        raise InvalidReferenceError("invalid GCE providerID %r: %s; expected %s" % (provider_id, problem,
-                                                                                  PROVIDER_ID_FORMAT))
+        raise InvalidReferenceError("invalid GCE providerID %r: %s; expected %s"
+                                    % (provider_id, problem, PROVIDER_ID_FORMAT))
     return match.groups()
 
 
