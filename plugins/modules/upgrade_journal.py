@@ -185,8 +185,8 @@ intents:
   returned: when state is present
   type: dict
   sample:
-    projects/my-project/zones/us-central1-a/instanceGroupManagers/workers: >-
-      projects/my-project/zones/us-central1-a/instanceGroupManagers/workers@2026-12-04T18:00:00Z#3f2a1c
+    {"projects/my-project/zones/us-central1-a/instanceGroupManagers/workers":
+       "projects/my-project/zones/us-central1-a/instanceGroupManagers/workers@2026-12-04T18:00:00Z#3f2a1c"}
 events_written:
   description: How many Events (new or aggregated into one already there) were written on Nodes (O(events)).
   returned: with O(state=present) and O(events), when not in check mode

@@ -66,7 +66,11 @@ def first_release(tmp_path_factory):
     for args in (["lint"], ["release", "--date", "2030-01-01"]):
         proc = subprocess.run([BIN / "antsibull-changelog"] + args, cwd=copy, env=env, capture_output=True,
                               text=True, timeout=300, check=False)
-        assert proc.returncode == 0 and "WARNING" not in proc.stdout + proc.stderr, (
+        # ansible-core 2.20's ansible-doc warns about a collection of its own (ansible._protomatter, no version):
+        # not this collection's.
+        warnings = [line for line in (proc.stdout + proc.stderr).splitlines()
+                    if "WARNING" in line and "/ansible/_internal/ansible_collections/" not in line]
+        assert proc.returncode == 0 and not warnings, (
             "antsibull-changelog %s:\n%s\n%s" % (" ".join(args), proc.stdout[-3000:], proc.stderr[-3000:]))
     changelog = yaml.safe_load((copy / "changelogs" / "changelog.yaml").read_text())
     return changelog, (copy / "CHANGELOG.rst").read_text()
