@@ -42,8 +42,10 @@ options:
       - V(cordoned) marks the node unschedulable. Nothing happens when it already is.
       - V(drained) cordons the node and evicts its pods.
       - V(uncordoned) makes the node schedulable again, only when it is cordoned.
+      - V(cordon), V(drain) and V(uncordon), the state names of kubernetes.core's k8s_drain, are taken as
+        V(cordoned), V(drained) and V(uncordoned), so a task moved from that module keeps working.
     type: str
-    choices: [cordoned, drained, uncordoned]
+    choices: [cordoned, drained, uncordoned, cordon, drain, uncordon]
     default: drained
   pod_selectors:
     description:
@@ -353,11 +355,14 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import val
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import KubeAuthError, build_api_client
 
+# kubernetes.core.k8s_drain's state names, and the ones of this module they mean.
+K8S_DRAIN_STATES = {"cordon": "cordoned", "drain": "drained", "uncordon": "uncordoned"}
+
 # The drain options upgrade_step shares (drain.py), with this module's own.
 ARGUMENT_SPEC = dict(
     core.DRAIN_ARG_SPEC,
     name=dict(type="str", required=True, aliases=["node"]),
-    state=dict(type="str", choices=["cordoned", "drained", "uncordoned"], default="drained"),
+    state=dict(type="str", choices=["cordoned", "drained", "uncordoned"] + sorted(K8S_DRAIN_STATES), default="drained"),
     pod_selectors=dict(type="list", elements="str", aliases=["label_selectors"]),
     disable_eviction=dict(type="bool", default=False),
     wait=dict(type="bool", default=False),
@@ -560,7 +565,7 @@ class DrainModule:
             self.client = build_api_client(self.params)
         except KubeAuthError as exc:
             self.fail("cannot connect to Kubernetes: %s" % exc, core.REASON_API_ERROR)
-        state = self.params["state"]
+        state = K8S_DRAIN_STATES.get(self.params["state"], self.params["state"])
         try:
             if state == "cordoned":
                 self.cordon()

@@ -282,6 +282,12 @@ def test_cordon_and_uncordon_are_idempotent(sandbox, kube, new_nodes):
     assert undone["changed"] is True and undone["diff"] == {"before": {"unschedulable": True}, "after": {"unschedulable": False}}
     assert not is_cordoned(kube, name)
     assert drain(sandbox, name, state="uncordoned")["changed"] is False
+    # kubernetes.core.k8s_drain's state names mean the same.
+    again = drain(sandbox, name, state="cordon")
+    assert again["changed"] is True and again["reason"] == "cordoned" and is_cordoned(kube, name)
+    assert drain(sandbox, name, state="cordon")["changed"] is False
+    back = drain(sandbox, name, state="uncordon")
+    assert back["changed"] is True and not is_cordoned(kube, name)
 
 
 def test_bad_input_fails_clearly_and_changes_nothing(sandbox, kube, new_nodes):
