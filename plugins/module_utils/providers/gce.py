@@ -160,17 +160,7 @@ def project_problem(project):
         return None
     rule = ("a GCP project ID is 6 to 30 lower-case letters, digits and hyphens, starting with a letter and not "
             "ending with a hyphen (or the all-digit project number)")
-    if not project[:1].islower():
-        why = "starts with %r" % project[:1]
-    elif len(project) < 6:
-        why = "is %d character%s long" % (len(project), "" if len(project) == 1 else "s")
-    elif len(project) > 63:
-        why = "is %d characters long" % len(project)
-    elif not re.match(r"^[-a-z0-9.:]*$", project):
-        why = "holds %r" % "".join(sorted(set(re.sub(r"[-a-z0-9.:]", "", project))))
-    else:
-        why = "ends with %r" % project[-1:]
-    return "the project ID %r %s; %s" % (project, why, rule)
+    return "the project ID %r %s; %s" % (project, _what_breaks(project, "-a-z0-9.:", 6), rule)
 
 
 def name_problem(what, name):
@@ -178,16 +168,22 @@ def name_problem(what, name):
     starting with a letter, not ending with a hyphen), or None."""
     if _NAME_RE.match(name):
         return None
-    if not name[:1].islower():
-        why = "starts with %r" % name[:1]
-    elif len(name) > 63:
-        why = "is %d characters long" % len(name)
-    elif not re.match(r"^[-a-z0-9]*$", name):
-        why = "holds %r" % "".join(sorted(set(re.sub(r"[-a-z0-9]", "", name))))
-    else:
-        why = "ends with %r" % name[-1:]
     return ("the %s %r %s; a GCE name is 1 to 63 lower-case letters, digits and hyphens, starting with a letter "
-            "and not ending with a hyphen" % (what, name, why))
+            "and not ending with a hyphen" % (what, name, _what_breaks(name, "-a-z0-9", 1)))
+
+
+def _what_breaks(text, allowed, shortest):
+    """The first rule of a GCE identifier that `text` breaks, in words: its first character, its length (from
+    `shortest` to 63), a character outside `allowed` (a regex character class body), or its last character."""
+    if not text[:1].islower():
+        return "starts with %r" % text[:1]
+    if len(text) < shortest:
+        return "is %d character%s long" % (len(text), "" if len(text) == 1 else "s")
+    if len(text) > 63:
+        return "is %d characters long" % len(text)
+    if not re.match(r"^[%s]*$" % allowed, text):
+        return "holds %r" % "".join(sorted(set(re.sub(r"[%s]" % allowed, "", text))))
+    return "ends with %r" % text[-1:]
 
 
 def _scope_problem(kind, scope):
