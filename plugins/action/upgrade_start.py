@@ -9,11 +9,10 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import base, kube, lease
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.run import ReadFailed, prepare, read_etcd, take_lock
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils import action_base
-from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils.start import (
-    StepFailed, prepare, read_etcd, take_lock)
 
 
 def argument_spec():
@@ -54,7 +53,7 @@ class ActionModule(action_base.KubenodesActionBase):
                 result.update(take_lock(args, args["lock"] or {}, check_mode))
         except base.ModuleFailed as exc:
             result.update(exc.result)
-        except StepFailed as exc:
+        except ReadFailed as exc:
             result.update(exc.result, failed_step=exc.doing)
         # Each module's warnings, as its own task would have shown them.
         for step in ("resolved", "target", "preflight"):

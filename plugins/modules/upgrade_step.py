@@ -188,6 +188,17 @@ options:
             description: When it was read, in seconds since the epoch; V(0) is never.
             type: float
             default: 0
+          healthy:
+            description:
+              - The read's RV(kubenodes.image_upgrade.etcd_member_info#module:healthy), made with the
+                C(expected_member_count) of RV(etcd_read). The preflight of a call with O(start) judges it; without it,
+                that call returns RV(etcd_health_due) and RV(etcd_read) and begins nothing.
+            type: bool
+          messages:
+            description: The read's RV(kubenodes.image_upgrade.etcd_member_info#module:problems), named when the preflight refuses.
+            type: list
+            elements: str
+            default: []
   lock:
     description:
       - The run lock to renew once per slice (M(kubenodes.image_upgrade.upgrade_lock)). Not renewed when unset.
@@ -368,6 +379,15 @@ options:
         description: The cluster-autoscaler Deployment (C(name), C(namespace)).
         type: dict
         default: {}
+  abort:
+    description:
+      - End a run that began and stopped (the role's rescue), instead of a slice - record this attempt
+        (O(journal.run)) as V(failed) in the journal, write the report so far to O(finish.report_dir) (with O(finish))
+        and release the run lock O(lock) (with its C(holder)), each as far as it goes; a step that fails is a warning.
+        The report is RV(report); nothing is read from the cloud.
+      - Nothing without O(journal.run) (the run had not begun), and nothing in check mode.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
   - kubenodes.image_upgrade.cloud_provider
@@ -408,8 +428,9 @@ EXAMPLES = r"""
 RETURN = r"""
 report:
   description: With O(finish), when RV(done) - the report M(kubenodes.image_upgrade.upgrade_journal) C(state=report)
-    wrote, its C(summary) and its C(files).
-  returned: with finish, when done
+    wrote, its C(summary) and its C(files). With O(abort), the report of the unfinished run (null when it could not
+    be written or the run had not begun).
+  returned: with finish, when done; with abort
   type: dict
 done:
   description: Every node runs the image and nothing is left over.
@@ -440,6 +461,10 @@ finished:
   returned: success
   type: list
   elements: str
+aborted:
+  description: The call ended a stopped run (O(abort)).
+  returned: with abort
+  type: bool
 etcd_due:
   description: Drained control-plane donors whose etcd member is to be removed by a delegated task (O(etcd.delegated)).
   returned: success
@@ -479,6 +504,13 @@ start:
       (O(lock) with the holder that took it) and C(surge_cap) (what the quota allows, or null). C(started) and
       C(lock) are null when the call failed before it took the lock (a refusal, and nothing was changed).
   returned: when O(start) was given
+  type: dict
+etcd_read:
+  description:
+    - With O(start) and O(etcd.delegated), when the preflight needs etcd read through the control-plane host - the
+      read to make (C(endpoints), C(expected_member_count), null when the count is not sure), returned with
+      RV(etcd_health_due) true. Nothing began; call again with the read in O(etcd.health).
+  returned: then
   type: dict
 etcd_health:
   description: When the preflight's etcd read (O(start)) found etcd unhealthy - that read, as

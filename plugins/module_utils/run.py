@@ -1,0 +1,488 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""One upgrade run's life cycle, in the controller process (the upgrade_step action holds one per worker):
+
+- start: resolve the image and the journal's target, read the nodes and the clouds, judge them (preflight.py),
+  read etcd, take the run lock;
+- begin: this attempt's journal record, the cluster-autoscaler paused;
+- slices: the executor (executor.py), its journal records written as they come;
+- finish: the autoscaler restored, the journal closed, the report written, the lock released;
+- abort: a run that began and then stopped records its attempt as failed, writes the report so far and releases
+  the lock, so the next run starts at once.
+
+Every step runs a module's own code (its argument spec, rules and messages) in this process, through
+base.InProcessModule: nothing here has rules of its own about the journal, the Lease or the autoscaler."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import time
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
+    autoscaler, base, core, etcd, etcd_access, executor, group_image, image_facts, kube, lease, node_state, preflight,
+    report)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_access, kube_access
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
+
+LOCK_LOOK_SECONDS = 10
+ETCD_LOOK_SECONDS = 5
+
+
+class LockLost(Exception):
+    """The run lock could not be renewed: the run must stop before another run takes over."""
+
+
+class EtcdReadDue(Exception):
+    """The preflight needs an etcd read that only a control-plane host can make (etcd.delegated): the role makes
+    it (etcd_member_info with `needs`: endpoints, expected_member_count) and calls again with it (etcd.health)."""
+
+    def __init__(self, needs):
+        super().__init__("an etcd read through the control-plane host is due")
+        self.needs = needs
+
+
+class ReadFailed(Exception):
+    """A read before the run (the image, the journal's target, the preflight's read, etcd) failed, as its module's
+    result says; `doing` names the read."""
+
+    def __init__(self, doing, result):
+        super().__init__(result.get("msg"))
+        self.doing, self.result = doing, result
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+
+
+def _stamp(moment):
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def auth_params(args):
+    return base.given_options(args, kube.AUTH_ARG_SPEC)
+
+
+def cloud_params(args):
+    return base.given_options(args, factory.provider_argument_spec(required=False))
+
+
+def _read(doing, module, action):
+    try:
+        return module.run(action, doing)
+    except base.ModuleFailed as exc:
+        raise ReadFailed(doing, exc.result) from None
+
+
+# -- the reads before a run, each as its module makes it -------------------------------------------------------
+def prepare(args, check_mode):
+    """The image, the journal's target and the preflight's read, each as its module does it: `resolved` as
+    csp_scaling_group (check mode, no group), `target` as upgrade_journal (check mode), `preflight` as
+    node_image_facts on the target image (None when args["preflight"] is None)."""
+    reads = {}
+    module = base.InProcessModule(dict(group_image.ARGUMENT_SPEC),
+                                  dict(cloud_params(args), image=args["image"], group=[]),
+                                  cloud=base.CLOUD_REQUIRED, check_mode=True)
+    reads["resolved"] = _read("resolve the image", module, lambda: group_image.apply_image(module))
+    where = args["journal"] or {}
+    module = base.InProcessModule(journal_store.ARGUMENT_SPEC, dict(
+        auth_params(args), name=where.get("name"), namespace=where.get("namespace"), image=args["image"],
+        target_image=reads["resolved"]["image"], new_target=args["new_target"]),
+        kube_auth=True, validate=journal_store.VALIDATE, check_mode=True)
+    reads["target"] = _read("the upgrade's target image", module,
+                            lambda: journal_store.apply_state(module, kube.build_api_client(module.params)))
+    reads["preflight"] = None
+    if args["preflight"] is not None:
+        params = dict(auth_params(args), **cloud_params(args))
+        params.update(args["preflight"], image=reads["target"]["target_image"])
+        module = base.InProcessModule(image_facts.argument_spec(), params, check_mode=check_mode)
+        reads["preflight"] = _read("read the nodes and the clouds", module, lambda: image_facts.facts(module))
+    return reads
+
+
+def read_etcd(params):
+    """The preflight's etcd read as etcd_member_info does it (its options, rules and result), in this process."""
+    module = base.InProcessModule(etcd.INFO_ARGUMENT_SPEC, dict(params), validate=etcd.validate_info, check_mode=True)
+    # An etcd error fails as the module's fail_from_exception() words it (InProcessModule.run).
+    return _read("read the control-plane etcd members", module, lambda: etcd.inspect_from_params(module.params))
+
+
+def take_lock(args, lock, check_mode):
+    """upgrade_lock state=present fail_when_held=false, once (the caller repeats it while the Lease is held)."""
+    module = base.InProcessModule(lease.ARGUMENT_SPEC, dict(
+        auth_params(args), name=lock.get("name"), namespace=lock.get("namespace"), holder=lock.get("holder"),
+        lease_duration=lock.get("lease_duration"), fail_when_held=False),
+        kube_auth=True, validate=lease.VALIDATE, check_mode=check_mode)
+    return module.run(lambda: lease.apply_state(module, kube.build_api_client(module.params)),
+                      "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
+
+
+class UpgradeRun:
+    """One run, for upgrade_step's validated arguments `args` (their `start`, `begin` and `finish` say which
+    parts of the life cycle this run does itself). `say` and `warn` show a line and a warning. `started` says
+    what start began (the role's RV(start)), set as soon as the target is known, a failure's too."""
+
+    def __init__(self, args, check_mode, say, warn, sleep=time.sleep):
+        self.args, self.check_mode = args, check_mode
+        self.say, self.warn, self.sleep = say, warn, sleep
+        self.started = None
+        self.engine = None
+        self.begun = False
+        self.pending_journal, self.pending_events = {}, []
+        self.api_client = None
+
+    # -- start -------------------------------------------------------------------------------------------
+    def start(self):
+        """Resolve the image and the journal's target, read the nodes and the clouds, judge them, read etcd and
+        take the run lock (waiting up to start.lock_wait while another live run holds it). From then on
+        self.args are the arguments of the upgrade that began (its exact image, surge cap, lock holder and start
+        time). A refusal changes nothing."""
+        args, start = self.args, self.args["start"]
+        try:
+            reads = prepare(dict(args, image=start["image"], new_target=start["new_target"],
+                                 preflight=start["preflight"]), self.check_mode)
+        except ReadFailed as exc:
+            raise executor.StepFailure(exc.result.get("msg") or exc.doing, failed_step=exc.doing, reason="preflight")
+        for step in ("resolved", "target", "preflight"):
+            for warning in (reads.get(step) or {}).pop("warnings", None) or ():
+                self.warn(warning)
+        target = reads["target"]
+        self.started = dict(target=target, started=None, started_epoch=None, lock=None, surge_cap=args["surge_cap"])
+        self._say_target(start["image"], target)
+        if reads["preflight"] is not None:
+            verdict = preflight.verdict(reads["preflight"], args["max_unavailable"], start["etcd_preflight"],
+                                        args["etcd"]["endpoints"], start["allow_unready_system_pods"])
+            for line in verdict.said:
+                self.say(line)
+            if verdict.refusal:
+                raise executor.StepFailure(verdict.refusal, reason="preflight")
+            if verdict.surge_cap is not None:
+                self.started["surge_cap"] = verdict.surge_cap
+            if verdict.etcd is not None and args["etcd"]["delegated"]:
+                self._delegated_etcd_preflight(verdict.etcd)
+            elif verdict.etcd is not None:
+                self._etcd_preflight(verdict.etcd)
+            for line in verdict.said_after:
+                self.say(line)
+        lock = self._take_lock(start["lock_wait"])
+        now = _now()
+        started = _stamp(now)
+        self.started.update(started=started, started_epoch=int(now.timestamp()),
+                            lock=dict(args["lock"], holder=lock["holder"]))
+        began = copy.deepcopy(args)
+        began.update(image=target["target_image"], image_resolved=True, surge_cap=self.started["surge_cap"],
+                     started=float(self.started["started_epoch"]), lock=self.started["lock"])
+        began["drain"]["not_before"] = started
+        if began.get("journal"):
+            began["journal"]["run"] = started
+        if began.get("begin"):
+            began["begin"]["record"] = dict(started=started, attempts={started: dict(started=started, passes=0)})
+        self.args = began
+
+    def _say_target(self, image, target):
+        """The image every heir gets, and a reference that moved since the upgrade started."""
+        exact = target["target_image"]
+        self.say("Target image %s%s%s" % (
+            exact, " (%s)" % image if image != exact else "",
+            ", the upgrade started %s goes on" % (target.get("journal") or {}).get("started") if target.get("resumed") else ""))
+        if target.get("moved") is not None:
+            self.say("WARNING: %s now names %s, but this upgrade keeps %s, the image it started with, for every "
+                     "heir; to move on to %s, finish this upgrade and run again, or set rolling_upgrade_new_target: "
+                     "true" % (image, target["moved"], exact, target["moved"]))
+
+    def _etcd_preflight(self, needs):
+        """The preflight's etcd read and check, as etcd_member_info does it: a control-plane heir of a stopped run
+        may be joining (no leader between its member's add and its first start), so an unsure count looks again
+        every 5 s, 24 times; a real fault outlasts that."""
+        etcd_args = self.args["etcd"]
+        params = dict(endpoints=needs["endpoints"], ca_cert=etcd_args["ca_cert"], client_cert=etcd_args["client_cert"],
+                      client_key=etcd_args["client_key"])
+        if needs["expected_member_count"] is not None:
+            params["expected_member_count"] = needs["expected_member_count"]
+        looks = needs["retries"] + 1
+        for look in range(1, looks + 1):
+            try:
+                health = read_etcd(params)
+                refusal = preflight.etcd_refusal(health)
+            except ReadFailed as exc:
+                health, refusal = exc.result, exc.result.get("msg") or exc.doing
+            if refusal is None:
+                return health
+            if look < looks:
+                self.say("control-plane etcd is not healthy yet (%s); looking again in %d s (%d of %d)"
+                         % (refusal, ETCD_LOOK_SECONDS, look, looks))
+                self.sleep(ETCD_LOOK_SECONDS)
+        raise executor.StepFailure(refusal, reason="preflight", etcd_health=health)
+
+    def _delegated_etcd_preflight(self, needs):
+        """The preflight's etcd check on the read the role made through the control-plane host (etcd.health, with
+        its verdict), or EtcdReadDue when there is none this fresh: a read made for an earlier call does not
+        stand for this one's preflight."""
+        given = self.args["etcd"].get("health") or {}
+        fresh = given.get("read_at") and time.time() - given["read_at"] <= etcd_access.DelegatedEtcdHealth.FRESH_SECONDS
+        if not fresh or given.get("healthy") is None:
+            raise EtcdReadDue(dict(endpoints=needs["endpoints"], expected_member_count=needs["expected_member_count"]))
+        refusal = preflight.etcd_refusal(dict(healthy=given["healthy"], problems=given.get("messages") or []))
+        if refusal is not None:
+            raise executor.StepFailure(refusal, reason="preflight", etcd_health=given)
+
+    def _take_lock(self, lock_wait):
+        """upgrade_lock's code, looking again every 10 s while another live run holds the Lease, for up to
+        lock_wait seconds."""
+        looks = max(lock_wait, 0) // LOCK_LOOK_SECONDS + 1
+        for look in range(1, looks + 1):
+            try:
+                answer = take_lock(self.args, self.args["lock"] or {}, self.check_mode)
+            except base.ModuleFailed as exc:
+                raise executor.StepFailure(exc.result.get("msg") or "the run lock", reason="lock")
+            if answer["acquired"]:
+                return answer
+            if look < looks:
+                self.say("%s; looking again in %d s (rolling_upgrade_lock_wait, %d of %d)"
+                         % (answer["msg"], LOCK_LOOK_SECONDS, look, looks))
+                self.sleep(LOCK_LOOK_SECONDS)
+        raise executor.StepFailure(answer["msg"], reason="lock_held", held_by=answer["held_by"])
+
+    # -- the executor, built once per run ------------------------------------------------------------------
+    def build(self):
+        args = self.args
+        options = node_state.planner_options(args)
+        options.validate()
+        if args["gate_after"] != "none" and core.unavailable_limit(options.max_unavailable, 1) > 0:
+            # Delete-first refills follow their donor's removal: a gate held after it would wait on a missing node.
+            raise executor.StepFailure("gate_after %s (rolling_upgrade_gate_after) does not work with max_unavailable %s "
+                                       "(rolling_upgrade_max_unavailable) yet: set one of them to its default (none, 0) "
+                                       "and run again; nothing was changed" % (args["gate_after"], options.max_unavailable),
+                                       reason="invalid")
+        try:
+            self.api_client = kube.build_api_client(args)
+        except kube.KubeAuthError as exc:
+            raise executor.StepFailure("cannot reach Kubernetes: %s" % exc)
+        try:
+            provider = factory.build_provider(args)
+            canonical = None
+            if not args["image_resolved"]:
+                canonical = provider.validate_image(options.image.strip())   # retried inside the provider
+        except provider_base.NotFoundError as exc:
+            raise executor.StepFailure("image %r does not exist: %s" % (options.image, exc))
+        except provider_base.ProviderError as exc:
+            raise executor.StepFailure("cannot use the %s provider with image %r: %s" % (args["provider"], options.image, exc))
+        if canonical:
+            options.image = canonical
+        etcd_args = args["etcd"]
+        remover, health = None, etcd_access.DelegatedEtcdHealth()
+        if not etcd_args["delegated"]:
+            remover = etcd_access.EtcdRemover(etcd_args["ca_cert"], etcd_args["client_cert"], etcd_args["client_key"],
+                                              request_timeout=etcd_args["request_timeout"], timeout=etcd_args["timeout"],
+                                              warn=self.warn)
+            health = etcd_access.EtcdHealth(etcd_args["ca_cert"], etcd_args["client_cert"], etcd_args["client_key"],
+                                            request_timeout=etcd_args["request_timeout"])
+        settings = executor.Settings(options, scaling_groups=args["scaling_groups"], timeout=args["timeout"],
+                                     started=args["started"], poll=args["poll_interval"],
+                                     etcd_endpoints=etcd_args["endpoints"], check_mode=self.check_mode,
+                                     surge_cap=args["surge_cap"], journal_run=(args.get("journal") or {}).get("run"),
+                                     gate_after=None if args["gate_after"] == "none" else args["gate_after"])
+        engine = executor.Executor(settings, kube_access.KubeAccess(self.api_client, options.annotation_prefix, args["drain"]),
+                                   cloud_access.CloudAccess(provider), etcd=remover, say=self.say, etcd_health=health)
+        engine.passes = args["passes"]
+        if args.get("journal"):
+            self._connect_journal(engine)
+        engine.flush_journal = self.flush
+        self.engine = engine
+
+    def _connect_journal(self, engine):
+        """The journal's records of this upgrade (created instances, start counts, delete-first, intents) for the
+        executor's settings, and its writers."""
+        settings, where = engine.settings, self.args["journal"]
+        try:
+            recorded = journal_store.read_journal(self.api_client, where["name"], where["namespace"])[1]
+            settings.created, settings.start_counts = journal_store.created_record(recorded)
+            settings.removed_first, settings.refills = journal_store.delete_first_record(recorded)
+            settings.intents = journal_store.intents_record(recorded)
+        except journal_store.MalformedJournal as exc:
+            raise executor.StepFailure("journal: %s" % exc, reason="malformed_journal")
+        if self.check_mode:
+            return
+        # A gate a killed run owed (a batch part-finished): held for, as that run would have.
+        engine.gate_owed = bool(settings.gate_after) and journal_store.gate_owed(recorded)
+        engine.record_gate_owed = self._record_gate_owed
+        engine.journal = lambda record: (self.pending_events.extend(record.get("events") or ()),
+                                         report.merge(self.pending_journal, record))
+        # Created instances are recorded at once, not with the slice's journal: a run killed right after still
+        # knows they are its own.
+        engine.record_created = self._record_created
+        # Donors found gone are journaled at once too: the same pass promotes their heirs, which forgets their
+        # names, so a kill before the slice's journal would leave them out of the report.
+        engine.record_donors_gone = self._record_donors_gone
+
+    # -- begin, slices, finish -----------------------------------------------------------------------------
+    def begin(self):
+        """This attempt's journal record and the cluster-autoscaler paused, once per run (a real run with begin)."""
+        begin = self.args["begin"]
+        if not begin or self.check_mode or self.begun:
+            return
+        self._journal(begin["record"], image=begin["image"], new_target=begin["new_target"])
+        self._autoscaler(begin["autoscaler"], "paused")
+        self.begun = True
+
+    def give_etcd_health(self, health):
+        """The etcd read the role made through a control-plane host (etcd.health), for the next control-plane heir."""
+        if health and health["read_at"] and isinstance(self.engine.etcd_health, etcd_access.DelegatedEtcdHealth):
+            self.engine.etcd_health.give(health["problems"], health["read_at"])
+
+    def run_slice(self, seconds):
+        return self.engine.run_slice(seconds=seconds)
+
+    def finish(self):
+        """The upgrade is done: restore the autoscaler, close the journal, write the report and release the run
+        lock. Returns the report (summary, files)."""
+        finish = self.args["finish"]
+        self._autoscaler(finish["autoscaler"], "restored")
+        now = _stamp(_now())
+        run = (self.args.get("journal") or {}).get("run")
+        record = dict(finished=now, passes=self.engine.passes)
+        if run:
+            record["attempts"] = {run: dict(passes=self.engine.passes, outcome="done", ended=now)}
+        self._journal(record)
+        written = self._journal({}, state="report", report_dir=finish["report_dir"])
+        if self.args.get("lock"):
+            self._lock("absent")
+        return dict(summary=written["summary"], files=written["files"])
+
+    def abort(self):
+        """A run that began stopped: record the attempt as failed, write the report so far and release the run
+        lock, each as far as it goes (the cause matters more than any of these). Returns the report, or None."""
+        run = (self.args.get("journal") or {}).get("run")
+        if not run or self.check_mode:
+            return None
+        passes = self.engine.passes if self.engine is not None else self.args["passes"]
+        written = None
+        try:
+            self._journal(dict(passes=passes, attempts={run: dict(passes=passes, outcome="failed", ended=_stamp(_now()))}))
+        except executor.StepFailure as exc:
+            self.warn("the failed attempt could not be recorded in the journal: %s" % exc)
+        if self.args.get("finish"):
+            try:
+                written = self._journal({}, state="report", report_dir=self.args["finish"]["report_dir"])
+            except executor.StepFailure as exc:
+                self.warn("the report of the unfinished run could not be written: %s" % exc)
+        if self.args.get("lock") and self.args["lock"].get("holder"):
+            try:
+                self._lock("absent")
+            except executor.StepFailure as exc:
+                self.warn("the run lock could not be released (it expires on its own): %s" % exc)
+        return dict(summary=written["summary"], files=written["files"]) if written else None
+
+    def renew_lock(self):
+        lock = self.args["lock"]
+        try:
+            self._lock("present")
+        except executor.StepFailure as exc:
+            raise LockLost("renewing the run lock %s/%s failed: %s" % (lock["namespace"], lock["name"], exc))
+
+    def flush(self):
+        """Write what the passes journaled so far (and the slice's warnings as Events); a failure is a warning and
+        the record waits for the next slice."""
+        if not self.pending_journal or not self.args.get("journal"):
+            return
+        record, self.pending_journal = self.pending_journal, {}
+        record["events"], self.pending_events = self.pending_events, []
+        # args["image"] is the upgrade's exact target: given as target_image too, a finished journal of the same
+        # upgrade (a rerun) is kept, not started afresh (which would drop its record of the instances created).
+        try:
+            self._journal(record)
+        except executor.StepFailure as exc:
+            self.warn("the journal could not be written (the next slice tries again): %s" % exc)
+            report.merge(record, self.pending_journal)
+            self.pending_journal = record
+            self.pending_events = record.pop("events") + self.pending_events
+
+    # -- the journal's writers the executor calls --------------------------------------------------------------
+    def _record_gate_owed(self):
+        """Record in the journal that a health gate is owed; a failure is a warning (this process still holds new
+        heirs until the gate ran; only a run killed before the gate is recorded as due would not know it owes one)."""
+        where = self.args["journal"]
+        try:
+            journal_store.record_gate_owed(self.api_client, where["name"], where["namespace"], self.args["image"])
+        except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
+            self.warn("that a health gate is owed (rolling_upgrade_gate_after) could not be recorded in the journal "
+                      "ConfigMap %s/%s: %s. This run still runs the gate before it creates more heirs; a run killed "
+                      "before the gate starts would not" % (where["namespace"], where["name"], exc))
+
+    def _record_created(self, record):
+        """Write the record of instances just created into the journal; a failure is a warning (this process keeps
+        the record in memory; a later run without it leaves those instances alone rather than removing them). The
+        delete-first record, written before any worker is marked, is not: without it a run resumed after a kill
+        would not know its groups' start counts nor the labels of the workers it removed, so the pass stops first."""
+        where = self.args["journal"]
+        try:
+            journal_store.record_created(self.api_client, where["name"], where["namespace"], self.args["image"],
+                                         record.get("instances_created"), record.get("start_counts"), delete_first=record)
+        except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
+            if record.get("create_intents") and not record.get("instances_created"):
+                # Before the create call: without it, a kill right after the create leaves instances nothing proves
+                # ours (they are then left alone, never removed), so the run goes on with a warning.
+                self.warn("the creation about to be made could not be recorded in the journal ConfigMap %s/%s: %s. "
+                          "If this run is killed before the instances are recorded, a later run leaves them alone"
+                          % (where["namespace"], where["name"], exc))
+                return
+            if not record.get("instances_created") and (record.get("removed_first") or record.get("start_counts")):
+                raise executor.StepFailure(
+                    "the delete-first record (start counts %s, workers to remove first %s) could not be written to the "
+                    "journal ConfigMap %s/%s: %s. No worker was marked for removal: rolling_upgrade_max_unavailable needs "
+                    "the journal; make it writable for the run's identity (rbac.yml) and run again" % (
+                        json.dumps(record.get("start_counts") or {}, sort_keys=True),
+                        ", ".join(sorted(record.get("removed_first") or {})) or "none", where["namespace"],
+                        where["name"], exc), reason="journal_unwritable")
+            self.warn("the instances just created (%s) could not be recorded in the journal ConfigMap %s/%s as this "
+                      "upgrade's own: %s. A later run will not remove them as surplus" % (
+                          ", ".join(sorted(record.get("instances_created") or {})), where["namespace"], where["name"], exc))
+
+    def _record_donors_gone(self, record):
+        """Write progress.donors_gone_record's record into the journal at once; a failure is a warning and the
+        record goes with the slice's journal instead (only a kill before that loses it)."""
+        where = self.args["journal"]
+        try:
+            journal_store.merge_record(self.api_client, where["name"], where["namespace"], self.args["image"], record,
+                                       "the donors gone")
+        except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
+            self.warn("the nodes found replaced (%s) could not be recorded in the journal ConfigMap %s/%s at once: "
+                      "%s. They are recorded with this slice's journal" % (
+                          ", ".join(sorted(record.get("nodes") or {})), where["namespace"], where["name"], exc))
+            report.merge(self.pending_journal, record)
+
+    # -- journal, lock and autoscaler: the modules' own code, in this process -----------------------------------
+    def _module(self, backend, own, doing):
+        """A module's own code (its backend's ARGUMENT_SPEC, VALIDATE and apply_state) in this process, with own
+        options `own`: its result, or StepFailure with its message; its warnings are shown as its own task would
+        show them."""
+        try:
+            call = base.InProcessModule(backend.ARGUMENT_SPEC, dict(auth_params(self.args), **own), kube_auth=True,
+                                        validate=backend.VALIDATE)
+            answer = call.run(lambda: backend.apply_state(call, kube.build_api_client(call.params)), doing)
+        except base.ModuleFailed as exc:
+            raise executor.StepFailure(exc.result.get("msg") or doing,
+                                       **{k: v for k, v in exc.result.items() if k == "reason"})
+        for warning in answer.pop("warnings", None) or ():
+            self.warn(warning)
+        return answer
+
+    def _journal(self, record, image=None, **own):
+        journal = self.args["journal"]
+        own = dict(name=journal["name"], namespace=journal["namespace"], image=image or self.args["image"],
+                   target_image=self.args["image"], record=record, events=journal["events"], **own)
+        return self._module(journal_store, own, "journal ConfigMap %s/%s" % (journal["namespace"], journal["name"]))
+
+    def _autoscaler(self, where, state):
+        own = dict(name=where["name"], namespace=where["namespace"], state=state,
+                   annotation_prefix=self.args["annotation_prefix"])
+        return self._module(autoscaler, own, "Deployment %s/%s" % (where["namespace"], where["name"]))
+
+    def _lock(self, state):
+        lock = self.args["lock"]
+        own = dict(holder=lock["holder"], name=lock["name"], namespace=lock["namespace"],
+                   lease_duration=lock["lease_duration"], state=state)
+        return self._module(lease, own, "Lease %s/%s" % (lock["namespace"], lock["name"]))

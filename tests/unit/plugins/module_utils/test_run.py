@@ -1,0 +1,57 @@
+"""module_utils/run.py: the parts of a run's life cycle that decide without I/O (the preflight's etcd check on a
+read made through a control-plane host, abort of a run that had not begun)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import executor, run
+
+NEEDS = dict(endpoints=["https://10.0.0.2:2379"], expected_member_count=3, retries=0)
+
+
+def upgrade(health=None, **args):
+    values = dict(etcd=dict(delegated=True, health=health), journal=None, lock=None, passes=0, finish=None)
+    values.update(args)
+    said = []
+    return run.UpgradeRun(values, False, said.append, said.append, sleep=lambda s: None), said
+
+
+def test_without_a_read_the_delegated_preflight_asks_for_one_with_the_count_to_expect():
+    runner, _said = upgrade()
+    with pytest.raises(run.EtcdReadDue) as due:
+        runner._delegated_etcd_preflight(NEEDS)
+    assert due.value.needs == dict(endpoints=NEEDS["endpoints"], expected_member_count=3)
+
+
+def test_a_stale_read_or_one_without_a_verdict_does_not_stand_for_the_preflight():
+    stale = dict(problems=[], read_at=time.time() - 120, healthy=True, messages=[])
+    runner, _said = upgrade(health=stale)
+    with pytest.raises(run.EtcdReadDue):
+        runner._delegated_etcd_preflight(NEEDS)
+    # A mid-run health read (no verdict: made for a control-plane heir) is not the preflight's.
+    runner, _said = upgrade(health=dict(problems=[], read_at=time.time(), healthy=None, messages=[]))
+    with pytest.raises(run.EtcdReadDue):
+        runner._delegated_etcd_preflight(NEEDS)
+
+
+def test_an_unhealthy_fresh_read_refuses_naming_its_problems():
+    read = dict(problems=[], read_at=time.time(), healthy=False, messages=["member cp-1 is unreachable"])
+    runner, _said = upgrade(health=read)
+    with pytest.raises(executor.StepFailure) as refused:
+        runner._delegated_etcd_preflight(NEEDS)
+    assert str(refused.value) == "control-plane etcd is not healthy: member cp-1 is unreachable"
+    assert refused.value.details["reason"] == "preflight"
+
+
+def test_a_healthy_fresh_read_lets_the_run_start():
+    runner, _said = upgrade(health=dict(problems=[], read_at=time.time(), healthy=True, messages=[]))
+    assert runner._delegated_etcd_preflight(NEEDS) is None
+
+
+def test_abort_of_a_run_that_had_not_begun_changes_nothing():
+    # No journal.run: the run failed before it began (the preflight, the lock); no module is called.
+    runner, said = upgrade(journal=dict(name="j", namespace="kube-system", events=False))
+    assert runner.abort() is None and said == []
