@@ -10,7 +10,7 @@ import json
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    autoscaler, drain, etcd, executor, image_facts, kube, lease, node_state, run)
+    artifacts, autoscaler, drain, etcd, executor, gate, image_facts, kube, lease, node_state, run)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
@@ -57,6 +57,16 @@ START_SPEC = dict(
     allow_unready_system_pods=dict(type="bool", default=False),
     lock_wait=dict(type="int", default=600),
 )
+# The health gate after each batch or replacement (gate_after): cluster_health_gate's options.
+GATE_SPEC = dict(
+    soak_seconds=dict(type="int", default=0),
+    timeout=dict(type="int", default=600),
+    namespaces=dict(type="list", elements="str", default=["kube-system"]),
+    poll_interval=dict(type="float", default=5),
+    tasks_file=dict(type="str", default=""),
+    looks=dict(type="int", default=gate.DEFAULT_LOOKS),
+    look_interval=dict(type="int", default=gate.DEFAULT_LOOK_INTERVAL),
+)
 # And after the last: restore the autoscaler, close the journal, write the report, release the run lock.
 FINISH_SPEC = dict(
     report_dir=dict(type="path", required=True),
@@ -79,10 +89,13 @@ def argument_spec():
         passes=dict(type="int", default=0),
         surge_cap=dict(type="int"),
         gate_after=dict(type="str", choices=["none", "batch", "replacement"], default="none"),
+        gate=dict(type="dict", default={}, options=GATE_SPEC),
+        gate_ran=dict(type="dict"),
+        reference=dict(type="str"),
         start=dict(type="dict", options=START_SPEC),
         begin=dict(type="dict", options=BEGIN_SPEC),
         finish=dict(type="dict", options=FINISH_SPEC),
-        abort=dict(type="bool", default=False),
+        abort=dict(type="str"),
     ))
     spec.update(factory.provider_argument_spec(required=True))
     return spec
@@ -90,7 +103,7 @@ def argument_spec():
 
 def _key(args):
     """The executor a call goes on with: the same options, but for what changes from call to call."""
-    same = {k: v for k, v in args.items() if k not in ("passes", "surge_cap")}
+    same = {k: v for k, v in args.items() if k not in ("passes", "surge_cap", "gate_ran", "abort")}
     same["etcd"] = {k: v for k, v in (args.get("etcd") or {}).items() if k != "health"}
     return json.dumps(same, sort_keys=True, default=str)
 
@@ -128,11 +141,17 @@ class ActionModule(action_base.KubenodesActionBase):
                 _RUNS[key] = upgrade
             upgrade.give_etcd_health((args.get("etcd") or {}).get("health"))
             upgrade.begin()
-            outcome = upgrade.run_slice(args["slice_seconds"])
+            if args["gate_ran"] and args["gate_ran"].get("id") not in upgrade.gates_passed:
+                upgrade.gate_passed(args["gate_ran"])   # your tasks file ran and passed (recorded once: `until` retries)
+            gate_ran = upgrade.run_gate() if upgrade.gate_pending and not check_mode else None
+            outcome = None
+            if gate_ran is None:
+                outcome = upgrade.run_slice(args["slice_seconds"])
+                if outcome.get("gate_due"):
+                    gate_ran = upgrade.run_gate()
         except run.EtcdReadDue as exc:
             # Nothing began: the next call (with the read) starts again.
-            result.update(changed=False, done=False, etcd_health_due=True, etcd_read=exc.needs, etcd_due=[],
-                          gate_due=False)
+            result.update(changed=False, done=False, etcd_health_due=True, etcd_read=exc.needs, etcd_due=[])
             return self._finish(result, upgrade)
         except executor.StepFailure as exc:
             _RUNS.pop(key, None)
@@ -149,34 +168,44 @@ class ActionModule(action_base.KubenodesActionBase):
             result.update(failed=True, msg="upgrade step: a Kubernetes call failed: %s" % kube.api_error_message(exc),
                           done=False)
             return self._finish(result, upgrade)
-        facts = outcome["facts"]
+        if gate_ran is not None:
+            # Your tasks file (gate.tasks_file) is due: the role runs it and gives this back (gate_ran).
+            _RUNS.pop(key, None)
+            upgrade.flush()
+            result.update(changed=True, done=False, gate_tasks_due=gate_ran, etcd_due=[])
+            return self._finish(result, upgrade)
         if check_mode:
-            self._show_plan(facts)
+            return self._check_mode_plan(result, upgrade, outcome)
+        return self._slice_result(result, key, upgrade, outcome)
+
+    def _slice_result(self, result, key, upgrade, outcome):
+        facts = outcome["facts"]
         upgrade.flush()
-        if outcome["done"] and upgrade.args["finish"] and not check_mode:
+        if outcome["done"] and upgrade.args["finish"]:
             try:
                 result["report"] = upgrade.finish()
             except executor.StepFailure as exc:
                 _RUNS.pop(key, None)
                 result.update(failed=True, msg=str(exc), done=False, **exc.details)
                 return self._finish(result, upgrade)
-        elif not check_mode and upgrade.args.get("lock"):
+            result["ansible_stats"] = dict(data={artifacts.ARTIFACT_KEY: upgrade.artifact(result["report"]["summary"])},
+                                           per_host=False, aggregate=False)
+        elif upgrade.args.get("lock"):
             try:
                 upgrade.renew_lock()
             except run.LockLost as exc:
                 raise AnsibleActionFail(str(exc))
-        if outcome["done"] or check_mode:
+        if outcome["done"]:
             _RUNS.pop(key, None)
         result.update(
             changed=bool(outcome["did"]),
-            done=bool(outcome["done"]) or check_mode,
+            done=bool(outcome["done"]),
             progress_line=outcome["progress"],
             did=outcome["did"],
             finished=outcome["finished"],
             etcd_due=outcome["etcd_due"],
             etcd_waiting=facts.get("etcd_waiting") or [],
             refused=outcome["refused"],
-            gate_due=bool(outcome.get("gate_due")),
             etcd_health_due=bool(outcome.get("etcd_health_due")),
             problems=facts.get("problems") or [],
             progress=facts["progress"],
@@ -189,6 +218,21 @@ class ActionModule(action_base.KubenodesActionBase):
         )
         return self._finish(result, upgrade)
 
+    def _check_mode_plan(self, result, upgrade, outcome):
+        """Check mode: the plan, shown and returned (RV(check_plan)), and published as the job's artifacts."""
+        facts = outcome["facts"]
+        _RUNS.clear()
+        shown, artifact = upgrade.check_mode_plan(facts)
+        display.display("plan (check mode, nothing changed):")
+        for part in ("progress", "order", "groups", "how", "pdbs", "gates"):
+            if part in shown:
+                display.display("  " + shown[part])
+        display.display("  the next pass: %s" % json.dumps(shown["next_pass"], sort_keys=True, default=str))
+        result.update(changed=False, done=True, check_plan=shown, plan=facts["plan"], progress=facts["progress"],
+                      progress_line=outcome["progress"], did=[], etcd_due=[],
+                      ansible_stats=dict(data={artifacts.ARTIFACT_KEY: artifact}, per_host=False, aggregate=False))
+        return self._finish(result, upgrade)
+
     @staticmethod
     def _finish(result, upgrade):
         engine = upgrade.engine
@@ -198,11 +242,16 @@ class ActionModule(action_base.KubenodesActionBase):
 
     @staticmethod
     def _abort(result, args, check_mode):
-        """The role's rescue: the run that began stopped (abort.cause says why)."""
-        aborted = run.UpgradeRun(args, check_mode, display.display, display.warning).abort()
+        """The role's rescue: the run that began stopped (abort is the cause); the report so far and the cause are
+        the job's artifacts."""
+        upgrade = run.UpgradeRun(args, check_mode, display.display, display.warning)
+        aborted = upgrade.abort(args["abort"], args["gate_ran"])
         began = bool((args.get("journal") or {}).get("run")) and not check_mode
         result.update(changed=began, done=False, aborted=True, report=aborted, passes=args["passes"],
-                      surge_cap=args["surge_cap"], etcd_due=[], gate_due=False, etcd_health_due=False)
+                      surge_cap=args["surge_cap"], etcd_due=[], etcd_health_due=False)
+        if began:
+            artifact = upgrade.artifact((aborted or {}).get("summary") or {}, outcome="failed", cause=args["abort"])
+            result["ansible_stats"] = dict(data={artifacts.ARTIFACT_KEY: artifact}, per_host=False, aggregate=False)
         return result
 
     def run(self, tmp=None, task_vars=None):
@@ -218,12 +267,3 @@ class ActionModule(action_base.KubenodesActionBase):
         if self._run is not None and self._run.started is not None:
             result.setdefault("start", self._run.started)
         return result
-
-    @staticmethod
-    def _show_plan(facts):
-        plan = facts["plan"]
-        display.display("plan (check mode, nothing changed):")
-        for key in ("set_group_image", "create", "create_blocked", "pairs", "repairs", "label_copies", "uncordon",
-                    "drain", "waiting_for_heir", "etcd_remove", "delete_nodes", "delete_instances"):
-            if plan.get(key):
-                display.display("  %s: %s" % (key, json.dumps(plan[key], sort_keys=True, default=str)))

@@ -513,7 +513,7 @@ def given_options(args, spec):
 
 class InProcessModule:
     """The part of KubenodesModule a module's run function uses (params, check_mode, fail_json, warn), for the
-    action plugins that run several modules' code in one controller process (upgrade_start, upgrade_step): no
+    action plugins that run several modules' code in one controller process (upgrade_step): no
     interpreter start and no SDK import per call. The options are validated against the module's own argument
     spec and rules, secrets are collected and redacted as in KubenodesModule, and fail_json raises ModuleFailed.
 

@@ -97,7 +97,7 @@ def client_from_params(params):
                       params["client_key"], request_timeout=params["request_timeout"])
 
 
-# etcd_member_info's options and rules (also run in the controller by the upgrade_start and upgrade_step actions).
+# etcd_member_info's options and rules (also run in the controller by the upgrade_step action).
 INFO_ARGUMENT_SPEC = connection_argument_spec(dict(
     expected_member_count=dict(type="int"),
     timeout=dict(type="int", default=10),

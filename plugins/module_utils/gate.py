@@ -17,6 +17,9 @@ timeout; the time each check took is recorded per gate run in the journal (repor
 
 from __future__ import annotations
 
+import time
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube, validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.report import parse_time
 
 CHECKS = ("nodes_ready", "system_pods_ready", "no_new_pending", "soak")
@@ -249,3 +252,74 @@ def describe(soak_seconds, namespaces, tasks_file, after, timeout, looks=1, look
     if tasks_file:
         lines.append(CHECK_WORDS["user_tasks"] % tasks_file)
     return ["after each %s, within %ss: %s" % (after, timeout, line) for line in lines]
+
+
+# -- cluster_health_gate's backend (the module keeps its documentation and main(); the role's run calls it too) --
+RULES = {
+    "soak_seconds": lambda n, v: validate.seconds(n, v, minimum=0),
+    "timeout": validate.seconds,
+    "poll_interval": validate.positive_number,
+    "after": lambda n, v: validate.one_of(n, v, ("batch", "replacement")),
+    "looks": validate.ROLE_RULES["rolling_upgrade_gate_looks"],
+    "look_interval": validate.ROLE_RULES["rolling_upgrade_gate_look_interval"],
+}
+
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["passed", "snapshot"], default="passed"),
+    baseline=dict(type="list", elements="str"),
+    soak_seconds=dict(type="int", default=0),
+    timeout=dict(type="int", default=600),
+    namespaces=dict(type="list", elements="str", default=["kube-system"]),
+    poll_interval=dict(type="float", default=5),
+    after=dict(type="str", default="batch"),
+    tasks_file=dict(type="str", default=""),
+    looks=dict(type="int", default=DEFAULT_LOOKS),
+    look_interval=dict(type="int", default=DEFAULT_LOOK_INTERVAL),
+)
+
+
+def _namespaces_problem(params):
+    for name in params.get("namespaces") or []:
+        problem = validate.namespace("namespaces item", name)
+        if problem:
+            return problem
+    return None
+
+
+def _looks_problem(params):
+    """Looks that cannot fit in the timeout: the gate could never open."""
+    if params.get("state") == "snapshot" or validate.check(params, RULES):
+        return None
+    return validate.gate_looks_fit(params, ("looks", "look_interval", "timeout"))
+
+
+def _problems(params):
+    return validate.check(params, RULES) + [_namespaces_problem(params), _looks_problem(params)]
+
+
+VALIDATE = _problems   # the backends' hook (as lease.VALIDATE)
+
+
+def _look(api_client, params, baseline):
+    nodes = kube.list_nodes(api_client)
+    pods = kube.list_all(api_client, "/api/v1/pods")
+    return evaluate(nodes, pods, baseline, params["soak_seconds"], time.time(), params["namespaces"]), pods
+
+
+def apply_state(module, api_client):
+    """cluster_health_gate: the workloads running now (state=snapshot), or the gate's looks until it opens, fails
+    (module.fail_json, reason gate_failed) or, in check mode, after one look."""
+    params = module.params
+    gates = describe(params["soak_seconds"], params["namespaces"], params["tasks_file"], params["after"],
+                     params["timeout"], params["looks"], params["look_interval"])
+    if params["state"] == "snapshot":
+        pods = kube.list_all(api_client, "/api/v1/pods")
+        return dict(changed=False, passed=True, snapshot=running_workloads(pods), gates=gates)
+    outcome = wait(lambda: _look(api_client, params, params["baseline"]), time.monotonic, time.sleep,
+                   params["timeout"], params["poll_interval"], params["looks"], params["look_interval"],
+                   module.check_mode)
+    pods, message = outcome.pop("read"), outcome.pop("message", None)
+    result = dict(outcome, changed=False, snapshot=running_workloads(pods), gates=gates)
+    if message:
+        module.fail_json(msg=message, reason="gate_failed", **{k: v for k, v in result.items() if k != "changed"})
+    return result

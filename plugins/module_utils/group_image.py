@@ -1,14 +1,14 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
 """Setting the image new instances of a scaling group get, as csp_scaling_group does (the module and the
-upgrade_start action run this code), on any cloud through its provider."""
+upgrade_step action run this code), on any cloud through its provider."""
 
 from __future__ import annotations
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
 
 
-# csp_scaling_group's options (also run in the controller by the upgrade_start action).
+# csp_scaling_group's options (also run in the controller by the upgrade_step action).
 ARGUMENT_SPEC = dict(
     state=dict(type="str", choices=["present"], default="present"),
     group=dict(type="list", elements="str", default=[]),
@@ -23,7 +23,7 @@ def plan_image_changes(groups, image):
 
 def ensure_image(module, provider):
     """csp_scaling_group's work: the image new instances of each group get set to module.params' image (in check
-    mode with no group, only that image resolved); also run in the controller by the upgrade_start action."""
+    mode with no group, only that image resolved); also run in the controller by the upgrade_step action."""
     group_ids, image = module.params["group"], module.params["image"]
     if not group_ids and module.check_mode and image:
         # No group in check mode: only the exact image the reference names now (a family: its newest image),

@@ -1,6 +1,6 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
-"""What node_image_facts reports (the module and the upgrade_start and upgrade_step actions run this code): the
+"""What node_image_facts reports (the module and the upgrade_step action runs this code): the
 plan of the nodes and the clouds (node_state.py, core.py) with the views of facts_views.py and, when asked, the
 quota, the PodDisruptionBudgets and the kube-system pods."""
 
@@ -28,7 +28,7 @@ PLANNER_ARG_SPEC = dict(
 
 
 def argument_spec():
-    """node_image_facts' options (also validated in the controller by the upgrade_start and upgrade_step actions)."""
+    """node_image_facts' options (also validated in the controller by the upgrade_step action)."""
     return merged_argument_spec(dict(
         PLANNER_ARG_SPEC,
         no_surge=dict(type="bool", default=False),
@@ -55,7 +55,7 @@ def quota_report(provider, result):
 
 def facts(module):
     """node_image_facts' result: the plan with its views (fails through module.fail_json); also run in the
-    controller by the upgrade_start and upgrade_step actions."""
+    controller by the upgrade_step action."""
     reading = "cannot list PodDisruptionBudgets"
     try:
         api_client, nodes, result, provider = node_state.plan_from_cluster(module.params)

@@ -3,7 +3,7 @@
 """The run journal's store: one ConfigMap (plain JSON, compacted or gzipped when large), read and written by
 upgrade_journal, by the planner's modules (which read the instances this upgrade created) and in-process by the
 upgrade_step action (which records each instance it creates at once); and upgrade_journal's work on it (record,
-report, delete), which the upgrade_start and upgrade_step actions run in the controller too."""
+report, delete), which the upgrade_step action runs in the controller too."""
 
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ def created_record(journal):
     return dict(journal.get("instances_created") or {}), dict(journal.get("start_counts") or {})
 
 
-# upgrade_journal's options and rules (also run in the controller by the upgrade_start and upgrade_step actions).
+# upgrade_journal's options and rules (also run in the controller by the upgrade_step action).
 ARGUMENT_SPEC = dict(
     REFERENCE_SPEC,
     state=dict(type="str", choices=["present", "report", "absent"], default="present"),
@@ -274,8 +274,7 @@ def delete_journal(module, api_client):
 
 
 def apply_state(module, api_client):
-    """upgrade_journal's work for its state; also run in the controller by the upgrade_start and upgrade_step
-    actions."""
+    """upgrade_journal's work for its state; also run in the controller by the upgrade_step action."""
     action = {"present": record_observation, "report": write_report, "absent": delete_journal}[module.params["state"]]
     try:
         return action(module, api_client)

@@ -1,7 +1,7 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
 """The run lock's Lease in the cluster: reading and writing it, and taking, renewing or releasing it as
-upgrade_lock does (the module and the upgrade_start and upgrade_step actions run this code). Which run may take
+upgrade_lock does (the module and the upgrade_step action runs this code). Which run may take
 it is decided in run_lock.py (pure)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ ARGUMENT_SPEC = dict(
 )
 VALIDATE = validate.checker(dict(name=validate.object_name, namespace=validate.namespace,
                                  lease_duration=validate.lease_seconds))
-# The `lock` option of the upgrade_start and upgrade_step actions: the same Lease, held for the role's
+# The `lock` option of the upgrade_step action: the same Lease, held for the role's
 # rolling_upgrade_lock_duration (600 s) unless lease_duration is given.
 RUN_LOCK_SPEC = dict({option: ARGUMENT_SPEC[option] for option in ("holder", "name", "namespace")},
                      lease_duration=dict(type="int", default=600))
@@ -109,7 +109,7 @@ def live_processes_note(holder):
 
 def apply_state(module, api_client):
     """upgrade_lock's work: acquire or renew the Lease (state=present), or release it (state=absent), as module.params
-    ask; also run in the controller by the upgrade_start and upgrade_step actions."""
+    ask; also run in the controller by the upgrade_step action."""
     params = module.params
     name, namespace = params["name"], params["namespace"]
     holder = params["holder"] or run_lock.default_holder()

@@ -1,10 +1,9 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
 """The preflight verdict (pure, no I/O): what the preflight's read (node_image_facts with report_pdbs and
-report_quota) says about starting an upgrade. The same checks, in the same order and with the same messages, as the
-role's preflight.yml, which a run with a health gate, check mode or a delegated etcd still takes: the cloud quota,
-nodes outside every known scaling group, nodes not Ready, pods of kube-system not Ready, what the control-plane
-etcd read needs, and PodDisruptionBudgets that allow no disruption now."""
+report_quota) says about starting an upgrade (run.UpgradeRun.start, in every mode): the cloud quota, nodes outside
+every known scaling group, nodes not Ready, pods of kube-system not Ready, what the control-plane etcd read needs,
+and PodDisruptionBudgets that allow no disruption now."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
 
 class Verdict:
     """refusal: why the upgrade must not start (None when it may); said: the lines to show, in order, before
-    the etcd read; said_after: after it (the PodDisruptionBudgets, as preflight.yml says them last);
+    the etcd read; said_after: after it (the PodDisruptionBudgets, said last);
     surge_cap: the surge the quota allows (0: none, workers delete-first), None when not lowered;
     etcd: what the etcd read needs (endpoints, expected_member_count or None, retries), None when no
     control-plane node is to be replaced or the etcd preflight is off."""
@@ -33,12 +32,12 @@ def _descriptions(items):
 
 # The role's option that lets an upgrade start while pods of kube-system are not Ready.
 ALLOW_UNREADY_SYSTEM_PODS = "rolling_upgrade_allow_unready_system_pods"
-# Named in the preflight's line at most this many, then "and N more" (preflight.yml has the same number).
+# Named in the preflight's line at most this many, then "and N more".
 SYSTEM_PODS_NAMED = 10
 
 
 def system_pods_named(pods):
-    """preflight.yml's _rolling_upgrade_system_pods_named: how many pods of kube-system are not Ready, and which."""
+    """How many pods of kube-system are not Ready, and which."""
     more = len(pods) - SYSTEM_PODS_NAMED
     return "%d kube-system pod(s) not Ready: %s%s" % (
         len(pods), _descriptions(pods[:SYSTEM_PODS_NAMED]), " and %d more" % more if more > 0 else "")
@@ -83,7 +82,7 @@ def _quota(verdict, quota, max_unavailable, control_plane_left):
 
 
 def _etcd_needs(read, etcd_endpoints):
-    """preflight.yml's etcd vars: every control-plane Node has a member, except a donor whose member this
+    """What the etcd read needs: every control-plane Node has a member, except a donor whose member this
     collection removed already; a stopped run may have removed a drained donor's member without recording it,
     and a joining instance may have its member before its Node is labelled: no count then, and time to settle."""
     donors = [d for d in read.get("donors") or [] if d.get("role") == ROLE_CONTROL_PLANE]
@@ -96,10 +95,12 @@ def _etcd_needs(read, etcd_endpoints):
                 retries=24 if unsure or in_flight > 0 else 0)
 
 
-def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None, allow_unready_system_pods=False):
+def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None, allow_unready_system_pods=False,
+            check_mode=False):
     """The verdict on `read` (node_image_facts' result). A refusal stops at the first check that fails, as the
-    role's asserts do; what was said before it stays said. Pods of kube-system not Ready (read with
-    report_system_pods) refuse unless `allow_unready_system_pods`, which says them in a warning instead."""
+    preflight always did; what was said before it stays said. Pods of kube-system not Ready (read with
+    report_system_pods) refuse unless `allow_unready_system_pods`, which says them in a warning instead; in
+    `check_mode` they are said as where a real run would stop, and the plan goes on."""
     result = Verdict()
     control_plane_left = any(item.get("role") == ROLE_CONTROL_PLANE for item in read.get("replacement_order") or [])
     if read.get("quota") is not None:
@@ -117,11 +118,15 @@ def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None, a
         return result
     pods = read.get("unready_system_pods") or []
     if nothing_in_flight and pods:
-        if not allow_unready_system_pods:
+        if not allow_unready_system_pods and check_mode:
+            # Check mode says what a real run would do, and goes on to the plan.
+            result.said.append("Check mode: a real run would stop here: %s" % system_pods_refusal(pods))
+        elif not allow_unready_system_pods:
             result.refusal = system_pods_refusal(pods)
             return result
-        result.said.append("WARNING: %s; %s is true, so the upgrade goes on"
-                           % (system_pods_named(pods), ALLOW_UNREADY_SYSTEM_PODS))
+        else:
+            result.said.append("WARNING: %s; %s is true, so the upgrade goes on"
+                               % (system_pods_named(pods), ALLOW_UNREADY_SYSTEM_PODS))
     if etcd_preflight and control_plane_left:
         result.etcd = _etcd_needs(read, etcd_endpoints)
     pdbs = read.get("blocking_pdbs") or []

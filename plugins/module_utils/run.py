@@ -21,8 +21,8 @@ import json
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    autoscaler, base, core, etcd, etcd_access, executor, group_image, image_facts, kube, lease, node_state, preflight,
-    report)
+    artifacts, autoscaler, base, core, etcd, etcd_access, executor, gate, group_image, image_facts, kube, lease,
+    node_state, preflight, progress, report)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_access, kube_access
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
@@ -133,6 +133,10 @@ class UpgradeRun:
         self.begun = False
         self.pending_journal, self.pending_events = {}, []
         self.api_client = None
+        self.preflight_read = None   # start's read of the nodes and the clouds (check mode plans on it)
+        # Health gates (gate_after): the workloads running before the batch, and whether a gate is due now.
+        self.gate_baseline, self.gate_pending = None, False
+        self.gates_passed = set()
 
     # -- start -------------------------------------------------------------------------------------------
     def start(self):
@@ -150,11 +154,13 @@ class UpgradeRun:
             for warning in (reads.get(step) or {}).pop("warnings", None) or ():
                 self.warn(warning)
         target = reads["target"]
-        self.started = dict(target=target, started=None, started_epoch=None, lock=None, surge_cap=args["surge_cap"])
+        self.started = dict(target=target, started=None, started_epoch=None, lock=None, surge_cap=args["surge_cap"],
+                            etcd_health=None)
         self._say_target(start["image"], target)
+        self.preflight_read = reads["preflight"]
         if reads["preflight"] is not None:
             verdict = preflight.verdict(reads["preflight"], args["max_unavailable"], start["etcd_preflight"],
-                                        args["etcd"]["endpoints"], start["allow_unready_system_pods"])
+                                        args["etcd"]["endpoints"], start["allow_unready_system_pods"], self.check_mode)
             for line in verdict.said:
                 self.say(line)
             if verdict.refusal:
@@ -164,14 +170,14 @@ class UpgradeRun:
             if verdict.etcd is not None and args["etcd"]["delegated"]:
                 self._delegated_etcd_preflight(verdict.etcd)
             elif verdict.etcd is not None:
-                self._etcd_preflight(verdict.etcd)
+                self.started["etcd_health"] = self._etcd_preflight(verdict.etcd)
             for line in verdict.said_after:
                 self.say(line)
-        lock = self._take_lock(start["lock_wait"])
+        # Check mode takes no lock: it changes nothing that another run could trip over.
+        lock = None if self.check_mode else dict(args["lock"], holder=self._take_lock(start["lock_wait"])["holder"])
         now = _now()
         started = _stamp(now)
-        self.started.update(started=started, started_epoch=int(now.timestamp()),
-                            lock=dict(args["lock"], holder=lock["holder"]))
+        self.started.update(started=started, started_epoch=int(now.timestamp()), lock=lock)
         began = copy.deepcopy(args)
         began.update(image=target["target_image"], image_resolved=True, surge_cap=self.started["surge_cap"],
                      started=float(self.started["started_epoch"]), lock=self.started["lock"])
@@ -306,6 +312,8 @@ class UpgradeRun:
             raise executor.StepFailure("journal: %s" % exc, reason="malformed_journal")
         if self.check_mode:
             return
+        self.gate_baseline = (recorded or {}).get("gate_baseline")
+        self.gate_pending = bool((recorded or {}).get("gate_due"))
         # A gate a killed run owed (a batch part-finished): held for, as that run would have.
         engine.gate_owed = bool(settings.gate_after) and journal_store.gate_owed(recorded)
         engine.record_gate_owed = self._record_gate_owed
@@ -324,8 +332,17 @@ class UpgradeRun:
         begin = self.args["begin"]
         if not begin or self.check_mode or self.begun:
             return
-        self._journal(begin["record"], image=begin["image"], new_target=begin["new_target"])
+        recorded = self._journal(begin["record"], image=begin["image"], new_target=begin["new_target"]).get("journal") or {}
         self._autoscaler(begin["autoscaler"], "paused")
+        if self.args["gate_after"] != "none":
+            # The first gate's baseline is the workloads running before the first batch; a run stopped at a gate
+            # (the journal says it is due) runs that gate first.
+            self.gate_pending = bool(recorded.get("gate_due"))
+            self.gate_baseline = recorded.get("gate_baseline")
+            if self.gate_baseline is None:
+                self.gate_baseline = self._module(gate, self._gate_options(state="snapshot"),
+                                                  "the workloads running before the first batch")["snapshot"]
+                self._journal(dict(gate_baseline=self.gate_baseline))
         self.begun = True
 
     def give_etcd_health(self, health):
@@ -350,18 +367,33 @@ class UpgradeRun:
         written = self._journal({}, state="report", report_dir=finish["report_dir"])
         if self.args.get("lock"):
             self._lock("absent")
-        return dict(summary=written["summary"], files=written["files"])
+        summary = written["summary"]
+        self.say("%s node(s) replaced in %ss over %s pass(es) in %d attempt(s) (%s in this one); %s pod(s) evicted. "
+                 "Report: %s" % (summary["nodes_replaced"], summary["wall_seconds"], summary["passes"],
+                                 len(summary["attempts"]), self.engine.passes, summary["pods_evicted"],
+                                 ", ".join(written["files"])))
+        return dict(summary=summary, files=written["files"])
 
-    def abort(self):
-        """A run that began stopped: record the attempt as failed, write the report so far and release the run
-        lock, each as far as it goes (the cause matters more than any of these). Returns the report, or None."""
+    def artifact(self, summary, outcome="done", cause=None):
+        """The job's artifacts (AWX; docs/awx.md) for a report summary."""
+        return artifacts.report_artifact(summary, outcome=outcome, cause=cause, image=self.args.get("reference"),
+                                         target_image=self.args["image"], provider=self.args.get("provider"))
+
+    def abort(self, cause, gate_ran=None):
+        """A run that began stopped (`cause`): record the attempt as failed (and the gate whose tasks file failed,
+        `gate_ran`), write the report so far and release the run lock, each as far as it goes (the cause matters
+        more than any of these). Returns the report, or None."""
         run = (self.args.get("journal") or {}).get("run")
         if not run or self.check_mode:
             return None
         passes = self.engine.passes if self.engine is not None else self.args["passes"]
         written = None
+        record = dict(passes=passes, attempts={run: dict(passes=passes, outcome="failed", ended=_stamp(_now()))})
+        if gate_ran:
+            failed = dict(outcome="failed", ended=_stamp(_now()), failure=cause, seconds=dict(gate_ran.get("seconds") or {}))
+            record["gates"] = {gate_ran["id"]: failed}
         try:
-            self._journal(dict(passes=passes, attempts={run: dict(passes=passes, outcome="failed", ended=_stamp(_now()))}))
+            self._journal(record)
         except executor.StepFailure as exc:
             self.warn("the failed attempt could not be recorded in the journal: %s" % exc)
         if self.args.get("finish"):
@@ -375,6 +407,97 @@ class UpgradeRun:
             except executor.StepFailure as exc:
                 self.warn("the run lock could not be released (it expires on its own): %s" % exc)
         return dict(summary=written["summary"], files=written["files"]) if written else None
+
+    # -- health gates (gate_after): the built-in checks here, the user's tasks file by the role ----------------------
+    def _gate_options(self, **own):
+        settings = self.args["gate"]
+        return dict(soak_seconds=settings["soak_seconds"], timeout=settings["timeout"], namespaces=settings["namespaces"],
+                    poll_interval=settings["poll_interval"], after=self.args["gate_after"],
+                    tasks_file=settings["tasks_file"], looks=settings["looks"], look_interval=settings["look_interval"],
+                    **own)
+
+    def run_gate(self):
+        """One health gate: recorded as due first (a run stopped here runs it first when resumed), then
+        cluster_health_gate's checks. Without a tasks file it passes here; with one, returns what the role gives
+        back (gate_ran) once your tasks ran. A failed check fails the run, naming it, recorded as failed."""
+        gate_id = _stamp(_now())
+        self._journal(dict(gate_due=True, gates={gate_id: dict(after=self.args["gate_after"], started=gate_id)}))
+        self.gate_pending = True
+        try:
+            checked = self._module(gate, self._gate_options(baseline=self.gate_baseline), "health gate %s" % gate_id)
+        except executor.StepFailure as exc:
+            self._journal(dict(gates={gate_id: dict(outcome="failed", ended=_stamp(_now()), failure=str(exc),
+                                                    seconds=exc.details.get("seconds") or {})}))
+            raise
+        ran = dict(id=gate_id, seconds=checked["seconds"], snapshot=checked["snapshot"])
+        if self.args["gate"]["tasks_file"]:
+            return dict(ran, tasks_started=time.time())
+        self.gate_passed(ran)
+        return None
+
+    def gate_passed(self, ran):
+        """Record that the gate `ran` passed (with your tasks' time, when it had a tasks file): no gate due or owed,
+        and the workloads running now are the next gate's baseline."""
+        seconds = dict(ran.get("seconds") or {})
+        if ran.get("tasks_started"):
+            seconds["user_tasks"] = round(time.time() - float(ran["tasks_started"]), 1)
+        self._journal(dict(gate_due=False, gate_owed=False, gate_baseline=ran["snapshot"],
+                           gates={ran["id"]: dict(outcome="passed", ended=_stamp(_now()), seconds=seconds)}))
+        self.gate_baseline, self.gate_pending = ran["snapshot"], False
+        self.gates_passed.add(ran["id"])
+        if self.engine is not None:
+            self.engine.gate_owed = False
+
+    # -- check mode: the plan, as a real run would start it ---------------------------------------------------------
+    def check_mode_plan(self, facts):
+        """What check mode shows (each part a line or, for the next pass, a mapping): the preflight's read when there
+        was one and the quota did not lower the surge, else the slice's read."""
+        args = self.args
+        read = self.preflight_read if self.preflight_read is not None and args["surge_cap"] is None else facts
+        order = read.get("replacement_order") or []
+        plan = read.get("plan") or {}
+        groups = "; ".join("%s (%s, %s): %s node(s), %s" % (
+            g["name"], g.get("kind") or "scaling group", g.get("role") or "role unknown", g["nodes"],
+            "on the image" if g.get("image_current") else "to be pointed at the image")
+            for g in read.get("scaling_groups") or []) or "no scaling group was read"
+        shown = dict(
+            progress=progress.progress_line(read, 0),
+            order="%d node(s) to replace, in this order (control plane first, one at a time; then worker groups in "
+                  "parallel, up to %s per group): %s" % (len(order), args["max_surge"],
+                                                         ", ".join("%s in %s" % (n["name"], n["group"]) for n in order)),
+            groups=groups,
+            how=self._how_replacements_go(plan),
+            next_pass={key: plan.get(key) for key in (
+                "set_group_image", "create", "create_blocked", "delete_first", "pairs", "drain", "etcd_remove",
+                "delete_nodes", "delete_instances")},
+        )
+        pdbs = read.get("blocking_pdbs") or []
+        if pdbs:
+            shown["pdbs"] = "PodDisruptionBudgets allowing no disruption now: %s" % ", ".join(
+                "%s/%s" % (p["namespace"], p["name"]) for p in pdbs)
+        if args["gate_after"] != "none":
+            looked = self._module(gate, self._gate_options(), "the health gates, and how they stand now", check_mode=True)
+            now = "; ".join(c["detail"] for c in looked["checks"])
+            shown["gates"] = "%s. Now: %s" % ("; ".join(looked["gates"]), now)
+        return shown, artifacts.plan_artifact(read, image=args.get("reference"), provider=args.get("provider"))
+
+    def _how_replacements_go(self, plan):
+        args = self.args
+        total = args["max_surge_total"]
+        text = "Surge: up to %s new instance(s) at a time per worker group%s, one at a time for the control plane. " % (
+            args["max_surge"], ", at most %s in all" % total if total is not None else "")
+        if core.unavailable_limit(args["max_unavailable"], 1) > 0:
+            text += ("max_unavailable %s: workers may be drained and deleted before their heir exists, Ready nodes per "
+                     "worker group never below the start minus %s (marked now: %s); the control plane always surges. "
+                     % (args["max_unavailable"], args["max_unavailable"],
+                        ", ".join(d["name"] for d in plan.get("delete_first") or []) or "none"))
+        else:
+            text += "max_unavailable 0: no node is drained before its heir is Ready. "
+        gates = "after each %s (the health gates below)" % args["gate_after"] if args["gate_after"] != "none" else "none"
+        text += "Health gates: %s. " % gates
+        events = (args.get("journal") or {}).get("events")
+        return text + "Kubernetes Events on the Nodes: %s." % (
+            "on (namespace default, source kubenodes-image-upgrade)" if events else "off (rolling_upgrade_events is false)")
 
     def renew_lock(self):
         lock = self.args["lock"]
@@ -455,17 +578,17 @@ class UpgradeRun:
             report.merge(self.pending_journal, record)
 
     # -- journal, lock and autoscaler: the modules' own code, in this process -----------------------------------
-    def _module(self, backend, own, doing):
+    def _module(self, backend, own, doing, check_mode=False):
         """A module's own code (its backend's ARGUMENT_SPEC, VALIDATE and apply_state) in this process, with own
-        options `own`: its result, or StepFailure with its message; its warnings are shown as its own task would
-        show them."""
+        options `own`: its result, or StepFailure with its message (and its reason and seconds); its warnings are
+        shown as its own task would show them."""
         try:
             call = base.InProcessModule(backend.ARGUMENT_SPEC, dict(auth_params(self.args), **own), kube_auth=True,
-                                        validate=backend.VALIDATE)
+                                        validate=backend.VALIDATE, check_mode=check_mode)
             answer = call.run(lambda: backend.apply_state(call, kube.build_api_client(call.params)), doing)
         except base.ModuleFailed as exc:
             raise executor.StepFailure(exc.result.get("msg") or doing,
-                                       **{k: v for k, v in exc.result.items() if k == "reason"})
+                                       **{k: v for k, v in exc.result.items() if k in ("reason", "seconds")})
         for warning in answer.pop("warnings", None) or ():
             self.warn(warning)
         return answer

@@ -145,74 +145,14 @@ gates:
   elements: str
 """
 
-import time
-
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import gate, kube, validate
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import gate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
-
-RULES = {
-    "soak_seconds": lambda n, v: validate.seconds(n, v, minimum=0),
-    "timeout": validate.seconds,
-    "poll_interval": validate.positive_number,
-    "after": lambda n, v: validate.one_of(n, v, ("batch", "replacement")),
-    "looks": validate.ROLE_RULES["rolling_upgrade_gate_looks"],
-    "look_interval": validate.ROLE_RULES["rolling_upgrade_gate_look_interval"],
-}
-
-
-def _namespaces_problem(params):
-    for name in params.get("namespaces") or []:
-        problem = validate.namespace("namespaces item", name)
-        if problem:
-            return problem
-    return None
-
-
-def look(api_client, params, baseline):
-    nodes = kube.list_nodes(api_client)
-    pods = kube.list_all(api_client, "/api/v1/pods")
-    return gate.evaluate(nodes, pods, baseline, params["soak_seconds"], time.time(), params["namespaces"]), pods
-
-
-def _looks_problem(params):
-    """Looks that cannot fit in the timeout: the gate could never open."""
-    if params.get("state") == "snapshot" or validate.check(params, RULES):
-        return None
-    return validate.gate_looks_fit(params, ("looks", "look_interval", "timeout"))
-
-
-def run(module, api_client):
-    params = module.params
-    gates = gate.describe(params["soak_seconds"], params["namespaces"], params["tasks_file"], params["after"],
-                          params["timeout"], params["looks"], params["look_interval"])
-    if params["state"] == "snapshot":
-        pods = kube.list_all(api_client, "/api/v1/pods")
-        return dict(changed=False, passed=True, snapshot=gate.running_workloads(pods), gates=gates)
-    outcome = gate.wait(lambda: look(api_client, params, params["baseline"]), time.monotonic, time.sleep,
-                        params["timeout"], params["poll_interval"], params["looks"], params["look_interval"],
-                        module.check_mode)
-    pods, message = outcome.pop("read"), outcome.pop("message", None)
-    result = dict(outcome, changed=False, snapshot=gate.running_workloads(pods), gates=gates)
-    if message:
-        module.fail_json(msg=message, reason="gate_failed", **{k: v for k, v in result.items() if k != "changed"})
-    return result
 
 
 def main():
-    module = KubenodesModule(argument_spec=dict(
-        state=dict(type="str", choices=["passed", "snapshot"], default="passed"),
-        baseline=dict(type="list", elements="str"),
-        soak_seconds=dict(type="int", default=0),
-        timeout=dict(type="int", default=600),
-        namespaces=dict(type="list", elements="str", default=["kube-system"]),
-        poll_interval=dict(type="float", default=5),
-        after=dict(type="str", default="batch"),
-        tasks_file=dict(type="str", default=""),
-        looks=dict(type="int", default=gate.DEFAULT_LOOKS),
-        look_interval=dict(type="int", default=gate.DEFAULT_LOOK_INTERVAL),
-    ), kube_auth=True, supports_check_mode=True,
-        validate=lambda params: validate.check(params, RULES) + [_namespaces_problem(params), _looks_problem(params)])
-    module.run(lambda: run(module, module.kube_client()), "the cluster's nodes and pods")
+    module = KubenodesModule(argument_spec=gate.ARGUMENT_SPEC, kube_auth=True, supports_check_mode=True,
+                             validate=gate.VALIDATE)
+    module.run(lambda: gate.apply_state(module, module.kube_client()), "the cluster's nodes and pods")
 
 
 if __name__ == "__main__":

@@ -126,7 +126,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers 
 
 
 def main():
-    # The options and work are group_image.py's: the upgrade_start action runs them too.
+    # The options and work are group_image.py's: the upgrade_step action's run (module_utils/run.py) runs them too.
     module = KubenodesModule(argument_spec=group_image.ARGUMENT_SPEC, cloud=CLOUD_REQUIRED, supports_check_mode=True,
                              required_if=[("state", "present", ["image"])])
     try:

@@ -220,7 +220,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base impor
 
 
 def main():
-    # The options, rules and work are etcd.py's: the upgrade_start and upgrade_step actions run them too.
+    # The options, rules and work are etcd.py's: the upgrade_step action runs them too.
     module = KubenodesModule(argument_spec=etcd.INFO_ARGUMENT_SPEC, requires=("requests",),
                              validate=etcd.validate_info, supports_check_mode=True)
     try:

@@ -557,7 +557,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base impor
 
 
 def main():
-    # The options and work are image_facts.py's: the upgrade_start and upgrade_step actions run them too.
+    # The options and work are image_facts.py's: the upgrade_step action runs them too.
     module = KubenodesModule(argument_spec=image_facts.argument_spec(), supports_check_mode=True)
     module.require("kubernetes")
     module.exit_json(**image_facts.facts(module))

@@ -208,7 +208,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base impor
 
 
 def main():
-    # The options, rules and work are journal.py's: the upgrade_start and upgrade_step actions run them too.
+    # The options, rules and work are journal.py's: the upgrade_step action runs them too.
     module = KubenodesModule(argument_spec=journal.ARGUMENT_SPEC, kube_auth=True, supports_check_mode=True,
                              required_if=[("state", "report", ["report_dir"])], validate=journal.VALIDATE)
     module.run(lambda: journal.apply_state(module, module.kube_client()),

@@ -118,7 +118,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base impor
 
 
 def main():
-    # The options, rules and work are lease.py's: the upgrade_start and upgrade_step actions run them too.
+    # The options, rules and work are lease.py's: the upgrade_step action runs them too.
     module = KubenodesModule(argument_spec=lease.ARGUMENT_SPEC, kube_auth=True, supports_check_mode=True,
                              validate=lease.VALIDATE)
     module.run(lambda: lease.apply_state(module, module.kube_client()),

@@ -19,10 +19,11 @@ description:
     budget, uncordon nodes whose pair broke, drain donors whose heir is Ready, remove the etcd members of
     drained control-plane donors, delete the replaced instances and Node objects, and clean up instances that
     never joined, failed or were orphaned.
-  - It returns when the upgrade is done, when a delegated etcd removal is due (RV(etcd_due)), when a health gate
-    is due (RV(gate_due)), or after O(slice_seconds). A finished replacement is written to the journal at once,
-    and the slice goes on. Repeat it with C(until) on RV(done); every retry of the task runs in the same worker
-    process and keeps its clients and imported SDKs.
+  - It returns when the upgrade is done, when a delegated etcd removal or read is due (RV(etcd_due),
+    RV(etcd_health_due)), when a health gate's tasks file is due (RV(gate_tasks_due)), or after
+    O(slice_seconds). A finished replacement is written to the journal at once, and the slice goes on. Repeat it
+    with C(until) on RV(done); every retry of the task runs in the same worker process and keeps its clients and
+    imported SDKs.
   - After a pass that changed something it looks again at once. While everything waits (a heir joining, a
     PodDisruptionBudget, a deletion) it watches the Nodes, and the next pass begins as soon as one changes in
     what the plan reads (a heir registered or Ready, a cordon, a label or annotation), at the moment a heir's
@@ -43,7 +44,7 @@ options:
     description:
       - V(true) when O(image) is already the exact image the cloud names (as M(kubenodes.image_upgrade.csp_scaling_group)
         in check mode or M(kubenodes.image_upgrade.node_image_facts) returns it) and known to exist; the step then
-        does not validate it with the cloud again. The rolling_upgrade role sets it after its preflight.
+        does not validate it with the cloud again. The rolling_upgrade role sets it once the first call (O(start)) resolved it.
       - V(false) validates O(image) first and uses its canonical form (an image family names its newest image).
     type: bool
     default: false
@@ -276,14 +277,60 @@ options:
     type: int
   gate_after:
     description:
-      - V(batch) or V(replacement) - a health gate (M(kubenodes.image_upgrade.cluster_health_gate), run by the
-        caller) follows each finished batch or each finished replacement. The slice then returns
-        RV(gate_due=true); with V(batch), no heir is created from the first finished replacement until the batch
-        in flight finished and the slice returned RV(gate_due). The caller runs the gate before the next call.
+      - V(batch) or V(replacement) - a health gate follows each finished batch or each finished replacement; with
+        V(batch), no heir is created from the first finished replacement until the batch in flight finished and its
+        gate passed. The call runs the gate itself - recorded as due in the journal first (a run stopped there runs it
+        first when resumed), then the checks of M(kubenodes.image_upgrade.cluster_health_gate) with O(gate) against
+        the workloads running before the batch (recorded in the journal before the first batch). A failed check fails
+        the call, naming it, and is recorded as failed. With O(gate.tasks_file) the call then returns
+        RV(gate_tasks_due); the caller runs the tasks file and gives that back in O(gate_ran).
       - V(none), no gate.
     type: str
     choices: [none, batch, replacement]
     default: none
+  gate:
+    description: The health gate's options, as M(kubenodes.image_upgrade.cluster_health_gate) takes them.
+    type: dict
+    default: {}
+    suboptions:
+      soak_seconds:
+        description: Seconds since the last node turned Ready before the gate opens.
+        type: int
+        default: 0
+      timeout:
+        description: Seconds the gate waits for its checks before it fails.
+        type: int
+        default: 600
+      namespaces:
+        description: Namespaces whose pods must all be Ready.
+        type: list
+        elements: str
+        default: [kube-system]
+      poll_interval:
+        description: Seconds between looks while a check fails.
+        type: float
+        default: 5
+      tasks_file:
+        description: Your tasks file, run by the caller after the built-in checks passed (RV(gate_tasks_due)).
+        type: str
+        default: ""
+      looks:
+        description: Passing looks in a row before the gate opens.
+        type: int
+        default: 2
+      look_interval:
+        description: Seconds between those looks.
+        type: int
+        default: 10
+  gate_ran:
+    description:
+      - The gate a previous call returned in RV(gate_tasks_due), once the caller ran O(gate.tasks_file) - recorded as
+        passed (with the tasks' time), and the next batch goes on. With O(abort), the gate whose tasks file failed,
+        recorded as failed with the cause.
+    type: dict
+  reference:
+    description: The image as the user gave it (C(rolling_upgrade_image)), for the job's artifacts.
+    type: str
   start:
     description:
       - Before the first slice of this process, begin the upgrade as the rolling_upgrade role's target, preflight
@@ -298,8 +345,9 @@ options:
       - The upgrade then goes on with the exact image resolved, the surge cap the quota allows, the lock's holder and
         the start time; RV(start) says what was done. A refusal or a lock held too long fails the call before
         anything is changed.
-      - The rolling_upgrade role sets it with the step engine, no health gate and etcd reached from the controller,
-        so that the cloud's SDK is imported once and the first heirs are created in the same worker process.
+      - The rolling_upgrade role sets it on its first call, so that the cloud's SDK is imported once and the first heirs
+        are created in the same worker process. In check mode no lock is taken. With O(etcd.delegated) the call first
+        returns RV(etcd_read) and begins nothing until it is given that read.
         O(image), O(image_resolved), O(started), O(journal.run), O(drain.not_before) and O(begin.record) are then
         filled in by it.
     type: dict
@@ -340,8 +388,8 @@ options:
       - Before the first slice of this process (once, not on every retry), start the journal and pause the
         cluster-autoscaler, with the code of M(kubenodes.image_upgrade.upgrade_journal) (O(journal), this record,
         O(begin.image) as its C(image) and O(image) as its C(target_image)) and of
-        M(kubenodes.image_upgrade.autoscaler_pause) (C(state=paused)), in this process. The rolling_upgrade role
-        sets it with the step engine and no health gate, instead of a task (a module process) for each.
+        M(kubenodes.image_upgrade.autoscaler_pause) (C(state=paused)), in this process; with O(gate_after), record the
+        workloads running now as the first gate's baseline. The rolling_upgrade role sets it on its first calls.
       - Nothing of it in check mode.
     type: dict
     suboptions:
@@ -381,13 +429,13 @@ options:
         default: {}
   abort:
     description:
-      - End a run that began and stopped (the role's rescue), instead of a slice - record this attempt
-        (O(journal.run)) as V(failed) in the journal, write the report so far to O(finish.report_dir) (with O(finish))
-        and release the run lock O(lock) (with its C(holder)), each as far as it goes; a step that fails is a warning.
-        The report is RV(report); nothing is read from the cloud.
+      - The cause of a stop - end a run that began and stopped (the role's rescue), instead of a slice - record this
+        attempt (O(journal.run)) as V(failed) in the journal (and O(gate_ran) as a failed gate), write the report so
+        far to O(finish.report_dir) (with O(finish)) and release the run lock O(lock) (with its C(holder)), each as
+        far as it goes; a step that fails is a warning. The report is RV(report), and the report with the cause the
+        job's artifacts (C(image_upgrade), docs/awx.md); nothing is read from the cloud.
       - Nothing without O(journal.run) (the run had not begun), and nothing in check mode.
-    type: bool
-    default: false
+    type: str
 extends_documentation_fragment:
   - kubenodes.image_upgrade.kube_auth
   - kubenodes.image_upgrade.cloud_provider
@@ -398,7 +446,8 @@ attributes:
   check_mode:
     support: full
     description:
-      - Reads, plans and prints the whole plan of the next pass; changes nothing and returns RV(done) true.
+      - Reads, plans and shows the plan (RV(check_plan)), publishes it as the job's artifacts, changes nothing and
+        returns RV(done) true.
   diff_mode:
     support: none
     description:
@@ -470,10 +519,20 @@ etcd_due:
   returned: success
   type: list
   elements: dict
-gate_due:
-  description: Whether the caller is to run the health gate now, before the next call (O(gate_after)).
-  returned: success
-  type: bool
+gate_tasks_due:
+  description:
+    - The health gate whose built-in checks passed, when O(gate.tasks_file) is to run now - C(id), C(seconds),
+      C(snapshot) and C(tasks_started); give it back in O(gate_ran) after the tasks file ran.
+  returned: then
+  type: dict
+check_plan:
+  description:
+    - In check mode, the plan as shown - C(progress), C(order) (the nodes to replace, in order), C(groups) (the scaling
+      groups), C(how) (the surge, delete-first, gates and Events), C(next_pass) (what the next pass would do), and
+      when they apply C(pdbs) (PodDisruptionBudgets that block a drain now) and C(gates) (the health gates and how
+      they stand now). The plan is also the job's artifacts (C(image_upgrade), docs/awx.md).
+  returned: in check mode
+  type: dict
 etcd_health_due:
   description:
     - With O(etcd.delegated), whether a control-plane heir waits for a read of etcd's health through the delegated
@@ -501,8 +560,10 @@ start:
   description:
     - With O(start), what the call began - C(target) (the journal's target, as M(kubenodes.image_upgrade.upgrade_journal)
       returns it in check mode), C(started) and C(started_epoch) (when the run began, after the lock), C(lock)
-      (O(lock) with the holder that took it) and C(surge_cap) (what the quota allows, or null). C(started) and
-      C(lock) are null when the call failed before it took the lock (a refusal, and nothing was changed).
+      (O(lock) with the holder that took it), C(surge_cap) (what the quota allows, or null) and C(etcd_health) (the
+      preflight's etcd read as M(kubenodes.image_upgrade.etcd_member_info) returns it, null when etcd was not read
+      here). C(started) and C(lock) are null when the call failed before it took the lock (a refusal, and nothing
+      was changed); C(lock) is null in check mode, which takes no lock.
   returned: when O(start) was given
   type: dict
 etcd_read:

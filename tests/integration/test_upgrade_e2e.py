@@ -75,7 +75,7 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     assert not any("UpgradeEtcdMemberRemoved" in reasons.get(n, ()) for n in start["node_names"] if n != control_plane), reasons
     if "rolling_upgrade_etcd_delegate_to" in overrides:
         # The preflight's etcd read too, before the first pass: the first call asked for it (RV etcd_read).
-        assert re.search(r"Read the control-plane etcd through etcd-host \(pass 0\)\] \*+\n(?:FAILED - RETRYING.*\n)*"
+        assert re.search(r"Read the control-plane etcd on the etcd host \(pass 0\)\] \*+\n(?:FAILED - RETRYING.*\n)*"
                          r"ok: \[localhost -> etcd-host\]", output), output[-6000:]
         assert re.search(r"Remove the etcd members of drained control-plane donors \(pass \d+\)\] \*+\nchanged: \[localhost -> etcd-host\]",
                          output), output[-6000:]

@@ -25,12 +25,12 @@ def test_full_upgrade_azure_flexible(upgrade_cluster, tmp_path):
     before = uh.world(handle, values)
     rc, output = run_playbook(uh.PLAYBOOK, extra_vars=values, check=True, timeout=RUN_TIMEOUT)
     assert rc == 0, uh.failed_messages(output)
-    tasks = {t["task"]["name"]: t["hosts"]["localhost"] for t in output["plays"][0]["tasks"] if t["hosts"]}
-    order = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | the order of replacement"))
+    shown = uh.check_plan(output)
+    order = shown["order"]
     assert order.startswith("3 node(s) to replace") and all(n in order for n in start["node_names"]), order
-    groups = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | the scaling groups"))
+    groups = shown["groups"]
     assert groups.count("(Azure VM scale set (Flexible orchestration), ") == 3 and "Uniform" not in groups, groups
-    plan = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | the next pass"))
+    plan = shown["next_pass"]
     assert plan["set_group_image"] and all("/virtualMachineScaleSets/" in g["group"] for g in plan["set_group_image"]), plan
     assert uh.world(handle, values) == before
     admin = handle.cloud("azure")

@@ -31,26 +31,26 @@ def test_check_mode_prints_the_plan_and_bad_images_change_nothing(upgrade_cluste
     gated = dict(values, rolling_upgrade_gate_after="batch", rolling_upgrade_soak_seconds=30)
     rc, output = run_playbook(uh.PLAYBOOK, extra_vars=gated, check=True, timeout=RUN_TIMEOUT)
     assert rc == 0, uh.failed_messages(output)
-    tasks = {t["task"]["name"]: t["hosts"]["localhost"] for t in output["plays"][0]["tasks"] if t["hosts"]}
-    gates = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | health gates"))
+    shown = uh.check_plan(output)
+    gates = shown["gates"]
     for words in ("after each batch, within 600s: every node Ready", "the pods of kube-system Ready",
                   "no pod that was Running before the batch Pending", "soak of 30s since the last node turned Ready",
                   "Now: %d node(s) Ready" % len(start["node_names"])):
         assert words in gates, gates
     # The plan says how replacements go: the surge, no delete-first, the gates and the Events (issue 16).
-    how = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | how replacements go"))
+    how = shown["how"]
     for words in ("Surge: up to 1 new instance(s) at a time per worker group", "max_unavailable 0: no node is drained "
-                  "before its heir is Ready", "Health gates: after each batch (Plan | health gates)",
+                  "before its heir is Ready", "Health gates: after each batch (the health gates below)",
                   "Kubernetes Events on the Nodes: on (namespace default, source kubenodes-image-upgrade)"):
         assert words in how, how
-    order = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | the order of replacement"))
+    order = shown["order"]
     assert order.startswith("3 node(s) to replace"), order
     for name in start["node_names"]:
         assert name in order, (name, order)
     # The control plane goes first.
     [control_plane] = [n for g, names in start["groups"].items() if "control-plane" in g for n in names]
     assert all(order.index(control_plane) < order.index(n) for n in start["node_names"] if n != control_plane)
-    plan = next(r["msg"] for name, r in tasks.items() if name.endswith("Plan | the next pass"))
+    plan = shown["next_pass"]
     assert plan["set_group_image"], plan
     assert uh.world(handle, values) == before
     assert not uh.node_annotations_with_prefix(handle)

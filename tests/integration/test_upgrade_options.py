@@ -8,8 +8,8 @@
     records the exact image in its journal; a run killed after the new image was published is resumed onto the
     image it started with; a resumed run asking for another image stops naming rolling_upgrade_new_target;
 (c) a pod of kube-system that is not Ready stops the run in its preflight, named, before anything changes - the
-    step engine's first upgrade_step call (preflight.py) and, with a health gate, preflight.yml, with the same
-    words - unless rolling_upgrade_allow_unready_system_pods; check mode says what a real run would do and plans.
+    first upgrade_step call (preflight.py), with a health gate too, with the same words - unless
+    rolling_upgrade_allow_unready_system_pods; check mode says what a real run would do and plans.
 """
 
 import re
@@ -62,7 +62,7 @@ def test_bad_options_are_refused_naming_the_rule_before_anything_changes(cluster
             assert message.count(" must be ") == 1, "more than the one rule broken is named: %s" % message
             assert repr(list(bad.values())[0]) in message or str(list(bad.values())[0]) in message, message
             assert "Nothing was changed" in message
-            assert "TASK [kubenodes.image_upgrade.rolling_upgrade : Target image" not in output, "it went on: %s" % bad
+            assert "Upgrade steps until every node runs the image" not in output, "it went on: %s" % bad
             assert uh.world(handle, values) == before, "%s (check mode %s) changed something" % (bad, check)
     # A gate whose passing looks in a row cannot fit in its timeout could never open: refused, naming all three.
     slow_gate = dict(values, rolling_upgrade_gate_after="batch",
@@ -163,8 +163,8 @@ def test_a_kube_system_pod_not_ready_stops_the_run_before_anything_changes_unles
         "schedulerName": "kubenodes-test-no-such-scheduler", "automountServiceAccountToken": False,
         "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}, ok=(201,))
     try:
-        # The step engine without a gate: the first upgrade_step call's start judges the read in Python; with a gate,
-        # preflight.yml in Jinja. Both refuse, naming the pod, the rule, the option and what to do.
+        # The first upgrade_step call's start judges the read, with a gate or without. Both refuse, naming the pod,
+        # the rule, the option and what to do.
         said = {}
         for label, extra in (("step", {}), ("gate", dict(rolling_upgrade_gate_after="batch"))):
             rc, output = uh.run_upgrade(dict(values, **extra), tmp_path / ("%s.log" % label), timeout=RUN_TIMEOUT)
@@ -179,7 +179,7 @@ def test_a_kube_system_pod_not_ready_stops_the_run_before_anything_changes_unles
         assert rc == 0, output[-4000:]
         flat = " ".join(output.split())
         assert "Check mode: a real run would stop here: " in flat and STUCK in flat and REFUSAL_END in flat
-        assert "Plan | the next pass" in output
+        assert "plan (check mode, nothing changed):" in output and "the next pass: " in output
         # Allowed: said in a warning, and the run goes on (check mode here: it changes nothing).
         allowed = dict(values, rolling_upgrade_allow_unready_system_pods=True)
         rc, output = uh.run_upgrade(allowed, tmp_path / "allowed.log", timeout=RUN_TIMEOUT, check=True)

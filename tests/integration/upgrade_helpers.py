@@ -701,6 +701,13 @@ def missing_image(values):
     return image.rsplit("/", 1)[0] + "/does-not-exist", "does-not-exist"
 
 
+def check_plan(output):
+    """The plan a check-mode run showed (upgrade_step's RV check_plan), from a kubenodes_json callback document."""
+    [plan] = [result["check_plan"] for play in output["plays"] for task in play["tasks"]
+              for result in task["hosts"].values() if "check_plan" in result]
+    return plan
+
+
 def failed_messages(output):
     """'task: message' of every failed task in a kubenodes_json callback document."""
     messages = []

@@ -236,7 +236,7 @@ def test_a_gcp_key_dict_masks_its_key_but_not_the_project(capsys):
     assert leaks(text) == [], text
 
 
-# -- a module's own code run in the controller (base.InProcessModule, the upgrade_start/upgrade_step actions) --
+# -- a module's own code run in the controller (base.InProcessModule, the upgrade_step action) --
 
 def in_process(backend, args, run=None):
     """A module's backend in-process, as the actions call it: (result, None) or (None, failure)."""

@@ -1,12 +1,7 @@
-"""Unit tests of the step engine's preflight verdict (module_utils/preflight.py): the checks of the role's
-preflight.yml on the preflight's read, in its order and with its messages."""
+"""Unit tests of the preflight verdict (module_utils/preflight.py): the checks on the preflight's read, in their
+order and with their messages."""
 
-import pathlib
-
-import jinja2
-import jinja2.nativetypes
 import pytest
-import yaml
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import preflight
 
@@ -178,120 +173,11 @@ def test_etcd_refusal_names_every_problem():
         "control-plane etcd is not healthy: member a is unreachable; no leader")
 
 
-# -- the role's preflight.yml (with a gate, in check mode or with a delegated etcd) says the same ---------------
-ROLE_PREFLIGHT = pathlib.Path(__file__).parents[4] / "roles" / "rolling_upgrade" / "tasks" / "preflight.yml"
-
-
-def _tasks(tasks):
-    for task in tasks:
-        yield task
-        yield from _tasks(task.get("block") or [])
-
-
-class RolePreflight:
-    """preflight.yml's messages, rendered with plain Jinja (the Ansible filters they use added) on a read."""
-
-    def __init__(self):
-        self.tasks = {t["name"]: t for t in _tasks(yaml.safe_load(ROLE_PREFLIGHT.read_text())) if "name" in t}
-        self.env = jinja2.nativetypes.NativeEnvironment(undefined=jinja2.StrictUndefined)
-        self.env.filters["zip"] = lambda a, b: list(zip(a, b))
-        self.env.filters["bool"] = lambda v: v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on")
-        self.text = jinja2.Environment(undefined=jinja2.StrictUndefined)
-        self.text.filters.update(self.env.filters)
-
-    def context(self, block, read, max_unavailable=0):
-        context = {"_rolling_upgrade_preflight": read, "rolling_upgrade_max_unavailable": max_unavailable,
-                   "rolling_upgrade_etcd_endpoints": [],
-                   "rolling_upgrade_etcd_delegate_to": "localhost", "omit": None}
-        for name, value in (self.tasks[block].get("vars") or {}).items():
-            context[name] = self.env.from_string(value).render(context) if isinstance(value, str) else value
-        return context
-
-    def message(self, task, block, read, max_unavailable=0, key=None):
-        context = self.context(block, read, max_unavailable) if block else {
-            "_rolling_upgrade_preflight": read, "rolling_upgrade_max_unavailable": max_unavailable}
-        context.update(self.context(task, read, max_unavailable) if self.tasks[task].get("vars") else {})
-        body = self.tasks[task]
-        template = body["ansible.builtin.assert"]["fail_msg"] if "ansible.builtin.assert" in body else \
-            body["ansible.builtin.debug"]["msg"]
-        if key is not None:
-            template = body["ansible.builtin.fail"]["msg"]
-        # Folded YAML keeps the line breaks of more-indented lines (inside a {{ }}): the words are what count.
-        return " ".join(self.text.from_string(template).render(context).split())
-
-
-@pytest.fixture(scope="module")
-def role():
-    return RolePreflight()
-
-
-QUOTA = "Preflight quota"
-
-
-@pytest.mark.parametrize("max_unavailable,order", [
-    (0, [{"name": "w1", "role": "worker"}]),
-    ("1", [{"name": "cp1", "role": "control-plane"}]),
-])
-def test_the_quota_refusal_is_the_roles(role, max_unavailable, order):
-    data = read(quota=quota("none"), replacement_order=order)
-    expected = role.message("Preflight | the cloud quota leaves room for at least one new instance", QUOTA, data,
-                            max_unavailable)
-    assert preflight.verdict(data, max_unavailable=max_unavailable).refusal == expected
-
-
-def test_the_quota_warnings_are_the_roles(role):
-    data = read(quota=quota("none", unknown=[{"description": "INSTANCES in us-east-1: AccessDenied"}]))
-    assert preflight.verdict(data, max_unavailable="2").said == [
-        role.message("Preflight | no room for surge, workers are replaced delete-first", QUOTA, data, "2"),
-        role.message("Preflight | quota that could not be read", QUOTA, data, "2")]
-    data = read(quota=quota("lower", wanted=3, allowed=1))
-    assert preflight.verdict(data).said == [role.message("Preflight | the cloud quota allows a lower surge", QUOTA, data)]
-
-
-def test_the_node_refusals_and_the_pdb_line_are_the_roles(role):
-    invalid = [{"name": "a", "reason": "no scaling group", "out_of_scope": False}]
-    data = read(nodes={"invalid": invalid})
-    assert preflight.verdict(data).refusal == role.message(
-        "Preflight | every node belongs to a known scaling group (nodes outside rolling_upgrade_scaling_groups are "
-        "left alone)", None, data)
-    data = read(not_ready=["w1", "w2"])
-    assert preflight.verdict(data).refusal == role.message("Preflight | every node is Ready", None, data)
-    data = read(blocking_pdbs=[{"namespace": "apps", "name": "web"}])
-    assert preflight.verdict(data).said_after == [
-        role.message("Preflight | PodDisruptionBudgets that allow no disruption now", None, data)]
-
-
-SYSTEM_PODS_BLOCK = "Preflight | kube-system pods"
-
-
-@pytest.mark.parametrize("pods", [SYSTEM_PODS, [system_pod("p%02d" % index) for index in range(12)]])
-def test_the_system_pods_refusal_and_warning_are_the_roles_and_check_mode_prints_the_refusal(role, pods):
-    data = read(unready_system_pods=pods)
-    refusal = role.message("Preflight | every kube-system pod is Ready (or rolling_upgrade_allow_unready_system_pods)",
-                           SYSTEM_PODS_BLOCK, data)
-    assert preflight.verdict(data).refusal == refusal
-    assert role.message("Preflight | check mode, where a real run would stop", SYSTEM_PODS_BLOCK, data) == (
-        "Check mode: a real run would stop here: " + refusal)
-    assert preflight.verdict(data, allow_unready_system_pods=True).said == [
-        role.message("Preflight | kube-system pods not Ready, allowed", SYSTEM_PODS_BLOCK, data)]
-    # The role's block runs when the Python check would: pods not Ready, nothing in flight.
-    when = role.tasks[SYSTEM_PODS_BLOCK]["when"]
-    for case in (data, read(), read(unready_system_pods=pods, progress={"in_flight": 2})):
-        runs = all(role.env.from_string("{{ %s }}" % rule).render(_rolling_upgrade_preflight=case) for rule in when)
-        assert runs == (preflight.verdict(case).refusal is not None), case
-
-
-def test_the_etcd_count_and_refusal_are_the_roles(role):
-    data = read(replacement_order=[{"name": "cp1", "role": "control-plane"}], progress={"in_flight": 1},
-                control_plane_endpoints=["10.0.0.1", "10.0.0.2", "10.0.0.3"],
-                donors=[{"name": "cp0", "role": "control-plane", "phase": "etcd-removed"}])
-    context = role.context("Preflight | control-plane etcd", data, 0)
-    needs = preflight.verdict(data).etcd
-    assert needs["endpoints"] == context["_rolling_upgrade_etcd_endpoints"]
-    assert needs["expected_member_count"] == int(context["_rolling_upgrade_etcd_expected"]) == 2
-    assert needs["retries"] == int(context["_rolling_upgrade_etcd_retries"]) == 24
-    health = {"healthy": False, "problems": ["member a is unreachable", "no leader"]}
-    expected = role.text.from_string(role.tasks[
-        "Preflight | control-plane etcd is healthy (every member started, reachable and healthy, one leader, no alarm)"
-    ]["ansible.builtin.assert"]["fail_msg"]).render(_rolling_upgrade_etcd_health=health)
-    assert preflight.etcd_refusal(health) == " ".join(expected.split())
+def test_check_mode_says_where_a_real_run_would_stop_for_system_pods_and_goes_on():
+    unready = read(unready_system_pods=SYSTEM_PODS)
+    verdict = preflight.verdict(unready, check_mode=True)
+    assert verdict.refusal is None
+    assert verdict.said == ["Check mode: a real run would stop here: %s" % preflight.system_pods_refusal(SYSTEM_PODS)]
+    # The option still says it in a warning, in check mode as in a real run.
+    allowed = preflight.verdict(unready, allow_unready_system_pods=True, check_mode=True)
+    assert allowed.refusal is None and allowed.said[0].startswith("WARNING: ")

@@ -54,4 +54,4 @@ def test_a_healthy_fresh_read_lets_the_run_start():
 def test_abort_of_a_run_that_had_not_begun_changes_nothing():
     # No journal.run: the run failed before it began (the preflight, the lock); no module is called.
     runner, said = upgrade(journal=dict(name="j", namespace="kube-system", events=False))
-    assert runner.abort() is None and said == []
+    assert runner.abort("the cause") is None and said == []
