@@ -18,14 +18,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 RUN_TIMEOUT = 420
 
 
-def instances_per_group(handle):
-    counts = {}
-    for instance in uh.live_instances(handle):
-        label = uh.label_value(instance["group_id"])
-        counts[label] = counts.get(label, 0) + 1
-    return counts
-
-
 def stop_kubelet(handle, name):
     """The Node's Ready condition as a kubelet that stopped posting leaves it (Unknown); its instance runs on. Nothing
     in the sandbox posts a Ready status again (no kubelet, no node-lifecycle controller)."""
@@ -56,7 +48,7 @@ def test_a_worker_that_turns_not_ready_is_replaced_first(upgrade_cluster, cloud,
     [label] = upgraded
     workers = set(start["groups"][label])
     members = uh.etcd_member_names(handle)
-    per_group = instances_per_group(handle)
+    per_group = uh.instances_per_group(handle)
     watcher = uh.Watcher(handle, etcd=True)
     watcher.start()
     run = uh.PlaybookRun(values, tmp_path / "upgrade.log")
@@ -87,5 +79,5 @@ def test_a_worker_that_turns_not_ready_is_replaced_first(upgrade_cluster, cloud,
     # etcd never lost a member.
     watcher.check(start, max_surge=1, max_unavailable=1)
     uh.assert_upgraded(handle, values, start, groups=upgraded)
-    assert instances_per_group(handle) == per_group
+    assert uh.instances_per_group(handle) == per_group
     assert uh.etcd_member_names(handle) == members

@@ -178,12 +178,9 @@ REFUSAL_END = ("The upgrade does not start while a kube-system pod is not Ready 
 def test_a_kube_system_pod_not_ready_stops_the_run_before_anything_changes_unless_allowed(either_cluster, tmp_path):
     handle, values, _start, _upgraded = either_cluster
     kube = handle.kube()
-    before = uh.world(handle, values)
+    before, members = uh.world(handle, values), uh.etcd_member_names(handle)
     # A pod no scheduler takes (its schedulerName names none), so Pending for good, as an add-on's that fits nowhere.
-    pods = "/api/v1/namespaces/kube-system/pods"
-    kube.request("POST", pods, {"metadata": {"name": STUCK_POD}, "spec": {
-        "schedulerName": "kubenodes-test-no-such-scheduler", "automountServiceAccountToken": False,
-        "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}, ok=(201,))
+    stuck = uh.unscheduled_pod(handle, "kube-system", STUCK_POD)
     try:
         # The step engine without a gate: the first upgrade_step call's start judges the read in Python; with a gate,
         # preflight.yml in Jinja. Both refuse, naming the pod, the rule, the option and what to do.
@@ -209,9 +206,9 @@ def test_a_kube_system_pod_not_ready_stops_the_run_before_anything_changes_unles
         flat = " ".join(output.split())
         assert STUCK in flat and ("rolling_upgrade_allow_unready_system_pods is true, so the upgrade goes on" in flat)
         assert "Check mode: a real run would stop here" not in flat
-        assert uh.world(handle, values) == before
+        assert uh.world(handle, values) == before and uh.etcd_member_names(handle) == members
     finally:
-        kube.request("DELETE", pods + "/" + STUCK_POD, {"gracePeriodSeconds": 0}, ok=(200, 202, 404))
+        kube.request("DELETE", stuck, {"gracePeriodSeconds": 0}, ok=(200, 202, 404))
 
 
 JOURNAL = "/api/v1/namespaces/kube-system/configmaps/kubenodes-image-upgrade-journal"
@@ -234,19 +231,11 @@ def test_a_gate_opens_only_after_passing_looks_in_a_row_on_aws(cluster_aws, tmp_
     Nodes, instances per group and etcd members before and after; the report's counts (assert_upgraded)."""
     handle, values, start, upgraded = cluster_aws
     kube = handle.kube()
-    namespace, pod = "flapping", "/api/v1/namespaces/flapping/pods/flapper"
-    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}}, ok=(201,))
-    uh.wait_until(lambda: kube.request("GET", "/api/v1/namespaces/%s/serviceaccounts/default" % namespace,
-                                       ok=(200, 404)).get("kind") == "ServiceAccount", 30, "the default service account")
-    # No scheduler takes it and no kubelet runs it: its status is this test's to set.
-    kube.request("POST", "/api/v1/namespaces/%s/pods" % namespace, {"metadata": {"name": "flapper"}, "spec": {
-        "schedulerName": "kubenodes-test-no-such-scheduler", "automountServiceAccountToken": False,
-        "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}, ok=(201,))
+    namespace = "flapping"
+    pod = uh.unscheduled_pod(handle, namespace, "flapper", new_namespace=True)
 
     def set_ready(ready):
-        kube.request("PATCH", pod + "/status", {"status": {"phase": "Running", "conditions": [
-            {"type": "Ready", "status": "True" if ready else "False"}]}},
-            content_type="application/strategic-merge-patch+json", ok=(200,), parse=False)
+        uh.set_pod_ready(handle, pod, ready)
 
     def journal():
         found = kube.request("GET", JOURNAL, ok=(200, 404))
