@@ -1614,9 +1614,11 @@ class _Planner:
             self.final[s.name] = OBSOLETE
             self.obsolete_marks.append(s.name)
             self.delete_first_marks.append(dict(name=s.name, group=report["id"], provider_id=s.info.provider_id))
+            # A fresh trail, as a pairing starts one: an earlier upgrade's (heir, replaced) before the mark is out
+            # of order, and the node would be left alone for good.
             self.patch(s.name, dict(s.cache, **{
                 self.keys.obsolete: "true", self.keys.phase: None, self.keys.phase_since: self.stamp,
-                self.keys.phase_history: trail_with(s.info.annotations, self.keys, TRAIL_OBSOLETE, self.now)}),
+                self.keys.phase_history: trail_with({}, self.keys, TRAIL_OBSOLETE, self.now, reset=True)}),
                 expect={self.keys.heir: None, self.keys.obsolete: s.info.annotations.get(self.keys.obsolete)})
             s.cache = {}
         if count and provisional:

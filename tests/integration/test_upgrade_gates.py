@@ -140,21 +140,11 @@ def gate_alone_with_a_flapping_pod(handle, auth):
     """cluster_health_gate (looks 3, 1 s apart) watching a namespace whose one pod is Ready for 1 s, then not Ready
     for 2.5 s, FLAPS times, then Ready for good. A streak of 3 passing looks needs 2 s of Ready, so the gate opens
     only after the last turn to Ready: on its first passing look, it would open during a flap."""
-    kube = handle.kube()
     namespace = "flapping"
-    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}}, ok=(201,))
-    wait_until("default service account", lambda: kube.request(
-        "GET", "/api/v1/namespaces/%s/serviceaccounts/default" % namespace, ok=(200, 404)).get("kind") == "ServiceAccount", 30)
-    # No scheduler takes it and no kubelet runs it: its status is this test's to set.
-    pod = "/api/v1/namespaces/%s/pods/flapper" % namespace
-    kube.request("POST", "/api/v1/namespaces/%s/pods" % namespace, {"metadata": {"name": "flapper"}, "spec": {
-        "schedulerName": "kubenodes-test-no-such-scheduler", "automountServiceAccountToken": False,
-        "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}, ok=(201,))
+    pod = uh.unscheduled_pod(handle, namespace, "flapper", new_namespace=True)
 
     def set_ready(ready):
-        kube.request("PATCH", pod + "/status", {"status": {"phase": "Running", "conditions": [
-            {"type": "Ready", "status": "True" if ready else "False"}]}},
-            content_type="application/strategic-merge-patch+json", ok=(200,), parse=False)
+        uh.set_pod_ready(handle, pod, ready)
 
     set_ready(False)
     last_ready = []

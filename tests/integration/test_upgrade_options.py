@@ -1,4 +1,5 @@
-"""The role on one GCP sandbox (one control plane, one worker group of two in scope):
+"""The role on one GCP sandbox (one control plane, one worker group of two in scope), and for (c) and (d) on the same
+cluster on AWS (a second module sandbox, started only for them):
 
 (a) each bad option of issue 13 is refused, in check mode as in a real run, naming the one rule it breaks, before
     anything changes: no Lease, the autoscaler's replicas untouched, no group image changed, no annotation; a
@@ -9,10 +10,15 @@
     image it started with; a resumed run asking for another image stops naming rolling_upgrade_new_target;
 (c) a pod of kube-system that is not Ready stops the run in its preflight, named, before anything changes - the
     first upgrade_step call (preflight.py), with a health gate too, with the same words - unless
-    rolling_upgrade_allow_unready_system_pods; check mode says what a real run would do and plans.
+    rolling_upgrade_allow_unready_system_pods; check mode says what a real run would do and plans (GCP and AWS);
+(d) on AWS, a health gate opens only after passing looks in a row: it began while a watched pod flapped, and opens
+    only rolling_upgrade_gate_looks looks after the pod's last turn to Ready (test_upgrade_gates has it on GCP).
 """
 
+import datetime
+import json
 import re
+import threading
 import time
 
 import pytest
@@ -36,15 +42,30 @@ BAD_OPTIONS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    handle = fixtures._start("kubenodes-options-", ["gcp"])  # pylint: disable=protected-access
+def _cluster(cloud):
+    handle = fixtures._start("kubenodes-options-%s-" % cloud, [cloud])  # pylint: disable=protected-access
     try:
-        values, start = uh.prepare(handle, "gcp", control_planes=1, workers=2, groups=1)
+        values, start = uh.prepare(handle, cloud, control_planes=1, workers=2, groups=1)
         upgraded = uh.limit_to_groups(values, start, ["workers-0"])
         yield handle, values, start, upgraded
     finally:
         fixtures._stop(handle)  # pylint: disable=protected-access
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    yield from _cluster("gcp")
+
+
+@pytest.fixture(scope="module")
+def cluster_aws():
+    """The same cluster on AWS, for the checks that run on a second cloud: started by the first test that needs it."""
+    yield from _cluster("aws")
+
+
+@pytest.fixture(params=["gcp", "aws"])
+def either_cluster(request):
+    return request.getfixturevalue({"gcp": "cluster", "aws": "cluster_aws"}[request.param])
 
 
 @pytest.mark.timeout(900)
@@ -153,15 +174,12 @@ REFUSAL_END = ("The upgrade does not start while a kube-system pod is not Ready 
 
 
 @pytest.mark.timeout(900)
-def test_a_kube_system_pod_not_ready_stops_the_run_before_anything_changes_unless_allowed(cluster, tmp_path):
-    handle, values, _start, _upgraded = cluster
+def test_a_kube_system_pod_not_ready_stops_the_run_before_anything_changes_unless_allowed(either_cluster, tmp_path):
+    handle, values, _start, _upgraded = either_cluster
     kube = handle.kube()
-    before = uh.world(handle, values)
+    before, members = uh.world(handle, values), uh.etcd_member_names(handle)
     # A pod no scheduler takes (its schedulerName names none), so Pending for good, as an add-on's that fits nowhere.
-    pods = "/api/v1/namespaces/kube-system/pods"
-    kube.request("POST", pods, {"metadata": {"name": STUCK_POD}, "spec": {
-        "schedulerName": "kubenodes-test-no-such-scheduler", "automountServiceAccountToken": False,
-        "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}, ok=(201,))
+    stuck = uh.unscheduled_pod(handle, "kube-system", STUCK_POD)
     try:
         # The first upgrade_step call's start judges the read, with a gate or without. Both refuse, naming the pod,
         # the rule, the option and what to do.
@@ -187,6 +205,81 @@ def test_a_kube_system_pod_not_ready_stops_the_run_before_anything_changes_unles
         flat = " ".join(output.split())
         assert STUCK in flat and ("rolling_upgrade_allow_unready_system_pods is true, so the upgrade goes on" in flat)
         assert "Check mode: a real run would stop here" not in flat
-        assert uh.world(handle, values) == before
+        assert uh.world(handle, values) == before and uh.etcd_member_names(handle) == members
     finally:
-        kube.request("DELETE", pods + "/" + STUCK_POD, {"gracePeriodSeconds": 0}, ok=(200, 202, 404))
+        kube.request("DELETE", stuck, {"gracePeriodSeconds": 0}, ok=(200, 202, 404))
+
+
+JOURNAL = "/api/v1/namespaces/kube-system/configmaps/kubenodes-image-upgrade-journal"
+GATE_LOOKS, GATE_LOOK_INTERVAL = 3, 2
+READY_FOR, NOT_READY_FOR, FLAP_AFTER_GATE = 1.0, 3.0, 8.0
+
+
+def _stamp(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@pytest.mark.timeout(900)
+def test_a_gate_opens_only_after_passing_looks_in_a_row_on_aws(cluster_aws, tmp_path):
+    """Issue 25 item 7 on a second cloud (test_upgrade_gates has it on GCP), on the kube-system test's AWS sandbox:
+    the group of 2 workers upgraded with a gate after each batch watching a namespace whose one pod flaps (Ready 1 s,
+    not Ready 3 s) until FLAP_AFTER_GATE seconds after the first gate's checks began, then Ready for good.
+    Passing looks 2 s apart can never be 3 in a row while it flaps, so the first gate, which began while it flapped,
+    opens only 2 looks after the pod's last turn to Ready (on its first passing look it would open during a flap).
+    Nodes, instances per group and etcd members before and after; the report's counts (assert_upgraded)."""
+    handle, values, start, upgraded = cluster_aws
+    kube = handle.kube()
+    namespace = "flapping"
+    pod = uh.unscheduled_pod(handle, namespace, "flapper", new_namespace=True)
+
+    def set_ready(ready):
+        uh.set_pod_ready(handle, pod, ready)
+
+    def journal():
+        found = kube.request("GET", JOURNAL, ok=(200, 404))
+        return json.loads(found["data"]["journal.json"]) if (found.get("data") or {}).get("journal.json") else {}
+
+    stop, last_ready = threading.Event(), []
+
+    def flap():
+        while not stop.is_set():
+            set_ready(True)
+            time.sleep(READY_FOR)
+            set_ready(False)
+            stop.wait(NOT_READY_FOR)
+        last_ready.append(time.time())
+        set_ready(True)
+
+    members = uh.etcd_member_names(handle)
+    gated = dict(values, rolling_upgrade_gate_after="batch", rolling_upgrade_gate_namespaces=["kube-system", namespace],
+                 rolling_upgrade_gate_looks=GATE_LOOKS, rolling_upgrade_gate_look_interval=GATE_LOOK_INTERVAL,
+                 rolling_upgrade_gate_timeout=120)
+    set_ready(False)
+    flapper = threading.Thread(target=flap, daemon=True)
+    flapper.start()
+    watcher = uh.Watcher(handle, etcd=True)
+    watcher.start()
+    run = uh.PlaybookRun(gated, tmp_path / "gated.log")
+    try:
+        # The gate is recorded as due when its checks begin (upgrade_step runs them).
+        assert run.wait_for(lambda _text: journal().get("gate_due") is True, RUN_TIMEOUT, "the first gate"), \
+            run.output()[-4000:]
+        time.sleep(FLAP_AFTER_GATE)
+        stop.set()
+        flapper.join(30)
+        rc = run.wait(RUN_TIMEOUT)
+    finally:
+        stop.set()
+        run.close()
+        watcher.stop()
+    output = run.output()
+    assert rc == 0, output[-6000:]
+    gates = [journal()["gates"][key] for key in sorted(journal()["gates"])]
+    print("pod Ready for good at %s; gates %s" % (last_ready, [(g["started"], g["ended"]) for g in gates]))
+    assert [g["outcome"] for g in gates] == ["passed", "passed"], gates
+    # The first gate looked while the pod flapped, and opened only GATE_LOOKS looks in a row after its last turn to Ready.
+    assert _stamp(gates[0]["started"]) < last_ready[0] - NOT_READY_FOR, (gates[0], last_ready)
+    assert _stamp(gates[0]["ended"]) >= last_ready[0] + (GATE_LOOKS - 1) * GATE_LOOK_INTERVAL - 1, (gates[0], last_ready)
+    watcher.check(start, max_surge=1)
+    uh.assert_upgraded(handle, gated, start, groups=upgraded)
+    assert uh.etcd_member_names(handle) == members

@@ -108,6 +108,37 @@ def pin_bare_pod(handle, node_name):
     return namespace, name, pod["metadata"]["uid"]
 
 
+def unscheduled_pod(handle, namespace, name, new_namespace=False):
+    """A pod no scheduler takes (its schedulerName names none) and no kubelet runs: Pending for good, as an add-on's
+    that fits nowhere, and its status is the test's to set (set_pod_ready). With `new_namespace`, `namespace` is
+    created first. Returns the pod's API path."""
+    kube = handle.kube()
+    if new_namespace:
+        kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}}, ok=(201,))
+        wait_until(lambda: kube.request("GET", "/api/v1/namespaces/%s/serviceaccounts/default" % namespace,
+                                        ok=(200, 404)).get("kind") == "ServiceAccount", 30, "the default service account")
+    kube.request("POST", "/api/v1/namespaces/%s/pods" % namespace, {"metadata": {"name": name}, "spec": {
+        "schedulerName": "kubenodes-test-no-such-scheduler", "automountServiceAccountToken": False,
+        "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}, ok=(201,))
+    return "/api/v1/namespaces/%s/pods/%s" % (namespace, name)
+
+
+def set_pod_ready(handle, path, ready):
+    """The Ready condition of the pod at `path` (an unscheduled_pod), as a kubelet would post it."""
+    handle.kube().request("PATCH", path + "/status", {"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}]}},
+        content_type="application/strategic-merge-patch+json", ok=(200,), parse=False)
+
+
+def instances_per_group(handle):
+    """{group node label: instances that exist}, from the simulator (every emulator reports its instances there)."""
+    counts = {}
+    for instance in live_instances(handle):
+        label = label_value(instance["group_id"])
+        counts[label] = counts.get(label, 0) + 1
+    return counts
+
+
 def touched(watcher, name, kinds=("cordon", "node-deletion", "instance-deletion")):
     return [kind for _moment, kind, seen in watcher.seen(kinds) if seen == name]
 

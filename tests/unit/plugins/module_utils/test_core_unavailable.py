@@ -225,3 +225,22 @@ def _killed_and_resumed(kill_at, size, unavailable):
         w.tick(30)
         run(w, options, start=size, journal=journal)
     finished_as_at_start(w, size)
+
+
+def test_a_second_upgrade_with_max_unavailable_50_percent_replaces_the_heirs_of_the_first():
+    """Issue 25: on a cluster this collection upgraded before, every worker still carries the trail of its own
+    replacement (heir, then replaced). A second upgrade with max_unavailable 50% on a group of 2 marked one of them
+    obsolete on top of that trail (heir, replaced, obsolete: out of order), so the planner left it alone for good:
+    the run never ended (before issue 25 it even said done) while that node ran the old image. The mark starts a
+    fresh trail, as a pairing does, and the group ends whole on the image."""
+    w = World([group("G1", image=NEW)])
+    for number in range(2):
+        trail = "heir@%s,replaced@%s" % (core.format_time(w.now - 7200), core.format_time(w.now - 3600))
+        w.add_node("w%d" % number, "G1", OLD, labels={"team": "t%d" % number},
+                   annotations={P + "phase": core.PHASE_REPLACED, P + "phase-history": trail})
+    first = w.plan(opts(max_unavailable="50%"), start_counts={"G1": 2})
+    [marked] = [m["name"] for m in first["plan"]["delete_first"]]
+    assert first["node_patches"][marked]["annotations"][P + "phase-history"] == "obsolete@" + core.format_time(w.now)
+    outcome = run(w, opts(max_unavailable="50%"), start=2, surge=1)
+    finished_as_at_start(w, 2)
+    assert outcome["facts"]["progress"]["done"] == 2 and not outcome["facts"]["problems"]
