@@ -381,6 +381,9 @@ class KubenodesModule(AnsibleModule):
             self.validate_with(validate)
         # A plain http:// endpoint outside loopback: say so, naming the option (plain_http.py).
         plain_http.warn(self)
+        # A cloud login its SDK deprecates (Azure's user and password): say so, naming what to use instead.
+        if cloud is not None:
+            cloud_login_warn(self)
 
     # -- secrets -------------------------------------------------------------------------------------
 
@@ -501,6 +504,16 @@ class ModuleFailed(BaseException):
         self.result = result
 
 
+def cloud_login_warn(module):
+    """module.warn() each warning about the cloud login the module's options choose (providers/factory.py)."""
+    if not module.params.get("provider"):
+        return
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
+
+    for message in factory.login_warnings(module.params):
+        module.warn(message)
+
+
 def given_options(args, spec):
     """The options of `spec` that are set in `args` (an action's validated arguments), for another module's spec:
     unset ones (None, at any depth of a dict) are left out, since a None would fail a choice there."""
@@ -540,6 +553,8 @@ class InProcessModule:
             problems = [problems] if isinstance(problems, str) else [p for p in problems or () if p]
             if problems:
                 self.fail_json(msg="invalid options: " + "; ".join(problems), reason="invalid")
+        if cloud is not None:
+            cloud_login_warn(self)
 
     def add_secrets(self, values):
         for value in values or ():
