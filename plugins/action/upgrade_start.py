@@ -50,7 +50,7 @@ class ActionModule(action_base.KubenodesActionBase):
                     raise AnsibleActionFail("stage=etcd needs etcd (etcd_member_info's options)")
                 result.update(read_etcd(args["etcd"]), changed=False)
             else:
-                result.update(take_lock(args, args["lock"] or {}, check_mode))
+                result.update(take_lock(args, args["lock"] or {}, check_mode, diff=bool(self._play_context.diff)))
         except base.ModuleFailed as exc:
             result.update(exc.result)
         except ReadFailed as exc:

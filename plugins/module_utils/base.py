@@ -530,15 +530,15 @@ class InProcessModule:
     interpreter start and no SDK import per call. The options are validated against the module's own argument
     spec and rules, secrets are collected and redacted as in KubenodesModule, and fail_json raises ModuleFailed.
 
-    InProcessModule(own_spec, params, kube_auth=False, cloud=None, validate=None, check_mode=False)
+    InProcessModule(own_spec, params, kube_auth=False, cloud=None, validate=None, check_mode=False, diff=False)
     """
 
-    def __init__(self, own_spec, params, kube_auth=False, cloud=None, validate=None, check_mode=False):
+    def __init__(self, own_spec, params, kube_auth=False, cloud=None, validate=None, check_mode=False, diff=False):
         from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
         self.argument_spec = merged_argument_spec(own_spec, kube_auth=kube_auth, cloud=cloud)
         self.check_mode = bool(check_mode)
-        self._diff = False
+        self._diff = bool(diff)
         self.warnings = []
         self._secrets = set()
         self.add_secrets(secret_values(self.argument_spec, params))

@@ -110,12 +110,13 @@ def read_etcd(params):
     return _read("read the control-plane etcd members", module, lambda: etcd.inspect_from_params(module.params))
 
 
-def take_lock(args, lock, check_mode):
-    """upgrade_lock state=present fail_when_held=false, once (the caller repeats it while the Lease is held)."""
+def take_lock(args, lock, check_mode, diff=False):
+    """upgrade_lock state=present fail_when_held=false, once (the caller repeats it while the Lease is held);
+    with `diff` (--diff), the Lease's holding before and after, as upgrade_lock shows it."""
     module = base.InProcessModule(lease.ARGUMENT_SPEC, dict(
         auth_params(args), name=lock.get("name"), namespace=lock.get("namespace"), holder=lock.get("holder"),
         lease_duration=lock.get("lease_duration"), fail_when_held=False),
-        kube_auth=True, validate=lease.VALIDATE, check_mode=check_mode)
+        kube_auth=True, validate=lease.VALIDATE, check_mode=check_mode, diff=diff)
     return module.run(lambda: lease.apply_state(module, kube.build_api_client(module.params)),
                       "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
 

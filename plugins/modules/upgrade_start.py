@@ -80,9 +80,11 @@ attributes:
     description:
       - V(prepare) and V(etcd) read only, in check mode as in a run; V(lock) says whether it would take the Lease.
   diff_mode:
-    support: none
+    support: full
     description:
-      - No diff.
+      - With O(stage=lock), who holds the Lease and until when, before and after a take or renewal, as
+        M(kubenodes.image_upgrade.upgrade_lock) shows it; no diff when nothing changes. V(prepare) and V(etcd)
+        change nothing.
 requirements:
   - kubernetes (the Python client)
   - the SDK of the chosen cloud
