@@ -232,8 +232,8 @@ def test_journal_records_idempotently_and_reports(sandbox, namespace, tmp_path):
     assert "delete configmap kubenodes-image-upgrade-journal" in malformed["msg"]
 
     gone = run_module("upgrade_journal", dict(base, state="absent"), diff=True)
-    assert gone["changed"] and gone["diff"] == {"before": {"malformed": "journal.json was not a JSON object"},
-                                                 "after": {}}, gone
+    reset = {"before": {"malformed": "journal.json was not a JSON object"}, "after": {}}
+    assert gone["changed"] and gone["diff"] == reset, gone
     again = run_module("upgrade_journal", dict(base, state="absent"), diff=True)
     assert not again["changed"] and "diff" not in again
 
