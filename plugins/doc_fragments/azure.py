@@ -96,7 +96,12 @@ options:
         description:
           - A Microsoft Entra user name (C(user@example.com)) for a password login, with O(azure.password).
             O(azure.tenant) defaults to C(organizations) and O(azure.client_id) to the Azure CLI's public client.
-          - Microsoft deprecates this login (it cannot do multifactor authentication); prefer a service principal.
+          - Deprecated. azure-identity deprecates this login (C(UsernamePasswordCredential), it cannot do multifactor
+            authentication, which Microsoft Entra ID enforces for Azure Resource Manager) and has no other
+            credential that logs a user in without a prompt. It still works where the tenant allows it, and every
+            module that uses it warns, naming the alternatives. Use a service principal (O(azure.client_id) with
+            O(azure.secret) or O(azure.x509_certificate_path), and O(azure.tenant)) or a managed identity
+            (O(azure.auth_source=msi)).
           - Falls back to E(AZURE_AD_USER).
         type: str
       password:

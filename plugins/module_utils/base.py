@@ -381,6 +381,9 @@ class KubenodesModule(AnsibleModule):
             self.validate_with(validate)
         # A plain http:// endpoint outside loopback: say so, naming the option (plain_http.py).
         plain_http.warn(self)
+        # A cloud login its SDK deprecates (Azure's user and password): say so, naming what to use instead.
+        if cloud is not None:
+            cloud_login_warn(self)
 
     # -- secrets -------------------------------------------------------------------------------------
 
@@ -501,6 +504,16 @@ class ModuleFailed(BaseException):
         self.result = result
 
 
+def cloud_login_warn(module):
+    """module.warn() each warning about the cloud login the module's options choose (providers/factory.py)."""
+    if not module.params.get("provider"):
+        return
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
+
+    for message in factory.login_warnings(module.params):
+        module.warn(message)
+
+
 def given_options(args, spec):
     """The options of `spec` that are set in `args` (an action's validated arguments), for another module's spec:
     unset ones (None, at any depth of a dict) are left out, since a None would fail a choice there."""
@@ -517,15 +530,15 @@ class InProcessModule:
     interpreter start and no SDK import per call. The options are validated against the module's own argument
     spec and rules, secrets are collected and redacted as in KubenodesModule, and fail_json raises ModuleFailed.
 
-    InProcessModule(own_spec, params, kube_auth=False, cloud=None, validate=None, check_mode=False)
+    InProcessModule(own_spec, params, kube_auth=False, cloud=None, validate=None, check_mode=False, diff=False)
     """
 
-    def __init__(self, own_spec, params, kube_auth=False, cloud=None, validate=None, check_mode=False):
+    def __init__(self, own_spec, params, kube_auth=False, cloud=None, validate=None, check_mode=False, diff=False):
         from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
         self.argument_spec = merged_argument_spec(own_spec, kube_auth=kube_auth, cloud=cloud)
         self.check_mode = bool(check_mode)
-        self._diff = False
+        self._diff = bool(diff)
         self.warnings = []
         self._secrets = set()
         self.add_secrets(secret_values(self.argument_spec, params))
@@ -540,6 +553,8 @@ class InProcessModule:
             problems = [problems] if isinstance(problems, str) else [p for p in problems or () if p]
             if problems:
                 self.fail_json(msg="invalid options: " + "; ".join(problems), reason="invalid")
+        if cloud is not None:
+            cloud_login_warn(self)
 
     def add_secrets(self, values):
         for value in values or ():

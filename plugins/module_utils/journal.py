@@ -217,15 +217,22 @@ def record_observation(module, api_client):
             written = write_events(module, api_client, before, merged)
             # Only Events of this pass's problems were written: that is the change, if any.
             return dict(changed=bool(written.get("events_written")), journal=merged, **outcome, **written)
+        diff = _diff(module, before or {}, merged)
         if module.check_mode:
-            return dict(changed=True, journal=merged, **outcome)
+            return dict(changed=True, journal=merged, **outcome, **diff)
         try:
             write_journal(api_client, params["name"], params["namespace"], config_map, merged)
-            return dict(changed=True, journal=merged, **outcome, **write_events(module, api_client, before, merged))
+            return dict(changed=True, journal=merged, **outcome, **diff,
+                        **write_events(module, api_client, before, merged))
         except Exception as exc:  # pylint: disable=broad-except
             if not kube.is_status(exc, 409):  # a conflict: someone wrote meanwhile; read and merge again
                 raise
     module.fail_json(msg="journal ConfigMap %s/%s kept changing under us" % (params["namespace"], params["name"]))
+
+
+def _diff(module, before, after):
+    """{diff: {before, after}} with --diff (upgrade_journal; the actions that run this code give no diff)."""
+    return {"diff": dict(before=before, after=after)} if getattr(module, "_diff", False) else {}
 
 
 def write_events(module, api_client, before, merged):
@@ -251,8 +258,12 @@ def write_report(module, api_client):
     _config_map, journal = read_journal(api_client, params["name"], params["namespace"])
     if journal is None:
         journal = report.new_journal(params["image"], None)
-    changed, summary, files = report_files.write_run_report(journal, params["report_dir"], module.check_mode)
-    return dict(changed=changed, journal=journal, summary=summary, files=files)
+    diffs = [] if getattr(module, "_diff", False) else None
+    changed, summary, files = report_files.write_run_report(journal, params["report_dir"], module.check_mode, diffs)
+    result = dict(changed=changed, journal=journal, summary=summary, files=files)
+    if diffs:
+        result["diff"] = diffs
+    return result
 
 
 def delete_journal(module, api_client):
@@ -270,7 +281,9 @@ def delete_journal(module, api_client):
         except Exception as exc:  # pylint: disable=broad-except
             if not kube.is_status(exc, 404):
                 raise
-    return dict(changed=True, journal=journal or {})
+    # A malformed journal has no content to show: the diff says that it was one.
+    before = journal if journal is not None else {"malformed": "journal.json was not a JSON object"}
+    return dict(changed=True, journal=journal or {}, **_diff(module, before, {}))
 
 
 def apply_state(module, api_client):

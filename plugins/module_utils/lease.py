@@ -107,6 +107,22 @@ def live_processes_note(holder):
             " to end, or stop them, before starting another run" % ", ".join(str(pid) for pid in pids[:10]))
 
 
+def holding(spec):
+    """Who holds a Lease and until when ({holder, expires_at}, empty strings when nobody does), for the diff."""
+    spec = spec or {}
+    holder, renewed = spec.get("holderIdentity") or "", run_lock.parse_time(spec.get("renewTime") or "")
+    duration = spec.get("leaseDurationSeconds")
+    expires = renewed + datetime.timedelta(seconds=duration) if holder and renewed and duration else None
+    return {"holder": holder, "expires_at": run_lock.format_time(expires) if expires else ""}
+
+
+def _set_diff(module, result, spec):
+    """With --diff, the holding before and after (only when it changes)."""
+    before, after = holding(spec), {"holder": result["held_by"], "expires_at": result["expires_at"]}
+    if getattr(module, "_diff", False) and before != after:
+        result["diff"] = dict(before=before, after=after)
+
+
 def apply_state(module, api_client):
     """upgrade_lock's work: acquire or renew the Lease (state=present), or release it (state=absent), as module.params
     ask; also run in the controller by the upgrade_step action."""
@@ -123,6 +139,7 @@ def apply_state(module, api_client):
                 result["held_by"] = (spec or {}).get("holderIdentity") or ""
                 return result
             result.update(changed=True, action="release")
+            _set_diff(module, result, spec)
             if module.check_mode:
                 return result
             new_spec = new_lease_spec(None, spec.get("leaseDurationSeconds"), None, None,
@@ -143,6 +160,7 @@ def apply_state(module, api_client):
             new_expiry = now + datetime.timedelta(seconds=params["lease_duration"])
             result.update(changed=True, acquired=True, action=action, held_by=holder,
                           expires_at=run_lock.format_time(new_expiry))
+            _set_diff(module, result, spec)
             if module.check_mode:
                 return result
             old_spec = (lease.get("spec") or {}) if lease is not None else {}
@@ -162,4 +180,5 @@ def apply_state(module, api_client):
                 raise
             # Another run wrote the Lease between our read and write: read again and decide anew.
             result.update(changed=False, acquired=False, action="none")
+            result.pop("diff", None)
     module.fail_json(msg="Lease %s/%s kept changing under us (three conflicts in a row)" % (namespace, name), **result)

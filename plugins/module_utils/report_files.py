@@ -14,15 +14,19 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import rep
 RUN_REPORT_NAME = "image-upgrade-report"
 
 
-def write_if_changed(path, text, check_mode):
+def write_if_changed(path, text, check_mode, diffs=None):
     """Write `text` to `path` (atomically) unless it holds that already; True when it changed or, in check mode,
-    would change."""
+    would change. With a list `diffs`, a changed file adds its diff (before and after, as the copy module's)."""
+    old = ""
     try:
         with open(path) as handle:
-            if handle.read() == text:
+            old = handle.read()
+            if old == text:
                 return False
     except OSError:
         pass
+    if diffs is not None:
+        diffs.append(dict(before_header=path, after_header=path, before=old, after=text))
     if not check_mode:
         tmp = path + ".tmp"
         with open(tmp, "w") as handle:
@@ -31,9 +35,9 @@ def write_if_changed(path, text, check_mode):
     return True
 
 
-def write_run_report(journal, report_dir, check_mode):
+def write_run_report(journal, report_dir, check_mode, diffs=None):
     """The run report of `journal` as JSON, Markdown and an SVG timeline in `report_dir` (made when missing):
-    (changed, summary, the paths written)."""
+    (changed, summary, the paths written); with a list `diffs`, each changed file's diff is added to it."""
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     summary = report.summarize(journal, now=now)
     base = os.path.join(report_dir, RUN_REPORT_NAME)
@@ -44,5 +48,5 @@ def write_run_report(journal, report_dir, check_mode):
         os.makedirs(report_dir, exist_ok=True)
     changed = False
     for path, text in outputs.items():
-        changed = write_if_changed(path, text, check_mode) or changed
+        changed = write_if_changed(path, text, check_mode, diffs) or changed
     return changed, summary, sorted(outputs)

@@ -94,9 +94,11 @@ attributes:
       - Nothing is created or deleted; C(changed) tells whether it would be. Created instances are not
         known yet, so RV(instances) is empty for O(state=present).
   diff_mode:
-    support: none
+    support: full
     description:
-      - Instances have no before and after to compare; RV(instances) and RV(deleted) say what changed.
+      - Shows the providerIDs of the group's instances before and after a creation (a placeholder per instance
+        in check mode, whose ID the cloud gives only when it creates it), and of the instances named before and
+        after a deletion. No diff when nothing changes.
 requirements:
   - the SDK of the chosen cloud (google-cloud-compute, azure-mgmt-compute with azure-identity, or boto3)
 notes:
@@ -291,15 +293,23 @@ def _wait(module, provider, group_ids, done, what):
         time.sleep(max(1, module.params["wait_sleep"]))
 
 
+def _set_diff(module, result, before, after):
+    """With --diff, the instances before and after (providerIDs; only when something changed)."""
+    if module._diff and before != after:
+        result["diff"] = dict(before=before, after=after)
+
+
 def ensure_present(module, provider):
     group, count = module.params["group"], module.params["count"]
     result = dict(changed=False, instances=[], node_names=[], provider_ids=[], quota_exceeded=False, quota_message="")
     if count < 1:
         module.fail_json(msg="count must be at least 1, got %d" % count)
     # Reading the group first proves it exists (and the credentials work) before anything is created.
-    provider.list_instances(group)
+    listed = sorted(i.provider_id for i in provider.list_instances(group))
     if module.check_mode:
         result["changed"] = True
+        _set_diff(module, result, {"group": group, "instances": listed},
+                  {"group": group, "instances": listed + ["(new instance %d of %d)" % (n + 1, count) for n in range(count)]})
         return result
     created = []
     for _attempt in range(count):
@@ -314,6 +324,9 @@ def ensure_present(module, provider):
                              instances=_instance_dicts(created), changed=bool(created),
                              retryable=exc.retryable, error_code=exc.code)
     result["changed"] = bool(created)
+    if created:
+        _set_diff(module, result, {"group": group, "instances": listed},
+                  {"group": group, "instances": listed + [i.provider_id for i in created]})
     if created and module.params["wait"]:
         wanted = {provider.normalize_provider_id(i.provider_id) for i in created}
 
@@ -449,8 +462,13 @@ def ensure_absent(module, provider, cloud):
             return True if not left else "still listed: %s" % ", ".join(left)
 
         _wait(module, provider, scope, all_gone, "deleted instances to disappear")
-    return dict(changed=bool(deleted), deleted=deleted, already_absent=already_absent, instances=_instance_dicts(found),
-                node_names=[i.node_name for i in found], provider_ids=[i.provider_id for i in found])
+    result = dict(changed=bool(deleted), deleted=deleted, already_absent=already_absent,
+                  instances=_instance_dicts(found), node_names=[i.node_name for i in found],
+                  provider_ids=[i.provider_id for i in found])
+    if deleted:
+        _set_diff(module, result, {"instances": sorted(i.provider_id for i in found)},
+                  {"instances": sorted(i.provider_id for i in found if i.provider_id not in deleted)})
+    return result
 
 
 def main():

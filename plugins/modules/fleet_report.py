@@ -72,8 +72,10 @@ attributes:
     support: full
     description: Returns the report it would write and whether it would change a file; writes nothing.
   diff_mode:
-    support: none
-    description: No diff.
+    support: full
+    description:
+      - With O(state=report), each report file that changes, before and after (as M(ansible.builtin.copy) shows a
+        file); no diff when none changes. O(state=plan) changes nothing.
 """
 
 EXAMPLES = r"""
@@ -184,15 +186,18 @@ def main():
     base = os.path.join(params["report_dir"], BASENAME)
     outputs = {base + ".json": fleet.render_json(summary), base + ".md": fleet.render_markdown(summary),
                base + ".svg": fleet.render_svg(summary) + "\n"}
+    diffs = [] if module._diff else None
     try:
         if not module.check_mode:
             os.makedirs(params["report_dir"], exist_ok=True)
         for path, text in outputs.items():
-            result["changed"] = write_if_changed(path, text, module.check_mode) or result["changed"]
+            result["changed"] = write_if_changed(path, text, module.check_mode, diffs) or result["changed"]
     except OSError as exc:
         module.fail_json(msg="cannot write the fleet report to report_dir %s: %s; set fleet_report_dir to a "
                              "directory the controller may write" % (params["report_dir"], exc))
     result.update(summary=summary, artifact=fleet.artifact(summary), files=sorted(outputs))
+    if diffs:
+        result["diff"] = diffs
     module.exit_json(**result)
 
 

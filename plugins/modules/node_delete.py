@@ -57,8 +57,8 @@ attributes:
     support: full
     description: Reports which nodes would be deleted; deletes nothing.
   diff_mode:
-    support: none
-    description: No diff is shown.
+    support: full
+    description: Shows the named Node objects that exist before and after the deletion; no diff when none is deleted.
 """
 
 EXAMPLES = r"""
@@ -175,6 +175,9 @@ def run(module, api_client):
                                  "nothing more was deleted: run again" % name, **result)
         result["deleted"].append(name)
         result["changed"] = True
+    if module._diff and result["deleted"]:
+        result["diff"] = dict(before={"nodes": sorted(nodes)},
+                              after={"nodes": sorted(set(nodes) - set(result["deleted"]))})
     return result
 
 

@@ -136,8 +136,11 @@ attributes:
     support: full
     description: Reports whether the journal or report files would change; writes nothing.
   diff_mode:
-    support: none
-    description: No diff is shown.
+    support: full
+    description:
+      - Shows the journal before and after a record (O(state=present)) or its deletion (O(state=absent)), and each
+        report file that changes (O(state=report)), before and after. No diff when nothing changes; the Events a
+        record writes are counted in RV(events_written).
 """
 
 EXAMPLES = r"""

@@ -65,8 +65,10 @@ attributes:
     support: full
     description: Reports what it would do (acquire, renew, take over, release) and changes nothing.
   diff_mode:
-    support: none
-    description: No diff is shown.
+    support: full
+    description:
+      - Shows who holds the Lease and until when (RV(held_by), RV(expires_at)) before and after a take, renewal or
+        release; no diff when nothing changes.
 """
 
 EXAMPLES = r"""

@@ -24,12 +24,12 @@ def run(cmd, env=None):
 
 
 # Left out of the tarball: they run only against the sandbox or the benchmarks, or only from the source tree.
-KEPT_OUT = ("sandbox/", "bench/", ".ci/", "scripts/", ".venv/", ".venv-2.20/", "tests/integration/",
+KEPT_OUT = ("sandbox/", "bench/", ".ci/", "scripts/", ".venv/", ".venv-2.20/", ".venv-2.21/", "tests/integration/",
             "tests/fixtures/", "tests/callback_plugins/", "tests/ansible_run.py", "tests/unit/sandbox/",
             "tests/unit/bench/", "tests/unit/release/", "extensions/molecule/")
 # Kept: what certification and a user running the unit tests from the tarball need.
-KEPT_IN = ("tests/sanity/ignore-2.19.txt", "tests/sanity/ignore-2.20.txt", "tests/config.yml", "tests/conftest.py",
-           "tests/rbac_audit.py", "tests/unit/test_doc_examples.py", "playbooks/upgrade_nodes.yml")
+KEPT_IN = ("tests/sanity/ignore-2.19.txt", "tests/sanity/ignore-2.20.txt", "tests/sanity/ignore-2.21.txt",
+           "tests/config.yml", "tests/conftest.py", "tests/rbac_audit.py", "tests/unit/test_doc_examples.py", "playbooks/upgrade_nodes.yml")
 UNSHIPPED = re.compile(r"(?:^|\s)-m\s+(?:sandbox|bench)\b")
 
 
@@ -68,10 +68,10 @@ def test_the_scan_finds_an_unshipped_import(tmp_path):
         ("tests/unit/test_b.py", "tests.integration")]
 
 
-def check_mode_run(env, image, cwd):
-    """The shipped playbook in check mode: (return code, output)."""
+def check_mode_run(env, image, cwd, bin_dir=BIN):
+    """The shipped playbook in check mode, with the ansible-playbook of bin_dir: (return code, output)."""
     proc = subprocess.run(
-        [BIN / "ansible-playbook", "-i", "localhost,", "kubenodes.image_upgrade.upgrade_nodes", "--check",
+        [bin_dir / "ansible-playbook", "-i", "localhost,", "kubenodes.image_upgrade.upgrade_nodes", "--check",
          "-e", "image=%s" % image, "-e", "provider=gcp", "-e", '{"gcp": {"project": "my-project"}}'],
         capture_output=True, text=True, env=env, cwd=cwd, timeout=300, check=False)
     return proc.returncode, proc.stdout + proc.stderr
@@ -130,6 +130,53 @@ def test_build_install_and_document_every_module(tmp_path):
     assert code == 2, out[-3000:]
     assert "the project ID 'p1' is 2 characters long" in out and "Nothing was changed" in out, out[-3000:]
     assert "Target image" not in out, "the run went on after the option check:\n" + out[-3000:]
+
+
+# Every ansible-core the collection supports (meta/runtime.yml) and the venv `make setup` gives it.
+CORES = {"2.19": ".venv", "2.20": ".venv-2.20", "2.21": ".venv-2.21"}
+
+
+def test_the_cores_tried_are_the_supported_ones():
+    runtime = (REPO / "meta" / "runtime.yml").read_text()
+    [requires] = re.findall(r'^requires_ansible: "(.*)"$', runtime, re.M)
+    newest = max(CORES, key=lambda v: tuple(map(int, v.split("."))))
+    assert requires == ">=%s.0,<2.%d" % (min(CORES), int(newest.split(".")[1]) + 1), requires
+
+
+@pytest.fixture(scope="module")
+def tarball(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    run([BIN / "ansible-galaxy", "collection", "build", "--force", "--output-path", out, REPO])
+    [built] = out.glob("kubenodes-image_upgrade-*.tar.gz")
+    return built
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("core", sorted(CORES))
+def test_install_and_check_mode_without_a_warning_on_each_core(core, tarball, tmp_path):
+    """The tarball installs with that core's ansible-galaxy, and its ansible-doc and a check-mode run of the
+    shipped playbook say no [WARNING] (requires_ansible names the core)."""
+    bin_dir = REPO / CORES[core] / "bin"
+    assert (bin_dir / "ansible-galaxy").exists(), "%s has no ansible-core %s: run make setup" % (CORES[core], core)
+    version = run([bin_dir / "python", "-c", "import ansible.release as r; print(r.__version__)"]).strip()
+    assert version.startswith(core + "."), "%s has ansible-core %s, not %s: run make setup" % (CORES[core], version, core)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(tmp_path), ANSIBLE_NOCOLOR="1", HOME=str(home),
+               NO_GCE_CHECK="True", CLOUDSDK_CONFIG=str(home / "gcloud"), ANSIBLE_LOCAL_TEMP=str(home / "tmp"),
+               ANSIBLE_COLLECTIONS_ON_ANSIBLE_VERSION_MISMATCH="error")
+    env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+    installed = run([bin_dir / "ansible-galaxy", "collection", "install", "--force", "-p", tmp_path, tarball], env=env)
+    assert "[WARNING]" not in installed, installed
+    doc = subprocess.run([bin_dir / "ansible-doc", "kubenodes.image_upgrade.node_drain"], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert doc.returncode == 0 and "EXAMPLES" in doc.stdout, doc.stderr[-3000:]
+    assert "[WARNING]" not in doc.stdout + doc.stderr, doc.stderr[-3000:]
+    code, out = check_mode_run(env, "projects/my-project/global/images/node-v2",
+                               tmp_path / "ansible_collections" / "kubenodes" / "image_upgrade", bin_dir)
+    assert code == 2 and "Check the role's variables" in out and "ok: [localhost]" in out, out[-3000:]
+    assert "found no application default credentials" in out, out[-3000:]
+    assert "[WARNING]" not in out, out[-3000:]
 
 
 @pytest.mark.timeout(300)

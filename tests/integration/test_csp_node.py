@@ -31,18 +31,24 @@ def test_info_reports_the_group(cloud):
 def test_create_in_check_mode_changes_nothing(cloud):
     group = cloud.group(size=1)
     before = _ids(cloud, group)
-    result = run_module("csp_node", dict(cloud.options, state="present", group=group, count=2), check=True)
+    result = run_module("csp_node", dict(cloud.options, state="present", group=group, count=2), check=True, diff=True)
     assert not result["failed"], result.get("msg")
     assert result["changed"] is True and result["instances"] == []
     assert _ids(cloud, group) == before
+    # --diff: the group's instances, and one placeholder per instance it would create (the cloud names it then).
+    assert result["diff"] == {"before": {"group": group, "instances": before},
+                              "after": {"group": group, "instances": before + ["(new instance 1 of 2)",
+                                                                               "(new instance 2 of 2)"]}}, result
 
 
 def test_create_waits_until_running_then_delete_is_idempotent(cloud):
     group = cloud.group(size=1)
     before = _ids(cloud, group)
     created = run_module("csp_node", dict(cloud.options, state="present", group=group, count=2, wait=True,
-                                          wait_timeout=120, wait_sleep=1))
+                                          wait_timeout=120, wait_sleep=1), diff=True)
     assert not created["failed"], created.get("msg")
+    assert created["diff"] == {"before": {"group": group, "instances": before},
+                               "after": {"group": group, "instances": before + created["provider_ids"]}}, created
     assert created["changed"] is True and len(created["provider_ids"]) == 2
     assert [i["state"] for i in created["instances"]] == ["running", "running"]
     assert created["quota_exceeded"] is False
@@ -54,18 +60,20 @@ def test_create_waits_until_running_then_delete_is_idempotent(cloud):
 
     # by providerID, in check mode first
     victim = created["provider_ids"][0]
-    checked = run_module("csp_node", dict(cloud.options, state="absent", provider_id=[victim], group=group), check=True)
+    checked = run_module("csp_node", dict(cloud.options, state="absent", provider_id=[victim], group=group), check=True,
+                         diff=True)
     assert not checked["failed"], checked.get("msg")
     assert checked["changed"] is True and checked["deleted"] == [victim]
+    assert checked["diff"] == {"before": {"instances": [victim]}, "after": {"instances": []}}, checked
     assert victim in _ids(cloud, group)
     gone = run_module("csp_node", dict(cloud.options, state="absent", provider_id=[victim], wait=True,
                                        wait_timeout=120, wait_sleep=1))
     assert not gone["failed"], gone.get("msg")
     assert gone["changed"] is True and gone["deleted"] == [victim]
     assert victim not in _ids(cloud, group)
-    again = run_module("csp_node", dict(cloud.options, state="absent", provider_id=[victim]))
+    again = run_module("csp_node", dict(cloud.options, state="absent", provider_id=[victim]), diff=True)
     assert not again["failed"], again.get("msg")
-    assert again["changed"] is False and again["already_absent"] == [victim]
+    assert again["changed"] is False and again["already_absent"] == [victim] and "diff" not in again
 
     # by node name
     name = created["node_names"][1]

@@ -39,16 +39,19 @@ def test_donor_and_obsolete_nodes_are_deleted_idempotently(sandbox, new_nodes):
     drained(sandbox, obsolete, "obsolete", {"obsolete": "true"})
     args = dict(sandbox.auth_args(), name=[donor, obsolete])
 
-    predicted = run_module("node_delete", args, check=True)
+    predicted = run_module("node_delete", args, check=True, diff=True)
     assert predicted["changed"] and sorted(predicted["deleted"]) == sorted([donor, obsolete])
     assert exists(sandbox, donor) and exists(sandbox, obsolete)
+    deletion = {"before": {"nodes": sorted([donor, obsolete])}, "after": {"nodes": []}}
+    assert predicted["diff"] == deletion, predicted
 
-    gone = run_module("node_delete", args)
+    gone = run_module("node_delete", args, diff=True)
     assert gone["changed"] and sorted(gone["deleted"]) == sorted([donor, obsolete])
     assert not exists(sandbox, donor) and not exists(sandbox, obsolete) and exists(sandbox, heir)
+    assert gone["diff"] == deletion, gone
 
-    again = run_module("node_delete", args)
-    assert not again["changed"] and sorted(again["absent"]) == sorted([donor, obsolete])
+    again = run_module("node_delete", args, diff=True)
+    assert not again["changed"] and sorted(again["absent"]) == sorted([donor, obsolete]) and "diff" not in again
 
 
 def test_a_node_not_being_replaced_is_refused_and_nothing_is_deleted(sandbox, new_nodes):

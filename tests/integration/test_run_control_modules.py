@@ -1,5 +1,5 @@
 """upgrade_lock, autoscaler_pause and upgrade_journal through ansible-playbook against the sandbox's
-real kube-apiserver."""
+real kube-apiserver, with their --diff; and fleet_report's --diff (it needs no cluster)."""
 
 import datetime
 import json
@@ -13,29 +13,33 @@ from tests.ansible_run import run_module
 pytestmark = pytest.mark.timeout(300)
 
 
-def lock(sandbox, namespace, **args):
-    return run_module("upgrade_lock", dict(sandbox.auth_args(), name="run-lock", namespace=namespace, **args))
+def lock(sandbox, namespace, diff=False, **args):
+    return run_module("upgrade_lock", dict(sandbox.auth_args(), name="run-lock", namespace=namespace, **args), diff=diff)
 
 
 def test_lock_is_exclusive_renewable_and_released(sandbox, namespace):
     coordination = k8s.CoordinationV1Api(sandbox.api_client())
-    first = lock(sandbox, namespace, holder="run-a")
+    first = lock(sandbox, namespace, holder="run-a", diff=True)
     assert first["acquired"] and first["changed"] and first["action"] == "acquire", first
+    assert first["diff"] == {"before": {"holder": "", "expires_at": ""},
+                             "after": {"holder": "run-a", "expires_at": first["expires_at"]}}, first
     renewed = lock(sandbox, namespace, holder="run-a")
     assert renewed["acquired"] and renewed["action"] == "renew"
 
     blocked = lock(sandbox, namespace, holder="run-b")
     assert blocked["failed"] and "run-a" in blocked["msg"], blocked
-    waiting = lock(sandbox, namespace, holder="run-b", fail_when_held=False)
+    waiting = lock(sandbox, namespace, holder="run-b", fail_when_held=False, diff=True)
     assert not waiting["failed"] and not waiting["acquired"] and waiting["held_by"] == "run-a"
-    assert "run-a" in waiting["msg"]
+    assert "run-a" in waiting["msg"] and "diff" not in waiting, waiting
 
-    foreign_release = lock(sandbox, namespace, holder="run-b", state="absent")
-    assert not foreign_release["changed"]
+    foreign_release = lock(sandbox, namespace, holder="run-b", state="absent", diff=True)
+    assert not foreign_release["changed"] and "diff" not in foreign_release, foreign_release
     assert coordination.read_namespaced_lease("run-lock", namespace).spec.holder_identity == "run-a"
 
-    released = lock(sandbox, namespace, holder="run-a", state="absent")
+    released = lock(sandbox, namespace, holder="run-a", state="absent", diff=True)
     assert released["changed"] and released["action"] == "release"
+    assert released["diff"] == {"before": {"holder": "run-a", "expires_at": renewed["expires_at"]},
+                                "after": {"holder": "", "expires_at": ""}}, released
     assert not coordination.read_namespaced_lease("run-lock", namespace).spec.holder_identity
     taken = lock(sandbox, namespace, holder="run-b")
     assert taken["acquired"] and taken["action"] == "acquire"
@@ -64,8 +68,9 @@ def test_expired_lease_and_dead_local_run_are_taken_over(sandbox, namespace):
 def test_lock_check_mode_writes_nothing(sandbox, namespace):
     coordination = k8s.CoordinationV1Api(sandbox.api_client())
     result = run_module("upgrade_lock", dict(sandbox.auth_args(), name="run-lock", namespace=namespace, holder="x"),
-                        check=True)
+                        check=True, diff=True)
     assert result["changed"] and result["acquired"]
+    assert result["diff"]["after"] == {"holder": "x", "expires_at": result["expires_at"]}, result
     with pytest.raises(k8s.ApiException) as error:
         coordination.read_namespaced_lease("run-lock", namespace)
     assert error.value.status == 404
@@ -195,10 +200,16 @@ def test_journal_records_idempotently_and_reports(sandbox, namespace, tmp_path):
     observation = {"started": "2026-11-30T10:00:00Z", "passes": 2, "nodes": {"w-0": {
         "group": "g", "heir": "w-9", "role": "worker", "evicted": ["default/web-1"],
         "phases": {"paired": "2026-11-30T10:00:10Z", "draining": "2026-11-30T10:01:00Z", "deleted": "2026-11-30T10:02:00Z"}}}}
-    first = run_module("upgrade_journal", dict(base, record=observation))
+    first = run_module("upgrade_journal", dict(base, record=observation), diff=True)
     assert first["changed"] and first["journal"]["nodes"]["w-0"]["heir"] == "w-9"
-    assert not run_module("upgrade_journal", dict(base, record=observation))["changed"]
+    assert first["diff"] == {"before": {}, "after": first["journal"]}, first
+    again = run_module("upgrade_journal", dict(base, record=observation), diff=True)
+    assert not again["changed"] and "diff" not in again, again
 
+    # --diff --check of the report: each file it would write, before (none yet) and after; nothing written.
+    checked = run_module("upgrade_journal", dict(base, state="report", report_dir=str(tmp_path)), check=True, diff=True)
+    assert [(d["after_header"], d["before"]) for d in checked["diff"]] == [(f, "") for f in checked["files"]], checked
+    assert not list(tmp_path.iterdir())
     reported = run_module("upgrade_journal", dict(base, state="report", report_dir=str(tmp_path)))
     assert reported["summary"]["nodes_replaced"] == 1 and reported["summary"]["pods_evicted"] == 1
     summary = json.loads((tmp_path / "image-upgrade-report.json").read_text())
@@ -220,9 +231,11 @@ def test_journal_records_idempotently_and_reports(sandbox, namespace, tmp_path):
     assert "is malformed (it holds list, not a JSON object)" in malformed["msg"]
     assert "delete configmap kubenodes-image-upgrade-journal" in malformed["msg"]
 
-    gone = run_module("upgrade_journal", dict(base, state="absent"))
-    assert gone["changed"]
-    assert not run_module("upgrade_journal", dict(base, state="absent"))["changed"]
+    gone = run_module("upgrade_journal", dict(base, state="absent"), diff=True)
+    reset = {"before": {"malformed": "journal.json was not a JSON object"}, "after": {}}
+    assert gone["changed"] and gone["diff"] == reset, gone
+    again = run_module("upgrade_journal", dict(base, state="absent"), diff=True)
+    assert not again["changed"] and "diff" not in again
 
 
 def _finished_nodes(first, count, pods):
@@ -305,3 +318,21 @@ def test_journal_writes_each_step_as_one_event_on_its_node_and_aggregates_repeat
     assert ("UpgradeCordoned", "cordoned; its heir %s is Ready" % heir) in on_donor
     assert ("UpgradeDrainStarted", "drain started through the Eviction API; heir %s" % heir) in on_donor
     assert ("UpgradeDrained", "drained (1 pods evicted); heir %s" % heir) in on_donor
+
+
+def test_fleet_report_diff_shows_each_report_file_it_writes(tmp_path):
+    report_dir = tmp_path / "fleet"
+    args = dict(state="report", batches=[1, "100%"], hosts=["canary", "rest"], report_dir=str(report_dir),
+                clusters={"canary": {"outcome": "succeeded", "started": "2026-12-01T10:00:00Z",
+                                     "finished": "2026-12-01T10:20:00Z"}})
+    checked = run_module("fleet_report", args, check=True, diff=True)
+    assert checked["changed"] and not report_dir.exists(), checked
+    assert [(d["before_header"], d["before"]) for d in checked["diff"]] == [(f, "") for f in checked["files"]]
+    written = run_module("fleet_report", args, diff=True)
+    assert [d["after"] for d in written["diff"]] == [open(f).read() for f in written["files"]], written
+    # The report carries the time it was made: a later run rewrites what changed, and its diff starts from the file.
+    again = run_module("fleet_report", args, diff=True)
+    assert again["changed"] == bool(again.get("diff")), again
+    previous = {d["after_header"]: d["after"] for d in written["diff"]}
+    assert all(d["before"] == previous[d["before_header"]] for d in again.get("diff", [])), again
+    assert "diff" not in run_module("fleet_report", dict(args, state="plan"), diff=True)

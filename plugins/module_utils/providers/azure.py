@@ -36,6 +36,7 @@ import re
 import threading
 import time
 import urllib.parse
+import warnings
 
 from ansible.module_utils.basic import env_fallback
 
@@ -763,6 +764,36 @@ def credential_summary(kind, settings, authority):
     return "the %s credential (azure.auth_source)%s" % (kind, where)
 
 
+def user_login_warning(kind, settings):
+    """The deprecation warning for a user's password login (kind user_password), else None. azure-identity
+    deprecates UsernamePasswordCredential (1.21, still in 1.27): the password grant cannot do multifactor
+    authentication, which Microsoft Entra ID enforces for sign-ins to Azure Resource Manager, and azure-identity
+    has no other credential that logs a user in without a prompt. Its advice for automation is a workload
+    identity: a service principal (secret or certificate) or a managed identity. Names the options and the user,
+    never the password."""
+    if kind != "user_password":
+        return None
+    return ("azure.ad_user %r (AZURE_AD_USER) with azure.password (AZURE_PASSWORD) logs in with azure-identity's "
+            "UsernamePasswordCredential, which azure-identity deprecates: it cannot do multifactor authentication, "
+            "which Microsoft Entra ID enforces for Azure Resource Manager (https://aka.ms/azsdk/identity/mfa), so "
+            "this login fails once the tenant enforces it. Use a service principal instead: azure.client_id, "
+            "azure.secret (or azure.x509_certificate_path) and azure.tenant (AZURE_CLIENT_ID, AZURE_SECRET, "
+            "AZURE_TENANT; in AWX, the Microsoft Azure Resource Manager credential's Client ID, Client Secret and "
+            "Tenant ID instead of its Username and Password), or a managed identity (azure.auth_source msi)"
+            % (settings.get("ad_user"),))
+
+
+def login_warnings(options, environ=None, credential_file=None):
+    """Warnings about the login the `azure` options choose (resolve_auth, no network): the user login's
+    deprecation. Options that resolve_auth refuses give none here; building the provider names their fault."""
+    try:
+        kind, settings = resolve_auth(dict(options or {}), environ, credential_file)
+    except ProviderError:
+        return []
+    message = user_login_warning(kind, settings)
+    return [message] if message else []
+
+
 class StaticTokenCredential:
     """A credential that hands out one bearer token as-is (a token from `az account get-access-token`, or
     any string for the local ARM emulator)."""
@@ -792,10 +823,14 @@ def build_credential(kind, settings, options, authority):
         return identity.CertificateCredential(settings["tenant"], settings["client_id"],
                                               certificate_path=settings["x509_certificate_path"], **extra)
     if kind == "user_password":
-        return identity.UsernamePasswordCredential(settings.get("client_id") or AZURE_CLI_CLIENT_ID,
-                                                   settings["ad_user"], settings["password"],
-                                                   tenant_id=settings.get("tenant") or "organizations",
-                                                   **extra)
+        # Deprecated by azure-identity and kept for AWX's credential with a user (user_login_warning says so in
+        # the module's warnings, naming what to use instead); its own DeprecationWarning is that same news.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return identity.UsernamePasswordCredential(settings.get("client_id") or AZURE_CLI_CLIENT_ID,
+                                                       settings["ad_user"], settings["password"],
+                                                       tenant_id=settings.get("tenant") or "organizations",
+                                                       **extra)
     if kind == "msi":
         return identity.ManagedIdentityCredential(client_id=options.get("client_id"))
     if kind == "cli":

@@ -26,6 +26,14 @@ def build_provider(params):
     return PROVIDERS[name].from_params(params.get(name) or {})
 
 
+def login_warnings(params):
+    """Warnings about the login that params[<provider>] chooses, without the network (Azure's deprecated user
+    login, providers/azure.py user_login_warning); none for a provider without such a check."""
+    name = params.get("provider")
+    check = getattr(PROVIDERS.get(name), "login_warnings", None)
+    return check(params.get(name) or {}) if check else []
+
+
 def provider_extras(provider):
     """What a module adds to its result from the provider: the AWS actions called with
     aws.debug_botocore_endpoint_logs (resource_actions, as amazon.aws returns them)."""

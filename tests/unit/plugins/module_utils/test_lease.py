@@ -67,3 +67,13 @@ def test_the_lease_is_created_and_replaced_on_its_own_path(monkeypatch):
           "spec": {"holderIdentity": "h"}}),
         ("PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", dict(read, spec={"holderIdentity": "h"})),
     ]
+
+
+def test_the_holding_in_the_diff_is_the_holder_and_the_expiry():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.lease import holding
+
+    spec = {"holderIdentity": "h", "leaseDurationSeconds": 300, "renewTime": "2026-12-01T10:05:00.000000Z"}
+    assert holding(spec) == {"holder": "h", "expires_at": "2026-12-01T10:10:00.000000Z"}
+    nobody = {"holder": "", "expires_at": ""}
+    assert holding(None) == holding({"holderIdentity": None, "leaseDurationSeconds": 300}) == nobody
+    assert holding({"holderIdentity": "h"}) == {"holder": "h", "expires_at": ""}

@@ -5,6 +5,7 @@ disable_instance_discovery). The environment goes through Ansible's own argument
 
 import datetime
 import hashlib
+import warnings
 
 import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -126,6 +127,46 @@ def test_the_credentials_get_the_login_options():
     options = dict(disable_instance_discovery=True, ca_bundle="/ca.pem")
     credential = az.build_credential("user_password", settings, options, "https://login.example.invalid")
     assert type(credential).__name__ == "UsernamePasswordCredential"
+
+
+def test_the_user_login_builds_without_azure_identitys_own_deprecation_warning():
+    settings = dict(subscription_id="s", client_id=None, tenant=None, ad_user="ops@example.com", password="pw")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        credential = az.build_credential("user_password", settings, {}, None)
+    assert type(credential).__name__ == "UsernamePasswordCredential"
+
+
+def test_awx_user_login_warns_naming_the_options_and_the_alternative_never_the_password(env, tmp_path):
+    options = env(AZURE_SUBSCRIPTION_ID="sub-1", AZURE_AD_USER="ops@example.com", AZURE_PASSWORD="pw-123")
+    [message] = az.login_warnings(options, credential_file=str(tmp_path / "none"))
+    for named in ("azure.ad_user 'ops@example.com' (AZURE_AD_USER)", "azure.password (AZURE_PASSWORD)",
+                  "UsernamePasswordCredential", "deprecates", "multifactor", "https://aka.ms/azsdk/identity/mfa",
+                  "azure.client_id", "azure.secret", "azure.tenant", "AZURE_CLIENT_ID, AZURE_SECRET, AZURE_TENANT",
+                  "Client ID, Client Secret and Tenant ID", "azure.auth_source msi"):
+        assert named in message, named
+    assert "pw-123" not in message
+
+
+def test_other_logins_and_refused_options_give_no_login_warning(env, tmp_path):
+    none = str(tmp_path / "none")
+    assert az.login_warnings(env(AZURE_SUBSCRIPTION_ID="sub-1", AZURE_CLIENT_ID="app", AZURE_TENANT="t",
+                                 AZURE_SECRET="s"), credential_file=none) == []
+    assert az.login_warnings(dict(env(AZURE_SUBSCRIPTION_ID="sub-1"), auth_source="msi"), credential_file=none) == []
+    # A user without a password is refused when the provider is built (naming the password), not warned about here.
+    assert az.login_warnings(dict(env(AZURE_SUBSCRIPTION_ID="sub-1", AZURE_AD_USER="ops@example.com"),
+                                  auth_source="env"), credential_file=none) == []
+
+
+def test_a_module_with_the_awx_user_credential_warns_once(env, tmp_path, monkeypatch):
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import base
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    env(AZURE_SUBSCRIPTION_ID="sub-1", AZURE_AD_USER="ops@example.com", AZURE_PASSWORD="pw-123")
+    module = base.InProcessModule({}, {"provider": "azure"}, cloud=base.CLOUD_REQUIRED)
+    [message] = module.warnings
+    assert message.startswith("azure.ad_user 'ops@example.com' (AZURE_AD_USER)") and "pw-123" not in message
+    assert base.InProcessModule({}, {"provider": "gcp"}, cloud=base.CLOUD_REQUIRED).warnings == []
 
 
 def test_credential_summary_names_the_options_and_variables_never_the_secret():
