@@ -52,7 +52,8 @@ BEGIN_SPEC = dict(
 START_SPEC = dict(
     image=dict(type="str", required=True),
     new_target=dict(type="bool", default=False),
-    preflight=dict(type="dict"),
+    preflight=dict(type="bool", default=True),
+    quota_preflight=dict(type="bool", default=True),
     etcd_preflight=dict(type="bool", default=True),
     allow_unready_system_pods=dict(type="bool", default=False),
     lock_wait=dict(type="int", default=600),

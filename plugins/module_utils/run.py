@@ -147,7 +147,7 @@ class UpgradeRun:
         args, start = self.args, self.args["start"]
         try:
             reads = prepare(dict(args, image=start["image"], new_target=start["new_target"],
-                                 preflight=start["preflight"]), self.check_mode)
+                                 preflight=self._preflight_options() if start["preflight"] else None), self.check_mode)
         except ReadFailed as exc:
             raise executor.StepFailure(exc.result.get("msg") or exc.doing, failed_step=exc.doing, reason="preflight")
         for step in ("resolved", "target", "preflight"):
@@ -187,6 +187,16 @@ class UpgradeRun:
         if began.get("begin"):
             began["begin"]["record"] = dict(started=started, attempts={started: dict(started=started, passes=0)})
         self.args = began
+
+    def _preflight_options(self):
+        """node_image_facts' options for the preflight's read: this run's planner options, and what the preflight
+        judges besides (PodDisruptionBudgets, the pods of kube-system, the quota)."""
+        args = self.args
+        options = {key: args[key] for key in image_facts.PLANNER_ARG_SPEC if key != "image"}
+        where = args.get("journal")
+        options.update(journal=dict(name=where["name"], namespace=where["namespace"]) if where else None,
+                       report_pdbs=True, report_system_pods=True, report_quota=args["start"]["quota_preflight"])
+        return options
 
     def _say_target(self, image, target):
         """The image every heir gets, and a reference that moved since the upgrade started."""

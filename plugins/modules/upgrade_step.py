@@ -336,7 +336,7 @@ options:
       - Before the first slice of this process, begin the upgrade as the rolling_upgrade role's target, preflight
         and lock tasks did, with the modules' own code, in this process - resolve O(start.image) and the journal's
         target (M(kubenodes.image_upgrade.csp_scaling_group) and M(kubenodes.image_upgrade.upgrade_journal) in check
-        mode), read the nodes and the clouds (M(kubenodes.image_upgrade.node_image_facts) with O(start.preflight)),
+        mode), read the nodes and the clouds (M(kubenodes.image_upgrade.node_image_facts), O(start.preflight)),
         judge that read (the cloud quota, nodes outside every known group, nodes not Ready, pods of C(kube-system)
         not Ready, PodDisruptionBudgets that allow no disruption), read the control-plane etcd when a control-plane node is to be replaced
         (M(kubenodes.image_upgrade.etcd_member_info), looking again every 5 s up to 24 times while a member may be
@@ -364,9 +364,15 @@ options:
         default: false
       preflight:
         description:
-          - M(kubenodes.image_upgrade.node_image_facts)' options for the preflight's read (C(report_pdbs),
-            C(report_system_pods) and C(report_quota) among them). Unset, nothing is read or judged before the lock.
-        type: dict
+          - Whether to read the nodes and the clouds (M(kubenodes.image_upgrade.node_image_facts) with this call's
+            planner options, the PodDisruptionBudgets and the pods of C(kube-system)) and judge that read before the
+            lock. V(false) reads and judges nothing.
+        type: bool
+        default: true
+      quota_preflight:
+        description: Whether the preflight's read also reads the cloud quota for the surge.
+        type: bool
+        default: true
       etcd_preflight:
         description: Whether to read the control-plane etcd (with O(etcd)'s certificates and endpoints) before a
           control-plane node is replaced.
@@ -375,7 +381,7 @@ options:
       allow_unready_system_pods:
         description:
           - Whether to begin while pods of C(kube-system) are not Ready (the read's C(unready_system_pods), with
-            C(report_system_pods) in O(start.preflight)), with a warning naming them. V(false) refuses, changing
+            read with O(start.preflight)), with a warning naming them. V(false) refuses, changing
             nothing, naming each pod (at most 10, then how many more), as long as no replacement is in flight.
         type: bool
         default: false

@@ -68,6 +68,10 @@ class KubenodesActionBase(ActionBase):
             raise AnsibleActionFail(base.redact(exc.message, secrets), result=base.redact_data(exc.result, secrets))
         except AnsibleError as exc:
             raise AnsibleError(base.redact(exc.message, secrets))
+        except base.ModuleFailed as exc:
+            # A module's own code run in this process failed (base.InProcessModule): its result, as the module's
+            # task would have failed. ModuleFailed is a BaseException; uncaught it would kill the worker.
+            return base.redact_data(dict(exc.result, failed=True), secrets)
         except Exception as exc:  # pylint: disable=broad-except
             # An unexpected error's text and traceback may quote an argument: masked like the rest.
             return dict(failed=True, msg=base.redact("%s: %s" % (type(exc).__name__, exc), secrets),

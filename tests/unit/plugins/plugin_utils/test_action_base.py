@@ -100,6 +100,17 @@ def test_an_unexpected_error_and_its_traceback_are_masked():
     assert_clean(result["msg"] + result["exception"])
 
 
+def test_a_modules_failure_in_the_controller_is_a_failed_task_not_a_dead_worker():
+    # base.ModuleFailed is a BaseException (as a module's SystemExit): uncaught, the worker process would die
+    # ("A worker was found in a dead state") and the message be lost.
+    def fail(result):
+        raise base.ModuleFailed({"failed": True, "msg": "ca_cert file /nope/ca.crt does not exist (%s)" % TOKEN})
+    act, _shown = plugin(fail, ARGS)
+    result = act.run(task_vars={})
+    assert result["failed"] is True and result["msg"].startswith("ca_cert file /nope/ca.crt does not exist")
+    assert_clean(result["msg"])
+
+
 def test_environment_secrets_are_masked(monkeypatch):
     monkeypatch.setenv("K8S_AUTH_API_KEY", "kncanaryenvtoken987654321")
     act, shown = plugin(lambda result: dict(result, msg="header Bearer kncanaryenvtoken987654321"), {})
