@@ -638,10 +638,11 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
                   become heirs or are removed as surplus: any other node on the target image is capacity, left
                   alone and named in `foreign`. None (no journal: a module used on its own) keeps the older rule,
                   where an up-to-date node whose image was never cached may become a heir.
-    intents:      {key: {group, at, count[, settled]}}: the creations this upgrade was about to make, recorded
-                  before each create call (create_intents). An instance of that group that the cloud created
+    intents:      {key: {group, at, count[, target_size, settled]}}: the creations this upgrade was about to make,
+                  recorded before each create call (create_intents). An instance of that group that the cloud created
                   within INTENT_WINDOW after `at`, that no record claims, is the create a kill cut off before its
-                  record, up to the count the intent leaves open (`settled`: how many the call did create).
+                  record, up to the count the intent leaves open (`settled`: how many the call did create) and, where
+                  `target_size` (the group's before the call) is recorded, as many as the group's target size grew.
     control_plane_health: [{member, node_ip, message}]: what is wrong with the control plane's etcd now (empty:
                   healthy; None: not read; HEALTH_UNREAD: to be read before a control-plane heir, which waits for it
                   and the result's etcd_health_due says so). No control-plane heir is created while it names a problem.
@@ -745,7 +746,7 @@ class _Planner:
             made = intent.get("settled", intent.get("count"))
             if at is None or not gkey or not isinstance(made, int) or isinstance(made, bool):
                 continue
-            open_count = made - recorded.get(key, 0)
+            open_count = min(made, self.grown_since(key, intent, gkey, at, made)) - recorded.get(key, 0)
             if open_count <= 0:
                 continue
             fresh = sorted((i for i in self.instance_lists.get(gkey, []) if self.normalize(i.provider_id) not in claimed
@@ -756,6 +757,24 @@ class _Planner:
                 claimed.add(self.normalize(inst.provider_id))
                 self.created[self.normalize(inst.provider_id)] = entry
                 self.record_created[inst.provider_id] = entry
+
+    def grown_since(self, key, intent, gkey, at, made):
+        """How many instances the intent's create may have made: by how much the group's target size grew since the
+        intent recorded it, less the instances of this upgrade's other creates stamped since. The cloud stamps
+        creation times to the second (AWS LaunchTime), so an instance the group made by itself (autohealing) in the
+        second of a create that a kill cut off before the call reads as that create; only a create grows the target
+        size. `made` where either size is unknown (an older journal, a cloud that reports none): the time window
+        alone, as before."""
+        before, group = intent.get("target_size"), self.group_index.get(gkey)
+        now = group.target_size if group is not None else None
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (before, now)):
+            return made
+        others = 0
+        for inst in self.instance_lists.get(gkey, []):
+            entry = self.created.get(self.normalize(inst.provider_id))
+            if entry is not None and entry.get("intent") != key and inst.created_at is not None and inst.created_at >= at:
+                others += 1
+        return max(0, now - before - others)
 
     def patch(self, name, annotations=None, expect=None):
         entry = self.node_patches.setdefault(name, {"annotations": {}, "expect": {}})

@@ -60,8 +60,9 @@ def merge(journal, record):
     instances_removed: {provider_id: {group, reason}} (instances deleted without ever being a node);
     instances_created: {provider_id: {group, created}} (instances this upgrade created; first record kept);
     start_counts: {group: nodes} (how many nodes each group had before this upgrade created any; first kept);
-    create_intents: {key: {group, at, count, settled}} (creations about to be made, written before each create
-    call; `settled` after it, with how many it made; each field's first record kept);
+    create_intents: {key: {group, at, count, target_size, settled}} (creations about to be made, written before each
+    create call, with the group's target size read before it where the cloud reports one; `settled` after it, with
+    how many it made; each field's first record kept);
     attempts: {attempt ID: {started, passes, outcome (done or failed), ended}} (passes: the largest seen;
     started: the first; outcome and ended: the last given);
     gate_due (a health gate is due: the next run runs it first), gate_owed (a replacement finished since the last
@@ -196,16 +197,21 @@ def created_record(instances, scaling_groups, now):
     return {"instances_created": created, "start_counts": counts}
 
 
-def intent_record(creations, now, tag=None):
+def intent_record(creations, now, tag=None, target_sizes=None):
     """The record of creations about to be made, written before the create call ({create_intents: {key: {group, at,
-    count}}}), and {group: key}. `creations`: [{group, count}] as the plan's `create`; `at` is `now` rounded down to
-    the second (an instance the cloud creates after it is at or after `at`); the key is unique per call."""
+    count[, target_size]}}}), and {group: key}. `creations`: [{group, count}] as the plan's `create`; `at` is `now`
+    rounded down to the second (an instance the cloud creates after it is at or after `at`); the key is unique per
+    call. `target_sizes`: {group: the target size the cloud reported before the call}, where it reports one."""
     moment = datetime.datetime.fromtimestamp(int(now), datetime.timezone.utc)
     tag = tag or uuid.uuid4().hex[:6]
+    sizes = {str(group).lower(): size for group, size in (target_sizes or {}).items()
+             if isinstance(size, int) and not isinstance(size, bool)}
     intents, keys = {}, {}
     for item in creations or []:
         key = "%s@%s#%s" % (item["group"], iso(moment), tag)
         intents[key] = {"group": item["group"], "at": iso(moment), "count": int(item["count"])}
+        if str(item["group"]).lower() in sizes:
+            intents[key]["target_size"] = sizes[str(item["group"]).lower()]
         keys[item["group"]] = key
     return {"create_intents": intents}, keys
 
