@@ -102,40 +102,59 @@ def annotation_problems(node, keys, now=None, step=None):
     annotation that is no node name or names the node itself, an obsolete mark this collection did not
     record, a phase trail that is unreadable, out of order, in the future or disagrees with the phase."""
     info = _as_info(node)
-    ann, name, problems = info.annotations, info.name, []
-    for key, what in ((keys.heir, "heir"), (keys.donor, "donor")):
-        value = ann.get(key)
-        if value is None or value == "":
-            continue
-        if not valid_node_name(value):
-            problems.append(_problem(name, step, "garbage_" + what, "%s annotation holds %r, which is not a node name"
-                                     % (what, value[:80])))
-        elif value == name:
-            problems.append(_problem(name, step, "self_" + what, "%s annotation names the node itself" % what))
+    ann, name = info.annotations, info.name
+    problems = _partner_name_problems(info, keys, step)
     entries, error = parse_trail(ann.get(keys.phase_history))
     if error:
         problems.append(_problem(name, step, "garbage_trail", error))
-    ranks = [_TRAIL_RANK[p] for p, _t in entries]
-    if any(b <= a for a, b in zip(ranks, ranks[1:])) or any(b < a for (_p, a), (_q, b) in zip(entries, entries[1:])):
-        problems.append(_problem(name, step, "phases_out_of_order", "its phase-history %r is out of order"
-                                 % ann.get(keys.phase_history)[:200]))
-    if now is not None and any(t > now + CLOCK_SKEW for _p, t in entries):
-        problems.append(_problem(name, step, "phase_in_future", "its phase-history records a time in the future"))
-    raw_phase = ann.get(keys.phase)
-    phase = (raw_phase or "").strip()
-    if (phase and phase not in KNOWN_DONOR_PHASES + (PHASE_HEIR, PHASE_REPLACED)) or (raw_phase and not phase):
-        problems.append(_problem(name, step, "unknown_phase", "phase annotation holds %r, which is no phase"
-                                 % raw_phase[:80]))
-    elif entries and entries[-1][0] != TRAIL_OBSOLETE and entries[-1][0] != phase:
-        problems.append(_problem(name, step, "phase_not_recorded", "phase annotation says %s but its phase-history "
-                                 "ends with %s" % (phase or "nothing", entries[-1][0])))
-    elif phase in (PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING) and phase not in [p for p, _t in entries]:
-        problems.append(_problem(name, step, "phase_not_recorded", "phase annotation says %s, but this collection "
-                                 "did not record it (no %s entry in its phase-history annotation)" % (phase, phase)))
+    problems.extend(_trail_order_problems(info, keys, entries, now, step))
+    problems.extend(_phase_record_problems(info, keys, entries, step))
     if ann.get(keys.obsolete) == "true" and TRAIL_OBSOLETE not in [p for p, _t in entries]:
         problems.append(_problem(name, step, "obsolete_not_recorded", "obsolete=true was not set by this collection "
                                  "(no obsolete entry in its phase-history annotation)"))
     return problems
+
+
+def _partner_name_problems(info, keys, step):
+    """A heir or donor annotation that is no node name, or names the node itself."""
+    problems = []
+    for key, what in ((keys.heir, "heir"), (keys.donor, "donor")):
+        value = info.annotations.get(key)
+        if value is None or value == "":
+            continue
+        if not valid_node_name(value):
+            problems.append(_problem(info.name, step, "garbage_" + what, "%s annotation holds %r, which is not a node "
+                                     "name" % (what, value[:80])))
+        elif value == info.name:
+            problems.append(_problem(info.name, step, "self_" + what, "%s annotation names the node itself" % what))
+    return problems
+
+
+def _trail_order_problems(info, keys, entries, now, step):
+    """A phase trail out of order (by phase or by time), or with a time in the future."""
+    problems = []
+    ranks = [_TRAIL_RANK[p] for p, _t in entries]
+    if any(b <= a for a, b in zip(ranks, ranks[1:])) or any(b < a for (_p, a), (_q, b) in zip(entries, entries[1:])):
+        problems.append(_problem(info.name, step, "phases_out_of_order", "its phase-history %r is out of order"
+                                 % info.annotations.get(keys.phase_history)[:200]))
+    if now is not None and any(t > now + CLOCK_SKEW for _p, t in entries):
+        problems.append(_problem(info.name, step, "phase_in_future", "its phase-history records a time in the future"))
+    return problems
+
+
+def _phase_record_problems(info, keys, entries, step):
+    """A phase annotation that is no phase, or that the trail does not record."""
+    raw_phase = info.annotations.get(keys.phase)
+    phase = (raw_phase or "").strip()
+    if (phase and phase not in KNOWN_DONOR_PHASES + (PHASE_HEIR, PHASE_REPLACED)) or (raw_phase and not phase):
+        return [_problem(info.name, step, "unknown_phase", "phase annotation holds %r, which is no phase" % raw_phase[:80])]
+    if entries and entries[-1][0] != TRAIL_OBSOLETE and entries[-1][0] != phase:
+        return [_problem(info.name, step, "phase_not_recorded", "phase annotation says %s but its phase-history ends "
+                         "with %s" % (phase or "nothing", entries[-1][0]))]
+    if phase in (PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING) and phase not in [p for p, _t in entries]:
+        return [_problem(info.name, step, "phase_not_recorded", "phase annotation says %s, but this collection did not "
+                         "record it (no %s entry in its phase-history annotation)" % (phase, phase))]
+    return []
 
 
 # What each step needs the node's phase to be, and which recorded phases must be on its trail.
@@ -160,6 +179,29 @@ def _leaving_checks(step, node, heir, target, cloud, keys, now):
         problems.append(_problem(name, step, "not_leaving", "it is neither a donor (no %s annotation) nor obsolete"
                                  % keys.heir))
         return problems
+    problems.extend(_phase_problems(step, info, keys, obsolete))
+    donor_inst = cloud.instance(info) if cloud is not None else None
+    if cloud is not None:
+        problems.extend(_donor_instance_problems(step, info, donor_inst, target, cloud.complete, obsolete))
+    if obsolete or not valid_node_name(heir_name) or heir_name == name:
+        return problems       # an obsolete node has no heir; a garbage name is named by annotation_problems
+    pairing, go_on = _pairing_problems(step, info, heir, heir_name, keys)
+    problems.extend(pairing)
+    if not go_on:
+        return problems
+    heir_inst = cloud.instance(heir) if cloud is not None else None
+    if cloud is not None:
+        problems.extend(_heir_instance_problems(step, info, heir_inst, donor_inst, heir_name, heir, target))
+    if heir_inst is None or donor_inst is None:
+        problems.extend(_cached_group_problems(step, info, heir, heir_name, keys))
+    if heir_inst is None:
+        problems.extend(_cached_image_problems(step, info, heir, heir_name, keys, target))
+    return problems
+
+
+def _phase_problems(step, info, keys, obsolete):
+    """The node's phase and recorded trail against what `step` needs, and the cordon a recorded drain implies."""
+    name, ann, problems = info.name, info.annotations, []
     phase = (ann.get(keys.phase) or "").strip()
     allowed, needed = _phase_needs(step, info.control_plane, obsolete)
     trail = [p for p, _t in parse_trail(ann.get(keys.phase_history))[0]]
@@ -175,29 +217,36 @@ def _leaving_checks(step, node, heir, target, cloud, keys, now):
                                  "phase-history annotation has no %s entry)" % (", ".join(missing), missing[0])))
     if needed and not info.unschedulable:
         problems.append(_problem(name, step, "not_cordoned", "it is not cordoned, so it was not drained"))
-    donor_inst = cloud.instance(info) if cloud is not None else None
-    if cloud is not None:
-        if donor_inst is None and step in (STEP_CORDON, STEP_DRAIN, STEP_ETCD_REMOVAL) and cloud.complete:
-            problems.append(_problem(name, step, "instance_missing", "the cloud does not list its instance %s"
-                                     % (info.provider_id or "(no providerID)")))
-        if donor_inst is not None and not obsolete:
-            if not donor_inst.image:
-                problems.append(_problem(name, step, "image_unknown", "the cloud does not say which image its "
-                                         "instance runs, so it cannot be shown to be outdated"))
-            elif target and same(donor_inst.image, target):
-                problems.append(_problem(name, step, "not_outdated", "the cloud says its instance already runs the "
-                                         "target image %s; it is not outdated" % target))
-    if obsolete:
+    return problems
+
+
+def _donor_instance_problems(step, info, donor_inst, target, complete, obsolete):
+    """What the cloud says of the leaving node's own instance: listed (before the steps that need it), outdated."""
+    name, problems = info.name, []
+    if donor_inst is None and step in (STEP_CORDON, STEP_DRAIN, STEP_ETCD_REMOVAL) and complete:
+        problems.append(_problem(name, step, "instance_missing", "the cloud does not list its instance %s"
+                                 % (info.provider_id or "(no providerID)")))
+    if donor_inst is None or obsolete:
         return problems
-    if not valid_node_name(heir_name) or heir_name == name:
-        return problems       # named by annotation_problems
+    if not donor_inst.image:
+        problems.append(_problem(name, step, "image_unknown", "the cloud does not say which image its "
+                                 "instance runs, so it cannot be shown to be outdated"))
+    elif target and same(donor_inst.image, target):
+        problems.append(_problem(name, step, "not_outdated", "the cloud says its instance already runs the "
+                                 "target image %s; it is not outdated" % target))
+    return problems
+
+
+def _pairing_problems(step, info, heir, heir_name, keys):
+    """The pair as the cluster holds it: the heir exists, is the one named, names the donor back, is Ready and not
+    obsolete. (problems, whether the heir can be checked further): not when it is missing or another node."""
+    name = info.name
     if heir is None:
-        problems.append(_problem(name, step, "heir_missing", "heir annotation names %s, which does not exist" % heir_name))
-        return problems
+        return [_problem(name, step, "heir_missing", "heir annotation names %s, which does not exist" % heir_name)], False
     if heir.name != heir_name:
-        problems.append(_problem(name, step, "heir_mismatch", "heir annotation names %s, but %s was given as its heir"
-                                 % (heir_name, heir.name)))
-        return problems
+        return [_problem(name, step, "heir_mismatch", "heir annotation names %s, but %s was given as its heir"
+                         % (heir_name, heir.name))], False
+    problems = []
     back = heir.annotations.get(keys.donor) or ""
     if back != name:
         problems.append(_problem(name, step, "not_mutual", "heir annotation names %s, whose donor annotation names %s; "
@@ -206,38 +255,50 @@ def _leaving_checks(step, node, heir, target, cloud, keys, now):
         problems.append(_problem(name, step, "heir_not_ready", "its heir %s is not Ready" % heir_name))
     if heir.annotations.get(keys.obsolete) == "true":
         problems.append(_problem(name, step, "heir_obsolete", "its heir %s is marked obsolete" % heir_name))
-    heir_inst = cloud.instance(heir) if cloud is not None else None
-    if cloud is not None:
-        if heir_inst is None:
-            problems.append(_problem(name, step, "heir_instance_missing", "the cloud does not list the instance of its "
-                                     "heir %s (%s)" % (heir_name, heir.provider_id or "no providerID")))
-        else:
-            if donor_inst is not None and not same(donor_inst.group_id, heir_inst.group_id):
-                problems.append(_problem(name, step, "heir_other_group", "its heir %s is in scaling group %s, not in "
-                                         "its group %s" % (heir_name, heir_inst.group_id, donor_inst.group_id)))
-            if not heir_inst.image:
-                problems.append(_problem(name, step, "heir_image_unknown", "the cloud does not say which image its "
-                                         "heir %s runs" % heir_name))
-            elif target and not same(heir_inst.image, target):
-                problems.append(_problem(name, step, "heir_not_on_target", "the cloud says its heir %s runs %s, not the "
-                                         "target image %s" % (heir_name, heir_inst.image, target)))
-            if step in (STEP_CORDON, STEP_DRAIN) and heir_inst.state != RUNNING:
-                problems.append(_problem(name, step, "heir_not_running", "the cloud says the instance of its heir %s "
-                                         "is %s, not running" % (heir_name, heir_inst.state)))
-    if heir_inst is None or donor_inst is None:
-        # What the cluster says, where the cloud cannot be asked (a module used on its own).
-        mine, theirs = ann.get(keys.group), heir.annotations.get(keys.group)
-        if mine and theirs and not same(mine, theirs):
-            problems.append(_problem(name, step, "heir_other_group", "its heir %s is in scaling group %s, not in its "
-                                     "group %s" % (heir_name, theirs, mine)))
+    return problems, True
+
+
+def _heir_instance_problems(step, info, heir_inst, donor_inst, heir_name, heir, target):
+    """What the cloud says of the heir's instance: listed, in the donor's group, on the target image, running (before
+    the cordon and the drain)."""
+    name = info.name
     if heir_inst is None:
-        heir_image, my_image = heir.annotations.get(keys.image), ann.get(keys.image)
-        if target and heir_image and not same(heir_image, target):
-            problems.append(_problem(name, step, "heir_not_on_target", "its heir %s runs %s, not the target image %s"
-                                     % (heir_name, heir_image, target)))
-        elif heir_image and my_image and same(heir_image, my_image):
-            problems.append(_problem(name, step, "heir_not_newer", "its heir %s runs the same image %s" % (heir_name, heir_image)))
+        return [_problem(name, step, "heir_instance_missing", "the cloud does not list the instance of its heir %s (%s)"
+                         % (heir_name, heir.provider_id or "no providerID"))]
+    problems = []
+    if donor_inst is not None and not same(donor_inst.group_id, heir_inst.group_id):
+        problems.append(_problem(name, step, "heir_other_group", "its heir %s is in scaling group %s, not in its group "
+                                 "%s" % (heir_name, heir_inst.group_id, donor_inst.group_id)))
+    if not heir_inst.image:
+        problems.append(_problem(name, step, "heir_image_unknown", "the cloud does not say which image its heir %s "
+                                 "runs" % heir_name))
+    elif target and not same(heir_inst.image, target):
+        problems.append(_problem(name, step, "heir_not_on_target", "the cloud says its heir %s runs %s, not the target "
+                                 "image %s" % (heir_name, heir_inst.image, target)))
+    if step in (STEP_CORDON, STEP_DRAIN) and heir_inst.state != RUNNING:
+        problems.append(_problem(name, step, "heir_not_running", "the cloud says the instance of its heir %s is %s, "
+                                 "not running" % (heir_name, heir_inst.state)))
     return problems
+
+
+def _cached_group_problems(step, info, heir, heir_name, keys):
+    """What the cluster says of the pair's groups, where the cloud cannot be asked (a module used on its own)."""
+    mine, theirs = info.annotations.get(keys.group), heir.annotations.get(keys.group)
+    if mine and theirs and not same(mine, theirs):
+        return [_problem(info.name, step, "heir_other_group", "its heir %s is in scaling group %s, not in its group %s"
+                         % (heir_name, theirs, mine))]
+    return []
+
+
+def _cached_image_problems(step, info, heir, heir_name, keys, target):
+    """What the cluster says of the heir's image, where the cloud does not list its instance."""
+    heir_image, my_image = heir.annotations.get(keys.image), info.annotations.get(keys.image)
+    if target and heir_image and not same(heir_image, target):
+        return [_problem(info.name, step, "heir_not_on_target", "its heir %s runs %s, not the target image %s"
+                         % (heir_name, heir_image, target))]
+    if heir_image and my_image and same(heir_image, my_image):
+        return [_problem(info.name, step, "heir_not_newer", "its heir %s runs the same image %s" % (heir_name, heir_image))]
+    return []
 
 
 def check_cordon(node, heir=None, target=None, cloud=None, keys=None, now=None):
@@ -290,17 +351,8 @@ def check_step(step, item, facts, nodes=None, instances=None, now=None):
     plan = facts.get("plan") or {}
     name = item.get("name")
     if step == "delete_instance" and not name:
-        # An instance without a Node (never joined, failed, orphaned): only what the plan found.
-        listed = {(i.get("provider_id") or "").lower() for i in plan.get("delete_instances") or []}
-        if (item.get("provider_id") or "").lower() not in listed:
-            return "instance %s is not in the plan's delete_instances" % item.get("provider_id")
-        for node in (nodes or {}).values():
-            if default_normalize((node.get("spec") or {}).get("providerID")) == default_normalize(item.get("provider_id")):
-                return "instance %s has a Node (%s); it is no instance without a node" % (
-                    item.get("provider_id"), node["metadata"]["name"])
-        return None
-    if plan_key is not None and name not in [e.get("name") for e in plan.get(plan_key) or []] and \
-            name not in [e.get("name") for e in plan.get("drain") or []]:
+        return _nodeless_instance_problem(item, plan, nodes)
+    if plan_key is not None and not _planned(plan, plan_key, name):
         return "node %s: the plan has no %s step for it" % (name, step)
     if nodes is None:
         return None
@@ -309,11 +361,32 @@ def check_step(step, item, facts, nodes=None, instances=None, now=None):
         return None if step in ("delete_node", "delete_instance") else "node %s: it no longer exists" % name
     keys = AnnotationKeys(facts.get("annotation_prefix") or DEFAULT_PREFIX)
     heir = nodes.get(((node.get("metadata") or {}).get("annotations") or {}).get(keys.heir) or "")
-    cloud = instances if isinstance(instances, CloudView) else None
-    if instances is not None and cloud is None:
-        listed = [i for items in instances.values() for i in items] if isinstance(instances, dict) else list(instances)
-        cloud = CloudView(listed)
+    cloud = _cloud_view(instances)
     problems = []
     for check in checks:
         problems.extend(CHECKS[check](node, heir, facts.get("target_image"), cloud, keys, now))
     return "; ".join(p["message"] for p in problems) or None
+
+
+def _planned(plan, plan_key, name):
+    """Whether the plan has node `name` under `plan_key` or in its drains (what follows a drain rides along)."""
+    return any(name == e.get("name") for key in (plan_key, "drain") for e in plan.get(key) or [])
+
+
+def _nodeless_instance_problem(item, plan, nodes):
+    """An instance without a Node (never joined, failed, orphaned): only what the plan found, and still no Node."""
+    listed = {(i.get("provider_id") or "").lower() for i in plan.get("delete_instances") or []}
+    if (item.get("provider_id") or "").lower() not in listed:
+        return "instance %s is not in the plan's delete_instances" % item.get("provider_id")
+    for node in (nodes or {}).values():
+        if default_normalize((node.get("spec") or {}).get("providerID")) == default_normalize(item.get("provider_id")):
+            return "instance %s has a Node (%s); it is no instance without a node" % (
+                item.get("provider_id"), node["metadata"]["name"])
+    return None
+
+
+def _cloud_view(instances):
+    """A CloudView of `instances` as check_step takes them (a CloudView, {group: [Instance]}, a list, or None)."""
+    if instances is None or isinstance(instances, CloudView):
+        return instances
+    return CloudView([i for items in instances.values() for i in items] if isinstance(instances, dict) else list(instances))
