@@ -43,6 +43,11 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosscheck
 )
 
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import (
+    Budget, Eta, Plan, Progress, UpgradeFacts,
+)
+
+
 # ---------------------------------------------------------------------------------------------------
 # The plan
 
@@ -135,7 +140,7 @@ class _Planner:
         self.created = {normalize(pid): dict(entry or {}) for pid, entry in (created or {}).items()
                         if pid and isinstance(entry, dict)}
         self.intents = {k: v for k, v in (intents or {}).items() if isinstance(v, dict)}
-        self.record_created = {}   # instances an open intent accounts for, to record as created
+        self.plan = Plan()   # what the next pass does, filled in by the steps below
         self.health = (control_plane_health if control_plane_health in (None, HEALTH_UNREAD)
                        else list(control_plane_health))
         self.health_due = False
@@ -144,7 +149,6 @@ class _Planner:
         for gid, value in (start_counts or {}).items():
             if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                 self.start_counts[_group_key(gid)] = value
-        self.surplus = []
         self.options = options
         self.target = options.image.strip()
         self.now = now
@@ -171,16 +175,11 @@ class _Planner:
                 self.by_provider_id[normalize(inst.provider_id)] = inst
         self.states, self.by_name, self.valid, self.by_group, self.final = [], {}, [], {}, {}
         self.node_patches = {}   # name -> {"annotations": {...}, "labels": {...}, "taints": [...], "expect": {...}}
-        self.repairs, self.pairs, self.obsolete_marks, self.annotate, self.label_copies = [], [], [], [], []
-        self.joining, self.delete_instances, self.leaving = [], [], []
         self.joining_count, self.joining_old, self.failed_count, self.leaving_count = {}, {}, {}, {}
-        self.drain, self.waiting, self.etcd_remove, self.delete_nodes, self.uncordon = [], [], [], [], []
-        self.group_reports, self.create, self.blocked = [], [], []
+        self.joining, self.leaving, self.group_reports = [], [], []
         self.in_flight_total, self.cp_busy = 0, False
-        self.delete_first_marks, self.record_start_counts, self.refilled = [], {}, []
         self.removed_first = {k: v for k, v in (removed_first or {}).items() if isinstance(v, dict)}
         self.refills = {k: v for k, v in (refills or {}).items() if isinstance(v, str)}
-        self.record_removed_first, self.record_refills = {}, {}
         self.problems, self.held, self.stop = [], {}, None
         self.cloud_view = CloudView([i for items in self.instance_lists.values() for i in items], normalize,
                                     complete=self.cloud_consulted and not self.group_errors)
@@ -208,7 +207,7 @@ class _Planner:
                 entry = dict(group=inst.group_id, created=format_time(inst.created_at), intent=key)
                 claimed.add(self.normalize(inst.provider_id))
                 self.created[self.normalize(inst.provider_id)] = entry
-                self.record_created[inst.provider_id] = entry
+                self.plan.record_created[inst.provider_id] = entry
 
     def grown_since(self, key, intent, gkey, at, made):
         """How many instances the intent's create may have made: by how much the group's target size grew since the
@@ -407,10 +406,10 @@ class _Planner:
             ann = s.info.annotations
             if s.category in (HEIR, UP_TO_DATE) and ann.get(keys.heir):
                 self.patch(s.name, {keys.heir: None}, expect={keys.heir: ann[keys.heir]})
-                self.repairs.append(dict(name=s.name, action="clear", heir=ann[keys.heir]))
+                self.plan.repairs.append(dict(name=s.name, action="clear", heir=ann[keys.heir]))
             elif s.category in (OUTDATED, DONOR) and ann.get(keys.donor):
                 self.patch(s.name, {keys.donor: None}, expect={keys.donor: ann[keys.donor]})
-                self.repairs.append(dict(name=s.name, action="clear", donor=ann[keys.donor]))
+                self.plan.repairs.append(dict(name=s.name, action="clear", donor=ann[keys.donor]))
 
     # 3. Check existing pairs (A.9, improved): finish half-written pairs, promote heirs whose donor is gone,
     #    and only break pairs that cannot be completed.
@@ -425,13 +424,13 @@ class _Planner:
                 self.patch(h.name, {keys.donor: None, keys.phase: PHASE_REPLACED, keys.phase_since: stamp,
                                     keys.phase_history: trail_with(h.info.annotations, keys, PHASE_REPLACED, self.now),
                                     keys.started_at: started}, expect={keys.donor: h.partner})
-                self.repairs.append(dict(name=h.name, action="promote", donor=h.partner))
+                self.plan.repairs.append(dict(name=h.name, action="promote", donor=h.partner))
             elif (self.proof and not self.ours(h)) or not self.alive(h):
                 # A heir this upgrade cannot prove it created, or whose instance the cloud is removing, stopped or
                 # failed, serves no donor: the pair is broken (the donor is given back below).
                 h.category, h.partner = UP_TO_DATE, None
                 self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
-                self.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor),
+                self.plan.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor),
                                          reason="its instance is not running" if self.ours(h) else
                                          "this upgrade did not create it"))
             elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
@@ -445,11 +444,11 @@ class _Planner:
                 d.category, d.partner, d.paired_now = DONOR, h.name, True
                 d.phase = PHASE_PAIRED
                 self.patch(d.name, self._pair_annotations(keys.heir, h.name, PHASE_PAIRED), expect={keys.heir: None})
-                self.repairs.append(dict(name=d.name, action="complete", heir=h.name))
+                self.plan.repairs.append(dict(name=d.name, action="complete", heir=h.name))
             else:
                 h.category, h.partner = UP_TO_DATE, None
                 self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
-                self.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor)))
+                self.plan.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor)))
         for d in [s for s in self.valid if s.category == DONOR]:
             h = self.by_name.get(d.partner)
             if h is not None and h.category == HEIR and h.partner == d.name:
@@ -465,14 +464,14 @@ class _Planner:
                 heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR), **{keys.started_at: stamp})
                 self.patch(h.name, dict(h.cache, **heir_annotations), expect={keys.donor: None})
                 h.cache = {}
-                self.repairs.append(dict(name=h.name, action="complete", donor=d.name))
+                self.plan.repairs.append(dict(name=h.name, action="complete", donor=d.name))
             elif d.phase in _POINT_OF_NO_RETURN:
                 d.partner = None  # its heir is gone, but it cannot serve again: finish removing it
             else:
                 d.category, d.partner = OUTDATED, None
                 # The phase stays: a drained node that is outdated again must be uncordoned (see `uncordon`).
                 self.patch(d.name, {keys.heir: None}, expect={keys.heir: d.info.annotations.get(keys.heir)})
-                self.repairs.append(dict(name=d.name, action="unpair", heir=d.info.annotations.get(keys.heir)))
+                self.plan.repairs.append(dict(name=d.name, action="unpair", heir=d.info.annotations.get(keys.heir)))
 
     def sick_instead(self, d):
         """For a control-plane donor whose own etcd member is healthy while that of another outdated control-plane node
@@ -521,7 +520,7 @@ class _Planner:
         else:
             reason = ("%s is not Ready, so it is replaced first; %s, still Ready and not drained, waits for the next "
                       "heir" % (sick.name, d.name))
-        self.repairs.append(dict(name=h.name, action="swap", donor=sick.name, instead_of=d.name, reason=reason))
+        self.plan.repairs.append(dict(name=h.name, action="swap", donor=sick.name, instead_of=d.name, reason=reason))
 
     def _pair_annotations(self, key, partner, phase):
         """One half of a new pair: the partner's name, the phase and a fresh phase trail."""
@@ -559,7 +558,7 @@ class _Planner:
                     d = free_outdated.pop(0)
                     d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
                     s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
-                    self.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id, reason=self.donor_reason(d)))
+                    self.plan.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id, reason=self.donor_reason(d)))
                     heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR),
                                             **{keys.started_at: stamp})
                     self.patch(s.name, dict(s.cache, **heir_annotations), expect={keys.donor: None})
@@ -571,7 +570,7 @@ class _Planner:
                     # It was created as a heir and no donor needs it any more: surplus, remove it (with a journal,
                     # only above the group's start count: remove_surplus).
                     s.category = NEW
-                    self.obsolete_marks.append(s.name)
+                    self.plan.obsolete.append(s.name)
                     self.patch(s.name, dict(s.cache, **{
                         keys.obsolete: "true", keys.phase: None, keys.phase_since: stamp,
                         keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.now)}))
@@ -656,20 +655,20 @@ class _Planner:
         entry = dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
                      created=self.created_by_us(s).get("created"), nodes=nodes_now, start_count=start)
         if start is None:
-            self.surplus.append(dict(entry, action="kept", reason="the journal does not record how many nodes "
+            self.plan.surplus.append(dict(entry, action="kept", reason="the journal does not record how many nodes "
                                      "scaling group %s had at the start" % s.group_id))
             return 0
         if nodes_now <= start:
-            self.surplus.append(dict(entry, action="kept", reason="scaling group %s holds %d node(s), not more than "
+            self.plan.surplus.append(dict(entry, action="kept", reason="scaling group %s holds %d node(s), not more than "
                                      "the %d it had at the start" % (s.group_id, nodes_now, start)))
             if not s.info.control_plane and unavailable_limit(self.options.max_unavailable, 1) > 0:
                 self.refill_done(s)
             return 0
         s.category = NEW
-        self.obsolete_marks.append(s.name)
-        self.surplus.append(dict(entry, action="obsolete", reason="created by this upgrade (journal), no donor needs "
-                                 "it, and scaling group %s holds %d node(s), more than the %d it had at the start"
-                                 % (s.group_id, nodes_now, start)))
+        self.plan.obsolete.append(s.name)
+        self.plan.surplus.append(dict(entry, action="obsolete", reason="created by this upgrade (journal), no donor "
+                                      "needs it, and scaling group %s holds %d node(s), more than the %d it had at the "
+                                      "start" % (s.group_id, nodes_now, start)))
         self.patch(s.name, dict(s.cache, **{
             keys.obsolete: "true", keys.phase: None, keys.phase_since: self.stamp,
             keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.now)}),
@@ -683,7 +682,7 @@ class _Planner:
 
     def open_slot(self, s):
         """The first worker of `s`'s group removed delete-first that no node replaced yet, or None."""
-        taken = set(self.refills) | set(self.record_refills)
+        taken = set(self.refills) | set(self.plan.record_refills)
         for slot, entry in sorted(self.removed_first.items()):
             if slot not in taken and slot not in self.by_name and same(entry.get("group"), s.group_id):
                 return slot
@@ -697,7 +696,7 @@ class _Planner:
                 return slot
         slot = self.open_slot(s)
         if slot is not None:
-            self.record_refills[slot] = s.name
+            self.plan.record_refills[slot] = s.name
         return slot
 
     def unrecorded_refill(self, s, nodes_now, gkey):
@@ -726,7 +725,7 @@ class _Planner:
         taints = taints_to_copy(entry.get("taints") or [], s.info.taints, self.options.exclude_labels) \
             if self.options.copy_taints else []
         if labels or taints:
-            self.label_copies.append(dict(heir=s.name, donor=slot, labels=labels, taints=taints))
+            self.plan.label_copies.append(dict(heir=s.name, donor=slot, labels=labels, taints=taints))
             copies = self.node_patches.setdefault(s.name, {"annotations": {}, "expect": {}})
             if labels:
                 copies["labels"] = labels
@@ -738,7 +737,7 @@ class _Planner:
         s.phase, s.phase_since = PHASE_REPLACED, self.now
         before = s.info.annotations
         s.info = dataclasses.replace(s.info, annotations=dict(before, **{keys.started_at: created}))
-        self.refilled.append(dict(name=s.name, group=s.group_id, created=created, replaces=slot))
+        self.plan.refilled.append(dict(name=s.name, group=s.group_id, created=created, replaces=slot))
         self.patch(s.name, dict(s.cache, **{
             keys.phase: PHASE_REPLACED, keys.phase_since: self.stamp, keys.started_at: created,
             keys.phase_history: trail_with(s.info.annotations, keys, PHASE_REPLACED, self.now, reset=True)}),
@@ -750,11 +749,11 @@ class _Planner:
         for s in self.states:
             if s.cache:
                 self.patch(s.name, s.cache)
-                self.annotate.append(dict(name=s.name, annotations={self.keys.short(k): v for k, v in sorted(s.cache.items())}))
+                self.plan.annotate.append(dict(name=s.name, annotations={self.keys.short(k): v for k, v in sorted(s.cache.items())}))
 
     def settle_groups(self):
         """What every node will be once the Kubernetes-side actions above are applied."""
-        marked = set(self.obsolete_marks)
+        marked = set(self.plan.obsolete)
         for s in self.states:
             if s.category == NEW:
                 self.final[s.name] = OBSOLETE if s.name in marked else HEIR
@@ -775,7 +774,7 @@ class _Planner:
             labels = labels_to_copy(d.info.labels, s.info.labels, options.exclude_labels)
             taints = taints_to_copy(d.info.taints, s.info.taints, options.exclude_labels) if options.copy_taints else []
             if labels or taints:
-                self.label_copies.append(dict(heir=s.name, donor=d.name, labels=labels, taints=taints))
+                self.plan.label_copies.append(dict(heir=s.name, donor=d.name, labels=labels, taints=taints))
                 entry = self.node_patches.setdefault(s.name, {"annotations": {}, "expect": {}})
                 if labels:
                     entry["labels"] = dict(entry.get("labels") or {}, **labels)
@@ -806,14 +805,14 @@ class _Planner:
                     # role holds the surge instead of creating the same refused instance again.
                     errors = (inst.extra or {}).get("errors") or []
                     reason = "the cloud failed to create it" + (": " + "; ".join(errors) if errors else "")
-                    self.delete_instances.append(dict(entry, reason=reason,
+                    self.plan.delete_instances.append(dict(entry, reason=reason,
                                                       quota_exceeded=bool((inst.extra or {}).get("quota_exceeded"))))
                     self.failed_count[gkey] = self.failed_count.get(gkey, 0) + 1
                 elif current and not expired:
                     self.joining.append(dict(entry, deadline=deadline))
                     self.joining_count[gkey] = self.joining_count.get(gkey, 0) + 1
                 elif current:
-                    self.delete_instances.append(dict(entry, reason="no Node joined within %ds" % int(timeout)))
+                    self.plan.delete_instances.append(dict(entry, reason="no Node joined within %ds" % int(timeout)))
                     self.failed_count[gkey] = self.failed_count.get(gkey, 0) + 1
                 elif not expired:
                     # Old image, no Node yet (someone else scaled the group; it may run a while before its Node
@@ -822,23 +821,24 @@ class _Planner:
                     self.joining_count[gkey] = self.joining_count.get(gkey, 0) + 1
                     self.joining_old[gkey] = self.joining_old.get(gkey, 0) + 1
                 else:
-                    self.delete_instances.append(dict(entry, reason="orphan: old image and no Node (interrupted run)"))
+                    self.plan.delete_instances.append(dict(entry, reason="orphan: old image and no Node (interrupted run)"))
 
     # 7. Leaving nodes: donors whose heir is Ready, and obsolete nodes, go drain -> etcd -> delete.
     def leaving_steps(self):
         keys, options, now = self.keys, self.options, self.now
-        marked = set(self.obsolete_marks)
+        marked = set(self.plan.obsolete)
         for s in self.states:
             cat = self.final[s.name]
             if cat == OUTDATED and s.info.unschedulable and s.info.annotations.get(keys.phase) in (PHASE_DRAINING, PHASE_DRAINED):
-                self.uncordon.append(s.name)  # our drain of it was undone by a broken pair: give the capacity back
+                self.plan.uncordon.append(s.name)  # our drain of it was undone by a broken pair: give the capacity back
             if cat not in (DONOR, OBSOLETE) or s.name in marked:
                 continue   # (a node marked obsolete by this plan is drained once the mark is written)
             if self.cp_busy and not s.info.control_plane:
                 # No worker leaves while a control-plane node still has to be replaced.
-                self.waiting.append(dict(name=s.name, since=format_time(s.phase_since) if s.phase_since else None,
-                                         overdue=False, heir=s.partner, heir_ready=None, heir_ready_since=None,
-                                         reason="waiting for the control plane to be replaced first"))
+                self.plan.waiting_for_heir.append(dict(
+                    name=s.name, since=format_time(s.phase_since) if s.phase_since else None, overdue=False,
+                    heir=s.partner, heir_ready=None, heir_ready_since=None,
+                    reason="waiting for the control plane to be replaced first"))
                 continue
             if cat == DONOR and s.partner:
                 h = self.by_name.get(s.partner)
@@ -870,7 +870,7 @@ class _Planner:
 
             if phase in (PHASE_PAIRED, PHASE_DRAINING):
                 if heir_ready and agreed(STEP_CORDON, STEP_DRAIN):
-                    self.drain.append(dict(name=s.name, reason=cat, **gate, **leaving))
+                    self.plan.drain.append(dict(name=s.name, reason=cat, **gate, **leaving))
                 elif heir_ready:
                     continue
                 else:
@@ -878,14 +878,14 @@ class _Planner:
                     # (the reference waited forever without a word).
                     overdue = bool(s.phase_since is not None and not gate["heir_ready"]
                                    and now - s.phase_since > float(options.join_timeout))
-                    self.waiting.append(dict(name=s.name, since=format_time(s.phase_since) if s.phase_since else None,
-                                             overdue=overdue, **gate))
+                    self.plan.waiting_for_heir.append(dict(
+                        name=s.name, since=format_time(s.phase_since) if s.phase_since else None, overdue=overdue, **gate))
             elif phase == PHASE_DRAINED and s.info.control_plane:
                 if agreed(STEP_ETCD_REMOVAL):
-                    self.etcd_remove.append(dict(name=s.name, node_ip=ip, provider_id=s.info.provider_id,
+                    self.plan.etcd_remove.append(dict(name=s.name, node_ip=ip, provider_id=s.info.provider_id,
                                                  group=s.group_id))
             elif agreed(STEP_INSTANCE_DELETION, STEP_NODE_DELETION):
-                self.delete_nodes.append(dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
+                self.plan.delete_nodes.append(dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
                                               control_plane=s.info.control_plane))
 
     def _hold_leaving(self, state, problems):
@@ -992,9 +992,9 @@ class _Planner:
                 cluster_room -= count if surge_only is None else surge_only
             report["to_create"] = count
             if count:
-                self.create.append(dict(group=report["id"], count=count, role=report["role"]))
+                self.plan.create.append(dict(group=report["id"], count=count, role=report["role"]))
             elif reason:
-                self.blocked.append(dict(group=report["id"], reason=reason, outdated=want))
+                self.plan.create_blocked.append(dict(group=report["id"], reason=reason, outdated=want))
 
     def control_plane_problems(self):
         """What stops a control-plane heir now: an etcd problem the executor read (a member unhealthy, an alarm, a
@@ -1079,19 +1079,19 @@ class _Planner:
         for s in free[:count]:
             # Its labels (and taints) outlive it in the journal, for the refill that replaces it.
             # `since`: a fresh node the cloud created after it may be its refill (unrecorded_refill).
-            self.record_removed_first[s.name] = dict(
+            self.plan.record_removed_first[s.name] = dict(
                 group=report["id"], since=self.stamp, labels=copyable_labels(s.info.labels, self.options.exclude_labels),
                 taints=copyable_taints(s.info.taints, self.options.exclude_labels) if self.options.copy_taints else [])
             self.final[s.name] = OBSOLETE
-            self.obsolete_marks.append(s.name)
-            self.delete_first_marks.append(dict(name=s.name, group=report["id"], provider_id=s.info.provider_id))
+            self.plan.obsolete.append(s.name)
+            self.plan.delete_first.append(dict(name=s.name, group=report["id"], provider_id=s.info.provider_id))
             self.patch(s.name, dict(s.cache, **{
                 self.keys.obsolete: "true", self.keys.phase: None, self.keys.phase_since: self.stamp,
                 self.keys.phase_history: trail_with(s.info.annotations, self.keys, TRAIL_OBSOLETE, self.now)}),
                 expect={self.keys.heir: None, self.keys.obsolete: s.info.annotations.get(self.keys.obsolete)})
             s.cache = {}
         if count and provisional:
-            self.record_start_counts[report["id"]] = start
+            self.plan.record_start_counts[report["id"]] = start
         report.update(start_count=start, unavailable_limit=limit, unavailable_in_use=in_use + count,
                       ready_serving=available, refill_owed=refill_owed - refill,
                       delete_first=sorted(s.name for s in vacating + free[:count]))
@@ -1160,83 +1160,69 @@ class _Planner:
 
     # 9. Progress, ETA and the result.
     def result(self):
-        keys, final, target = self.keys, self.final, self.target
+        set_group_image = [dict(group=r["id"], image=self.target) for r in self.group_reports if not r["image_current"]]
+        self.plan.set_group_image = set_group_image
+        replaced, done_count = self.replacements_done()
+        progress = self.progress(done_count)
+        eta = _eta(replaced, self.keys, progress.remaining, self.options.eta_min_samples, self.now)
+        short = self.groups_short()
+        done = progress.remaining == 0 and self.settled() and not short
+        for report in short:
+            if not any(b["group"] == report["id"] for b in self.plan.create_blocked):
+                self.plan.create_blocked.append(dict(group=report["id"], outdated=0, reason=(
+                    "%d Ready node(s) on the image, fewer than the %d it had at the start: the upgrade is not done "
+                    "until the group is whole again" % (report["ready_on_image"], report["start_count"]))))
+        return UpgradeFacts(
+            target_image=self.target, annotation_prefix=self.keys.prefix, nodes=self.grouped(), joining=self.joining,
+            leaving_instances=self.leaving, scaling_groups=self.group_reports, budget=self.budget(), plan=self.plan,
+            progress=progress, eta=Eta(**eta), done=done, problems=self.problems, foreign=self.foreign, stop=self.stop,
+            etcd_health_due=self.health_due, node_patches=self.node_patches,
+        ).to_dict()
+
+    def grouped(self):
+        """Every node's name under its group (an invalid one with its reason); a node paired in this pass is reported
+        "new" until node_pair has written the pair."""
         grouped = {g: [] for g in NODE_GROUPS}
         for s in self.states:
-            # A node paired in this pass is reported "new" until node_pair has written the pair.
             if s.category == INVALID:
                 grouped[INVALID].append(dict(name=s.name, reason=s.reason, out_of_scope=s.out_of_scope))
             else:
                 grouped[s.category].append(s.name)
-        set_group_image = [dict(group=r["id"], image=target) for r in self.group_reports if not r["image_current"]]
-        promoted_now = [r for r in self.repairs if r["action"] == "promote"]
+        return grouped
+
+    def replacements_done(self):
+        """(the heirs whose donor is gone, promoted before this pass; how many replacements are done)."""
+        promoted_now = [r for r in self.plan.repairs if r["action"] == "promote"]
         promoted_names = {r["name"] for r in promoted_now}
         replaced = [s for s in self.states if s.category == UP_TO_DATE and s.phase == PHASE_REPLACED
-                    and same(s.image, target) and s.name not in promoted_names]
-        done_count = len(replaced) + len(promoted_now)
+                    and same(s.image, self.target) and s.name not in promoted_names]
+        return replaced, len(replaced) + len(promoted_now)
+
+    def progress(self, done_count):
         # A node removed delete-first is still a replacement to make, and one in progress.
         vacating = len(self.vacating(self.states))
-        remaining = sum(1 for s in self.states if final[s.name] in (OUTDATED, DONOR)) + vacating
-        in_progress = sum(1 for s in self.states if final[s.name] == DONOR) + vacating
+        remaining = sum(1 for s in self.states if self.final[s.name] in (OUTDATED, DONOR)) + vacating
+        in_progress = sum(1 for s in self.states if self.final[s.name] == DONOR) + vacating
         total = done_count + remaining
         percent = 100.0 if total == 0 else round(100.0 * done_count / total, 1)
-        eta = _eta(replaced, keys, remaining, self.options.eta_min_samples, self.now)
-        short = self.groups_short()
-        done = (remaining == 0 and not any(final[s.name] in (HEIR, OBSOLETE, NEW) for s in self.states)
-                and not self.joining and not self.delete_instances and not self.repairs and not self.obsolete_marks
-                and not self.pairs and not set_group_image and not self.create and not short
+        return Progress(total=total, done=done_count, in_flight=in_progress, remaining=remaining, percent=percent)
+
+    def settled(self):
+        """Nothing is left in flight or to do in this plan, nor in the cloud (no instance being deleted)."""
+        plan = self.plan
+        return (not any(self.final[s.name] in (HEIR, OBSOLETE, NEW) for s in self.states)
+                and not self.joining and not plan.delete_instances and not plan.repairs and not plan.obsolete
+                and not plan.pairs and not plan.set_group_image and not plan.create
                 and not any(r.get("refill_owed") for r in self.group_reports)
                 and not any(i.state == DELETING for i in self.by_provider_id.values()))
-        for report in short:
-            if not any(b["group"] == report["id"] for b in self.blocked):
-                self.blocked.append(dict(group=report["id"], outdated=0, reason=(
-                    "%d Ready node(s) on the image, fewer than the %d it had at the start: the upgrade is not done "
-                    "until the group is whole again" % (report["ready_on_image"], report["start_count"]))))
-        plan = dict(
-            annotate=self.annotate,
-            repairs=self.repairs,
-            pairs=self.pairs,
-            obsolete=self.obsolete_marks,
-            label_copies=self.label_copies,
-            set_group_image=set_group_image,
-            create=self.create,
-            create_blocked=self.blocked,
-            drain=self.drain,
-            waiting_for_heir=self.waiting,
-            etcd_remove=self.etcd_remove,
-            delete_nodes=self.delete_nodes,
-            delete_instances=self.delete_instances,
-            uncordon=self.uncordon,
-            surplus=self.surplus,
-            delete_first=self.delete_first_marks,
-            record_start_counts=self.record_start_counts,
-            record_removed_first=self.record_removed_first,
-            record_refills=self.record_refills,
-            record_created=self.record_created,
-            refilled=self.refilled,
-        )
-        return dict(
-            target_image=target,
-            annotation_prefix=keys.prefix,
-            nodes=grouped,
-            joining=self.joining,
-            leaving_instances=self.leaving,
-            scaling_groups=self.group_reports,
-            budget=dict(max_surge=self.options.max_surge, max_surge_total=self.options.max_surge_total,
-                        in_flight=self.in_flight_total, to_create=sum(c["count"] for c in self.create),
-                        control_plane_first=self.cp_busy, max_unavailable=self.options.max_unavailable,
-                        no_surge=bool(self.options.no_surge),
-                        unavailable=sum(r.get("unavailable_in_use", 0) for r in self.group_reports)),
-            plan=plan,
-            progress=dict(total=total, done=done_count, in_flight=in_progress, remaining=remaining, percent=percent),
-            eta=eta,
-            done=done,
-            problems=self.problems,
-            foreign=self.foreign,
-            stop=self.stop,
-            etcd_health_due=self.health_due,
-            node_patches=self.node_patches,
-        )
+
+    def budget(self):
+        options = self.options
+        return Budget(max_surge=options.max_surge, max_surge_total=options.max_surge_total,
+                      in_flight=self.in_flight_total, to_create=sum(c["count"] for c in self.plan.create),
+                      control_plane_first=self.cp_busy, max_unavailable=options.max_unavailable,
+                      no_surge=bool(options.no_surge),
+                      unavailable=sum(r.get("unavailable_in_use", 0) for r in self.group_reports))
 
 
 def _eta(replaced, keys, remaining, min_samples, now):
