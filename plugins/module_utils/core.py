@@ -25,7 +25,6 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
     ROLE_CONTROL_PLANE,
     ROLE_WORKER,
     RUNNING,
-    STOPPED,
 )
 # The vocabulary and the cross-checks live in their own files; core re-exports them (its callers use core.<name>).
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (  # pylint: disable=unused-import
@@ -43,6 +42,9 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosscheck
 )
 
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_inputs import (  # pylint: disable=unused-import
+    HEALTH_UNREAD, group_key, read_inputs,
+)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import (
     Budget, Eta, Plan, Progress, UpgradeFacts,
 )
@@ -68,15 +70,6 @@ class _Node:
     @property
     def name(self):
         return self.info.name
-
-
-def _group_key(group_id):
-    return (group_id or "").strip().lower()
-
-
-# control_plane_health where etcd is read through another host (rolling_upgrade_etcd_delegate_to) and no fresh read is
-# at hand: a control-plane heir waits for one, and the facts say it is due (etcd_health_due).
-HEALTH_UNREAD = "unread"
 
 
 def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None, now=0.0,
@@ -109,10 +102,10 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
                   journal recorded them (max_unavailable); refills: {such name: the node that replaced it}.
     Returns a dict of plain data (see the RETURN documentation of node_image_facts).
     """
-    planner = _Planner(nodes, options, groups, instances, group_errors, now, normalize, scope, created, start_counts,
-                       removed_first, refills, intents, control_plane_health)
+    inputs = read_inputs(nodes, options, groups, instances, group_errors, now, normalize, scope, created, start_counts,
+                         removed_first, refills, intents, control_plane_health)
+    planner = _Planner(inputs)
     planner.locate_nodes()
-    planner.recover_intents()
     planner.classify()
     planner.screen()
     planner.clear_stale_halves()
@@ -132,100 +125,15 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
 class _Planner:
     """The steps of plan_upgrade over shared working state (still pure: nothing here does I/O)."""
 
-    def __init__(self, nodes, options, groups, instances, group_errors, now, normalize, scope, created=None,
-                 start_counts=None, removed_first=None, refills=None, intents=None, control_plane_health=None):
-        self.keys = options.validate()
-        # With a journal, only what it proves this upgrade created becomes a heir or surplus (see plan_upgrade).
-        self.proof = created is not None
-        self.created = {normalize(pid): dict(entry or {}) for pid, entry in (created or {}).items()
-                        if pid and isinstance(entry, dict)}
-        self.intents = {k: v for k, v in (intents or {}).items() if isinstance(v, dict)}
-        self.plan = Plan()   # what the next pass does, filled in by the steps below
-        self.health = (control_plane_health if control_plane_health in (None, HEALTH_UNREAD)
-                       else list(control_plane_health))
-        self.health_due = False
-        self.foreign = []
-        self.start_counts = {}
-        for gid, value in (start_counts or {}).items():
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                self.start_counts[_group_key(gid)] = value
-        self.options = options
-        self.target = options.image.strip()
-        self.now = now
-        self.normalize = normalize
-        self.stamp = format_time(now)
-        infos = [n if isinstance(n, NodeInfo) else NodeInfo.from_k8s(n) for n in nodes]
-        infos.sort(key=lambda n: n.name)
-        self.infos = infos
-        self.group_errors = {_group_key(k): v for k, v in (group_errors or {}).items()}
-        self.cloud_consulted = groups is not None
-        self.all_groups = list(groups or [])
-        self.scope_keys = {_group_key(g) for g in scope} if scope else None
-        self.group_index = {}
-        for group in groups or []:
-            if self.scope_keys is None or _group_key(group.id) in self.scope_keys:
-                self.group_index[_group_key(group.id)] = group
-        self.instance_lists = {}
-        for gid, items in (instances or {}).items():
-            if _group_key(gid) in self.group_index:
-                self.instance_lists[_group_key(gid)] = list(items or [])
-        self.by_provider_id = {}
-        for items in self.instance_lists.values():
-            for inst in items:
-                self.by_provider_id[normalize(inst.provider_id)] = inst
-        self.states, self.by_name, self.valid, self.by_group, self.final = [], {}, [], {}, {}
+    def __init__(self, inputs):
+        self.inputs = inputs
+        self.plan = Plan(record_created=inputs.recovered)   # what the next pass does, filled in by the steps below
         self.node_patches = {}   # name -> {"annotations": {...}, "labels": {...}, "taints": [...], "expect": {...}}
+        self.problems, self.foreign, self.stop, self.health_due = [], [], None, False
+        self.states, self.by_name, self.valid, self.by_group, self.final = [], {}, [], {}, {}
         self.joining_count, self.joining_old, self.failed_count, self.leaving_count = {}, {}, {}, {}
         self.joining, self.leaving, self.group_reports = [], [], []
         self.in_flight_total, self.cp_busy = 0, False
-        self.removed_first = {k: v for k, v in (removed_first or {}).items() if isinstance(v, dict)}
-        self.refills = {k: v for k, v in (refills or {}).items() if isinstance(v, str)}
-        self.problems, self.held, self.stop = [], {}, None
-        self.cloud_view = CloudView([i for items in self.instance_lists.values() for i in items], normalize,
-                                    complete=self.cloud_consulted and not self.group_errors)
-
-    # 1b. Creations a kill cut off between the cloud's create and its record: the intent recorded before the
-    #     call names the group and the moment; the cloud's own creation time names the instance.
-    def recover_intents(self):
-        claimed = set(self.created)
-        recorded = {}
-        for entry in self.created.values():
-            if entry.get("intent"):
-                recorded[entry["intent"]] = recorded.get(entry["intent"], 0) + 1
-        for key, intent in sorted(self.intents.items(), key=lambda kv: (str(kv[1].get("at")), kv[0])):
-            at, gkey = parse_time(intent.get("at")), _group_key(intent.get("group"))
-            made = intent.get("settled", intent.get("count"))
-            if at is None or not gkey or not isinstance(made, int) or isinstance(made, bool):
-                continue
-            open_count = min(made, self.grown_since(key, intent, gkey, at, made)) - recorded.get(key, 0)
-            if open_count <= 0:
-                continue
-            fresh = sorted((i for i in self.instance_lists.get(gkey, []) if self.normalize(i.provider_id) not in claimed
-                            and i.created_at is not None and at <= i.created_at <= at + INTENT_WINDOW),
-                           key=lambda i: (i.created_at, i.provider_id))
-            for inst in fresh[:open_count]:
-                entry = dict(group=inst.group_id, created=format_time(inst.created_at), intent=key)
-                claimed.add(self.normalize(inst.provider_id))
-                self.created[self.normalize(inst.provider_id)] = entry
-                self.plan.record_created[inst.provider_id] = entry
-
-    def grown_since(self, key, intent, gkey, at, made):
-        """How many instances the intent's create may have made: by how much the group's target size grew since the
-        intent recorded it, less the instances of this upgrade's other creates stamped since. The cloud stamps
-        creation times to the second (AWS LaunchTime), so an instance the group made by itself (autohealing) in the
-        second of a create that a kill cut off before the call reads as that create; only a create grows the target
-        size. `made` where either size is unknown (an older journal, a cloud that reports none): the time window
-        alone, as before."""
-        before, group = intent.get("target_size"), self.group_index.get(gkey)
-        now = group.target_size if group is not None else None
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (before, now)):
-            return made
-        others = 0
-        for inst in self.instance_lists.get(gkey, []):
-            entry = self.created.get(self.normalize(inst.provider_id))
-            if entry is not None and entry.get("intent") != key and inst.created_at is not None and inst.created_at >= at:
-                others += 1
-        return max(0, now - before - others)
 
     def patch(self, name, annotations=None, expect=None):
         entry = self.node_patches.setdefault(name, {"annotations": {}, "expect": {}})
@@ -235,7 +143,7 @@ class _Planner:
 
     # 1. Where each node belongs and which image it runs (cached annotations win, as in the reference).
     def locate_nodes(self):
-        for info in self.infos:
+        for info in self.inputs.infos:
             state = _Node(info=info)
             self.states.append(state)
             self._locate(state)
@@ -243,11 +151,11 @@ class _Planner:
         self.valid = [s for s in self.states if s.category != INVALID]
 
     def _locate(self, state):
-        keys, info, ann = self.keys, state.info, state.info.annotations
+        keys, info, ann = self.inputs.keys, state.info, state.info.annotations
         if not info.provider_id:
             state.category, state.reason = INVALID, "no providerID"
             return
-        inst = self.by_provider_id.get(self.normalize(info.provider_id))
+        inst = self.inputs.by_provider_id.get(self.inputs.normalize(info.provider_id))
         # The cloud is the source of truth for where an instance belongs and what it runs: a cached
         # annotation that disagrees with it is corrected, never believed.
         if inst is not None:
@@ -262,42 +170,42 @@ class _Planner:
             group_id = None
         # A node this collection marked obsolete is removed even when its scaling group cannot be told any
         # more (its instance is gone already, or it was never cached): only its Node object is left.
-        ours_to_remove = ann.get(keys.obsolete) == "true" and self.cloud_consulted and not self.group_errors
+        ours_to_remove = ann.get(keys.obsolete) == "true" and self.inputs.cloud_consulted and not self.inputs.group_errors
         if group_id is None and ours_to_remove:
             state.image = ann.get(keys.image) or ""
             self._read_phase(state)
             return
         if group_id is None:
-            if not self.cloud_consulted:
+            if not self.inputs.cloud_consulted:
                 state.category, state.reason = INVALID, "no %s annotation and no cloud provider to look it up" % keys.group
-            elif self.group_errors:
+            elif self.inputs.group_errors:
                 state.category = INVALID
-                state.reason = "cloud lookup failed: " + "; ".join("%s: %s" % kv for kv in sorted(self.group_errors.items()))
+                state.reason = "cloud lookup failed: " + "; ".join("%s: %s" % kv for kv in sorted(self.inputs.group_errors.items()))
             else:
                 state.category, state.reason = INVALID, "its instance is in none of the listed scaling groups"
-                state.out_of_scope = self.scope_keys is not None
+                state.out_of_scope = self.inputs.scope_keys is not None
             return
-        gkey = _group_key(group_id)
-        in_scope = self.scope_keys is None or gkey in self.scope_keys
-        if self.cloud_consulted and gkey not in self.group_index and ours_to_remove and in_scope:
+        gkey = group_key(group_id)
+        in_scope = self.inputs.scope_keys is None or gkey in self.inputs.scope_keys
+        if self.inputs.cloud_consulted and gkey not in self.inputs.group_index and ours_to_remove and in_scope:
             state.group_id, state.image = group_id, ann.get(keys.image) or ""
             self._read_phase(state)
             return
-        if self.cloud_consulted and gkey not in self.group_index:
+        if self.inputs.cloud_consulted and gkey not in self.inputs.group_index:
             state.category = INVALID
-            if gkey in self.group_errors:
-                state.reason = "cloud lookup failed for scaling group %s: %s" % (group_id, self.group_errors[gkey])
+            if gkey in self.inputs.group_errors:
+                state.reason = "cloud lookup failed for scaling group %s: %s" % (group_id, self.inputs.group_errors[gkey])
             elif not in_scope:
                 state.reason = "scaling group %s is not in scaling_groups" % group_id
                 state.out_of_scope = True
             else:
                 state.reason = "unknown scaling group %s" % (group_id or "(empty)")
             return
-        if not self.cloud_consulted and not in_scope:
+        if not self.inputs.cloud_consulted and not in_scope:
             state.category, state.reason = INVALID, "scaling group %s is not in scaling_groups" % group_id
             state.out_of_scope = True
             return
-        state.group_id = self.group_index[gkey].id if self.cloud_consulted else group_id
+        state.group_id = self.inputs.group_index[gkey].id if self.inputs.cloud_consulted else group_id
         if inst is not None and inst.image:
             state.image = inst.image
             if keys.image not in ann or not same(ann[keys.image], inst.image):
@@ -322,17 +230,17 @@ class _Planner:
 
     def _read_phase(self, state):
         ann = state.info.annotations
-        state.phase = (ann.get(self.keys.phase) or "").strip()
-        state.phase_since = parse_time(ann.get(self.keys.phase_since))
+        state.phase = (ann.get(self.inputs.keys.phase) or "").strip()
+        state.phase_since = parse_time(ann.get(self.inputs.keys.phase_since))
 
     # 2. First grouping, as in the reference (A.4), before pairs are checked.
     def classify(self):
-        keys = self.keys
+        keys = self.inputs.keys
         for s in self.valid:
             ann = s.info.annotations
             if ann.get(keys.obsolete) == "true":
                 s.category = OBSOLETE
-            elif not same(s.image, self.target):
+            elif not same(s.image, self.inputs.target):
                 s.category = DONOR if ann.get(keys.heir) else OUTDATED
                 s.partner = ann.get(keys.heir) or None
             elif ann.get(keys.donor):
@@ -345,13 +253,13 @@ class _Planner:
     #     garbage or self-referencing heir/donor names, 2-cycles, pairs across scaling groups, phase trails
     #     out of order, obsolete marks this collection did not record. So is the partner such a node names.
     def screen(self):
-        keys, found = self.keys, {}
+        keys, found = self.inputs.keys, {}
         for s in self.valid:
             if s.category == INVALID:
                 continue
-            problems = annotation_problems(s.info, keys, self.now)
+            problems = annotation_problems(s.info, keys, self.inputs.now)
             ann = s.info.annotations
-            if s.category == OBSOLETE and self.proof and not self.obsolete_proven(s):
+            if s.category == OBSOLETE and self.inputs.proof and not self.obsolete_proven(s):
                 problems.append(_problem(s.name, None, "obsolete_not_proven", (
                     "it is marked obsolete, but the journal records neither its instance as created by this upgrade "
                     "nor the node as removed delete-first; an annotation alone never makes this collection remove a "
@@ -389,8 +297,8 @@ class _Planner:
     def obsolete_proven(self, state):
         """An obsolete mark the journal backs: a surplus node this upgrade created, a worker it removed
         delete-first, or a Node whose instance the cloud no longer lists (nothing serves there any more)."""
-        return (self.created_by_us(state) is not None or state.name in self.removed_first
-                or (state.info.provider_id and self.instance_of(state) is None and self.cloud_view.complete))
+        return (self.inputs.created_by_us(state) is not None or state.name in self.inputs.removed_first
+                or (state.info.provider_id and self.inputs.instance_of(state) is None and self.inputs.cloud_view.complete))
 
     def _hold(self, state, problems):
         """Leave a node alone: invalid, with its problems named."""
@@ -401,7 +309,7 @@ class _Planner:
 
     # Stale halves that mean nothing on this side (a current node cannot be a donor, nor an old one an heir).
     def clear_stale_halves(self):
-        keys = self.keys
+        keys = self.inputs.keys
         for s in self.valid:
             ann = s.info.annotations
             if s.category in (HEIR, UP_TO_DATE) and ann.get(keys.heir):
@@ -414,7 +322,7 @@ class _Planner:
     # 3. Check existing pairs (A.9, improved): finish half-written pairs, promote heirs whose donor is gone,
     #    and only break pairs that cannot be completed.
     def check_pairs(self):
-        keys, stamp = self.keys, self.stamp
+        keys, stamp = self.inputs.keys, self.inputs.stamp
         for h in [s for s in self.valid if s.category == HEIR]:
             d = self.by_name.get(h.partner)
             if d is None:
@@ -422,16 +330,16 @@ class _Planner:
                 h.phase = PHASE_REPLACED
                 started = h.info.annotations.get(keys.started_at) or h.info.annotations.get(keys.phase_since)
                 self.patch(h.name, {keys.donor: None, keys.phase: PHASE_REPLACED, keys.phase_since: stamp,
-                                    keys.phase_history: trail_with(h.info.annotations, keys, PHASE_REPLACED, self.now),
+                                    keys.phase_history: trail_with(h.info.annotations, keys, PHASE_REPLACED, self.inputs.now),
                                     keys.started_at: started}, expect={keys.donor: h.partner})
                 self.plan.repairs.append(dict(name=h.name, action="promote", donor=h.partner))
-            elif (self.proof and not self.ours(h)) or not self.alive(h):
+            elif (self.inputs.proof and not self.inputs.ours(h)) or not self.inputs.alive(h):
                 # A heir this upgrade cannot prove it created, or whose instance the cloud is removing, stopped or
                 # failed, serves no donor: the pair is broken (the donor is given back below).
                 h.category, h.partner = UP_TO_DATE, None
                 self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
                 self.plan.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor),
-                                         reason="its instance is not running" if self.ours(h) else
+                                         reason="its instance is not running" if self.inputs.ours(h) else
                                          "this upgrade did not create it"))
             elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
                 sick = self.sick_instead(d) if d.info.control_plane else self.not_ready_instead(d)
@@ -455,7 +363,7 @@ class _Planner:
                 continue
             if (h is not None and h.category == UP_TO_DATE and same(h.group_id, d.group_id) and h.phase != PHASE_REPLACED
                     and not h.info.annotations.get(keys.donor) and h.info.annotations.get(keys.obsolete) != "true"
-                    and self.ours(h) and self.alive(h)):
+                    and self.inputs.ours(h) and self.inputs.alive(h)):
                 # The other half is only written on a node that could be a new heir (never seen before): an
                 # up-to-date node that has served for long is never made the heir of a donor by its annotation.
                 h.category, h.partner = HEIR, d.name
@@ -479,12 +387,12 @@ class _Planner:
         it first. None when there is no such node or the donor's member may be gone already (drained or later)."""
         # Not once drained: a kill between the etcd removal and its record leaves the phase at drained with the
         # member gone, and giving such a node back would leave etcd a member short.
-        if not d.info.control_plane or not self.health_read() or self.unhealthy_member(d) is not None \
+        if not d.info.control_plane or not self.inputs.health_read() or self.inputs.unhealthy_member(d) is not None \
                 or d.phase not in ("", PHASE_PAIRED, PHASE_DRAINING):
             return None
         return next((u for u in self.valid if u.category == OUTDATED and u.info.control_plane and same(u.group_id, d.group_id)
-                     and self.unhealthy_member(u) is not None and not u.info.annotations.get(self.keys.heir)
-                     and not u.info.annotations.get(self.keys.donor)), None)
+                     and self.inputs.unhealthy_member(u) is not None and not u.info.annotations.get(self.inputs.keys.heir)
+                     and not u.info.annotations.get(self.inputs.keys.donor)), None)
 
     def not_ready_instead(self, d):
         """The donor is chosen when it is drained: for a Ready worker donor not yet draining, an unpaired outdated
@@ -492,18 +400,18 @@ class _Planner:
         no such node."""
         if d.info.control_plane or not d.info.ready or d.phase not in ("", PHASE_PAIRED):
             return None
-        return next((u for u in sorted(self.valid, key=self.donor_order)
+        return next((u for u in sorted(self.valid, key=self.inputs.donor_order)
                      if u.category == OUTDATED and not u.info.control_plane and same(u.group_id, d.group_id)
-                     and not u.info.ready and not u.info.annotations.get(self.keys.heir)
-                     and not u.info.annotations.get(self.keys.donor)), None)
+                     and not u.info.ready and not u.info.annotations.get(self.inputs.keys.heir)
+                     and not u.info.annotations.get(self.inputs.keys.donor)), None)
 
     def swap_donor(self, h, d, sick):
         """Heir `h` replaces `sick` instead of `d`, which is given back (uncordoned if it was drained). Written heir
         first: a kill after that leaves `d` a dangling half, unpaired next pass, and `sick` a half pair completed."""
-        keys, problem = self.keys, self.unhealthy_member(sick)
+        keys, problem = self.inputs.keys, self.inputs.unhealthy_member(sick)
         self.patch(h.name, {keys.donor: sick.name}, expect={keys.donor: d.name})
         # The labels the heir took from `d` that `sick` does not carry go (copy_labels then adds sick's own).
-        exclude = self.options.exclude_labels
+        exclude = self.inputs.options.exclude_labels
         given_back = copyable_labels(d.info.labels, exclude)
         kept = copyable_labels(sick.info.labels, exclude)
         stale = {k: None for k, v in given_back.items() if k not in kept and (h.info.labels or {}).get(k) == v}
@@ -524,21 +432,21 @@ class _Planner:
 
     def _pair_annotations(self, key, partner, phase):
         """One half of a new pair: the partner's name, the phase and a fresh phase trail."""
-        return {key: partner, self.keys.phase: phase, self.keys.phase_since: self.stamp,
-                self.keys.phase_history: trail_with({}, self.keys, phase, self.now, reset=True)}
+        return {key: partner, self.inputs.keys.phase: phase, self.inputs.keys.phase_since: self.inputs.stamp,
+                self.inputs.keys.phase_history: trail_with({}, self.inputs.keys, phase, self.inputs.now, reset=True)}
 
     # 4. New nodes: current image, unpaired, never settled. Pair them with outdated nodes of their group.
     def pair_new_nodes(self):
-        keys, stamp = self.keys, self.stamp
+        keys, stamp = self.inputs.keys, self.inputs.stamp
         for s in self.valid:
-            self.by_group.setdefault(_group_key(s.group_id), []).append(s)
+            self.by_group.setdefault(group_key(s.group_id), []).append(s)
         for gkey in sorted(self.by_group):
             members = self.by_group[gkey]
             if self.cp_busy and self.group_role(gkey) == ROLE_WORKER:
                 continue   # no worker is paired, nor removed as surplus, while the control plane is replaced
             # The donor is the outdated node that most needs replacing: one that is not Ready, or whose etcd member
             # is unhealthy, first; then the oldest instance.
-            free_outdated = sorted((s for s in members if s.category == OUTDATED), key=self.donor_order)
+            free_outdated = sorted((s for s in members if s.category == OUTDATED), key=self.inputs.donor_order)
             # An outdated node whose stale donor annotation is cleared in this pass (clear_stale_halves) is paired
             # only in the next one: a kill between the heir's half and the donor's patch would otherwise leave two
             # nodes that name each other as donor, a cycle that is then left alone for good.
@@ -547,18 +455,18 @@ class _Planner:
             # With a journal, only a node it proves this upgrade created serves as a heir (also after its image was
             # cached and its pairing lost); any other node on the image is capacity, named and left alone.
             candidates = [s for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED
-                          and self.ours(s) and self.alive(s)]
-            if self.proof and free_outdated:
+                          and self.inputs.ours(s) and self.inputs.alive(s)]
+            if self.inputs.proof and free_outdated:
                 self.foreign.extend(dict(name=s.name, group=s.group_id, provider_id=s.info.provider_id)
                                     for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED
-                                    and not self.ours(s))
+                                    and not self.inputs.ours(s))
             nodes_now = sum(1 for s in members if s.category != OBSOLETE)
             for s in candidates:
                 if free_outdated:
                     d = free_outdated.pop(0)
                     d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
                     s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
-                    self.plan.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id, reason=self.donor_reason(d)))
+                    self.plan.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id, reason=self.inputs.donor_reason(d)))
                     heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR),
                                             **{keys.started_at: stamp})
                     self.patch(s.name, dict(s.cache, **heir_annotations), expect={keys.donor: None})
@@ -566,17 +474,17 @@ class _Planner:
                     self.patch(d.name, self._pair_annotations(keys.heir, s.name, PHASE_PAIRED), expect={keys.heir: None})
                 elif clearing:
                     clearing.pop(0)   # its donor-to-be is free from the next pass on: not surplus
-                elif s.phase == PHASE_HEIR and not self.proof:
+                elif s.phase == PHASE_HEIR and not self.inputs.proof:
                     # It was created as a heir and no donor needs it any more: surplus, remove it (with a journal,
                     # only above the group's start count: remove_surplus).
                     s.category = NEW
                     self.plan.obsolete.append(s.name)
                     self.patch(s.name, dict(s.cache, **{
                         keys.obsolete: "true", keys.phase: None, keys.phase_since: stamp,
-                        keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.now)}))
+                        keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.inputs.now)}))
                     s.cache = {}
                     nodes_now -= 1
-                elif self.created_by_us(s) is not None:
+                elif self.inputs.created_by_us(s) is not None:
                     nodes_now -= self.remove_surplus(s, gkey, nodes_now)
                 elif self.unrecorded_refill(s, nodes_now, gkey):
                     self.refill_done(s)
@@ -585,75 +493,23 @@ class _Planner:
 
     def group_role(self, gkey):
         """The role of a scaling group: as the cloud tags it, else control-plane when a node of it is one."""
-        group = self.group_index.get(gkey)
+        group = self.inputs.group_index.get(gkey)
         role = group.role if group is not None else None
         if role in (ROLE_CONTROL_PLANE, ROLE_WORKER):
             return role
         return ROLE_CONTROL_PLANE if any(s.info.control_plane for s in self.by_group.get(gkey, [])) else ROLE_WORKER
-
-    def unhealthy_member(self, state):
-        """The control plane's named etcd problem on `state`'s member (matched by its InternalIP), or None."""
-        ips = set(state.info.internal_ips)
-        return next((p for p in self.health_read() if p.get("node_ip") and p["node_ip"] in ips), None)
-
-    def health_read(self):
-        """The etcd problems read, [] when none was read (or none is at hand yet)."""
-        return [] if self.health in (None, HEALTH_UNREAD) else self.health
-
-    def donor_reason(self, state):
-        """Why `state` is the donor chosen now (the order of donor_order), in words."""
-        problem = self.unhealthy_member(state)
-        if not state.info.ready:
-            return "it is not Ready"
-        if problem is not None:
-            return "its etcd member is unhealthy: %s" % (problem.get("message") or "unhealthy")
-        return "the oldest outdated node of its group"
-
-    def donor_order(self, state):
-        inst = self.instance_of(state)
-        created = inst.created_at if inst is not None and inst.created_at is not None else float("inf")
-        return (state.info.ready and self.unhealthy_member(state) is None, created, state.name)
 
     # 3b. One ordering rule everywhere: while a control-plane node still has to be replaced, no worker is paired,
     #     drained, deleted or created.
     def control_plane_owed(self):
         self.cp_busy = any(s.category in (OUTDATED, DONOR) and s.info.control_plane for s in self.valid)
 
-    def created_by_us(self, state):
-        """The journal's record of `state`'s instance when this upgrade created it in the node's own scaling
-        group (or an open create intent accounts for it), else None."""
-        entry = self.created.get(self.normalize(state.info.provider_id)) if state.info.provider_id else None
-        if entry is None or not entry.get("group") or not same(entry.get("group"), state.group_id):
-            return None
-        return entry
-
-    def ours(self, state):
-        """Whether `state` may serve as a heir or be removed as surplus: with a journal, only what it proves this
-        upgrade created; without one (a module on its own), a heir this collection wrote or a node whose image
-        was never cached (the older rule)."""
-        if self.proof:
-            return self.created_by_us(state) is not None
-        return state.phase == PHASE_HEIR or self.keys.image not in state.info.annotations
-
-    def running(self, state):
-        """Whether the cloud says `state`'s instance runs (always, where the cloud was not read)."""
-        inst = self.instance_of(state)
-        return not self.cloud_consulted or (inst is not None and inst.state == RUNNING)
-
-    def alive(self, state):
-        """Whether the cloud may still run `state`'s instance: listed (where every group was read), and not as
-        deleting, stopped or failed. A Node whose instance is gone is no heir, however Ready it still reads."""
-        inst = self.instance_of(state)
-        if inst is None:
-            return not self.cloud_view.complete
-        return inst.state not in (DELETING, STOPPED, FAILED)
-
     def remove_surplus(self, s, gkey, nodes_now):
         """A node this upgrade created that no donor needs: marked obsolete (then drained and deleted) while its
         group holds more nodes than at the start. Returns 1 when it was marked."""
-        keys, start = self.keys, self.start_counts.get(gkey)
+        keys, start = self.inputs.keys, self.inputs.start_counts.get(gkey)
         entry = dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
-                     created=self.created_by_us(s).get("created"), nodes=nodes_now, start_count=start)
+                     created=self.inputs.created_by_us(s).get("created"), nodes=nodes_now, start_count=start)
         if start is None:
             self.plan.surplus.append(dict(entry, action="kept", reason="the journal does not record how many nodes "
                                      "scaling group %s had at the start" % s.group_id))
@@ -661,7 +517,7 @@ class _Planner:
         if nodes_now <= start:
             self.plan.surplus.append(dict(entry, action="kept", reason="scaling group %s holds %d node(s), not more than "
                                      "the %d it had at the start" % (s.group_id, nodes_now, start)))
-            if not s.info.control_plane and unavailable_limit(self.options.max_unavailable, 1) > 0:
+            if not s.info.control_plane and unavailable_limit(self.inputs.options.max_unavailable, 1) > 0:
                 self.refill_done(s)
             return 0
         s.category = NEW
@@ -670,20 +526,16 @@ class _Planner:
                                       "needs it, and scaling group %s holds %d node(s), more than the %d it had at the "
                                       "start" % (s.group_id, nodes_now, start)))
         self.patch(s.name, dict(s.cache, **{
-            keys.obsolete: "true", keys.phase: None, keys.phase_since: self.stamp,
-            keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.now)}),
+            keys.obsolete: "true", keys.phase: None, keys.phase_since: self.inputs.stamp,
+            keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.inputs.now)}),
             expect={keys.donor: None, keys.obsolete: s.info.annotations.get(keys.obsolete)})
         s.cache = {}
         return 1
 
-    def instance_of(self, s):
-        """The cloud's instance of node `s` as this read lists it, or None."""
-        return self.by_provider_id.get(self.normalize(s.info.provider_id)) if s.info.provider_id else None
-
     def open_slot(self, s):
         """The first worker of `s`'s group removed delete-first that no node replaced yet, or None."""
-        taken = set(self.refills) | set(self.plan.record_refills)
-        for slot, entry in sorted(self.removed_first.items()):
+        taken = set(self.inputs.refills) | set(self.plan.record_refills)
+        for slot, entry in sorted(self.inputs.removed_first.items()):
             if slot not in taken and slot not in self.by_name and same(entry.get("group"), s.group_id):
                 return slot
         return None
@@ -691,7 +543,7 @@ class _Planner:
     def refill_slot(self, s):
         """The worker removed delete-first that refill `s` replaces: the one the journal assigns to it, else the
         first of its group that no node replaced yet (None when there is none)."""
-        for slot, refill in sorted(self.refills.items()):
+        for slot, refill in sorted(self.inputs.refills.items()):
             if refill == s.name:
                 return slot
         slot = self.open_slot(s)
@@ -705,25 +557,25 @@ class _Planner:
         node. It is when its group is not above its start count and the cloud created its instance after that
         removal was decided. It then gets the removed worker's labels, which is additive: nothing proves it is
         ours, so it is still never removed as surplus."""
-        start = self.start_counts.get(gkey)
-        if (s.info.control_plane or start is None or nodes_now > start or self.keys.image in s.info.annotations
-                or unavailable_limit(self.options.max_unavailable, 1) == 0):
+        start = self.inputs.start_counts.get(gkey)
+        if (s.info.control_plane or start is None or nodes_now > start or self.inputs.keys.image in s.info.annotations
+                or unavailable_limit(self.inputs.options.max_unavailable, 1) == 0):
             return False
         slot = self.open_slot(s)
-        since = parse_time((self.removed_first.get(slot) or {}).get("since")) if slot is not None else None
-        inst = self.instance_of(s)
+        since = parse_time((self.inputs.removed_first.get(slot) or {}).get("since")) if slot is not None else None
+        inst = self.inputs.instance_of(s)
         return since is not None and inst is not None and inst.created_at is not None and inst.created_at >= since
 
     def refill_done(self, s):
         """A node this upgrade created to refill a group whose donor it replaces was removed delete-first (no
         outdated node was left to pair it with): it gets that worker's labels (journal) and is recorded as
         replaced, from its creation on."""
-        keys = self.keys
+        keys = self.inputs.keys
         slot = self.refill_slot(s)
-        entry = self.removed_first.get(slot) or {}
-        labels = labels_to_copy(entry.get("labels") or {}, s.info.labels, self.options.exclude_labels)
-        taints = taints_to_copy(entry.get("taints") or [], s.info.taints, self.options.exclude_labels) \
-            if self.options.copy_taints else []
+        entry = self.inputs.removed_first.get(slot) or {}
+        labels = labels_to_copy(entry.get("labels") or {}, s.info.labels, self.inputs.options.exclude_labels)
+        taints = taints_to_copy(entry.get("taints") or [], s.info.taints, self.inputs.options.exclude_labels) \
+            if self.inputs.options.copy_taints else []
         if labels or taints:
             self.plan.label_copies.append(dict(heir=s.name, donor=slot, labels=labels, taints=taints))
             copies = self.node_patches.setdefault(s.name, {"annotations": {}, "expect": {}})
@@ -731,16 +583,16 @@ class _Planner:
                 copies["labels"] = labels
             if taints:
                 copies["taints"] = list(s.info.taints) + taints
-        inst = self.instance_of(s)
-        created = ((self.created_by_us(s) or {}).get("created")
-                   or (format_time(inst.created_at) if inst is not None and inst.created_at else self.stamp))
-        s.phase, s.phase_since = PHASE_REPLACED, self.now
+        inst = self.inputs.instance_of(s)
+        created = ((self.inputs.created_by_us(s) or {}).get("created")
+                   or (format_time(inst.created_at) if inst is not None and inst.created_at else self.inputs.stamp))
+        s.phase, s.phase_since = PHASE_REPLACED, self.inputs.now
         before = s.info.annotations
         s.info = dataclasses.replace(s.info, annotations=dict(before, **{keys.started_at: created}))
         self.plan.refilled.append(dict(name=s.name, group=s.group_id, created=created, replaces=slot))
         self.patch(s.name, dict(s.cache, **{
-            keys.phase: PHASE_REPLACED, keys.phase_since: self.stamp, keys.started_at: created,
-            keys.phase_history: trail_with(s.info.annotations, keys, PHASE_REPLACED, self.now, reset=True)}),
+            keys.phase: PHASE_REPLACED, keys.phase_since: self.inputs.stamp, keys.started_at: created,
+            keys.phase_history: trail_with(s.info.annotations, keys, PHASE_REPLACED, self.inputs.now, reset=True)}),
             expect={keys.donor: None, keys.phase: before.get(keys.phase)})
         s.cache = {}
 
@@ -749,7 +601,7 @@ class _Planner:
         for s in self.states:
             if s.cache:
                 self.patch(s.name, s.cache)
-                self.plan.annotate.append(dict(name=s.name, annotations={self.keys.short(k): v for k, v in sorted(s.cache.items())}))
+                self.plan.annotate.append(dict(name=s.name, annotations={self.inputs.keys.short(k): v for k, v in sorted(s.cache.items())}))
 
     def settle_groups(self):
         """What every node will be once the Kubernetes-side actions above are applied."""
@@ -764,7 +616,7 @@ class _Planner:
 
     # Label (and taint) copies for every pair, including the ones formed in this pass.
     def copy_labels(self):
-        options = self.options
+        options = self.inputs.options
         for s in self.states:
             if self.final[s.name] != HEIR:
                 continue
@@ -783,11 +635,11 @@ class _Planner:
 
     # 6. Instances without a Node: joining, failed joins, orphans.
     def instances_without_nodes(self):
-        normalize, timeout = self.normalize, float(self.options.join_timeout)
+        normalize, timeout = self.inputs.normalize, float(self.inputs.options.join_timeout)
         node_provider_ids = {normalize(s.info.provider_id) for s in self.states if s.info.provider_id}
-        for gkey in sorted(self.instance_lists):
-            group = self.group_index[gkey]
-            for inst in sorted(self.instance_lists[gkey], key=lambda i: i.provider_id):
+        for gkey in sorted(self.inputs.instance_lists):
+            group = self.inputs.group_index[gkey]
+            for inst in sorted(self.inputs.instance_lists[gkey], key=lambda i: i.provider_id):
                 if normalize(inst.provider_id) in node_provider_ids or (inst.node_name and inst.node_name in self.by_name):
                     continue
                 entry = dict(provider_id=inst.provider_id, node_name=inst.node_name, group=group.id, state=inst.state,
@@ -797,8 +649,8 @@ class _Planner:
                     self.leaving.append(entry)
                     self.leaving_count[gkey] = self.leaving_count.get(gkey, 0) + 1
                     continue
-                expired = inst.created_at is not None and self.now - inst.created_at > timeout
-                current = not inst.image or same(inst.image, self.target)
+                expired = inst.created_at is not None and self.inputs.now - inst.created_at > timeout
+                current = not inst.image or same(inst.image, self.inputs.target)
                 deadline = format_time(inst.created_at + timeout) if inst.created_at else None
                 if inst.state == FAILED:
                     # A quota or capacity refusal can come late, on the instance (GCE): say so, so the
@@ -825,7 +677,7 @@ class _Planner:
 
     # 7. Leaving nodes: donors whose heir is Ready, and obsolete nodes, go drain -> etcd -> delete.
     def leaving_steps(self):
-        keys, options, now = self.keys, self.options, self.now
+        keys, options, now = self.inputs.keys, self.inputs.options, self.inputs.now
         marked = set(self.plan.obsolete)
         for s in self.states:
             cat = self.final[s.name]
@@ -844,7 +696,7 @@ class _Planner:
                 h = self.by_name.get(s.partner)
                 # A pair formed by this plan is drained on the next pass, once node_pair has written it. A heir
                 # counts only while the cloud says its instance runs.
-                settled = h is not None and h.info.ready and self.running(h) and (
+                settled = h is not None and h.info.ready and self.inputs.running(h) and (
                     h.info.ready_since is None or now - h.info.ready_since >= float(options.heir_ready_seconds or 0))
                 heir_ready = bool(settled and not s.paired_now)
                 gate = dict(heir=s.partner, heir_ready=bool(h is not None and h.info.ready),
@@ -857,13 +709,13 @@ class _Planner:
             leaving = dict(control_plane=s.info.control_plane, node_ip=ip, provider_id=s.info.provider_id,
                            group=s.group_id)
             heir_info = self.by_name[s.partner].info if cat == DONOR and s.partner in self.by_name else None
-            cloud = self.cloud_view if self.cloud_consulted else None
+            cloud = self.inputs.cloud_view if self.inputs.cloud_consulted else None
 
             def agreed(*steps):
                 """The cross-checks of these steps all pass; else the node (and its heir) are left alone."""
                 problems = []
                 for step in steps:
-                    problems.extend(CHECKS[step](s.info, heir_info, self.target, cloud, keys, now))
+                    problems.extend(CHECKS[step](s.info, heir_info, self.inputs.target, cloud, keys, now))
                 if problems:
                     self._hold_leaving(s, problems)
                 return not problems
@@ -904,29 +756,29 @@ class _Planner:
 
     # 8. Budgets and creations, control plane first and one at a time.
     def creations(self):
-        options, final = self.options, self.final
-        roles = {gkey: self.group_role(gkey) for gkey in self.group_index}
+        options, final = self.inputs.options, self.final
+        roles = {gkey: self.group_role(gkey) for gkey in self.inputs.group_index}
         budgets = {}
         problem_nodes = {p["node"] for p in self.problems if p.get("action") == "left alone"}
-        for gkey in sorted(self.group_index, key=lambda k: (roles[k] != ROLE_CONTROL_PLANE, k)):
-            group = self.group_index[gkey]
+        for gkey in sorted(self.inputs.group_index, key=lambda k: (roles[k] != ROLE_CONTROL_PLANE, k)):
+            group = self.inputs.group_index[gkey]
             members = self.by_group.get(gkey, [])
             count = {g: 0 for g in NODE_GROUPS}
             for s in members:
                 count[final[s.name]] += 1
             # A percentage surge counts the group's nodes, not a Node whose instance is gone or going.
-            base = sum(1 for s in members if final[s.name] in (OUTDATED, DONOR, UP_TO_DATE) and self.alive(s))
+            base = sum(1 for s in members if final[s.name] in (OUTDATED, DONOR, UP_TO_DATE) and self.inputs.alive(s))
             limit = 1 if roles[gkey] == ROLE_CONTROL_PLANE else surge_limit(options.max_surge, base)
             joining = self.joining_count.get(gkey, 0)
             leaving = self.leaving_count.get(gkey, 0)
             # Nodes left alone for a problem that this collection created as heirs keep their slot (they are
             # extra instances of this upgrade); anything else was there before and is part of the start.
             held = sorted(s.name for s in self.states if s.name in problem_nodes and s.group_id
-                          and _group_key(s.group_id) == gkey and same(s.image, self.target)
-                          and PHASE_HEIR in [p for p, _t in parse_trail(s.info.annotations.get(self.keys.phase_history))[0]])
+                          and group_key(s.group_id) == gkey and same(s.image, self.inputs.target)
+                          and PHASE_HEIR in [p for p, _t in parse_trail(s.info.annotations.get(self.inputs.keys.phase_history))[0]])
             # A Node whose instance the cloud is deleting (a heir it took back, say) still holds its instance's slot.
             dying = sum(1 for s in members if final[s.name] not in (HEIR, OBSOLETE)
-                        and getattr(self.instance_of(s), "state", None) == DELETING)
+                        and getattr(self.inputs.instance_of(s), "state", None) == DELETING)
             in_flight = (count[HEIR] + count[OBSOLETE] + joining + self.failed_count.get(gkey, 0) + leaving + dying
                          + len(held))
             self.in_flight_total += in_flight
@@ -934,8 +786,8 @@ class _Planner:
             budgets[gkey] = dict(limit=limit, in_flight=in_flight, demand=demand, held=held)
             self.group_reports.append(dict(id=group.id, name=group.name, kind=group.kind,
                                            role=roles[gkey], image=group.image,
-                                           image_current=same(group.image, self.target),
-                                           listed=gkey in self.instance_lists, nodes=len(members),
+                                           image_current=same(group.image, self.inputs.target),
+                                           listed=gkey in self.inputs.instance_lists, nodes=len(members),
                                            nodes_serving=sum(1 for s in members if s.category != OBSOLETE),
                                            **{k: count[k] for k in NODE_GROUPS if k != INVALID},
                                            joining=joining, leaving=leaving, held=held, surge_limit=limit,
@@ -945,7 +797,7 @@ class _Planner:
             cluster_room = max(0, int(options.max_surge_total) - self.in_flight_total)
         cp_in_flight = sum(b["in_flight"] for k, b in budgets.items() if roles[k] == ROLE_CONTROL_PLANE)
         for report in self.group_reports:
-            budget = budgets[_group_key(report["id"])]
+            budget = budgets[group_key(report["id"])]
             want = budget["demand"]
             room = max(0, budget["limit"] - budget["in_flight"])
             reason, surge_only = None, None
@@ -969,7 +821,7 @@ class _Planner:
                     count, reason = 0, ("the control plane is not healthy, so no new etcd member is added: %s; "
                                         "repair it (or remove that member by hand) and the run goes on"
                                         % "; ".join(unhealthy))
-                elif count and self.health == HEALTH_UNREAD:
+                elif count and self.inputs.health == HEALTH_UNREAD:
                     self.health_due = True
                     count, reason = 0, ("etcd is read through rolling_upgrade_etcd_delegate_to before each "
                                         "control-plane heir: that read is due")
@@ -1001,7 +853,7 @@ class _Planner:
         learner left over) and control-plane Nodes that serve but are not Ready."""
         found = [("etcd member %s: %s" % (p.get("member") or p.get("node_ip"), p.get("message") or "unhealthy"))
                  if p.get("member") or p.get("node_ip") else (p.get("message") or "etcd is not healthy")
-                 for p in self.health_read()]
+                 for p in self.inputs.health_read()]
         found.extend("control-plane node %s is not Ready" % s.name for s in self.valid
                      if s.info.control_plane and not s.info.ready
                      and self.final.get(s.name) in (OUTDATED, UP_TO_DATE, HEIR, DONOR)
@@ -1017,11 +869,11 @@ class _Planner:
     #     and is recorded as replaced. A donor removed delete-first is told from a surplus heir by its image:
     #     the cloud says it runs an outdated one. Ready nodes never drop below the start minus the limit.
     def delete_first_on(self, report):
-        return report["role"] == ROLE_WORKER and unavailable_limit(self.options.max_unavailable, 1) > 0
+        return report["role"] == ROLE_WORKER and unavailable_limit(self.inputs.options.max_unavailable, 1) > 0
 
     def vacating(self, members):
         """Outdated nodes being removed delete-first (marked obsolete, still listed as nodes)."""
-        return [s for s in members if self.final[s.name] == OBSOLETE and s.image and not same(s.image, self.target)]
+        return [s for s in members if self.final[s.name] == OBSOLETE and s.image and not same(s.image, self.inputs.target)]
 
     def available(self, members):
         """Nodes of a group that serve and will go on serving: Ready, schedulable, not leaving. A donor whose
@@ -1041,10 +893,10 @@ class _Planner:
     def delete_first(self, report, budget, cluster_room):
         """(instances to create, of which surge heirs, blocked reason) for a worker group with max_unavailable
         above 0; marks the outdated nodes to remove first."""
-        gkey = _group_key(report["id"])
+        gkey = group_key(report["id"])
         members = self.by_group.get(gkey, [])
         vacating = self.vacating(members)
-        start = self.start_counts.get(gkey)
+        start = self.inputs.start_counts.get(gkey)
         provisional = start is None
         if provisional:
             if vacating:
@@ -1053,9 +905,9 @@ class _Planner:
                               "%s is being removed delete-first: rolling_upgrade_max_unavailable needs the journal"
                               % (report["id"], ", ".join(s.name for s in vacating)))
             start = report["nodes_serving"]
-        limit = unavailable_limit(self.options.max_unavailable, start)
-        surge = 0 if self.options.no_surge else budget["limit"]
-        listed = self.instance_lists.get(gkey, [])
+        limit = unavailable_limit(self.inputs.options.max_unavailable, start)
+        surge = 0 if self.inputs.options.no_surge else budget["limit"]
+        listed = self.inputs.instance_lists.get(gkey, [])
         # An instance the cloud is still deleting (or gave up creating) is no capacity, but it holds its slot (and
         # the quota) until it is gone: the refill it leaves owed is created once there is room.
         live = sum(1 for i in listed if i.state not in (DELETING, FAILED))
@@ -1072,7 +924,7 @@ class _Planner:
         create = refill + surge_heirs
         joining_new = self.joining_count.get(gkey, 0) - self.joining_old.get(gkey, 0)
         free = [s for s in members if self.final[s.name] == OUTDATED and not s.paired_now
-                and not s.info.annotations.get(self.keys.donor)]
+                and not s.info.annotations.get(self.inputs.keys.donor)]
         # Outdated nodes no heir on its way (joining, created now, or a refill still owed) will take.
         spare = max(0, len(free) - joining_new - refill_owed - surge_heirs)
         count = 0 if self.cp_busy else min(max(0, limit - in_use), spare)
@@ -1080,15 +932,15 @@ class _Planner:
             # Its labels (and taints) outlive it in the journal, for the refill that replaces it.
             # `since`: a fresh node the cloud created after it may be its refill (unrecorded_refill).
             self.plan.record_removed_first[s.name] = dict(
-                group=report["id"], since=self.stamp, labels=copyable_labels(s.info.labels, self.options.exclude_labels),
-                taints=copyable_taints(s.info.taints, self.options.exclude_labels) if self.options.copy_taints else [])
+                group=report["id"], since=self.inputs.stamp, labels=copyable_labels(s.info.labels, self.inputs.options.exclude_labels),
+                taints=copyable_taints(s.info.taints, self.inputs.options.exclude_labels) if self.inputs.options.copy_taints else [])
             self.final[s.name] = OBSOLETE
             self.plan.obsolete.append(s.name)
             self.plan.delete_first.append(dict(name=s.name, group=report["id"], provider_id=s.info.provider_id))
             self.patch(s.name, dict(s.cache, **{
-                self.keys.obsolete: "true", self.keys.phase: None, self.keys.phase_since: self.stamp,
-                self.keys.phase_history: trail_with(s.info.annotations, self.keys, TRAIL_OBSOLETE, self.now)}),
-                expect={self.keys.heir: None, self.keys.obsolete: s.info.annotations.get(self.keys.obsolete)})
+                self.inputs.keys.obsolete: "true", self.inputs.keys.phase: None, self.inputs.keys.phase_since: self.inputs.stamp,
+                self.inputs.keys.phase_history: trail_with(s.info.annotations, self.inputs.keys, TRAIL_OBSOLETE, self.inputs.now)}),
+                expect={self.inputs.keys.heir: None, self.inputs.keys.obsolete: s.info.annotations.get(self.inputs.keys.obsolete)})
             s.cache = {}
         if count and provisional:
             self.plan.record_start_counts[report["id"]] = start
@@ -1114,15 +966,15 @@ class _Planner:
         created and was killed before recording. Nothing proves which, so none is removed; each of the
         newest unrecorded nodes (as many as the excess) is reported as a problem with action "kept"."""
         for report in self.group_reports:
-            gkey = _group_key(report["id"])
-            start = self.start_counts.get(gkey)
+            gkey = group_key(report["id"])
+            start = self.inputs.start_counts.get(gkey)
             busy = any(report[k] for k in (OUTDATED, DONOR, HEIR, NEW, OBSOLETE)) or report["joining"] or report["leaving"]
             if start is None or busy or not report["image_current"] or report["nodes_serving"] <= start:
                 continue
             extra = report["nodes_serving"] - start
             unrecorded = [s for s in self.by_group.get(gkey, []) if self.final.get(s.name) == UP_TO_DATE
-                          and self.created_by_us(s) is None]
-            instances = {s.name: self.instance_of(s) for s in unrecorded}
+                          and self.inputs.created_by_us(s) is None]
+            instances = {s.name: self.inputs.instance_of(s) for s in unrecorded}
             created = {name: inst.created_at if inst is not None else None for name, inst in instances.items()}
             unrecorded.sort(key=lambda s: (created[s.name] is None, -(created[s.name] or 0), s.name))
             for s in unrecorded[:extra]:
@@ -1142,13 +994,13 @@ class _Planner:
         cloud says their instances run) than the journal says they had at the start."""
         short = []
         for report in self.group_reports:
-            gkey = _group_key(report["id"])
-            start = self.start_counts.get(gkey)
+            gkey = group_key(report["id"])
+            start = self.inputs.start_counts.get(gkey)
             ready = 0
             for s in self.by_group.get(gkey, []):
-                inst = self.instance_of(s)
-                on_image = (inst is not None and inst.state == RUNNING and same(inst.image, self.target)
-                            if self.cloud_consulted else same(s.image, self.target))
+                inst = self.inputs.instance_of(s)
+                on_image = (inst is not None and inst.state == RUNNING and same(inst.image, self.inputs.target)
+                            if self.inputs.cloud_consulted else same(s.image, self.inputs.target))
                 # (A node someone else cordoned still counts: the cordon is theirs to lift.)
                 if self.final.get(s.name) not in (OBSOLETE, INVALID) and s.info.ready and on_image:
                     ready += 1
@@ -1160,11 +1012,11 @@ class _Planner:
 
     # 9. Progress, ETA and the result.
     def result(self):
-        set_group_image = [dict(group=r["id"], image=self.target) for r in self.group_reports if not r["image_current"]]
+        set_group_image = [dict(group=r["id"], image=self.inputs.target) for r in self.group_reports if not r["image_current"]]
         self.plan.set_group_image = set_group_image
         replaced, done_count = self.replacements_done()
         progress = self.progress(done_count)
-        eta = _eta(replaced, self.keys, progress.remaining, self.options.eta_min_samples, self.now)
+        eta = _eta(replaced, self.inputs.keys, progress.remaining, self.inputs.options.eta_min_samples, self.inputs.now)
         short = self.groups_short()
         done = progress.remaining == 0 and self.settled() and not short
         for report in short:
@@ -1173,7 +1025,7 @@ class _Planner:
                     "%d Ready node(s) on the image, fewer than the %d it had at the start: the upgrade is not done "
                     "until the group is whole again" % (report["ready_on_image"], report["start_count"]))))
         return UpgradeFacts(
-            target_image=self.target, annotation_prefix=self.keys.prefix, nodes=self.grouped(), joining=self.joining,
+            target_image=self.inputs.target, annotation_prefix=self.inputs.keys.prefix, nodes=self.grouped(), joining=self.joining,
             leaving_instances=self.leaving, scaling_groups=self.group_reports, budget=self.budget(), plan=self.plan,
             progress=progress, eta=Eta(**eta), done=done, problems=self.problems, foreign=self.foreign, stop=self.stop,
             etcd_health_due=self.health_due, node_patches=self.node_patches,
@@ -1195,7 +1047,7 @@ class _Planner:
         promoted_now = [r for r in self.plan.repairs if r["action"] == "promote"]
         promoted_names = {r["name"] for r in promoted_now}
         replaced = [s for s in self.states if s.category == UP_TO_DATE and s.phase == PHASE_REPLACED
-                    and same(s.image, self.target) and s.name not in promoted_names]
+                    and same(s.image, self.inputs.target) and s.name not in promoted_names]
         return replaced, len(replaced) + len(promoted_now)
 
     def progress(self, done_count):
@@ -1214,10 +1066,10 @@ class _Planner:
                 and not self.joining and not plan.delete_instances and not plan.repairs and not plan.obsolete
                 and not plan.pairs and not plan.set_group_image and not plan.create
                 and not any(r.get("refill_owed") for r in self.group_reports)
-                and not any(i.state == DELETING for i in self.by_provider_id.values()))
+                and not any(i.state == DELETING for i in self.inputs.by_provider_id.values()))
 
     def budget(self):
-        options = self.options
+        options = self.inputs.options
         return Budget(max_surge=options.max_surge, max_surge_total=options.max_surge_total,
                       in_flight=self.in_flight_total, to_create=sum(c["count"] for c in self.plan.create),
                       control_plane_first=self.cp_busy, max_unavailable=options.max_unavailable,
