@@ -16,8 +16,6 @@ and its heir (new node) through
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Optional
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
     DELETING,
@@ -45,6 +43,8 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosscheck
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_inputs import (  # pylint: disable=unused-import
     HEALTH_UNREAD, group_key, read_inputs,
 )
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_census import Census, NodeState
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_instances import Arrivals, instances_without_nodes
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import (
     Budget, Eta, Plan, Progress, UpgradeFacts,
 )
@@ -52,25 +52,6 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_pl
 
 # ---------------------------------------------------------------------------------------------------
 # The plan
-
-@dataclass
-class _Node:
-    info: NodeInfo
-    group_id: Optional[str] = None     # canonical spelling (as the cloud lists it) when known
-    image: Optional[str] = None
-    cache: dict = field(default_factory=dict)   # annotations to write because they are not cached yet
-    category: Optional[str] = None
-    reason: str = ""
-    partner: Optional[str] = None
-    phase: str = ""
-    phase_since: Optional[float] = None
-    paired_now: bool = False            # a donor paired by this plan (observed as outdated until applied)
-    out_of_scope: bool = False          # invalid only because scaling_groups leaves its group out
-
-    @property
-    def name(self):
-        return self.info.name
-
 
 def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None, now=0.0,
                  normalize=default_normalize, scope=None, created=None, start_counts=None, removed_first=None,
@@ -115,7 +96,9 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     planner.cache_annotations()
     planner.settle_groups()
     planner.copy_labels()
-    planner.instances_without_nodes()
+    # 6. Instances without a Node: joining, failed joins, orphans.
+    planner.arrivals = instances_without_nodes(inputs, planner.census.states, planner.census.by_name)
+    planner.plan.delete_instances = planner.arrivals.delete_instances
     planner.leaving_steps()
     planner.creations()
     planner.unproven_surplus()
@@ -130,10 +113,10 @@ class _Planner:
         self.plan = Plan(record_created=inputs.recovered)   # what the next pass does, filled in by the steps below
         self.node_patches = {}   # name -> {"annotations": {...}, "labels": {...}, "taints": [...], "expect": {...}}
         self.problems, self.foreign, self.stop, self.health_due = [], [], None, False
-        self.states, self.by_name, self.valid, self.by_group, self.final = [], {}, [], {}, {}
-        self.joining_count, self.joining_old, self.failed_count, self.leaving_count = {}, {}, {}, {}
-        self.joining, self.leaving, self.group_reports = [], [], []
-        self.in_flight_total, self.cp_busy = 0, False
+        self.census = Census()   # where every node stands (steps 1-5)
+        self.arrivals = Arrivals()   # instances without a Node (step 6)
+        self.group_reports = []
+        self.in_flight_total = 0
 
     def patch(self, name, annotations=None, expect=None):
         entry = self.node_patches.setdefault(name, {"annotations": {}, "expect": {}})
@@ -144,11 +127,11 @@ class _Planner:
     # 1. Where each node belongs and which image it runs (cached annotations win, as in the reference).
     def locate_nodes(self):
         for info in self.inputs.infos:
-            state = _Node(info=info)
-            self.states.append(state)
+            state = NodeState(info=info)
+            self.census.states.append(state)
             self._locate(state)
-        self.by_name = {s.name: s for s in self.states}
-        self.valid = [s for s in self.states if s.category != INVALID]
+        self.census.by_name = {s.name: s for s in self.census.states}
+        self.census.valid = [s for s in self.census.states if s.category != INVALID]
 
     def _locate(self, state):
         keys, info, ann = self.inputs.keys, state.info, state.info.annotations
@@ -236,7 +219,7 @@ class _Planner:
     # 2. First grouping, as in the reference (A.4), before pairs are checked.
     def classify(self):
         keys = self.inputs.keys
-        for s in self.valid:
+        for s in self.census.valid:
             ann = s.info.annotations
             if ann.get(keys.obsolete) == "true":
                 s.category = OBSOLETE
@@ -254,7 +237,7 @@ class _Planner:
     #     out of order, obsolete marks this collection did not record. So is the partner such a node names.
     def screen(self):
         keys, found = self.inputs.keys, {}
-        for s in self.valid:
+        for s in self.census.valid:
             if s.category == INVALID:
                 continue
             problems = annotation_problems(s.info, keys, self.inputs.now)
@@ -266,7 +249,7 @@ class _Planner:
                     "node, so it is left alone: if it should go, remove it by hand, else delete its %s annotation")
                     % keys.obsolete))
             for key, back, what in ((keys.heir, keys.donor, "heir"), (keys.donor, keys.heir, "donor")):
-                other = self.by_name.get(ann.get(key) or "")
+                other = self.census.by_name.get(ann.get(key) or "")
                 if other is None or other is s:
                     continue
                 if other.info.annotations.get(key) == s.name:
@@ -281,18 +264,18 @@ class _Planner:
             if problems:
                 found[s.name] = problems
         for name in list(found):
-            s = self.by_name[name]
+            s = self.census.by_name[name]
             ann = s.info.annotations
             for key in (keys.heir, keys.donor):
-                other = self.by_name.get(ann.get(key) or "")
+                other = self.census.by_name.get(ann.get(key) or "")
                 if other is not None and other.name not in found and other.category != INVALID:
                     back = other.info.annotations
                     if back.get(keys.heir) == name or back.get(keys.donor) == name:
                         found[other.name] = [_problem(other.name, None, "partner_has_problem", "its partner %s is left "
                                                       "alone: %s" % (name, found[name][0]["message"]))]
         for name in sorted(found):
-            self._hold(self.by_name[name], found[name])
-        self.valid = [s for s in self.states if s.category != INVALID]
+            self._hold(self.census.by_name[name], found[name])
+        self.census.valid = [s for s in self.census.states if s.category != INVALID]
 
     def obsolete_proven(self, state):
         """An obsolete mark the journal backs: a surplus node this upgrade created, a worker it removed
@@ -310,7 +293,7 @@ class _Planner:
     # Stale halves that mean nothing on this side (a current node cannot be a donor, nor an old one an heir).
     def clear_stale_halves(self):
         keys = self.inputs.keys
-        for s in self.valid:
+        for s in self.census.valid:
             ann = s.info.annotations
             if s.category in (HEIR, UP_TO_DATE) and ann.get(keys.heir):
                 self.patch(s.name, {keys.heir: None}, expect={keys.heir: ann[keys.heir]})
@@ -323,8 +306,8 @@ class _Planner:
     #    and only break pairs that cannot be completed.
     def check_pairs(self):
         keys, stamp = self.inputs.keys, self.inputs.stamp
-        for h in [s for s in self.valid if s.category == HEIR]:
-            d = self.by_name.get(h.partner)
+        for h in [s for s in self.census.valid if s.category == HEIR]:
+            d = self.census.by_name.get(h.partner)
             if d is None:
                 h.category = UP_TO_DATE
                 h.phase = PHASE_REPLACED
@@ -357,8 +340,8 @@ class _Planner:
                 h.category, h.partner = UP_TO_DATE, None
                 self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
                 self.plan.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor)))
-        for d in [s for s in self.valid if s.category == DONOR]:
-            h = self.by_name.get(d.partner)
+        for d in [s for s in self.census.valid if s.category == DONOR]:
+            h = self.census.by_name.get(d.partner)
             if h is not None and h.category == HEIR and h.partner == d.name:
                 continue
             if (h is not None and h.category == UP_TO_DATE and same(h.group_id, d.group_id) and h.phase != PHASE_REPLACED
@@ -390,7 +373,7 @@ class _Planner:
         if not d.info.control_plane or not self.inputs.health_read() or self.inputs.unhealthy_member(d) is not None \
                 or d.phase not in ("", PHASE_PAIRED, PHASE_DRAINING):
             return None
-        return next((u for u in self.valid if u.category == OUTDATED and u.info.control_plane and same(u.group_id, d.group_id)
+        return next((u for u in self.census.valid if u.category == OUTDATED and u.info.control_plane and same(u.group_id, d.group_id)
                      and self.inputs.unhealthy_member(u) is not None and not u.info.annotations.get(self.inputs.keys.heir)
                      and not u.info.annotations.get(self.inputs.keys.donor)), None)
 
@@ -400,7 +383,7 @@ class _Planner:
         no such node."""
         if d.info.control_plane or not d.info.ready or d.phase not in ("", PHASE_PAIRED):
             return None
-        return next((u for u in sorted(self.valid, key=self.inputs.donor_order)
+        return next((u for u in sorted(self.census.valid, key=self.inputs.donor_order)
                      if u.category == OUTDATED and not u.info.control_plane and same(u.group_id, d.group_id)
                      and not u.info.ready and not u.info.annotations.get(self.inputs.keys.heir)
                      and not u.info.annotations.get(self.inputs.keys.donor)), None)
@@ -438,11 +421,11 @@ class _Planner:
     # 4. New nodes: current image, unpaired, never settled. Pair them with outdated nodes of their group.
     def pair_new_nodes(self):
         keys, stamp = self.inputs.keys, self.inputs.stamp
-        for s in self.valid:
-            self.by_group.setdefault(group_key(s.group_id), []).append(s)
-        for gkey in sorted(self.by_group):
-            members = self.by_group[gkey]
-            if self.cp_busy and self.group_role(gkey) == ROLE_WORKER:
+        for s in self.census.valid:
+            self.census.by_group.setdefault(group_key(s.group_id), []).append(s)
+        for gkey in sorted(self.census.by_group):
+            members = self.census.by_group[gkey]
+            if self.census.cp_busy and self.census.group_role(self.inputs.group_index, gkey) == ROLE_WORKER:
                 continue   # no worker is paired, nor removed as surplus, while the control plane is replaced
             # The donor is the outdated node that most needs replacing: one that is not Ready, or whose etcd member
             # is unhealthy, first; then the oldest instance.
@@ -491,18 +474,10 @@ class _Planner:
                 # A node that nothing needs and that the journal does not record as created by this upgrade is
                 # simply up to date: we cannot prove we created it, so it is never deleted.
 
-    def group_role(self, gkey):
-        """The role of a scaling group: as the cloud tags it, else control-plane when a node of it is one."""
-        group = self.inputs.group_index.get(gkey)
-        role = group.role if group is not None else None
-        if role in (ROLE_CONTROL_PLANE, ROLE_WORKER):
-            return role
-        return ROLE_CONTROL_PLANE if any(s.info.control_plane for s in self.by_group.get(gkey, [])) else ROLE_WORKER
-
     # 3b. One ordering rule everywhere: while a control-plane node still has to be replaced, no worker is paired,
     #     drained, deleted or created.
     def control_plane_owed(self):
-        self.cp_busy = any(s.category in (OUTDATED, DONOR) and s.info.control_plane for s in self.valid)
+        self.census.cp_busy = any(s.category in (OUTDATED, DONOR) and s.info.control_plane for s in self.census.valid)
 
     def remove_surplus(self, s, gkey, nodes_now):
         """A node this upgrade created that no donor needs: marked obsolete (then drained and deleted) while its
@@ -536,7 +511,7 @@ class _Planner:
         """The first worker of `s`'s group removed delete-first that no node replaced yet, or None."""
         taken = set(self.inputs.refills) | set(self.plan.record_refills)
         for slot, entry in sorted(self.inputs.removed_first.items()):
-            if slot not in taken and slot not in self.by_name and same(entry.get("group"), s.group_id):
+            if slot not in taken and slot not in self.census.by_name and same(entry.get("group"), s.group_id):
                 return slot
         return None
 
@@ -598,7 +573,7 @@ class _Planner:
 
     # 5. Remaining cache writes (nodes not touched above).
     def cache_annotations(self):
-        for s in self.states:
+        for s in self.census.states:
             if s.cache:
                 self.patch(s.name, s.cache)
                 self.plan.annotate.append(dict(name=s.name, annotations={self.inputs.keys.short(k): v for k, v in sorted(s.cache.items())}))
@@ -606,21 +581,21 @@ class _Planner:
     def settle_groups(self):
         """What every node will be once the Kubernetes-side actions above are applied."""
         marked = set(self.plan.obsolete)
-        for s in self.states:
+        for s in self.census.states:
             if s.category == NEW:
-                self.final[s.name] = OBSOLETE if s.name in marked else HEIR
+                self.census.final[s.name] = OBSOLETE if s.name in marked else HEIR
             elif s.paired_now:
-                self.final[s.name] = DONOR
+                self.census.final[s.name] = DONOR
             else:
-                self.final[s.name] = s.category
+                self.census.final[s.name] = s.category
 
     # Label (and taint) copies for every pair, including the ones formed in this pass.
     def copy_labels(self):
         options = self.inputs.options
-        for s in self.states:
-            if self.final[s.name] != HEIR:
+        for s in self.census.states:
+            if self.census.final[s.name] != HEIR:
                 continue
-            d = self.by_name.get(s.partner)
+            d = self.census.by_name.get(s.partner)
             if d is None:
                 continue
             labels = labels_to_copy(d.info.labels, s.info.labels, options.exclude_labels)
@@ -633,59 +608,17 @@ class _Planner:
                 if taints:
                     entry["taints"] = list(s.info.taints) + taints
 
-    # 6. Instances without a Node: joining, failed joins, orphans.
-    def instances_without_nodes(self):
-        normalize, timeout = self.inputs.normalize, float(self.inputs.options.join_timeout)
-        node_provider_ids = {normalize(s.info.provider_id) for s in self.states if s.info.provider_id}
-        for gkey in sorted(self.inputs.instance_lists):
-            group = self.inputs.group_index[gkey]
-            for inst in sorted(self.inputs.instance_lists[gkey], key=lambda i: i.provider_id):
-                if normalize(inst.provider_id) in node_provider_ids or (inst.node_name and inst.node_name in self.by_name):
-                    continue
-                entry = dict(provider_id=inst.provider_id, node_name=inst.node_name, group=group.id, state=inst.state,
-                             image=inst.image, created_at=format_time(inst.created_at) if inst.created_at else None)
-                if inst.state == DELETING:
-                    # Deletion requested: it still occupies the group until the cloud no longer lists it.
-                    self.leaving.append(entry)
-                    self.leaving_count[gkey] = self.leaving_count.get(gkey, 0) + 1
-                    continue
-                expired = inst.created_at is not None and self.inputs.now - inst.created_at > timeout
-                current = not inst.image or same(inst.image, self.inputs.target)
-                deadline = format_time(inst.created_at + timeout) if inst.created_at else None
-                if inst.state == FAILED:
-                    # A quota or capacity refusal can come late, on the instance (GCE): say so, so the
-                    # role holds the surge instead of creating the same refused instance again.
-                    errors = (inst.extra or {}).get("errors") or []
-                    reason = "the cloud failed to create it" + (": " + "; ".join(errors) if errors else "")
-                    self.plan.delete_instances.append(dict(entry, reason=reason,
-                                                      quota_exceeded=bool((inst.extra or {}).get("quota_exceeded"))))
-                    self.failed_count[gkey] = self.failed_count.get(gkey, 0) + 1
-                elif current and not expired:
-                    self.joining.append(dict(entry, deadline=deadline))
-                    self.joining_count[gkey] = self.joining_count.get(gkey, 0) + 1
-                elif current:
-                    self.plan.delete_instances.append(dict(entry, reason="no Node joined within %ds" % int(timeout)))
-                    self.failed_count[gkey] = self.failed_count.get(gkey, 0) + 1
-                elif not expired:
-                    # Old image, no Node yet (someone else scaled the group; it may run a while before its Node
-                    # registers): let it join, then replace it. It occupies the group but will not become a heir.
-                    self.joining.append(dict(entry, deadline=deadline))
-                    self.joining_count[gkey] = self.joining_count.get(gkey, 0) + 1
-                    self.joining_old[gkey] = self.joining_old.get(gkey, 0) + 1
-                else:
-                    self.plan.delete_instances.append(dict(entry, reason="orphan: old image and no Node (interrupted run)"))
-
     # 7. Leaving nodes: donors whose heir is Ready, and obsolete nodes, go drain -> etcd -> delete.
     def leaving_steps(self):
         keys, options, now = self.inputs.keys, self.inputs.options, self.inputs.now
         marked = set(self.plan.obsolete)
-        for s in self.states:
-            cat = self.final[s.name]
+        for s in self.census.states:
+            cat = self.census.final[s.name]
             if cat == OUTDATED and s.info.unschedulable and s.info.annotations.get(keys.phase) in (PHASE_DRAINING, PHASE_DRAINED):
                 self.plan.uncordon.append(s.name)  # our drain of it was undone by a broken pair: give the capacity back
             if cat not in (DONOR, OBSOLETE) or s.name in marked:
                 continue   # (a node marked obsolete by this plan is drained once the mark is written)
-            if self.cp_busy and not s.info.control_plane:
+            if self.census.cp_busy and not s.info.control_plane:
                 # No worker leaves while a control-plane node still has to be replaced.
                 self.plan.waiting_for_heir.append(dict(
                     name=s.name, since=format_time(s.phase_since) if s.phase_since else None, overdue=False,
@@ -693,7 +626,7 @@ class _Planner:
                     reason="waiting for the control plane to be replaced first"))
                 continue
             if cat == DONOR and s.partner:
-                h = self.by_name.get(s.partner)
+                h = self.census.by_name.get(s.partner)
                 # A pair formed by this plan is drained on the next pass, once node_pair has written it. A heir
                 # counts only while the cloud says its instance runs.
                 settled = h is not None and h.info.ready and self.inputs.running(h) and (
@@ -708,7 +641,7 @@ class _Planner:
             # What follows a drain rides along, so a drain that finishes at once goes on in the same pass.
             leaving = dict(control_plane=s.info.control_plane, node_ip=ip, provider_id=s.info.provider_id,
                            group=s.group_id)
-            heir_info = self.by_name[s.partner].info if cat == DONOR and s.partner in self.by_name else None
+            heir_info = self.census.by_name[s.partner].info if cat == DONOR and s.partner in self.census.by_name else None
             cloud = self.inputs.cloud_view if self.inputs.cloud_consulted else None
 
             def agreed(*steps):
@@ -747,42 +680,42 @@ class _Planner:
                 seen.add(p["message"])
                 unique.append(p)
         self._hold(state, unique)
-        self.final[state.name] = INVALID
-        h = self.by_name.get(state.partner or "")
-        if h is not None and self.final.get(h.name) == HEIR and h.partner == state.name:
+        self.census.final[state.name] = INVALID
+        h = self.census.by_name.get(state.partner or "")
+        if h is not None and self.census.final.get(h.name) == HEIR and h.partner == state.name:
             self._hold(h, [_problem(h.name, unique[0]["step"], "partner_has_problem", "its donor %s is left alone: %s"
                                     % (state.name, unique[0]["message"]))])
-            self.final[h.name] = INVALID
+            self.census.final[h.name] = INVALID
 
     # 8. Budgets and creations, control plane first and one at a time.
     def creations(self):
-        options, final = self.inputs.options, self.final
-        roles = {gkey: self.group_role(gkey) for gkey in self.inputs.group_index}
+        options, final = self.inputs.options, self.census.final
+        roles = {gkey: self.census.group_role(self.inputs.group_index, gkey) for gkey in self.inputs.group_index}
         budgets = {}
         problem_nodes = {p["node"] for p in self.problems if p.get("action") == "left alone"}
         for gkey in sorted(self.inputs.group_index, key=lambda k: (roles[k] != ROLE_CONTROL_PLANE, k)):
             group = self.inputs.group_index[gkey]
-            members = self.by_group.get(gkey, [])
+            members = self.census.by_group.get(gkey, [])
             count = {g: 0 for g in NODE_GROUPS}
             for s in members:
                 count[final[s.name]] += 1
             # A percentage surge counts the group's nodes, not a Node whose instance is gone or going.
             base = sum(1 for s in members if final[s.name] in (OUTDATED, DONOR, UP_TO_DATE) and self.inputs.alive(s))
             limit = 1 if roles[gkey] == ROLE_CONTROL_PLANE else surge_limit(options.max_surge, base)
-            joining = self.joining_count.get(gkey, 0)
-            leaving = self.leaving_count.get(gkey, 0)
+            joining = self.arrivals.joining_count.get(gkey, 0)
+            leaving = self.arrivals.leaving_count.get(gkey, 0)
             # Nodes left alone for a problem that this collection created as heirs keep their slot (they are
             # extra instances of this upgrade); anything else was there before and is part of the start.
-            held = sorted(s.name for s in self.states if s.name in problem_nodes and s.group_id
+            held = sorted(s.name for s in self.census.states if s.name in problem_nodes and s.group_id
                           and group_key(s.group_id) == gkey and same(s.image, self.inputs.target)
                           and PHASE_HEIR in [p for p, _t in parse_trail(s.info.annotations.get(self.inputs.keys.phase_history))[0]])
             # A Node whose instance the cloud is deleting (a heir it took back, say) still holds its instance's slot.
             dying = sum(1 for s in members if final[s.name] not in (HEIR, OBSOLETE)
                         and getattr(self.inputs.instance_of(s), "state", None) == DELETING)
-            in_flight = (count[HEIR] + count[OBSOLETE] + joining + self.failed_count.get(gkey, 0) + leaving + dying
+            in_flight = (count[HEIR] + count[OBSOLETE] + joining + self.arrivals.failed_count.get(gkey, 0) + leaving + dying
                          + len(held))
             self.in_flight_total += in_flight
-            demand = max(0, count[OUTDATED] - (joining - self.joining_old.get(gkey, 0)))
+            demand = max(0, count[OUTDATED] - (joining - self.arrivals.joining_old.get(gkey, 0)))
             budgets[gkey] = dict(limit=limit, in_flight=in_flight, demand=demand, held=held)
             self.group_reports.append(dict(id=group.id, name=group.name, kind=group.kind,
                                            role=roles[gkey], image=group.image,
@@ -811,7 +744,7 @@ class _Planner:
                 count, surge_only, reason = self.delete_first(report, budget, cluster_room)
             elif options.no_surge:
                 count, reason = 0, "the cloud quota leaves no room for a new instance"
-            elif report["role"] == ROLE_WORKER and self.cp_busy:
+            elif report["role"] == ROLE_WORKER and self.census.cp_busy:
                 count, reason = 0, "waiting for the control plane to be replaced first"
             elif report["role"] == ROLE_CONTROL_PLANE:
                 count = 1 if cp_in_flight == 0 and room > 0 else 0
@@ -854,9 +787,9 @@ class _Planner:
         found = [("etcd member %s: %s" % (p.get("member") or p.get("node_ip"), p.get("message") or "unhealthy"))
                  if p.get("member") or p.get("node_ip") else (p.get("message") or "etcd is not healthy")
                  for p in self.inputs.health_read()]
-        found.extend("control-plane node %s is not Ready" % s.name for s in self.valid
+        found.extend("control-plane node %s is not Ready" % s.name for s in self.census.valid
                      if s.info.control_plane and not s.info.ready
-                     and self.final.get(s.name) in (OUTDATED, UP_TO_DATE, HEIR, DONOR)
+                     and self.census.final.get(s.name) in (OUTDATED, UP_TO_DATE, HEIR, DONOR)
                      and s.phase not in (PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING))
         return found
 
@@ -871,31 +804,12 @@ class _Planner:
     def delete_first_on(self, report):
         return report["role"] == ROLE_WORKER and unavailable_limit(self.inputs.options.max_unavailable, 1) > 0
 
-    def vacating(self, members):
-        """Outdated nodes being removed delete-first (marked obsolete, still listed as nodes)."""
-        return [s for s in members if self.final[s.name] == OBSOLETE and s.image and not same(s.image, self.inputs.target)]
-
-    def available(self, members):
-        """Nodes of a group that serve and will go on serving: Ready, schedulable, not leaving. A donor whose
-        heir is Ready is leaving (its drain is next), one whose heir is not Ready yet still serves."""
-        count = 0
-        for s in members:
-            category = self.final[s.name]
-            if category not in (OUTDATED, UP_TO_DATE, HEIR, DONOR) or not s.info.ready or s.info.unschedulable:
-                continue
-            if category == DONOR:
-                heir = self.by_name.get(s.partner or "")
-                if heir is None or heir.info.ready or s.phase not in ("", PHASE_PAIRED):
-                    continue
-            count += 1
-        return count
-
     def delete_first(self, report, budget, cluster_room):
         """(instances to create, of which surge heirs, blocked reason) for a worker group with max_unavailable
         above 0; marks the outdated nodes to remove first."""
         gkey = group_key(report["id"])
-        members = self.by_group.get(gkey, [])
-        vacating = self.vacating(members)
+        members = self.census.by_group.get(gkey, [])
+        vacating = self.census.vacating(members, self.inputs.target)
         start = self.inputs.start_counts.get(gkey)
         provisional = start is None
         if provisional:
@@ -912,29 +826,29 @@ class _Planner:
         # the quota) until it is gone: the refill it leaves owed is created once there is room.
         live = sum(1 for i in listed if i.state not in (DELETING, FAILED))
         room = max(0, start + surge - len(listed))
-        available = self.available(members)
+        available = self.census.available(members)
         in_use = max(0, start - available)
         refill_owed = max(0, start - live)
         refill = min(refill_owed, room)
         surge_heirs = 0
-        if not self.cp_busy:
+        if not self.census.cp_busy:
             surge_heirs = min(max(0, budget["demand"] - refill_owed), max(0, room - refill))
             if cluster_room is not None:
                 surge_heirs = min(surge_heirs, cluster_room)
         create = refill + surge_heirs
-        joining_new = self.joining_count.get(gkey, 0) - self.joining_old.get(gkey, 0)
-        free = [s for s in members if self.final[s.name] == OUTDATED and not s.paired_now
+        joining_new = self.arrivals.joining_count.get(gkey, 0) - self.arrivals.joining_old.get(gkey, 0)
+        free = [s for s in members if self.census.final[s.name] == OUTDATED and not s.paired_now
                 and not s.info.annotations.get(self.inputs.keys.donor)]
         # Outdated nodes no heir on its way (joining, created now, or a refill still owed) will take.
         spare = max(0, len(free) - joining_new - refill_owed - surge_heirs)
-        count = 0 if self.cp_busy else min(max(0, limit - in_use), spare)
+        count = 0 if self.census.cp_busy else min(max(0, limit - in_use), spare)
         for s in free[:count]:
             # Its labels (and taints) outlive it in the journal, for the refill that replaces it.
             # `since`: a fresh node the cloud created after it may be its refill (unrecorded_refill).
             self.plan.record_removed_first[s.name] = dict(
                 group=report["id"], since=self.inputs.stamp, labels=copyable_labels(s.info.labels, self.inputs.options.exclude_labels),
                 taints=copyable_taints(s.info.taints, self.inputs.options.exclude_labels) if self.inputs.options.copy_taints else [])
-            self.final[s.name] = OBSOLETE
+            self.census.final[s.name] = OBSOLETE
             self.plan.obsolete.append(s.name)
             self.plan.delete_first.append(dict(name=s.name, group=report["id"], provider_id=s.info.provider_id))
             self.patch(s.name, dict(s.cache, **{
@@ -949,7 +863,7 @@ class _Planner:
                       delete_first=sorted(s.name for s in vacating + free[:count]))
         reason = None
         if not create and not count and (budget["demand"] or refill_owed):
-            if self.cp_busy:
+            if self.census.cp_busy:
                 reason = "waiting for the control plane to be replaced first"
             elif refill_owed:
                 reason = ("%d refill(s) owed, waiting for room: %d instance(s) listed, %d of them still being deleted "
@@ -972,7 +886,7 @@ class _Planner:
             if start is None or busy or not report["image_current"] or report["nodes_serving"] <= start:
                 continue
             extra = report["nodes_serving"] - start
-            unrecorded = [s for s in self.by_group.get(gkey, []) if self.final.get(s.name) == UP_TO_DATE
+            unrecorded = [s for s in self.census.by_group.get(gkey, []) if self.census.final.get(s.name) == UP_TO_DATE
                           and self.inputs.created_by_us(s) is None]
             instances = {s.name: self.inputs.instance_of(s) for s in unrecorded}
             created = {name: inst.created_at if inst is not None else None for name, inst in instances.items()}
@@ -997,12 +911,12 @@ class _Planner:
             gkey = group_key(report["id"])
             start = self.inputs.start_counts.get(gkey)
             ready = 0
-            for s in self.by_group.get(gkey, []):
+            for s in self.census.by_group.get(gkey, []):
                 inst = self.inputs.instance_of(s)
                 on_image = (inst is not None and inst.state == RUNNING and same(inst.image, self.inputs.target)
                             if self.inputs.cloud_consulted else same(s.image, self.inputs.target))
                 # (A node someone else cordoned still counts: the cordon is theirs to lift.)
-                if self.final.get(s.name) not in (OBSOLETE, INVALID) and s.info.ready and on_image:
+                if self.census.final.get(s.name) not in (OBSOLETE, INVALID) and s.info.ready and on_image:
                     ready += 1
             report["ready_on_image"] = ready
             if start is not None and ready < start:
@@ -1025,8 +939,8 @@ class _Planner:
                     "%d Ready node(s) on the image, fewer than the %d it had at the start: the upgrade is not done "
                     "until the group is whole again" % (report["ready_on_image"], report["start_count"]))))
         return UpgradeFacts(
-            target_image=self.inputs.target, annotation_prefix=self.inputs.keys.prefix, nodes=self.grouped(), joining=self.joining,
-            leaving_instances=self.leaving, scaling_groups=self.group_reports, budget=self.budget(), plan=self.plan,
+            target_image=self.inputs.target, annotation_prefix=self.inputs.keys.prefix, nodes=self.grouped(), joining=self.arrivals.joining,
+            leaving_instances=self.arrivals.leaving, scaling_groups=self.group_reports, budget=self.budget(), plan=self.plan,
             progress=progress, eta=Eta(**eta), done=done, problems=self.problems, foreign=self.foreign, stop=self.stop,
             etcd_health_due=self.health_due, node_patches=self.node_patches,
         ).to_dict()
@@ -1035,7 +949,7 @@ class _Planner:
         """Every node's name under its group (an invalid one with its reason); a node paired in this pass is reported
         "new" until node_pair has written the pair."""
         grouped = {g: [] for g in NODE_GROUPS}
-        for s in self.states:
+        for s in self.census.states:
             if s.category == INVALID:
                 grouped[INVALID].append(dict(name=s.name, reason=s.reason, out_of_scope=s.out_of_scope))
             else:
@@ -1046,15 +960,15 @@ class _Planner:
         """(the heirs whose donor is gone, promoted before this pass; how many replacements are done)."""
         promoted_now = [r for r in self.plan.repairs if r["action"] == "promote"]
         promoted_names = {r["name"] for r in promoted_now}
-        replaced = [s for s in self.states if s.category == UP_TO_DATE and s.phase == PHASE_REPLACED
+        replaced = [s for s in self.census.states if s.category == UP_TO_DATE and s.phase == PHASE_REPLACED
                     and same(s.image, self.inputs.target) and s.name not in promoted_names]
         return replaced, len(replaced) + len(promoted_now)
 
     def progress(self, done_count):
         # A node removed delete-first is still a replacement to make, and one in progress.
-        vacating = len(self.vacating(self.states))
-        remaining = sum(1 for s in self.states if self.final[s.name] in (OUTDATED, DONOR)) + vacating
-        in_progress = sum(1 for s in self.states if self.final[s.name] == DONOR) + vacating
+        vacating = len(self.census.vacating(self.census.states, self.inputs.target))
+        remaining = sum(1 for s in self.census.states if self.census.final[s.name] in (OUTDATED, DONOR)) + vacating
+        in_progress = sum(1 for s in self.census.states if self.census.final[s.name] == DONOR) + vacating
         total = done_count + remaining
         percent = 100.0 if total == 0 else round(100.0 * done_count / total, 1)
         return Progress(total=total, done=done_count, in_flight=in_progress, remaining=remaining, percent=percent)
@@ -1062,8 +976,8 @@ class _Planner:
     def settled(self):
         """Nothing is left in flight or to do in this plan, nor in the cloud (no instance being deleted)."""
         plan = self.plan
-        return (not any(self.final[s.name] in (HEIR, OBSOLETE, NEW) for s in self.states)
-                and not self.joining and not plan.delete_instances and not plan.repairs and not plan.obsolete
+        return (not any(self.census.final[s.name] in (HEIR, OBSOLETE, NEW) for s in self.census.states)
+                and not self.arrivals.joining and not plan.delete_instances and not plan.repairs and not plan.obsolete
                 and not plan.pairs and not plan.set_group_image and not plan.create
                 and not any(r.get("refill_owed") for r in self.group_reports)
                 and not any(i.state == DELETING for i in self.inputs.by_provider_id.values()))
@@ -1072,7 +986,7 @@ class _Planner:
         options = self.inputs.options
         return Budget(max_surge=options.max_surge, max_surge_total=options.max_surge_total,
                       in_flight=self.in_flight_total, to_create=sum(c["count"] for c in self.plan.create),
-                      control_plane_first=self.cp_busy, max_unavailable=options.max_unavailable,
+                      control_plane_first=self.census.cp_busy, max_unavailable=options.max_unavailable,
                       no_surge=bool(options.no_surge),
                       unavailable=sum(r.get("unavailable_in_use", 0) for r in self.group_reports))
 
