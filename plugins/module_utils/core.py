@@ -17,12 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
-    DELETING,
-    FAILED,
-    ROLE_CONTROL_PLANE,
-    ROLE_WORKER,
-    RUNNING,
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (  # pylint: disable=unused-import
+    DELETING, FAILED, ROLE_CONTROL_PLANE, ROLE_WORKER, RUNNING,
 )
 # The vocabulary and the cross-checks live in their own files; core re-exports them (its callers use core.<name>).
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (  # pylint: disable=unused-import
@@ -45,6 +41,8 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_input
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_census import Census, NodeState
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_instances import Arrivals, instances_without_nodes
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_delete_first import plan_delete_first
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_surge import group_budgets, plan_creations
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import (
     Budget, Eta, Plan, Progress, UpgradeFacts,
 )
@@ -687,191 +685,42 @@ class _Planner:
                                     % (state.name, unique[0]["message"]))])
             self.census.final[h.name] = INVALID
 
-    # 8. Budgets and creations, control plane first and one at a time.
+    # 8. Budgets and creations, control plane first and one at a time (plan_surge); in worker groups with
+    #    max_unavailable, delete-first replacements (plan_delete_first).
     def creations(self):
-        options, final = self.inputs.options, self.census.final
-        roles = {gkey: self.census.group_role(self.inputs.group_index, gkey) for gkey in self.inputs.group_index}
-        budgets = {}
-        problem_nodes = {p["node"] for p in self.problems if p.get("action") == "left alone"}
-        for gkey in sorted(self.inputs.group_index, key=lambda k: (roles[k] != ROLE_CONTROL_PLANE, k)):
-            group = self.inputs.group_index[gkey]
-            members = self.census.by_group.get(gkey, [])
-            count = {g: 0 for g in NODE_GROUPS}
-            for s in members:
-                count[final[s.name]] += 1
-            # A percentage surge counts the group's nodes, not a Node whose instance is gone or going.
-            base = sum(1 for s in members if final[s.name] in (OUTDATED, DONOR, UP_TO_DATE) and self.inputs.alive(s))
-            limit = 1 if roles[gkey] == ROLE_CONTROL_PLANE else surge_limit(options.max_surge, base)
-            joining = self.arrivals.joining_count.get(gkey, 0)
-            leaving = self.arrivals.leaving_count.get(gkey, 0)
-            # Nodes left alone for a problem that this collection created as heirs keep their slot (they are
-            # extra instances of this upgrade); anything else was there before and is part of the start.
-            held = sorted(s.name for s in self.census.states if s.name in problem_nodes and s.group_id
-                          and group_key(s.group_id) == gkey and same(s.image, self.inputs.target)
-                          and PHASE_HEIR in [p for p, _t in parse_trail(s.info.annotations.get(self.inputs.keys.phase_history))[0]])
-            # A Node whose instance the cloud is deleting (a heir it took back, say) still holds its instance's slot.
-            dying = sum(1 for s in members if final[s.name] not in (HEIR, OBSOLETE)
-                        and getattr(self.inputs.instance_of(s), "state", None) == DELETING)
-            in_flight = (count[HEIR] + count[OBSOLETE] + joining + self.arrivals.failed_count.get(gkey, 0) + leaving + dying
-                         + len(held))
-            self.in_flight_total += in_flight
-            demand = max(0, count[OUTDATED] - (joining - self.arrivals.joining_old.get(gkey, 0)))
-            budgets[gkey] = dict(limit=limit, in_flight=in_flight, demand=demand, held=held)
-            self.group_reports.append(dict(id=group.id, name=group.name, kind=group.kind,
-                                           role=roles[gkey], image=group.image,
-                                           image_current=same(group.image, self.inputs.target),
-                                           listed=gkey in self.inputs.instance_lists, nodes=len(members),
-                                           nodes_serving=sum(1 for s in members if s.category != OBSOLETE),
-                                           **{k: count[k] for k in NODE_GROUPS if k != INVALID},
-                                           joining=joining, leaving=leaving, held=held, surge_limit=limit,
-                                           in_flight=in_flight))
-        cluster_room = None
-        if options.max_surge_total is not None:
-            cluster_room = max(0, int(options.max_surge_total) - self.in_flight_total)
-        cp_in_flight = sum(b["in_flight"] for k, b in budgets.items() if roles[k] == ROLE_CONTROL_PLANE)
-        for report in self.group_reports:
-            budget = budgets[group_key(report["id"])]
-            want = budget["demand"]
-            room = max(0, budget["limit"] - budget["in_flight"])
-            reason, surge_only = None, None
-            if want == 0 and not self.delete_first_on(report):
-                count = 0
-            elif not report["listed"]:
-                count, reason = 0, "its instances could not be listed" if want else None
-            elif not report["image_current"]:
-                count, reason = 0, "the scaling group does not use the image yet" if want else None
-            elif self.delete_first_on(report):
-                count, surge_only, reason = self.delete_first(report, budget, cluster_room)
-            elif options.no_surge:
-                count, reason = 0, "the cloud quota leaves no room for a new instance"
-            elif report["role"] == ROLE_WORKER and self.census.cp_busy:
-                count, reason = 0, "waiting for the control plane to be replaced first"
-            elif report["role"] == ROLE_CONTROL_PLANE:
-                count = 1 if cp_in_flight == 0 and room > 0 else 0
-                reason = None if count else "a control-plane replacement is in flight"
-                unhealthy = self.control_plane_problems() if count else []
-                if unhealthy:
-                    count, reason = 0, ("the control plane is not healthy, so no new etcd member is added: %s; "
-                                        "repair it (or remove that member by hand) and the run goes on"
-                                        % "; ".join(unhealthy))
-                elif count and self.inputs.health == HEALTH_UNREAD:
-                    self.health_due = True
-                    count, reason = 0, ("etcd is read through rolling_upgrade_etcd_delegate_to before each "
-                                        "control-plane heir: that read is due")
-            else:
-                count = min(want, room)
-                reason = None if count else "surge budget used (%d of %d in flight)" % (budget["in_flight"], budget["limit"])
-            if want and not count and budget["held"] and budget["in_flight"] <= len(budget["held"]) + 0 \
-                    and budget["in_flight"] >= budget["limit"]:
-                # Nothing will free the budget by itself: going on means waiting for ever.
-                reason = "surge budget held by node(s) left alone for a problem: %s" % ", ".join(budget["held"])
-                self.stop = self.stop or ("scaling group %s cannot go on: %s; resolve the problem(s) named in "
-                                          "`problems`, then run again" % (report["id"], reason))
-            if count and cluster_room is not None and surge_only is None:
-                count = min(count, cluster_room)
-                if not count:
-                    reason = "cluster-wide surge budget used"
-            if count and report["role"] == ROLE_CONTROL_PLANE:
-                cp_in_flight += count
-            if cluster_room is not None:
-                cluster_room -= count if surge_only is None else surge_only
-            report["to_create"] = count
-            if count:
-                self.plan.create.append(dict(group=report["id"], count=count, role=report["role"]))
-            elif reason:
-                self.plan.create_blocked.append(dict(group=report["id"], reason=reason, outdated=want))
-
-    def control_plane_problems(self):
-        """What stops a control-plane heir now: an etcd problem the executor read (a member unhealthy, an alarm, a
-        learner left over) and control-plane Nodes that serve but are not Ready."""
-        found = [("etcd member %s: %s" % (p.get("member") or p.get("node_ip"), p.get("message") or "unhealthy"))
-                 if p.get("member") or p.get("node_ip") else (p.get("message") or "etcd is not healthy")
-                 for p in self.inputs.health_read()]
-        found.extend("control-plane node %s is not Ready" % s.name for s in self.census.valid
-                     if s.info.control_plane and not s.info.ready
-                     and self.census.final.get(s.name) in (OUTDATED, UP_TO_DATE, HEIR, DONOR)
-                     and s.phase not in (PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING))
-        return found
-
-    # 8b. Delete-first replacements (max_unavailable), in worker groups only: the control plane always surges.
-    #     A group lends capacity instead of borrowing it. An outdated node is marked obsolete, the removal path
-    #     of surplus nodes (cordon, drain with PDBs respected, delete; every cross-check, resumable at any
-    #     phase), and the group is refilled from the new image up to the node count it had at the start, as
-    #     the journal records it (start_counts, written before the first mark). A refill joins and pairs with
-    #     the next outdated node like any heir; one that finds none is the replacement of a node already gone
-    #     and is recorded as replaced. A donor removed delete-first is told from a surplus heir by its image:
-    #     the cloud says it runs an outdated one. Ready nodes never drop below the start minus the limit.
-    def delete_first_on(self, report):
-        return report["role"] == ROLE_WORKER and unavailable_limit(self.inputs.options.max_unavailable, 1) > 0
+        self.group_reports, budgets, self.in_flight_total = group_budgets(self.inputs, self.census, self.arrivals,
+                                                                          self.problems)
+        surge = plan_creations(self.inputs, self.census, self.group_reports, budgets, self.in_flight_total,
+                               self.delete_first)
+        self.plan.create, self.plan.create_blocked = surge.create, surge.blocked
+        self.health_due, self.stop = surge.health_due, surge.stop
 
     def delete_first(self, report, budget, cluster_room):
-        """(instances to create, of which surge heirs, blocked reason) for a worker group with max_unavailable
-        above 0; marks the outdated nodes to remove first."""
-        gkey = group_key(report["id"])
-        members = self.census.by_group.get(gkey, [])
-        vacating = self.census.vacating(members, self.inputs.target)
-        start = self.inputs.start_counts.get(gkey)
-        provisional = start is None
-        if provisional:
-            if vacating:
-                # A node already removed delete-first cannot be counted back without the journal's record.
-                return 0, 0, ("the journal does not record how many nodes scaling group %s had at the start, and "
-                              "%s is being removed delete-first: rolling_upgrade_max_unavailable needs the journal"
-                              % (report["id"], ", ".join(s.name for s in vacating)))
-            start = report["nodes_serving"]
-        limit = unavailable_limit(self.inputs.options.max_unavailable, start)
-        surge = 0 if self.inputs.options.no_surge else budget["limit"]
-        listed = self.inputs.instance_lists.get(gkey, [])
-        # An instance the cloud is still deleting (or gave up creating) is no capacity, but it holds its slot (and
-        # the quota) until it is gone: the refill it leaves owed is created once there is room.
-        live = sum(1 for i in listed if i.state not in (DELETING, FAILED))
-        room = max(0, start + surge - len(listed))
-        available = self.census.available(members)
-        in_use = max(0, start - available)
-        refill_owed = max(0, start - live)
-        refill = min(refill_owed, room)
-        surge_heirs = 0
-        if not self.census.cp_busy:
-            surge_heirs = min(max(0, budget["demand"] - refill_owed), max(0, room - refill))
-            if cluster_room is not None:
-                surge_heirs = min(surge_heirs, cluster_room)
-        create = refill + surge_heirs
-        joining_new = self.arrivals.joining_count.get(gkey, 0) - self.arrivals.joining_old.get(gkey, 0)
-        free = [s for s in members if self.census.final[s.name] == OUTDATED and not s.paired_now
-                and not s.info.annotations.get(self.inputs.keys.donor)]
-        # Outdated nodes no heir on its way (joining, created now, or a refill still owed) will take.
-        spare = max(0, len(free) - joining_new - refill_owed - surge_heirs)
-        count = 0 if self.census.cp_busy else min(max(0, limit - in_use), spare)
-        for s in free[:count]:
-            # Its labels (and taints) outlive it in the journal, for the refill that replaces it.
-            # `since`: a fresh node the cloud created after it may be its refill (unrecorded_refill).
-            self.plan.record_removed_first[s.name] = dict(
-                group=report["id"], since=self.inputs.stamp, labels=copyable_labels(s.info.labels, self.inputs.options.exclude_labels),
-                taints=copyable_taints(s.info.taints, self.inputs.options.exclude_labels) if self.inputs.options.copy_taints else [])
-            self.census.final[s.name] = OBSOLETE
-            self.plan.obsolete.append(s.name)
-            self.plan.delete_first.append(dict(name=s.name, group=report["id"], provider_id=s.info.provider_id))
-            self.patch(s.name, dict(s.cache, **{
-                self.inputs.keys.obsolete: "true", self.inputs.keys.phase: None, self.inputs.keys.phase_since: self.inputs.stamp,
-                self.inputs.keys.phase_history: trail_with(s.info.annotations, self.inputs.keys, TRAIL_OBSOLETE, self.inputs.now)}),
-                expect={self.inputs.keys.heir: None, self.inputs.keys.obsolete: s.info.annotations.get(self.inputs.keys.obsolete)})
-            s.cache = {}
-        if count and provisional:
-            self.plan.record_start_counts[report["id"]] = start
-        report.update(start_count=start, unavailable_limit=limit, unavailable_in_use=in_use + count,
-                      ready_serving=available, refill_owed=refill_owed - refill,
-                      delete_first=sorted(s.name for s in vacating + free[:count]))
-        reason = None
-        if not create and not count and (budget["demand"] or refill_owed):
-            if self.census.cp_busy:
-                reason = "waiting for the control plane to be replaced first"
-            elif refill_owed:
-                reason = ("%d refill(s) owed, waiting for room: %d instance(s) listed, %d of them still being deleted "
-                          "or failed, %d at the start" % (refill_owed, len(listed), len(listed) - live, start))
-            else:
-                reason = ("unavailable budget used (%d of %d node(s) missing or leaving) and no room for a heir "
-                          "(%d instance(s), %d at the start)" % (in_use, limit, len(listed), start))
-        return create, surge_heirs, reason
+        """(instances to create, of which surge heirs, blocked reason) for a delete-first group, whose outdated nodes
+        to remove first are marked now."""
+        decision = plan_delete_first(self.inputs, self.census, self.arrivals, report, budget, cluster_room)
+        for s in decision.remove:
+            self.mark_removed_first(s, report["id"])
+        if decision.record_start is not None:
+            self.plan.record_start_counts[report["id"]] = decision.record_start
+        return decision.create, decision.surge_heirs, decision.reason
+
+    def mark_removed_first(self, s, group_id):
+        """Outdated worker `s` is removed before its heir exists: marked obsolete, and its labels (and taints) outlive
+        it in the journal, for the refill that replaces it. `since`: a fresh node the cloud created after it may be its
+        refill (unrecorded_refill)."""
+        keys, options = self.inputs.keys, self.inputs.options
+        self.plan.record_removed_first[s.name] = dict(
+            group=group_id, since=self.inputs.stamp, labels=copyable_labels(s.info.labels, options.exclude_labels),
+            taints=copyable_taints(s.info.taints, options.exclude_labels) if options.copy_taints else [])
+        self.census.final[s.name] = OBSOLETE
+        self.plan.obsolete.append(s.name)
+        self.plan.delete_first.append(dict(name=s.name, group=group_id, provider_id=s.info.provider_id))
+        self.patch(s.name, dict(s.cache, **{
+            keys.obsolete: "true", keys.phase: None, keys.phase_since: self.inputs.stamp,
+            keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.inputs.now)}),
+            expect={keys.heir: None, keys.obsolete: s.info.annotations.get(keys.obsolete)})
+        s.cache = {}
 
     # 8c. Capacity not restored by nodes nothing proves we created (issue 13): named, never removed.
     def unproven_surplus(self):
