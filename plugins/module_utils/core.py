@@ -132,61 +132,71 @@ class _Planner:
         self.census.valid = [s for s in self.census.states if s.category != INVALID]
 
     def _locate(self, state):
-        keys, info, ann = self.inputs.keys, state.info, state.info.annotations
+        keys, info, ann, inputs = self.inputs.keys, state.info, state.info.annotations, self.inputs
         if not info.provider_id:
             state.category, state.reason = INVALID, "no providerID"
             return
-        inst = self.inputs.by_provider_id.get(self.inputs.normalize(info.provider_id))
-        # The cloud is the source of truth for where an instance belongs and what it runs: a cached
-        # annotation that disagrees with it is corrected, never believed.
-        if inst is not None:
-            group_id = inst.group_id
-            if keys.group not in ann or not same(ann[keys.group], group_id):
-                state.cache[keys.group] = group_id
-                if keys.group in ann:
-                    self._corrected(state, "scaling-group-id", ann[keys.group], group_id)
-        elif keys.group in ann:
-            group_id = ann[keys.group]
-        else:
-            group_id = None
+        inst = inputs.by_provider_id.get(inputs.normalize(info.provider_id))
+        group_id = self._group_of(state, inst)
         # A node this collection marked obsolete is removed even when its scaling group cannot be told any
         # more (its instance is gone already, or it was never cached): only its Node object is left.
-        ours_to_remove = ann.get(keys.obsolete) == "true" and self.inputs.cloud_consulted and not self.inputs.group_errors
-        if group_id is None and ours_to_remove:
-            state.image = ann.get(keys.image) or ""
-            self._read_phase(state)
-            return
-        if group_id is None:
-            if not self.inputs.cloud_consulted:
-                state.category, state.reason = INVALID, "no %s annotation and no cloud provider to look it up" % keys.group
-            elif self.inputs.group_errors:
-                state.category = INVALID
-                state.reason = "cloud lookup failed: " + "; ".join("%s: %s" % kv for kv in sorted(self.inputs.group_errors.items()))
-            else:
-                state.category, state.reason = INVALID, "its instance is in none of the listed scaling groups"
-                state.out_of_scope = self.inputs.scope_keys is not None
+        ours_to_remove = ann.get(keys.obsolete) == "true" and inputs.cloud_consulted and not inputs.group_errors
+        if group_id is None and not ours_to_remove:
+            self._without_group(state)
             return
         gkey = group_key(group_id)
-        in_scope = self.inputs.scope_keys is None or gkey in self.inputs.scope_keys
-        if self.inputs.cloud_consulted and gkey not in self.inputs.group_index and ours_to_remove and in_scope:
+        in_scope = inputs.scope_keys is None or gkey in inputs.scope_keys
+        if group_id is None or (inputs.cloud_consulted and gkey not in inputs.group_index and ours_to_remove and in_scope):
             state.group_id, state.image = group_id, ann.get(keys.image) or ""
             self._read_phase(state)
             return
-        if self.inputs.cloud_consulted and gkey not in self.inputs.group_index:
-            state.category = INVALID
-            if gkey in self.inputs.group_errors:
-                state.reason = "cloud lookup failed for scaling group %s: %s" % (group_id, self.inputs.group_errors[gkey])
-            elif not in_scope:
-                state.reason = "scaling group %s is not in scaling_groups" % group_id
-                state.out_of_scope = True
-            else:
-                state.reason = "unknown scaling group %s" % (group_id or "(empty)")
+        if (inputs.cloud_consulted and gkey not in inputs.group_index) or not in_scope:
+            self._outside_groups(state, group_id, gkey, in_scope)
             return
-        if not self.inputs.cloud_consulted and not in_scope:
-            state.category, state.reason = INVALID, "scaling group %s is not in scaling_groups" % group_id
+        state.group_id = inputs.group_index[gkey].id if inputs.cloud_consulted else group_id
+        if self._image_of(state, inst, ours_to_remove):
+            self._read_phase(state)
+
+    def _group_of(self, state, inst):
+        """The node's scaling group: the cloud's, else its cached annotation (None when neither says). The cloud is
+        the source of truth for where an instance belongs and what it runs: a cached annotation that disagrees with
+        it is corrected, never believed."""
+        keys, ann = self.inputs.keys, state.info.annotations
+        if inst is None:
+            return ann.get(keys.group) if keys.group in ann else None
+        if keys.group not in ann or not same(ann[keys.group], inst.group_id):
+            state.cache[keys.group] = inst.group_id
+            if keys.group in ann:
+                self._corrected(state, "scaling-group-id", ann[keys.group], inst.group_id)
+        return inst.group_id
+
+    def _without_group(self, state):
+        """A node whose scaling group neither the cloud nor an annotation says is left alone, with the reason."""
+        inputs = self.inputs
+        state.category = INVALID
+        if not inputs.cloud_consulted:
+            state.reason = "no %s annotation and no cloud provider to look it up" % inputs.keys.group
+        elif inputs.group_errors:
+            state.reason = "cloud lookup failed: " + "; ".join("%s: %s" % kv for kv in sorted(inputs.group_errors.items()))
+        else:
+            state.reason = "its instance is in none of the listed scaling groups"
+            state.out_of_scope = inputs.scope_keys is not None
+
+    def _outside_groups(self, state, group_id, gkey, in_scope):
+        """A node of a group not read (its lookup failed, or it is unknown) or out of scope is left alone."""
+        state.category = INVALID
+        if gkey in self.inputs.group_errors and self.inputs.cloud_consulted:
+            state.reason = "cloud lookup failed for scaling group %s: %s" % (group_id, self.inputs.group_errors[gkey])
+        elif not in_scope:
+            state.reason = "scaling group %s is not in scaling_groups" % group_id
             state.out_of_scope = True
-            return
-        state.group_id = self.inputs.group_index[gkey].id if self.inputs.cloud_consulted else group_id
+        else:
+            state.reason = "unknown scaling group %s" % (group_id or "(empty)")
+
+    def _image_of(self, state, inst, ours_to_remove):
+        """Sets the node's image: the cloud's (a disagreeing cache is corrected), else its cached annotation. False
+        (the node is left alone) when neither says and it is not one of ours to remove."""
+        keys, ann = self.inputs.keys, state.info.annotations
         if inst is not None and inst.image:
             state.image = inst.image
             if keys.image not in ann or not same(ann[keys.image], inst.image):
@@ -201,8 +211,8 @@ class _Planner:
             state.category = INVALID
             state.reason = ("the cloud does not report its image yet" if inst is not None else
                             "no %s annotation and its instance was not found" % keys.image)
-            return
-        self._read_phase(state)
+            return False
+        return True
 
     def _corrected(self, state, what, cached, cloud):
         self.problems.append(dict(node=state.name, step=None, code="cache_disagrees", action="corrected",
@@ -608,7 +618,7 @@ class _Planner:
 
     # 7. Leaving nodes: donors whose heir is Ready, and obsolete nodes, go drain -> etcd -> delete.
     def leaving_steps(self):
-        keys, options, now = self.inputs.keys, self.inputs.options, self.inputs.now
+        keys = self.inputs.keys
         marked = set(self.plan.obsolete)
         for s in self.census.states:
             cat = self.census.final[s.name]
@@ -623,53 +633,60 @@ class _Planner:
                     heir=s.partner, heir_ready=None, heir_ready_since=None,
                     reason="waiting for the control plane to be replaced first"))
                 continue
-            if cat == DONOR and s.partner:
-                h = self.census.by_name.get(s.partner)
-                # A pair formed by this plan is drained on the next pass, once node_pair has written it. A heir
-                # counts only while the cloud says its instance runs.
-                settled = h is not None and h.info.ready and self.inputs.running(h) and (
-                    h.info.ready_since is None or now - h.info.ready_since >= float(options.heir_ready_seconds or 0))
-                heir_ready = bool(settled and not s.paired_now)
-                gate = dict(heir=s.partner, heir_ready=bool(h is not None and h.info.ready),
-                            heir_ready_since=format_time(h.info.ready_since) if h is not None and h.info.ready_since else None)
-            else:
-                heir_ready, gate = True, dict(heir=None, heir_ready=None, heir_ready_since=None)
-            phase = s.phase if s.phase in KNOWN_DONOR_PHASES else PHASE_PAIRED
-            ip = s.info.internal_ips[0] if s.info.internal_ips else None
-            # What follows a drain rides along, so a drain that finishes at once goes on in the same pass.
-            leaving = dict(control_plane=s.info.control_plane, node_ip=ip, provider_id=s.info.provider_id,
-                           group=s.group_id)
-            heir_info = self.census.by_name[s.partner].info if cat == DONOR and s.partner in self.census.by_name else None
-            cloud = self.inputs.cloud_view if self.inputs.cloud_consulted else None
+            self._leave(s, cat)
 
-            def agreed(*steps):
-                """The cross-checks of these steps all pass; else the node (and its heir) are left alone."""
-                problems = []
-                for step in steps:
-                    problems.extend(CHECKS[step](s.info, heir_info, self.inputs.target, cloud, keys, now))
-                if problems:
-                    self._hold_leaving(s, problems)
-                return not problems
+    def _leave(self, s, cat):
+        """The next step of leaving node `s` (a donor or obsolete), by its phase, once the cross-checks agree."""
+        heir_ready, gate = self._heir_gate(s, cat)
+        phase = s.phase if s.phase in KNOWN_DONOR_PHASES else PHASE_PAIRED
+        ip = s.info.internal_ips[0] if s.info.internal_ips else None
+        if phase in (PHASE_PAIRED, PHASE_DRAINING):
+            if not heir_ready:
+                self._waiting(s, gate)
+            elif self._agreed(s, cat, STEP_CORDON, STEP_DRAIN):
+                # What follows a drain rides along, so a drain that finishes at once goes on in the same pass.
+                self.plan.drain.append(dict(name=s.name, reason=cat, **gate, control_plane=s.info.control_plane,
+                                            node_ip=ip, provider_id=s.info.provider_id, group=s.group_id))
+        elif phase == PHASE_DRAINED and s.info.control_plane:
+            if self._agreed(s, cat, STEP_ETCD_REMOVAL):
+                self.plan.etcd_remove.append(dict(name=s.name, node_ip=ip, provider_id=s.info.provider_id,
+                                                  group=s.group_id))
+        elif self._agreed(s, cat, STEP_INSTANCE_DELETION, STEP_NODE_DELETION):
+            self.plan.delete_nodes.append(dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
+                                               control_plane=s.info.control_plane))
 
-            if phase in (PHASE_PAIRED, PHASE_DRAINING):
-                if heir_ready and agreed(STEP_CORDON, STEP_DRAIN):
-                    self.plan.drain.append(dict(name=s.name, reason=cat, **gate, **leaving))
-                elif heir_ready:
-                    continue
-                else:
-                    # A heir that is not Ready within join_timeout of the pairing will likely never be: say so
-                    # (the reference waited forever without a word).
-                    overdue = bool(s.phase_since is not None and not gate["heir_ready"]
-                                   and now - s.phase_since > float(options.join_timeout))
-                    self.plan.waiting_for_heir.append(dict(
-                        name=s.name, since=format_time(s.phase_since) if s.phase_since else None, overdue=overdue, **gate))
-            elif phase == PHASE_DRAINED and s.info.control_plane:
-                if agreed(STEP_ETCD_REMOVAL):
-                    self.plan.etcd_remove.append(dict(name=s.name, node_ip=ip, provider_id=s.info.provider_id,
-                                                 group=s.group_id))
-            elif agreed(STEP_INSTANCE_DELETION, STEP_NODE_DELETION):
-                self.plan.delete_nodes.append(dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
-                                              control_plane=s.info.control_plane))
+    def _heir_gate(self, s, cat):
+        """(whether the donor's heir is Ready for its drain, what the drain entry says of the heir). A pair formed by
+        this plan is drained on the next pass, once node_pair has written it. A heir counts only while the cloud
+        says its instance runs. An obsolete node has no heir to wait for."""
+        if cat != DONOR or not s.partner:
+            return True, dict(heir=None, heir_ready=None, heir_ready_since=None)
+        h, now = self.census.by_name.get(s.partner), self.inputs.now
+        settled = h is not None and h.info.ready and self.inputs.running(h) and (
+            h.info.ready_since is None or now - h.info.ready_since >= float(self.inputs.options.heir_ready_seconds or 0))
+        gate = dict(heir=s.partner, heir_ready=bool(h is not None and h.info.ready),
+                    heir_ready_since=format_time(h.info.ready_since) if h is not None and h.info.ready_since else None)
+        return bool(settled and not s.paired_now), gate
+
+    def _waiting(self, s, gate):
+        """A heir that is not Ready within join_timeout of the pairing will likely never be: say so (the reference
+        waited forever without a word)."""
+        overdue = bool(s.phase_since is not None and not gate["heir_ready"]
+                       and self.inputs.now - s.phase_since > float(self.inputs.options.join_timeout))
+        self.plan.waiting_for_heir.append(dict(
+            name=s.name, since=format_time(s.phase_since) if s.phase_since else None, overdue=overdue, **gate))
+
+    def _agreed(self, s, cat, *steps):
+        """The cross-checks of these steps all pass; else the node (and its heir) are left alone."""
+        inputs = self.inputs
+        heir_info = self.census.by_name[s.partner].info if cat == DONOR and s.partner in self.census.by_name else None
+        cloud = inputs.cloud_view if inputs.cloud_consulted else None
+        problems = []
+        for step in steps:
+            problems.extend(CHECKS[step](s.info, heir_info, inputs.target, cloud, inputs.keys, inputs.now))
+        if problems:
+            self._hold_leaving(s, problems)
+        return not problems
 
     def _hold_leaving(self, state, problems):
         seen, unique = set(), []

@@ -108,13 +108,7 @@ def plan_creations(inputs, census, reports, budgets, in_flight_total, delete_fir
     for report in reports:
         budget = budgets[group_key(report["id"])]
         decision = _decide(inputs, census, report, budget, cp_in_flight, cluster_room, delete_first, surge)
-        count, reason = decision.count, decision.reason
-        if budget.demand and not count and budget.held and budget.in_flight <= len(budget.held) \
-                and budget.in_flight >= budget.limit:
-            # Nothing will free the budget by itself: going on means waiting for ever.
-            reason = "surge budget held by node(s) left alone for a problem: %s" % ", ".join(budget.held)
-            surge.stop = surge.stop or ("scaling group %s cannot go on: %s; resolve the problem(s) named in "
-                                        "`problems`, then run again" % (report["id"], reason))
+        count, reason = decision.count, _held_for_ever(report, budget, decision, surge) or decision.reason
         if count and cluster_room is not None and decision.surge_only is None:
             count = min(count, cluster_room)
             if not count:
@@ -129,6 +123,17 @@ def plan_creations(inputs, census, reports, budgets, in_flight_total, delete_fir
         elif reason:
             surge.blocked.append(dict(group=report["id"], reason=reason, outdated=budget.demand))
     return surge
+
+
+def _held_for_ever(report, budget, decision, surge):
+    """When nodes left alone for a problem hold the whole surge budget, nothing frees it by itself: going on means
+    waiting for ever. Then the reason, and the run is told to stop."""
+    if not (budget.demand and not decision.count and budget.held and budget.limit <= budget.in_flight <= len(budget.held)):
+        return None
+    reason = "surge budget held by node(s) left alone for a problem: %s" % ", ".join(budget.held)
+    surge.stop = surge.stop or ("scaling group %s cannot go on: %s; resolve the problem(s) named in `problems`, then "
+                                "run again" % (report["id"], reason))
+    return reason
 
 
 def _decide(inputs, census, report, budget, cp_in_flight, cluster_room, delete_first, surge):
