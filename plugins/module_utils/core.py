@@ -244,46 +244,59 @@ class _Planner:
     #     garbage or self-referencing heir/donor names, 2-cycles, pairs across scaling groups, phase trails
     #     out of order, obsolete marks this collection did not record. So is the partner such a node names.
     def screen(self):
-        keys, found = self.inputs.keys, {}
+        found = {}
         for s in self.census.valid:
             if s.category == INVALID:
                 continue
-            problems = annotation_problems(s.info, keys, self.inputs.now)
-            ann = s.info.annotations
-            if s.category == OBSOLETE and self.inputs.proof and not self.obsolete_proven(s):
-                problems.append(_problem(s.name, None, "obsolete_not_proven", (
-                    "it is marked obsolete, but the journal records neither its instance as created by this upgrade "
-                    "nor the node as removed delete-first; an annotation alone never makes this collection remove a "
-                    "node, so it is left alone: if it should go, remove it by hand, else delete its %s annotation")
-                    % keys.obsolete))
-            for key, back, what in ((keys.heir, keys.donor, "heir"), (keys.donor, keys.heir, "donor")):
-                other = self.census.by_name.get(ann.get(key) or "")
-                if other is None or other is s:
-                    continue
-                if other.info.annotations.get(key) == s.name:
-                    problems.append(_problem(s.name, None, "cycle", "%s annotation names %s, whose %s annotation names "
-                                             "%s back (a cycle)" % (what, other.name, what, s.name)))
-                elif (other.info.annotations.get(back) == s.name and other.category != INVALID and other.group_id
-                      and s.group_id and not same(other.group_id, s.group_id)):
-                    # A pair (both halves written) across scaling groups; a one-sided name is only a dangling half.
-                    message = "%s annotation names %s, which is in scaling group %s, not in its group %s" % (
-                        what, other.name, other.group_id, s.group_id)
-                    problems.append(_problem(s.name, None, "pair_across_groups", message))
+            problems = annotation_problems(s.info, self.inputs.keys, self.inputs.now) + self._obsolete_problems(s)
+            problems.extend(self._partner_problems(s))
             if problems:
                 found[s.name] = problems
-        for name in list(found):
-            s = self.census.by_name[name]
-            ann = s.info.annotations
-            for key in (keys.heir, keys.donor):
-                other = self.census.by_name.get(ann.get(key) or "")
-                if other is not None and other.name not in found and other.category != INVALID:
-                    back = other.info.annotations
-                    if back.get(keys.heir) == name or back.get(keys.donor) == name:
-                        found[other.name] = [_problem(other.name, None, "partner_has_problem", "its partner %s is left "
-                                                      "alone: %s" % (name, found[name][0]["message"]))]
+        self._partners_of_held(found)
         for name in sorted(found):
             self._hold(self.census.by_name[name], found[name])
         self.census.valid = [s for s in self.census.states if s.category != INVALID]
+
+    def _obsolete_problems(self, s):
+        if s.category != OBSOLETE or not self.inputs.proof or self.obsolete_proven(s):
+            return []
+        return [_problem(s.name, None, "obsolete_not_proven", (
+            "it is marked obsolete, but the journal records neither its instance as created by this upgrade "
+            "nor the node as removed delete-first; an annotation alone never makes this collection remove a "
+            "node, so it is left alone: if it should go, remove it by hand, else delete its %s annotation")
+            % self.inputs.keys.obsolete)]
+
+    def _partner_problems(self, s):
+        """A 2-cycle of heir (or donor) names, or a pair (both halves written) across scaling groups; a one-sided
+        name is only a dangling half."""
+        keys, ann, problems = self.inputs.keys, s.info.annotations, []
+        for key, back, what in ((keys.heir, keys.donor, "heir"), (keys.donor, keys.heir, "donor")):
+            other = self.census.by_name.get(ann.get(key) or "")
+            if other is None or other is s:
+                continue
+            if other.info.annotations.get(key) == s.name:
+                problems.append(_problem(s.name, None, "cycle", "%s annotation names %s, whose %s annotation names "
+                                         "%s back (a cycle)" % (what, other.name, what, s.name)))
+            elif (other.info.annotations.get(back) == s.name and other.category != INVALID and other.group_id
+                  and s.group_id and not same(other.group_id, s.group_id)):
+                message = "%s annotation names %s, which is in scaling group %s, not in its group %s" % (
+                    what, other.name, other.group_id, s.group_id)
+                problems.append(_problem(s.name, None, "pair_across_groups", message))
+        return problems
+
+    def _partners_of_held(self, found):
+        """The partner (named back) of a node left alone is left alone too."""
+        keys = self.inputs.keys
+        for name in list(found):
+            ann = self.census.by_name[name].info.annotations
+            for key in (keys.heir, keys.donor):
+                other = self.census.by_name.get(ann.get(key) or "")
+                if other is None or other.name in found or other.category == INVALID:
+                    continue
+                back = other.info.annotations
+                if back.get(keys.heir) == name or back.get(keys.donor) == name:
+                    found[other.name] = [_problem(other.name, None, "partner_has_problem", "its partner %s is left "
+                                                  "alone: %s" % (name, found[name][0]["message"]))]
 
     def obsolete_proven(self, state):
         """An obsolete mark the journal backs: a surplus node this upgrade created, a worker it removed
@@ -313,64 +326,85 @@ class _Planner:
     # 3. Check existing pairs (A.9, improved): finish half-written pairs, promote heirs whose donor is gone,
     #    and only break pairs that cannot be completed.
     def check_pairs(self):
-        keys, stamp = self.inputs.keys, self.inputs.stamp
         for h in [s for s in self.census.valid if s.category == HEIR]:
-            d = self.census.by_name.get(h.partner)
-            if d is None:
-                h.category = UP_TO_DATE
-                h.phase = PHASE_REPLACED
-                started = h.info.annotations.get(keys.started_at) or h.info.annotations.get(keys.phase_since)
-                self.patch(h.name, {keys.donor: None, keys.phase: PHASE_REPLACED, keys.phase_since: stamp,
-                                    keys.phase_history: trail_with(h.info.annotations, keys, PHASE_REPLACED, self.inputs.now),
-                                    keys.started_at: started}, expect={keys.donor: h.partner})
-                self.plan.repairs.append(dict(name=h.name, action="promote", donor=h.partner))
-            elif (self.inputs.proof and not self.inputs.ours(h)) or not self.inputs.alive(h):
-                # A heir this upgrade cannot prove it created, or whose instance the cloud is removing, stopped or
-                # failed, serves no donor: the pair is broken (the donor is given back below).
-                h.category, h.partner = UP_TO_DATE, None
-                self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
-                self.plan.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor),
-                                         reason="its instance is not running" if self.inputs.ours(h) else
-                                         "this upgrade did not create it"))
-            elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
-                sick = self.sick_instead(d) if d.info.control_plane else self.not_ready_instead(d)
-                if sick is not None:
-                    self.swap_donor(h, d, sick)
-            elif (d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir)
-                  and h.phase == PHASE_HEIR):
-                # Only a heir this collection wrote (phase heir, written with the donor annotation, heir first)
-                # completes a half pair.
-                d.category, d.partner, d.paired_now = DONOR, h.name, True
-                d.phase = PHASE_PAIRED
-                self.patch(d.name, self._pair_annotations(keys.heir, h.name, PHASE_PAIRED), expect={keys.heir: None})
-                self.plan.repairs.append(dict(name=d.name, action="complete", heir=h.name))
-            else:
-                h.category, h.partner = UP_TO_DATE, None
-                self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
-                self.plan.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor)))
+            self._check_heir(h)
         for d in [s for s in self.census.valid if s.category == DONOR]:
-            h = self.census.by_name.get(d.partner)
-            if h is not None and h.category == HEIR and h.partner == d.name:
-                continue
-            if (h is not None and h.category == UP_TO_DATE and same(h.group_id, d.group_id) and h.phase != PHASE_REPLACED
-                    and not h.info.annotations.get(keys.donor) and h.info.annotations.get(keys.obsolete) != "true"
-                    and self.inputs.ours(h) and self.inputs.alive(h)):
-                # The other half is only written on a node that could be a new heir (never seen before): an
-                # up-to-date node that has served for long is never made the heir of a donor by its annotation.
-                h.category, h.partner = HEIR, d.name
-                h.phase = PHASE_HEIR
-                d.paired_now = True
-                heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR), **{keys.started_at: stamp})
-                self.patch(h.name, dict(h.cache, **heir_annotations), expect={keys.donor: None})
-                h.cache = {}
-                self.plan.repairs.append(dict(name=h.name, action="complete", donor=d.name))
-            elif d.phase in _POINT_OF_NO_RETURN:
-                d.partner = None  # its heir is gone, but it cannot serve again: finish removing it
-            else:
-                d.category, d.partner = OUTDATED, None
-                # The phase stays: a drained node that is outdated again must be uncordoned (see `uncordon`).
-                self.patch(d.name, {keys.heir: None}, expect={keys.heir: d.info.annotations.get(keys.heir)})
-                self.plan.repairs.append(dict(name=d.name, action="unpair", heir=d.info.annotations.get(keys.heir)))
+            self._check_donor(d)
+
+    def _check_heir(self, h):
+        keys = self.inputs.keys
+        d = self.census.by_name.get(h.partner)
+        if d is None:
+            self._promote(h)
+        elif (self.inputs.proof and not self.inputs.ours(h)) or not self.inputs.alive(h):
+            # A heir this upgrade cannot prove it created, or whose instance the cloud is removing, stopped or
+            # failed, serves no donor: the pair is broken (the donor is given back below).
+            self._unpair_heir(h, reason="its instance is not running" if self.inputs.ours(h) else
+                              "this upgrade did not create it")
+        elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
+            sick = self.sick_instead(d) if d.info.control_plane else self.not_ready_instead(d)
+            if sick is not None:
+                self.swap_donor(h, d, sick)
+        elif (d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir)
+              and h.phase == PHASE_HEIR):
+            # Only a heir this collection wrote (phase heir, written with the donor annotation, heir first)
+            # completes a half pair.
+            d.category, d.partner, d.paired_now = DONOR, h.name, True
+            d.phase = PHASE_PAIRED
+            self.patch(d.name, self._pair_annotations(keys.heir, h.name, PHASE_PAIRED), expect={keys.heir: None})
+            self.plan.repairs.append(dict(name=d.name, action="complete", heir=h.name))
+        else:
+            self._unpair_heir(h)
+
+    def _promote(self, h):
+        """A heir whose donor is gone is an ordinary up-to-date node now: its replacement is done."""
+        keys = self.inputs.keys
+        h.category = UP_TO_DATE
+        h.phase = PHASE_REPLACED
+        started = h.info.annotations.get(keys.started_at) or h.info.annotations.get(keys.phase_since)
+        self.patch(h.name, {keys.donor: None, keys.phase: PHASE_REPLACED, keys.phase_since: self.inputs.stamp,
+                            keys.phase_history: trail_with(h.info.annotations, keys, PHASE_REPLACED, self.inputs.now),
+                            keys.started_at: started}, expect={keys.donor: h.partner})
+        self.plan.repairs.append(dict(name=h.name, action="promote", donor=h.partner))
+
+    def _unpair_heir(self, h, reason=None):
+        keys = self.inputs.keys
+        h.category, h.partner = UP_TO_DATE, None
+        self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
+        repair = dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor))
+        if reason is not None:
+            repair["reason"] = reason
+        self.plan.repairs.append(repair)
+
+    def _check_donor(self, d):
+        keys = self.inputs.keys
+        h = self.census.by_name.get(d.partner)
+        if h is not None and h.category == HEIR and h.partner == d.name:
+            return
+        if h is not None and self._may_complete_heir_half(h, d):
+            # The other half is only written on a node that could be a new heir (never seen before): an
+            # up-to-date node that has served for long is never made the heir of a donor by its annotation.
+            h.category, h.partner = HEIR, d.name
+            h.phase = PHASE_HEIR
+            d.paired_now = True
+            heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR),
+                                    **{keys.started_at: self.inputs.stamp})
+            self.patch(h.name, dict(h.cache, **heir_annotations), expect={keys.donor: None})
+            h.cache = {}
+            self.plan.repairs.append(dict(name=h.name, action="complete", donor=d.name))
+        elif d.phase in _POINT_OF_NO_RETURN:
+            d.partner = None  # its heir is gone, but it cannot serve again: finish removing it
+        else:
+            d.category, d.partner = OUTDATED, None
+            # The phase stays: a drained node that is outdated again must be uncordoned (see `uncordon`).
+            self.patch(d.name, {keys.heir: None}, expect={keys.heir: d.info.annotations.get(keys.heir)})
+            self.plan.repairs.append(dict(name=d.name, action="unpair", heir=d.info.annotations.get(keys.heir)))
+
+    def _may_complete_heir_half(self, h, d):
+        ann = h.info.annotations
+        return (h.category == UP_TO_DATE and same(h.group_id, d.group_id) and h.phase != PHASE_REPLACED
+                and not ann.get(self.inputs.keys.donor) and ann.get(self.inputs.keys.obsolete) != "true"
+                and self.inputs.ours(h) and self.inputs.alive(h))
 
     def sick_instead(self, d):
         """For a control-plane donor whose own etcd member is healthy while that of another outdated control-plane node
@@ -428,59 +462,74 @@ class _Planner:
 
     # 4. New nodes: current image, unpaired, never settled. Pair them with outdated nodes of their group.
     def pair_new_nodes(self):
-        keys, stamp = self.inputs.keys, self.inputs.stamp
         for s in self.census.valid:
             self.census.by_group.setdefault(group_key(s.group_id), []).append(s)
         for gkey in sorted(self.census.by_group):
-            members = self.census.by_group[gkey]
             if self.census.cp_busy and self.census.group_role(self.inputs.group_index, gkey) == ROLE_WORKER:
                 continue   # no worker is paired, nor removed as surplus, while the control plane is replaced
-            # The donor is the outdated node that most needs replacing: one that is not Ready, or whose etcd member
-            # is unhealthy, first; then the oldest instance.
-            free_outdated = sorted((s for s in members if s.category == OUTDATED), key=self.inputs.donor_order)
-            # An outdated node whose stale donor annotation is cleared in this pass (clear_stale_halves) is paired
-            # only in the next one: a kill between the heir's half and the donor's patch would otherwise leave two
-            # nodes that name each other as donor, a cycle that is then left alone for good.
-            clearing = [s for s in free_outdated if s.info.annotations.get(keys.donor)]
-            free_outdated = [s for s in free_outdated if s not in clearing]
-            # With a journal, only a node it proves this upgrade created serves as a heir (also after its image was
-            # cached and its pairing lost); any other node on the image is capacity, named and left alone.
-            candidates = [s for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED
-                          and self.inputs.ours(s) and self.inputs.alive(s)]
-            if self.inputs.proof and free_outdated:
-                self.foreign.extend(dict(name=s.name, group=s.group_id, provider_id=s.info.provider_id)
-                                    for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED
-                                    and not self.inputs.ours(s))
-            nodes_now = sum(1 for s in members if s.category != OBSOLETE)
-            for s in candidates:
-                if free_outdated:
-                    d = free_outdated.pop(0)
-                    d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
-                    s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
-                    self.plan.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id, reason=self.inputs.donor_reason(d)))
-                    heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR),
-                                            **{keys.started_at: stamp})
-                    self.patch(s.name, dict(s.cache, **heir_annotations), expect={keys.donor: None})
-                    s.cache = {}
-                    self.patch(d.name, self._pair_annotations(keys.heir, s.name, PHASE_PAIRED), expect={keys.heir: None})
-                elif clearing:
-                    clearing.pop(0)   # its donor-to-be is free from the next pass on: not surplus
-                elif s.phase == PHASE_HEIR and not self.inputs.proof:
-                    # It was created as a heir and no donor needs it any more: surplus, remove it (with a journal,
-                    # only above the group's start count: remove_surplus).
-                    s.category = NEW
-                    self.plan.obsolete.append(s.name)
-                    self.patch(s.name, dict(s.cache, **{
-                        keys.obsolete: "true", keys.phase: None, keys.phase_since: stamp,
-                        keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.inputs.now)}))
-                    s.cache = {}
-                    nodes_now -= 1
-                elif self.inputs.created_by_us(s) is not None:
-                    nodes_now -= self.remove_surplus(s, gkey, nodes_now)
-                elif self.unrecorded_refill(s, nodes_now, gkey):
-                    self.refill_done(s)
-                # A node that nothing needs and that the journal does not record as created by this upgrade is
-                # simply up to date: we cannot prove we created it, so it is never deleted.
+            self._pair_group(gkey, self.census.by_group[gkey])
+
+    def _pair_group(self, gkey, members):
+        inputs = self.inputs
+        free_outdated, clearing = self._donors_to_be(members)
+        # With a journal, only a node it proves this upgrade created serves as a heir (also after its image was
+        # cached and its pairing lost); any other node on the image is capacity, named and left alone.
+        fresh = [s for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED]
+        candidates = [s for s in fresh if inputs.ours(s) and inputs.alive(s)]
+        if inputs.proof and free_outdated:
+            self.foreign.extend(dict(name=s.name, group=s.group_id, provider_id=s.info.provider_id)
+                                for s in fresh if not inputs.ours(s))
+        nodes_now = sum(1 for s in members if s.category != OBSOLETE)
+        for s in candidates:
+            if free_outdated:
+                self._pair(s, free_outdated.pop(0))
+            elif clearing:
+                clearing.pop(0)   # its donor-to-be is free from the next pass on: not surplus
+            else:
+                nodes_now -= self._unneeded(s, gkey, nodes_now)
+
+    def _donors_to_be(self, members):
+        """(the outdated nodes free to pair, in the order they are taken; those paired only next pass). The donor is
+        the outdated node that most needs replacing: one that is not Ready, or whose etcd member is unhealthy, first;
+        then the oldest instance. An outdated node whose stale donor annotation is cleared in this pass
+        (clear_stale_halves) is paired only in the next one: a kill between the heir's half and the donor's patch
+        would otherwise leave two nodes that name each other as donor, a cycle that is then left alone for good."""
+        outdated = sorted((s for s in members if s.category == OUTDATED), key=self.inputs.donor_order)
+        clearing = [s for s in outdated if s.info.annotations.get(self.inputs.keys.donor)]
+        return [s for s in outdated if s not in clearing], clearing
+
+    def _pair(self, s, d):
+        """New node `s` becomes the heir of outdated node `d`: written heir first."""
+        keys = self.inputs.keys
+        d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
+        s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
+        self.plan.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id, reason=self.inputs.donor_reason(d)))
+        heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR),
+                                **{keys.started_at: self.inputs.stamp})
+        self.patch(s.name, dict(s.cache, **heir_annotations), expect={keys.donor: None})
+        s.cache = {}
+        self.patch(d.name, self._pair_annotations(keys.heir, s.name, PHASE_PAIRED), expect={keys.heir: None})
+
+    def _unneeded(self, s, gkey, nodes_now):
+        """A new node of ours that no donor needs: surplus, or the refill of a worker removed delete-first. Returns 1
+        when it is marked for removal. A node that nothing needs and that the journal does not record as created by
+        this upgrade is simply up to date: we cannot prove we created it, so it is never deleted."""
+        keys = self.inputs.keys
+        if s.phase == PHASE_HEIR and not self.inputs.proof:
+            # It was created as a heir and no donor needs it any more: surplus, remove it (with a journal,
+            # only above the group's start count: remove_surplus).
+            s.category = NEW
+            self.plan.obsolete.append(s.name)
+            self.patch(s.name, dict(s.cache, **{
+                keys.obsolete: "true", keys.phase: None, keys.phase_since: self.inputs.stamp,
+                keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.inputs.now)}))
+            s.cache = {}
+            return 1
+        if self.inputs.created_by_us(s) is not None:
+            return self.remove_surplus(s, gkey, nodes_now)
+        if self.unrecorded_refill(s, nodes_now, gkey):
+            self.refill_done(s)
+        return 0
 
     # 3b. One ordering rule everywhere: while a control-plane node still has to be replaced, no worker is paired,
     #     drained, deleted or created.
