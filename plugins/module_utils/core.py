@@ -42,6 +42,9 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_input
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_census import Census, NodeState
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_instances import Arrivals, instances_without_nodes
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_delete_first import plan_delete_first
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_surplus import (
+    groups_short, open_slot, refills_on, surplus_decision, unproven_surplus, unrecorded_refill,
+)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_surge import group_budgets, plan_creations
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import (
     Budget, Eta, Plan, Progress, UpgradeFacts,
@@ -99,7 +102,8 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     planner.plan.delete_instances = planner.arrivals.delete_instances
     planner.leaving_steps()
     planner.creations()
-    planner.unproven_surplus()
+    # 8c. Capacity not restored by nodes nothing proves we created (issue 13): named, never removed.
+    planner.problems.extend(unproven_surplus(inputs, planner.census, planner.group_reports))
     return planner.result()
 
 
@@ -527,7 +531,7 @@ class _Planner:
             return 1
         if self.inputs.created_by_us(s) is not None:
             return self.remove_surplus(s, gkey, nodes_now)
-        if self.unrecorded_refill(s, nodes_now, gkey):
+        if unrecorded_refill(self.inputs, self.census, self.plan.record_refills, s, nodes_now, gkey):
             self.refill_done(s)
         return 0
 
@@ -538,25 +542,16 @@ class _Planner:
 
     def remove_surplus(self, s, gkey, nodes_now):
         """A node this upgrade created that no donor needs: marked obsolete (then drained and deleted) while its
-        group holds more nodes than at the start. Returns 1 when it was marked."""
-        keys, start = self.inputs.keys, self.inputs.start_counts.get(gkey)
-        entry = dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
-                     created=self.inputs.created_by_us(s).get("created"), nodes=nodes_now, start_count=start)
-        if start is None:
-            self.plan.surplus.append(dict(entry, action="kept", reason="the journal does not record how many nodes "
-                                     "scaling group %s had at the start" % s.group_id))
-            return 0
-        if nodes_now <= start:
-            self.plan.surplus.append(dict(entry, action="kept", reason="scaling group %s holds %d node(s), not more than "
-                                     "the %d it had at the start" % (s.group_id, nodes_now, start)))
-            if not s.info.control_plane and unavailable_limit(self.inputs.options.max_unavailable, 1) > 0:
+        group holds more nodes than at the start (plan_surplus). Returns 1 when it was marked."""
+        keys = self.inputs.keys
+        entry = surplus_decision(self.inputs, s, gkey, nodes_now)
+        self.plan.surplus.append(entry)
+        if entry["action"] == "kept":
+            if entry["start_count"] is not None and refills_on(self.inputs, s):
                 self.refill_done(s)
             return 0
         s.category = NEW
         self.plan.obsolete.append(s.name)
-        self.plan.surplus.append(dict(entry, action="obsolete", reason="created by this upgrade (journal), no donor "
-                                      "needs it, and scaling group %s holds %d node(s), more than the %d it had at the "
-                                      "start" % (s.group_id, nodes_now, start)))
         self.patch(s.name, dict(s.cache, **{
             keys.obsolete: "true", keys.phase: None, keys.phase_since: self.inputs.stamp,
             keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.inputs.now)}),
@@ -564,39 +559,16 @@ class _Planner:
         s.cache = {}
         return 1
 
-    def open_slot(self, s):
-        """The first worker of `s`'s group removed delete-first that no node replaced yet, or None."""
-        taken = set(self.inputs.refills) | set(self.plan.record_refills)
-        for slot, entry in sorted(self.inputs.removed_first.items()):
-            if slot not in taken and slot not in self.census.by_name and same(entry.get("group"), s.group_id):
-                return slot
-        return None
-
     def refill_slot(self, s):
         """The worker removed delete-first that refill `s` replaces: the one the journal assigns to it, else the
         first of its group that no node replaced yet (None when there is none)."""
         for slot, refill in sorted(self.inputs.refills.items()):
             if refill == s.name:
                 return slot
-        slot = self.open_slot(s)
+        slot = open_slot(self.inputs, self.census, self.plan.record_refills, s)
         if slot is not None:
             self.plan.record_refills[slot] = s.name
         return slot
-
-    def unrecorded_refill(self, s, nodes_now, gkey):
-        """Whether `s`, a fresh worker (its image never cached) that the journal does not record, is the refill
-        of a worker removed delete-first: a run killed between the cloud's create and its record leaves such a
-        node. It is when its group is not above its start count and the cloud created its instance after that
-        removal was decided. It then gets the removed worker's labels, which is additive: nothing proves it is
-        ours, so it is still never removed as surplus."""
-        start = self.inputs.start_counts.get(gkey)
-        if (s.info.control_plane or start is None or nodes_now > start or self.inputs.keys.image in s.info.annotations
-                or unavailable_limit(self.inputs.options.max_unavailable, 1) == 0):
-            return False
-        slot = self.open_slot(s)
-        since = parse_time((self.inputs.removed_first.get(slot) or {}).get("since")) if slot is not None else None
-        inst = self.inputs.instance_of(s)
-        return since is not None and inst is not None and inst.created_at is not None and inst.created_at >= since
 
     def refill_done(self, s):
         """A node this upgrade created to refill a group whose donor it replaces was removed delete-first (no
@@ -788,57 +760,6 @@ class _Planner:
             expect={keys.heir: None, keys.obsolete: s.info.annotations.get(keys.obsolete)})
         s.cache = {}
 
-    # 8c. Capacity not restored by nodes nothing proves we created (issue 13): named, never removed.
-    def unproven_surplus(self):
-        """A settled group (every node up to date, nothing joining, leaving or marked) that holds more nodes
-        than at the start, with no surplus the journal proves ours: the extra nodes may be heirs a run
-        created and was killed before recording. Nothing proves which, so none is removed; each of the
-        newest unrecorded nodes (as many as the excess) is reported as a problem with action "kept"."""
-        for report in self.group_reports:
-            gkey = group_key(report["id"])
-            start = self.inputs.start_counts.get(gkey)
-            busy = any(report[k] for k in (OUTDATED, DONOR, HEIR, NEW, OBSOLETE)) or report["joining"] or report["leaving"]
-            if start is None or busy or not report["image_current"] or report["nodes_serving"] <= start:
-                continue
-            extra = report["nodes_serving"] - start
-            unrecorded = [s for s in self.census.by_group.get(gkey, []) if self.census.final.get(s.name) == UP_TO_DATE
-                          and self.inputs.created_by_us(s) is None]
-            instances = {s.name: self.inputs.instance_of(s) for s in unrecorded}
-            created = {name: inst.created_at if inst is not None else None for name, inst in instances.items()}
-            unrecorded.sort(key=lambda s: (created[s.name] is None, -(created[s.name] or 0), s.name))
-            for s in unrecorded[:extra]:
-                self.problems.append(_problem(s.name, None, "unproven_surplus", (
-                    "scaling group %s holds %d nodes, %d more than the %d it had when the upgrade started, and the "
-                    "journal records none of them as created by this upgrade; this node is one of the %d newest "
-                    "(instance %s, created %s) and may be a heir whose creation a killed run never recorded. Nothing "
-                    "proves it is ours, so it is kept: if it is surplus, remove it by hand (kubectl drain %s, csp_node "
-                    "state=absent for its instance, kubectl delete node %s)") % (
-                    report["id"], report["nodes_serving"], extra, start, extra, s.info.provider_id or "unknown",
-                    format_time(created[s.name]) if created[s.name] is not None else "at an unknown time",
-                    s.name, s.name)))
-                self.problems[-1]["action"] = "kept"
-
-    def groups_short(self):
-        """The groups (their reports, with ready_on_image set) that hold fewer Ready nodes on the target image (as the
-        cloud says their instances run) than the journal says they had at the start."""
-        short = []
-        for report in self.group_reports:
-            gkey = group_key(report["id"])
-            start = self.inputs.start_counts.get(gkey)
-            ready = 0
-            for s in self.census.by_group.get(gkey, []):
-                inst = self.inputs.instance_of(s)
-                on_image = (inst is not None and inst.state == RUNNING and same(inst.image, self.inputs.target)
-                            if self.inputs.cloud_consulted else same(s.image, self.inputs.target))
-                # (A node someone else cordoned still counts: the cordon is theirs to lift.)
-                if self.census.final.get(s.name) not in (OBSOLETE, INVALID) and s.info.ready and on_image:
-                    ready += 1
-            report["ready_on_image"] = ready
-            if start is not None and ready < start:
-                report.setdefault("start_count", start)
-                short.append(report)
-        return short
-
     # 9. Progress, ETA and the result.
     def result(self):
         set_group_image = [dict(group=r["id"], image=self.inputs.target) for r in self.group_reports if not r["image_current"]]
@@ -846,7 +767,7 @@ class _Planner:
         replaced, done_count = self.replacements_done()
         progress = self.progress(done_count)
         eta = _eta(replaced, self.inputs.keys, progress.remaining, self.inputs.options.eta_min_samples, self.inputs.now)
-        short = self.groups_short()
+        short = groups_short(self.inputs, self.census, self.group_reports)
         done = progress.remaining == 0 and self.settled() and not short
         for report in short:
             if not any(b["group"] == report["id"] for b in self.plan.create_blocked):
