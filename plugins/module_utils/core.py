@@ -11,6 +11,20 @@ lists. A donor (old node) goes through the phases
     paired -> draining -> drained -> [etcd-removed (control plane only)] -> gone
 and its heir (new node) through
     heir -> replaced (its donor is gone; the heir is now an ordinary up-to-date node).
+
+The planner's parts, in the order plan_upgrade() runs them:
+    vocabulary.py        keys, phases, node groups, options, NodeInfo and the helpers all parts share
+    plan_inputs.py       PlanInputs: the options, the cloud's answer in scope, the journal (with the creations
+                         open create intents account for) and etcd's health, read once
+    core.py (_Planner)   the node steps: locate, classify, screen, repair pairs, pair new nodes, cache, copy
+                         labels; they fill plan_census.Census (where every node stands) and write the Plan
+    plan_instances.py    Arrivals: instances without a Node (joining, failed, orphans)
+    crosschecks.py       the agreement of cloud and cluster before every destructive step (also the executor's)
+    plan_surge.py        per group budget and creations, control plane first and one at a time
+    plan_delete_first.py delete-first replacements (max_unavailable) in worker groups
+    plan_surplus.py      new nodes no donor needs, refills, capacity above the start that nothing proves ours
+    upgrade_plan.py      the result: Plan inside UpgradeFacts, to_dict() as node_image_facts returns it
+core re-exports the names of vocabulary.py and crosschecks.py that its callers use (core.<name>).
 """
 
 from __future__ import annotations
@@ -87,6 +101,7 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     inputs = read_inputs(nodes, options, groups, instances, group_errors, now, normalize, scope, created, start_counts,
                          removed_first, refills, intents, control_plane_health)
     planner = _Planner(inputs)
+    # 1-5. Where every node stands, its pair repaired or made, and the Kubernetes-side writes (census, plan).
     planner.locate_nodes()
     planner.classify()
     planner.screen()
@@ -100,15 +115,19 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     # 6. Instances without a Node: joining, failed joins, orphans.
     planner.arrivals = instances_without_nodes(inputs, planner.census.states, planner.census.by_name)
     planner.plan.delete_instances = planner.arrivals.delete_instances
+    # 7. Leaving nodes: drain, etcd removal, deletion, each once the cross-checks agree.
     planner.leaving_steps()
+    # 8. Surge (and delete-first) creations per group.
     planner.creations()
     # 8c. Capacity not restored by nodes nothing proves we created (issue 13): named, never removed.
     planner.problems.extend(unproven_surplus(inputs, planner.census, planner.group_reports))
+    # 9. Progress, ETA and the result.
     return planner.result()
 
 
 class _Planner:
-    """The steps of plan_upgrade over shared working state (still pure: nothing here does I/O)."""
+    """The node steps of plan_upgrade over its working state: the inputs (read only), the census, the arrivals,
+    the Plan and the node patches it writes, the problems it names (pure: nothing here does I/O)."""
 
     def __init__(self, inputs):
         self.inputs = inputs
