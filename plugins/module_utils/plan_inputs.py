@@ -83,9 +83,10 @@ class PlanInputs:
         """How many instances the intent's create may have made: by how much the group's target size grew since the
         intent recorded it, less the instances of this upgrade's other creates stamped since. The cloud stamps
         creation times to the second (AWS LaunchTime), so an instance the group made by itself (autohealing) in the
-        second of a create that a kill cut off before the call reads as that create; only a create grows the target
-        size. `made` where either size is unknown (an older journal, a cloud that reports none): the time window
-        alone, as before."""
+        second of a create that a kill cut off before the call reads as that create; autohealing replaces an
+        instance without growing the target size, our create grows it. (Someone else's scale-up in that very second
+        grows it too and is still not told apart.) `made` where either size is unknown (an older journal, a cloud
+        that reports none): the time window alone, as before."""
         before, group = intent.get("target_size"), self.group_index.get(gkey)
         now = group.target_size if group is not None else None
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (before, now)):
