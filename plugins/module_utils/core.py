@@ -11,616 +11,62 @@ lists. A donor (old node) goes through the phases
     paired -> draining -> drained -> [etcd-removed (control plane only)] -> gone
 and its heir (new node) through
     heir -> replaced (its donor is gone; the heir is now an ordinary up-to-date node).
+
+The planner's parts, in the order plan_upgrade() runs them:
+    vocabulary.py        keys, phases, node groups, options, NodeInfo and the helpers all parts share
+    plan_inputs.py       PlanInputs: the options, the cloud's answer in scope, the journal (with the creations
+                         open create intents account for) and etcd's health, read once
+    core.py (_Planner)   the node steps: locate, classify, screen, repair pairs, pair new nodes, cache, copy
+                         labels; they fill plan_census.Census (where every node stands) and write the Plan
+    plan_instances.py    Arrivals: instances without a Node (joining, failed, orphans)
+    crosschecks.py       the agreement of cloud and cluster before every destructive step (also the executor's)
+    plan_surge.py        per group budget and creations, control plane first and one at a time
+    plan_delete_first.py delete-first replacements (max_unavailable) in worker groups
+    plan_surplus.py      new nodes no donor needs, refills, capacity above the start that nothing proves ours
+    upgrade_plan.py      the result: Plan inside UpgradeFacts, to_dict() as node_image_facts returns it
+core re-exports the names of vocabulary.py and crosschecks.py that its callers use (core.<name>).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Dict, List, Optional
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
-    DELETING,
-    FAILED,
-    ROLE_CONTROL_PLANE,
-    ROLE_WORKER,
-    RUNNING,
-    STOPPED,
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (  # pylint: disable=unused-import
+    DELETING, FAILED, ROLE_CONTROL_PLANE, ROLE_WORKER, RUNNING,
+)
+# The vocabulary and the cross-checks live in their own files; core re-exports them (its callers use core.<name>).
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (  # pylint: disable=unused-import
+    DEFAULT_PREFIX, REFERENCE_PREFIX, CONTROL_PLANE_LABEL, DEFAULT_JOIN_TIMEOUT, INTENT_WINDOW, PHASE_PAIRED,
+    PHASE_DRAINING, PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING, DONOR_PHASES, KNOWN_DONOR_PHASES, PHASE_HEIR,
+    PHASE_REPLACED, _POINT_OF_NO_RETURN, OUTDATED, UP_TO_DATE, DONOR, HEIR, NEW, OBSOLETE, INVALID, NODE_GROUPS,
+    PlanInputError, AnnotationKeys, same, is_reserved_label, copyable_labels, copyable_taints, labels_to_copy,
+    taints_to_copy, surge_limit, unavailable_limit, format_time, parse_time, default_normalize, NodeInfo, Options,
+)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosschecks import (  # pylint: disable=unused-import
+    STEP_CORDON, STEP_DRAIN, STEP_ETCD_REMOVAL, STEP_INSTANCE_DELETION, STEP_NODE_DELETION, DESTRUCTIVE_STEPS,
+    TRAIL_OBSOLETE, _TRAIL_RANK, CLOCK_SKEW, valid_node_name, parse_trail, trail_with, CloudView, _problem,
+    annotation_problems, check_cordon, check_drain, check_etcd_removal, check_instance_deletion,
+    check_node_deletion, CHECKS, check_step,
 )
 
-DEFAULT_PREFIX = validate.DEFAULT_PREFIX
-REFERENCE_PREFIX = "constellation.edgeless.systems"
-CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
-DEFAULT_JOIN_TIMEOUT = 30 * 60
-# Seconds after a recorded create intent within which the cloud's new instance of that group is taken as the one
-# the create made. Clouds stamp an instance within seconds of the create call; someone else's scale-up a minute
-# later is not taken. An instance stamped later is left alone (capacity), never taken: the safe side.
-INTENT_WINDOW = 45
 
-# Donor phases, in order. The role records each one (node_pair `phases`) after the step succeeded.
-PHASE_PAIRED = "paired"
-PHASE_DRAINING = "draining"
-PHASE_DRAINED = "drained"
-PHASE_ETCD_REMOVED = "etcd-removed"
-PHASE_DELETING = "deleting"   # read only: see KNOWN_DONOR_PHASES
-DONOR_PHASES = (PHASE_PAIRED, PHASE_DRAINING, PHASE_DRAINED, PHASE_ETCD_REMOVED)
-# Every phase a donor may carry. `deleting` was defined and accepted by earlier releases but never written
-# (deleting the instance and the Node are idempotent steps that need no record); a node an older run left
-# with it still resumes as before: it never serves again and goes straight to deletion.
-KNOWN_DONOR_PHASES = DONOR_PHASES + (PHASE_DELETING,)
-# Heir phases.
-PHASE_HEIR = "heir"
-PHASE_REPLACED = "replaced"
-# Phases after which a node must not serve again (etcd member gone, or deletion under way).
-_POINT_OF_NO_RETURN = (PHASE_ETCD_REMOVED, PHASE_DELETING)
-
-# Node groups; every node is in exactly one.
-OUTDATED = "outdated"
-UP_TO_DATE = "up_to_date"
-DONOR = "donor"
-HEIR = "heir"
-NEW = "new"
-OBSOLETE = "obsolete"
-INVALID = "invalid"
-NODE_GROUPS = (OUTDATED, UP_TO_DATE, DONOR, HEIR, NEW, OBSOLETE, INVALID)
-
-_RESERVED_DOMAINS = ("kubernetes.io", "k8s.io")
-_SURGE = re.compile(r"^\s*(\d+)\s*(%?)\s*$")
-
-
-class PlanInputError(ValueError):
-    """An option the planner cannot work with (the message names it)."""
-
-
-class AnnotationKeys:
-    """Full annotation keys under one prefix."""
-
-    NAMES = ("scaling-group-id", "node-image", "heir", "donor", "obsolete", "phase", "phase-since", "phase-history",
-             "started-at")
-
-    def __init__(self, prefix=DEFAULT_PREFIX):
-        # One rule for every module (validate.annotation_prefix): no default in place of an empty prefix.
-        problem = validate.annotation_prefix("annotation_prefix", prefix)
-        if problem:
-            raise PlanInputError(problem)
-        self.prefix = prefix
-        self.group = prefix + "/scaling-group-id"
-        self.image = prefix + "/node-image"
-        self.heir = prefix + "/heir"
-        self.donor = prefix + "/donor"
-        self.obsolete = prefix + "/obsolete"
-        self.phase = prefix + "/phase"
-        self.phase_since = prefix + "/phase-since"
-        self.phase_history = prefix + "/phase-history"
-        self.started_at = prefix + "/started-at"
-
-    def short(self, key):
-        return key[len(self.prefix) + 1:] if key.startswith(self.prefix + "/") else key
-
-
-# ---------------------------------------------------------------------------------------------------
-# Small pure helpers
-
-def same(a, b):
-    """Case-insensitive equality for images and scaling-group IDs."""
-    return (a or "").strip().lower() == (b or "").strip().lower()
-
-
-def is_reserved_label(key):
-    """Labels that belong to Kubernetes and are never copied from donor to heir: exactly those whose
-    prefix (the part before `/`) is kubernetes.io or k8s.io, or a subdomain of one of them
-    (`node.kubernetes.io/x`, `foo.k8s.io/y`). `mykubernetes.io/x`, `notk8s.io/team`, `example.com/kubernetes.io`
-    and keys without a prefix are user labels."""
-    if "/" not in (key or ""):
-        return False
-    prefix = key.split("/", 1)[0].lower()
-    return any(prefix == domain or prefix.endswith("." + domain) for domain in _RESERVED_DOMAINS)
-
-
-def copyable_labels(labels, exclude=()):
-    excluded = set(exclude or ())
-    return {k: v for k, v in (labels or {}).items() if not is_reserved_label(k) and k not in excluded}
-
-
-def copyable_taints(taints, exclude=()):
-    excluded = set(exclude or ())
-    return [t for t in (taints or []) if not is_reserved_label(t.get("key", "")) and t.get("key") not in excluded]
-
-
-def labels_to_copy(donor_labels, heir_labels, exclude=()):
-    """Donor labels the heir lacks or holds with another value (labels only the heir has stay)."""
-    heir_labels = heir_labels or {}
-    return {k: v for k, v in sorted(copyable_labels(donor_labels, exclude).items()) if heir_labels.get(k) != v}
-
-
-def taints_to_copy(donor_taints, heir_taints, exclude=()):
-    """Donor taints (by key and effect) the heir lacks or holds with another value."""
-    have = {(t.get("key"), t.get("effect")): t.get("value") for t in (heir_taints or [])}
-    missing = []
-    for taint in copyable_taints(donor_taints, exclude):
-        ident = (taint.get("key"), taint.get("effect"))
-        if ident not in have or have[ident] != taint.get("value"):
-            missing.append({k: taint[k] for k in ("key", "value", "effect") if taint.get(k) is not None})
-    return missing
-
-
-def surge_limit(max_surge, group_size):
-    """max_surge as an integer, or `N%` of the group (rounded up, at least 1 when N > 0)."""
-    if isinstance(max_surge, bool):
-        raise PlanInputError("max_surge must be an integer or a percentage like '25%', got a boolean")
-    if isinstance(max_surge, int):
-        number, percent = max_surge, False
-    else:
-        match = _SURGE.match(str(max_surge))
-        if not match:
-            raise PlanInputError("max_surge must be an integer or a percentage like '25%%', got %r" % (max_surge,))
-        number, percent = int(match.group(1)), bool(match.group(2))
-    if number < 0:
-        raise PlanInputError("max_surge must not be negative, got %r" % (max_surge,))
-    if not percent:
-        return number
-    if number == 0:
-        return 0
-    return max(1, int(math.ceil(group_size * number / 100.0)))
-
-
-def unavailable_limit(max_unavailable, group_size):
-    """max_unavailable as an integer, or `N%` of the group rounded down (at least 1 when N > 0): how many nodes
-    a worker group may lack while they are replaced delete-first. Rounded down, as Kubernetes rounds
-    maxUnavailable, so a percentage never takes away more than it says, except that 1% of a small group is 1."""
-    if isinstance(max_unavailable, bool):
-        raise PlanInputError("max_unavailable must be an integer or a percentage like '25%', got a boolean")
-    if isinstance(max_unavailable, int):
-        number, percent = max_unavailable, False
-    else:
-        match = _SURGE.match(str(max_unavailable if max_unavailable is not None else 0))
-        if not match:
-            raise PlanInputError("max_unavailable must be an integer or a percentage like '25%%', got %r"
-                                 % (max_unavailable,))
-        number, percent = int(match.group(1)), bool(match.group(2))
-    if number < 0:
-        raise PlanInputError("max_unavailable must not be negative, got %r" % (max_unavailable,))
-    if not percent or number == 0:
-        return number
-    return max(1, int(math.floor(group_size * number / 100.0)))
-
-
-def format_time(epoch):
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text):
-    """Epoch seconds from an RFC 3339 timestamp, or None when absent or unreadable."""
-    if not text:
-        return None
-    try:
-        value = datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%SZ")
-    except ValueError:
-        try:
-            value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.timestamp()
-
-
-def default_normalize(provider_id):
-    return (provider_id or "").strip().lower()
-
-
-# ---------------------------------------------------------------------------------------------------
-# Inputs
-
-@dataclass
-class NodeInfo:
-    """What the planner needs of one Node, taken from its API object."""
-
-    name: str
-    provider_id: str = ""
-    labels: Dict[str, str] = field(default_factory=dict)
-    annotations: Dict[str, str] = field(default_factory=dict)
-    taints: List[dict] = field(default_factory=list)
-    ready: bool = False
-    unschedulable: bool = False
-    internal_ips: List[str] = field(default_factory=list)
-    resource_version: str = ""
-    ready_since: Optional[float] = None   # when the Ready condition last turned True (epoch seconds)
-
-    @property
-    def control_plane(self):
-        return CONTROL_PLANE_LABEL in self.labels
-
-    @classmethod
-    def from_k8s(cls, node):
-        """From a Node as the API returns it (plain JSON dict)."""
-        meta = node.get("metadata") or {}
-        spec = node.get("spec") or {}
-        status = node.get("status") or {}
-        ready_condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
-        ready = ready_condition.get("status") == "True"
-        ips = [a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP" and a.get("address")]
-        return cls(
-            name=meta.get("name", ""),
-            provider_id=spec.get("providerID") or "",
-            labels=dict(meta.get("labels") or {}),
-            annotations=dict(meta.get("annotations") or {}),
-            taints=list(spec.get("taints") or []),
-            ready=ready,
-            unschedulable=bool(spec.get("unschedulable")),
-            internal_ips=ips,
-            resource_version=meta.get("resourceVersion", ""),
-            ready_since=parse_time(ready_condition.get("lastTransitionTime")) if ready else None,
-        )
-
-
-@dataclass
-class Options:
-    image: str
-    annotation_prefix: str = DEFAULT_PREFIX
-    max_surge: object = 1
-    max_surge_total: Optional[int] = None
-    join_timeout: float = DEFAULT_JOIN_TIMEOUT
-    exclude_labels: tuple = ()
-    copy_taints: bool = False
-    eta_min_samples: int = 2
-    heir_ready_seconds: float = 0   # how long a heir must have been Ready before its donor is drained
-    max_unavailable: object = 0     # worker nodes a group may lack while replaced delete-first (see _DeleteFirst)
-    no_surge: bool = False          # the quota leaves no room for one more instance: no heir beyond the start count
-
-    def validate(self):
-        if not isinstance(self.image, str) or not self.image.strip() or any(c.isspace() for c in self.image.strip()):
-            raise PlanInputError("image must be a non-empty image reference without spaces, got %r" % (self.image,))
-        surge_limit(self.max_surge, 1)
-        # The rules of the modules and the role (validate.py): 0 would never replace a node, 10**20 is no count.
-        for problem in validate.check(dict(max_surge=self.max_surge, max_surge_total=self.max_surge_total,
-                                           max_unavailable=self.max_unavailable), validate.SURGE_RULES):
-            raise PlanInputError(problem)
-        unavailable_limit(self.max_unavailable, 1)
-        if self.join_timeout is None or float(self.join_timeout) <= 0:
-            raise PlanInputError("join_timeout must be a positive number of seconds, got %r" % (self.join_timeout,))
-        return AnnotationKeys(self.annotation_prefix)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Cross-checks before every destructive step (cordon, drain, etcd removal, instance deletion, Node
-# deletion). Pure functions of plain data: the planner, the executor and the modules that act on their own
-# (node_drain, node_delete, csp_node) call the same ones. Each returns a list of problems; an empty list
-# means the cloud and the cluster agree and the step may be taken. A problem is a dict with `node`,
-# `step`, `code` and a `message` that starts with "node <name>: " and says what is inconsistent.
-
-STEP_CORDON = "cordon"
-STEP_DRAIN = "drain"
-STEP_ETCD_REMOVAL = "etcd-removal"
-STEP_INSTANCE_DELETION = "instance-deletion"
-STEP_NODE_DELETION = "node-deletion"
-DESTRUCTIVE_STEPS = (STEP_CORDON, STEP_DRAIN, STEP_ETCD_REMOVAL, STEP_INSTANCE_DELETION, STEP_NODE_DELETION)
-
-# The phase trail (annotation <prefix>/phase-history): every phase this collection recorded for the
-# node's current replacement, in order, as `phase@time` entries separated by commas. A step after the drain
-# is only taken when the trail shows the drain (and, for a control-plane node, the etcd removal).
-TRAIL_OBSOLETE = "obsolete"
-_TRAIL_RANK = {PHASE_HEIR: 0, PHASE_PAIRED: 0, TRAIL_OBSOLETE: 1, PHASE_DRAINING: 2, PHASE_DRAINED: 3,
-               PHASE_ETCD_REMOVED: 4, PHASE_DELETING: 5, PHASE_REPLACED: 6}
-CLOCK_SKEW = 600          # seconds a recorded time may lie in the future (clocks of the hosts that ran us)
-_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def valid_node_name(name):
-    """A Node name must be a DNS subdomain (RFC 1123): lower case, digits, '-' and '.', at most 253."""
-    return isinstance(name, str) and 0 < len(name) <= 253 and bool(_NODE_NAME.match(name))
-
-
-def parse_trail(text):
-    """([(phase, epoch)], error message or None) from a phase-history annotation."""
-    entries = []
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        phase, _sep, stamp = part.partition("@")
-        when = parse_time(stamp)
-        if phase not in _TRAIL_RANK or when is None:
-            return entries, "its phase-history annotation holds %r, which is not a phase@time entry this collection writes" % part[:80]
-        entries.append((phase, when))
-    if text and not entries:
-        # This collection never writes a trail without an entry (it removes the annotation instead).
-        return entries, "its phase-history annotation holds %r, which has no phase@time entry this collection writes" % text[:80]
-    return entries, None
-
-
-def trail_with(annotations, keys, phase, now, reset=False):
-    """The phase-history value after recording `phase` at `now` (a fresh trail with reset=True)."""
-    entries = [] if reset else parse_trail((annotations or {}).get(keys.phase_history))[0]
-    entries.append((phase, now))
-    return ",".join("%s@%s" % (p, format_time(t)) for p, t in entries)
-
-
-def _as_info(node):
-    if node is None or isinstance(node, NodeInfo):
-        return node
-    return NodeInfo.from_k8s(node)
-
-
-class CloudView:
-    """What the cloud says about instances, for the cross-checks: the listed instances by providerID.
-    `complete` says whether every group the nodes could be in was listed, so that an instance missing from
-    the view is really absent from the cloud."""
-
-    def __init__(self, instances, normalize=default_normalize, complete=True):
-        self.normalize = normalize
-        self.complete = complete
-        self.by_provider_id = {}
-        for inst in instances or []:
-            self.by_provider_id[normalize(inst.provider_id)] = inst
-
-    def instance(self, info):
-        return self.instance_by_id(info.provider_id) if info is not None else None
-
-    def instance_by_id(self, provider_id):
-        return self.by_provider_id.get(self.normalize(provider_id)) if provider_id else None
-
-
-def _problem(name, step, code, message):
-    return dict(node=name, step=step, code=code, message="node %s: %s" % (name, message))
-
-
-def annotation_problems(node, keys, now=None, step=None):
-    """What is wrong with one node's own upgrade annotations, whoever wrote them: a heir or donor
-    annotation that is no node name or names the node itself, an obsolete mark this collection did not
-    record, a phase trail that is unreadable, out of order, in the future or disagrees with the phase."""
-    info = _as_info(node)
-    ann, name, problems = info.annotations, info.name, []
-    for key, what in ((keys.heir, "heir"), (keys.donor, "donor")):
-        value = ann.get(key)
-        if value is None or value == "":
-            continue
-        if not valid_node_name(value):
-            problems.append(_problem(name, step, "garbage_" + what, "%s annotation holds %r, which is not a node name"
-                                     % (what, value[:80])))
-        elif value == name:
-            problems.append(_problem(name, step, "self_" + what, "%s annotation names the node itself" % what))
-    entries, error = parse_trail(ann.get(keys.phase_history))
-    if error:
-        problems.append(_problem(name, step, "garbage_trail", error))
-    ranks = [_TRAIL_RANK[p] for p, _t in entries]
-    if any(b <= a for a, b in zip(ranks, ranks[1:])) or any(b < a for (_p, a), (_q, b) in zip(entries, entries[1:])):
-        problems.append(_problem(name, step, "phases_out_of_order", "its phase-history %r is out of order"
-                                 % ann.get(keys.phase_history)[:200]))
-    if now is not None and any(t > now + CLOCK_SKEW for _p, t in entries):
-        problems.append(_problem(name, step, "phase_in_future", "its phase-history records a time in the future"))
-    raw_phase = ann.get(keys.phase)
-    phase = (raw_phase or "").strip()
-    if (phase and phase not in KNOWN_DONOR_PHASES + (PHASE_HEIR, PHASE_REPLACED)) or (raw_phase and not phase):
-        problems.append(_problem(name, step, "unknown_phase", "phase annotation holds %r, which is no phase"
-                                 % raw_phase[:80]))
-    elif entries and entries[-1][0] != TRAIL_OBSOLETE and entries[-1][0] != phase:
-        problems.append(_problem(name, step, "phase_not_recorded", "phase annotation says %s but its phase-history "
-                                 "ends with %s" % (phase or "nothing", entries[-1][0])))
-    elif phase in (PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING) and phase not in [p for p, _t in entries]:
-        problems.append(_problem(name, step, "phase_not_recorded", "phase annotation says %s, but this collection "
-                                 "did not record it (no %s entry in its phase-history annotation)" % (phase, phase)))
-    if ann.get(keys.obsolete) == "true" and TRAIL_OBSOLETE not in [p for p, _t in entries]:
-        problems.append(_problem(name, step, "obsolete_not_recorded", "obsolete=true was not set by this collection "
-                                 "(no obsolete entry in its phase-history annotation)"))
-    return problems
-
-
-# What each step needs the node's phase to be, and which recorded phases must be on its trail.
-def _phase_needs(step, control_plane, obsolete):
-    if step in (STEP_CORDON, STEP_DRAIN):
-        return ("", PHASE_PAIRED, PHASE_DRAINING), ()
-    if step == STEP_ETCD_REMOVAL:
-        return (PHASE_DRAINED,), (PHASE_DRAINED,)
-    if control_plane:
-        return (PHASE_ETCD_REMOVED, PHASE_DELETING), (PHASE_DRAINED, PHASE_ETCD_REMOVED)
-    return (PHASE_DRAINED, PHASE_DELETING), (PHASE_DRAINED,)
-
-
-def _leaving_checks(step, node, heir, target, cloud, keys, now):
-    info, heir = _as_info(node), _as_info(heir)
-    keys = keys or AnnotationKeys()
-    name, ann = info.name, info.annotations
-    problems = annotation_problems(info, keys, now, step)
-    obsolete = ann.get(keys.obsolete) == "true"
-    heir_name = ann.get(keys.heir) or ""
-    if not obsolete and not heir_name:
-        problems.append(_problem(name, step, "not_leaving", "it is neither a donor (no %s annotation) nor obsolete"
-                                 % keys.heir))
-        return problems
-    phase = (ann.get(keys.phase) or "").strip()
-    allowed, needed = _phase_needs(step, info.control_plane, obsolete)
-    trail = [p for p, _t in parse_trail(ann.get(keys.phase_history))[0]]
-    if step == STEP_ETCD_REMOVAL and not info.control_plane:
-        problems.append(_problem(name, step, "not_control_plane", "it is no control-plane node (no %s label)"
-                                 % CONTROL_PLANE_LABEL))
-    if phase not in allowed:
-        problems.append(_problem(name, step, "phase_order", "its phase is %s; the %s comes only at phase %s"
-                                 % (phase or "(none)", step, " or ".join(p or "(none)" for p in allowed))))
-    missing = [p for p in needed if p not in trail]
-    if missing:
-        problems.append(_problem(name, step, "phase_not_recorded", "this collection did not record %s for it (its "
-                                 "phase-history annotation has no %s entry)" % (", ".join(missing), missing[0])))
-    if needed and not info.unschedulable:
-        problems.append(_problem(name, step, "not_cordoned", "it is not cordoned, so it was not drained"))
-    donor_inst = cloud.instance(info) if cloud is not None else None
-    if cloud is not None:
-        if donor_inst is None and step in (STEP_CORDON, STEP_DRAIN, STEP_ETCD_REMOVAL) and cloud.complete:
-            problems.append(_problem(name, step, "instance_missing", "the cloud does not list its instance %s"
-                                     % (info.provider_id or "(no providerID)")))
-        if donor_inst is not None and not obsolete:
-            if not donor_inst.image:
-                problems.append(_problem(name, step, "image_unknown", "the cloud does not say which image its "
-                                         "instance runs, so it cannot be shown to be outdated"))
-            elif target and same(donor_inst.image, target):
-                problems.append(_problem(name, step, "not_outdated", "the cloud says its instance already runs the "
-                                         "target image %s; it is not outdated" % target))
-    if obsolete:
-        return problems
-    if not valid_node_name(heir_name) or heir_name == name:
-        return problems       # named by annotation_problems
-    if heir is None:
-        problems.append(_problem(name, step, "heir_missing", "heir annotation names %s, which does not exist" % heir_name))
-        return problems
-    if heir.name != heir_name:
-        problems.append(_problem(name, step, "heir_mismatch", "heir annotation names %s, but %s was given as its heir"
-                                 % (heir_name, heir.name)))
-        return problems
-    back = heir.annotations.get(keys.donor) or ""
-    if back != name:
-        problems.append(_problem(name, step, "not_mutual", "heir annotation names %s, whose donor annotation names %s; "
-                                 "the pair is not mutual" % (heir_name, back or "nothing")))
-    if not heir.ready:
-        problems.append(_problem(name, step, "heir_not_ready", "its heir %s is not Ready" % heir_name))
-    if heir.annotations.get(keys.obsolete) == "true":
-        problems.append(_problem(name, step, "heir_obsolete", "its heir %s is marked obsolete" % heir_name))
-    heir_inst = cloud.instance(heir) if cloud is not None else None
-    if cloud is not None:
-        if heir_inst is None:
-            problems.append(_problem(name, step, "heir_instance_missing", "the cloud does not list the instance of its "
-                                     "heir %s (%s)" % (heir_name, heir.provider_id or "no providerID")))
-        else:
-            if donor_inst is not None and not same(donor_inst.group_id, heir_inst.group_id):
-                problems.append(_problem(name, step, "heir_other_group", "its heir %s is in scaling group %s, not in "
-                                         "its group %s" % (heir_name, heir_inst.group_id, donor_inst.group_id)))
-            if not heir_inst.image:
-                problems.append(_problem(name, step, "heir_image_unknown", "the cloud does not say which image its "
-                                         "heir %s runs" % heir_name))
-            elif target and not same(heir_inst.image, target):
-                problems.append(_problem(name, step, "heir_not_on_target", "the cloud says its heir %s runs %s, not the "
-                                         "target image %s" % (heir_name, heir_inst.image, target)))
-            if step in (STEP_CORDON, STEP_DRAIN) and heir_inst.state != RUNNING:
-                problems.append(_problem(name, step, "heir_not_running", "the cloud says the instance of its heir %s "
-                                         "is %s, not running" % (heir_name, heir_inst.state)))
-    if heir_inst is None or donor_inst is None:
-        # What the cluster says, where the cloud cannot be asked (a module used on its own).
-        mine, theirs = ann.get(keys.group), heir.annotations.get(keys.group)
-        if mine and theirs and not same(mine, theirs):
-            problems.append(_problem(name, step, "heir_other_group", "its heir %s is in scaling group %s, not in its "
-                                     "group %s" % (heir_name, theirs, mine)))
-    if heir_inst is None:
-        heir_image, my_image = heir.annotations.get(keys.image), ann.get(keys.image)
-        if target and heir_image and not same(heir_image, target):
-            problems.append(_problem(name, step, "heir_not_on_target", "its heir %s runs %s, not the target image %s"
-                                     % (heir_name, heir_image, target)))
-        elif heir_image and my_image and same(heir_image, my_image):
-            problems.append(_problem(name, step, "heir_not_newer", "its heir %s runs the same image %s" % (heir_name, heir_image)))
-    return problems
-
-
-def check_cordon(node, heir=None, target=None, cloud=None, keys=None, now=None):
-    """Before cordoning `node` (a donor or an obsolete node). `heir` is the Node its heir annotation names
-    (None when absent), `target` the upgrade's image, `cloud` a CloudView (None when the cloud cannot be
-    asked: its checks are then made on the cached annotations). Returns the problems (empty: go ahead)."""
-    return _leaving_checks(STEP_CORDON, node, heir, target, cloud, keys, now)
-
-
-def check_drain(node, heir=None, target=None, cloud=None, keys=None, now=None):
-    """Before draining `node` (evicting its pods); the same agreement as for the cordon."""
-    return _leaving_checks(STEP_DRAIN, node, heir, target, cloud, keys, now)
-
-
-def check_etcd_removal(node, heir=None, target=None, cloud=None, keys=None, now=None):
-    """Before removing the etcd member of control-plane `node`: also its drain must be recorded."""
-    return _leaving_checks(STEP_ETCD_REMOVAL, node, heir, target, cloud, keys, now)
-
-
-def check_instance_deletion(node, heir=None, target=None, cloud=None, keys=None, now=None):
-    """Before deleting the instance of `node`: its drain (and etcd removal) must be recorded, and the cloud
-    must say the instance is outdated (an instance already gone is no problem)."""
-    return _leaving_checks(STEP_INSTANCE_DELETION, node, heir, target, cloud, keys, now)
-
-
-def check_node_deletion(node, heir=None, target=None, cloud=None, keys=None, now=None):
-    """Before deleting the Node object of `node`; the same agreement as for its instance."""
-    return _leaving_checks(STEP_NODE_DELETION, node, heir, target, cloud, keys, now)
-
-
-CHECKS = {STEP_CORDON: check_cordon, STEP_DRAIN: check_drain, STEP_ETCD_REMOVAL: check_etcd_removal,
-          STEP_INSTANCE_DELETION: check_instance_deletion, STEP_NODE_DELETION: check_node_deletion}
-
-# The executor's step names, and the checks each runs.
-_EXECUTOR_STEPS = {"drain": ((STEP_CORDON, STEP_DRAIN), "drain"), "etcd_remove": ((STEP_ETCD_REMOVAL,), "etcd_remove"),
-                   "delete_instance": ((STEP_INSTANCE_DELETION,), None), "delete_node": ((STEP_NODE_DELETION,), None)}
-
-
-def check_step(step, item, facts, nodes=None, instances=None, now=None):
-    """The executor's entry point: before `step` ("drain", "etcd_remove", "delete_instance", "delete_node")
-    on plan entry `item` of `facts` (a plan_upgrade result). Returns None when the step may go ahead, else
-    the problems' messages joined by "; ".
-
-    Without `nodes`, it only checks that the plan holds that entry for that step (the planner ran the
-    cross-checks when it planned it). With `nodes` ({name: Node dict} as fresh as the executor has them)
-    the cluster side is checked again on them, and with `instances` ({group: [Instance]} or a list, as the
-    cloud was read for this plan, or a CloudView that compares by the provider's providerID spelling and
-    knows whether every group answered) the cloud side too."""
-    checks, plan_key = _EXECUTOR_STEPS[step]
-    plan = facts.get("plan") or {}
-    name = item.get("name")
-    if step == "delete_instance" and not name:
-        # An instance without a Node (never joined, failed, orphaned): only what the plan found.
-        listed = {(i.get("provider_id") or "").lower() for i in plan.get("delete_instances") or []}
-        if (item.get("provider_id") or "").lower() not in listed:
-            return "instance %s is not in the plan's delete_instances" % item.get("provider_id")
-        for node in (nodes or {}).values():
-            if default_normalize((node.get("spec") or {}).get("providerID")) == default_normalize(item.get("provider_id")):
-                return "instance %s has a Node (%s); it is no instance without a node" % (
-                    item.get("provider_id"), node["metadata"]["name"])
-        return None
-    if plan_key is not None and name not in [e.get("name") for e in plan.get(plan_key) or []] and \
-            name not in [e.get("name") for e in plan.get("drain") or []]:
-        return "node %s: the plan has no %s step for it" % (name, step)
-    if nodes is None:
-        return None
-    node = nodes.get(name)
-    if node is None:
-        return None if step in ("delete_node", "delete_instance") else "node %s: it no longer exists" % name
-    keys = AnnotationKeys(facts.get("annotation_prefix") or DEFAULT_PREFIX)
-    heir = nodes.get(((node.get("metadata") or {}).get("annotations") or {}).get(keys.heir) or "")
-    cloud = instances if isinstance(instances, CloudView) else None
-    if instances is not None and cloud is None:
-        listed = [i for items in instances.values() for i in items] if isinstance(instances, dict) else list(instances)
-        cloud = CloudView(listed)
-    problems = []
-    for check in checks:
-        problems.extend(CHECKS[check](node, heir, facts.get("target_image"), cloud, keys, now))
-    return "; ".join(p["message"] for p in problems) or None
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_inputs import (  # pylint: disable=unused-import
+    HEALTH_UNREAD, group_key, read_inputs,
+)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_census import Census, NodeState
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_instances import Arrivals, instances_without_nodes
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_delete_first import plan_delete_first
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_surplus import (
+    groups_short, open_slot, refills_on, surplus_decision, unproven_surplus, unrecorded_refill,
+)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_surge import group_budgets, plan_creations
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import (
+    Budget, Eta, Plan, Progress, UpgradeFacts,
+)
 
 
 # ---------------------------------------------------------------------------------------------------
 # The plan
-
-@dataclass
-class _Node:
-    info: NodeInfo
-    group_id: Optional[str] = None     # canonical spelling (as the cloud lists it) when known
-    image: Optional[str] = None
-    cache: dict = field(default_factory=dict)   # annotations to write because they are not cached yet
-    category: Optional[str] = None
-    reason: str = ""
-    partner: Optional[str] = None
-    phase: str = ""
-    phase_since: Optional[float] = None
-    paired_now: bool = False            # a donor paired by this plan (observed as outdated until applied)
-    out_of_scope: bool = False          # invalid only because scaling_groups leaves its group out
-
-    @property
-    def name(self):
-        return self.info.name
-
-
-def _group_key(group_id):
-    return (group_id or "").strip().lower()
-
-
-# control_plane_health where etcd is read through another host (rolling_upgrade_etcd_delegate_to) and no fresh read is
-# at hand: a control-plane heir waits for one, and the facts say it is due (etcd_health_due).
-HEALTH_UNREAD = "unread"
-
 
 def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None, now=0.0,
                  normalize=default_normalize, scope=None, created=None, start_counts=None, removed_first=None,
@@ -638,10 +84,11 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
                   become heirs or are removed as surplus: any other node on the target image is capacity, left
                   alone and named in `foreign`. None (no journal: a module used on its own) keeps the older rule,
                   where an up-to-date node whose image was never cached may become a heir.
-    intents:      {key: {group, at, count[, settled]}}: the creations this upgrade was about to make, recorded
-                  before each create call (create_intents). An instance of that group that the cloud created
+    intents:      {key: {group, at, count[, target_size, settled]}}: the creations this upgrade was about to make,
+                  recorded before each create call (create_intents). An instance of that group that the cloud created
                   within INTENT_WINDOW after `at`, that no record claims, is the create a kill cut off before its
-                  record, up to the count the intent leaves open (`settled`: how many the call did create).
+                  record, up to the count the intent leaves open (`settled`: how many the call did create) and, where
+                  `target_size` (the group's before the call) is recorded, as many as the group's target size grew.
     control_plane_health: [{member, node_ip, message}]: what is wrong with the control plane's etcd now (empty:
                   healthy; None: not read; HEALTH_UNREAD: to be read before a control-plane heir, which waits for it
                   and the result's etcd_health_due says so). No control-plane heir is created while it names a problem.
@@ -651,10 +98,11 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
                   journal recorded them (max_unavailable); refills: {such name: the node that replaced it}.
     Returns a dict of plain data (see the RETURN documentation of node_image_facts).
     """
-    planner = _Planner(nodes, options, groups, instances, group_errors, now, normalize, scope, created, start_counts,
-                       removed_first, refills, intents, control_plane_health)
+    inputs = read_inputs(nodes, options, groups, instances, group_errors, now, normalize, scope, created, start_counts,
+                         removed_first, refills, intents, control_plane_health)
+    planner = _Planner(inputs)
+    # 1-5. Where every node stands, its pair repaired or made, and the Kubernetes-side writes (census, plan).
     planner.locate_nodes()
-    planner.recover_intents()
     planner.classify()
     planner.screen()
     planner.clear_stale_halves()
@@ -664,98 +112,32 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     planner.cache_annotations()
     planner.settle_groups()
     planner.copy_labels()
-    planner.instances_without_nodes()
+    # 6. Instances without a Node: joining, failed joins, orphans.
+    planner.arrivals = instances_without_nodes(inputs, planner.census.states, planner.census.by_name)
+    planner.plan.delete_instances = planner.arrivals.delete_instances
+    # 7. Leaving nodes: drain, etcd removal, deletion, each once the cross-checks agree.
     planner.leaving_steps()
+    # 8. Surge (and delete-first) creations per group.
     planner.creations()
-    planner.unproven_surplus()
+    # 8c. Capacity not restored by nodes nothing proves we created (issue 13): named, never removed.
+    planner.problems.extend(unproven_surplus(inputs, planner.census, planner.group_reports))
+    # 9. Progress, ETA and the result.
     return planner.result()
 
 
 class _Planner:
-    """The steps of plan_upgrade over shared working state (still pure: nothing here does I/O)."""
+    """The node steps of plan_upgrade over its working state: the inputs (read only), the census, the arrivals,
+    the Plan and the node patches it writes, the problems it names (pure: nothing here does I/O)."""
 
-    def __init__(self, nodes, options, groups, instances, group_errors, now, normalize, scope, created=None,
-                 start_counts=None, removed_first=None, refills=None, intents=None, control_plane_health=None):
-        self.keys = options.validate()
-        # With a journal, only what it proves this upgrade created becomes a heir or surplus (see plan_upgrade).
-        self.proof = created is not None
-        self.created = {normalize(pid): dict(entry or {}) for pid, entry in (created or {}).items()
-                        if pid and isinstance(entry, dict)}
-        self.intents = {k: v for k, v in (intents or {}).items() if isinstance(v, dict)}
-        self.record_created = {}   # instances an open intent accounts for, to record as created
-        self.health = (control_plane_health if control_plane_health in (None, HEALTH_UNREAD)
-                       else list(control_plane_health))
-        self.health_due = False
-        self.foreign = []
-        self.start_counts = {}
-        for gid, value in (start_counts or {}).items():
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                self.start_counts[_group_key(gid)] = value
-        self.surplus = []
-        self.options = options
-        self.target = options.image.strip()
-        self.now = now
-        self.normalize = normalize
-        self.stamp = format_time(now)
-        infos = [n if isinstance(n, NodeInfo) else NodeInfo.from_k8s(n) for n in nodes]
-        infos.sort(key=lambda n: n.name)
-        self.infos = infos
-        self.group_errors = {_group_key(k): v for k, v in (group_errors or {}).items()}
-        self.cloud_consulted = groups is not None
-        self.all_groups = list(groups or [])
-        self.scope_keys = {_group_key(g) for g in scope} if scope else None
-        self.group_index = {}
-        for group in groups or []:
-            if self.scope_keys is None or _group_key(group.id) in self.scope_keys:
-                self.group_index[_group_key(group.id)] = group
-        self.instance_lists = {}
-        for gid, items in (instances or {}).items():
-            if _group_key(gid) in self.group_index:
-                self.instance_lists[_group_key(gid)] = list(items or [])
-        self.by_provider_id = {}
-        for items in self.instance_lists.values():
-            for inst in items:
-                self.by_provider_id[normalize(inst.provider_id)] = inst
-        self.states, self.by_name, self.valid, self.by_group, self.final = [], {}, [], {}, {}
+    def __init__(self, inputs):
+        self.inputs = inputs
+        self.plan = Plan(record_created=inputs.recovered)   # what the next pass does, filled in by the steps below
         self.node_patches = {}   # name -> {"annotations": {...}, "labels": {...}, "taints": [...], "expect": {...}}
-        self.repairs, self.pairs, self.obsolete_marks, self.annotate, self.label_copies = [], [], [], [], []
-        self.joining, self.delete_instances, self.leaving = [], [], []
-        self.joining_count, self.joining_old, self.failed_count, self.leaving_count = {}, {}, {}, {}
-        self.drain, self.waiting, self.etcd_remove, self.delete_nodes, self.uncordon = [], [], [], [], []
-        self.group_reports, self.create, self.blocked = [], [], []
-        self.in_flight_total, self.cp_busy = 0, False
-        self.delete_first_marks, self.record_start_counts, self.refilled = [], {}, []
-        self.removed_first = {k: v for k, v in (removed_first or {}).items() if isinstance(v, dict)}
-        self.refills = {k: v for k, v in (refills or {}).items() if isinstance(v, str)}
-        self.record_removed_first, self.record_refills = {}, {}
-        self.problems, self.held, self.stop = [], {}, None
-        self.cloud_view = CloudView([i for items in self.instance_lists.values() for i in items], normalize,
-                                    complete=self.cloud_consulted and not self.group_errors)
-
-    # 1b. Creations a kill cut off between the cloud's create and its record: the intent recorded before the
-    #     call names the group and the moment; the cloud's own creation time names the instance.
-    def recover_intents(self):
-        claimed = set(self.created)
-        recorded = {}
-        for entry in self.created.values():
-            if entry.get("intent"):
-                recorded[entry["intent"]] = recorded.get(entry["intent"], 0) + 1
-        for key, intent in sorted(self.intents.items(), key=lambda kv: (str(kv[1].get("at")), kv[0])):
-            at, gkey = parse_time(intent.get("at")), _group_key(intent.get("group"))
-            made = intent.get("settled", intent.get("count"))
-            if at is None or not gkey or not isinstance(made, int) or isinstance(made, bool):
-                continue
-            open_count = made - recorded.get(key, 0)
-            if open_count <= 0:
-                continue
-            fresh = sorted((i for i in self.instance_lists.get(gkey, []) if self.normalize(i.provider_id) not in claimed
-                            and i.created_at is not None and at <= i.created_at <= at + INTENT_WINDOW),
-                           key=lambda i: (i.created_at, i.provider_id))
-            for inst in fresh[:open_count]:
-                entry = dict(group=inst.group_id, created=format_time(inst.created_at), intent=key)
-                claimed.add(self.normalize(inst.provider_id))
-                self.created[self.normalize(inst.provider_id)] = entry
-                self.record_created[inst.provider_id] = entry
+        self.problems, self.foreign, self.stop, self.health_due = [], [], None, False
+        self.census = Census()   # where every node stands (steps 1-5)
+        self.arrivals = Arrivals()   # instances without a Node (step 6)
+        self.group_reports = []
+        self.in_flight_total = 0
 
     def patch(self, name, annotations=None, expect=None):
         entry = self.node_patches.setdefault(name, {"annotations": {}, "expect": {}})
@@ -765,69 +147,79 @@ class _Planner:
 
     # 1. Where each node belongs and which image it runs (cached annotations win, as in the reference).
     def locate_nodes(self):
-        for info in self.infos:
-            state = _Node(info=info)
-            self.states.append(state)
+        for info in self.inputs.infos:
+            state = NodeState(info=info)
+            self.census.states.append(state)
             self._locate(state)
-        self.by_name = {s.name: s for s in self.states}
-        self.valid = [s for s in self.states if s.category != INVALID]
+        self.census.by_name = {s.name: s for s in self.census.states}
+        self.census.valid = [s for s in self.census.states if s.category != INVALID]
 
     def _locate(self, state):
-        keys, info, ann = self.keys, state.info, state.info.annotations
+        keys, info, ann, inputs = self.inputs.keys, state.info, state.info.annotations, self.inputs
         if not info.provider_id:
             state.category, state.reason = INVALID, "no providerID"
             return
-        inst = self.by_provider_id.get(self.normalize(info.provider_id))
-        # The cloud is the source of truth for where an instance belongs and what it runs: a cached
-        # annotation that disagrees with it is corrected, never believed.
-        if inst is not None:
-            group_id = inst.group_id
-            if keys.group not in ann or not same(ann[keys.group], group_id):
-                state.cache[keys.group] = group_id
-                if keys.group in ann:
-                    self._corrected(state, "scaling-group-id", ann[keys.group], group_id)
-        elif keys.group in ann:
-            group_id = ann[keys.group]
-        else:
-            group_id = None
+        inst = inputs.by_provider_id.get(inputs.normalize(info.provider_id))
+        group_id = self._group_of(state, inst)
         # A node this collection marked obsolete is removed even when its scaling group cannot be told any
         # more (its instance is gone already, or it was never cached): only its Node object is left.
-        ours_to_remove = ann.get(keys.obsolete) == "true" and self.cloud_consulted and not self.group_errors
-        if group_id is None and ours_to_remove:
-            state.image = ann.get(keys.image) or ""
-            self._read_phase(state)
+        ours_to_remove = ann.get(keys.obsolete) == "true" and inputs.cloud_consulted and not inputs.group_errors
+        if group_id is None and not ours_to_remove:
+            self._without_group(state)
             return
-        if group_id is None:
-            if not self.cloud_consulted:
-                state.category, state.reason = INVALID, "no %s annotation and no cloud provider to look it up" % keys.group
-            elif self.group_errors:
-                state.category = INVALID
-                state.reason = "cloud lookup failed: " + "; ".join("%s: %s" % kv for kv in sorted(self.group_errors.items()))
-            else:
-                state.category, state.reason = INVALID, "its instance is in none of the listed scaling groups"
-                state.out_of_scope = self.scope_keys is not None
-            return
-        gkey = _group_key(group_id)
-        in_scope = self.scope_keys is None or gkey in self.scope_keys
-        if self.cloud_consulted and gkey not in self.group_index and ours_to_remove and in_scope:
+        gkey = group_key(group_id)
+        in_scope = inputs.scope_keys is None or gkey in inputs.scope_keys
+        if group_id is None or (inputs.cloud_consulted and gkey not in inputs.group_index and ours_to_remove and in_scope):
             state.group_id, state.image = group_id, ann.get(keys.image) or ""
             self._read_phase(state)
             return
-        if self.cloud_consulted and gkey not in self.group_index:
-            state.category = INVALID
-            if gkey in self.group_errors:
-                state.reason = "cloud lookup failed for scaling group %s: %s" % (group_id, self.group_errors[gkey])
-            elif not in_scope:
-                state.reason = "scaling group %s is not in scaling_groups" % group_id
-                state.out_of_scope = True
-            else:
-                state.reason = "unknown scaling group %s" % (group_id or "(empty)")
+        if (inputs.cloud_consulted and gkey not in inputs.group_index) or not in_scope:
+            self._outside_groups(state, group_id, gkey, in_scope)
             return
-        if not self.cloud_consulted and not in_scope:
-            state.category, state.reason = INVALID, "scaling group %s is not in scaling_groups" % group_id
+        state.group_id = inputs.group_index[gkey].id if inputs.cloud_consulted else group_id
+        if self._image_of(state, inst, ours_to_remove):
+            self._read_phase(state)
+
+    def _group_of(self, state, inst):
+        """The node's scaling group: the cloud's, else its cached annotation (None when neither says). The cloud is
+        the source of truth for where an instance belongs and what it runs: a cached annotation that disagrees with
+        it is corrected, never believed."""
+        keys, ann = self.inputs.keys, state.info.annotations
+        if inst is None:
+            return ann.get(keys.group) if keys.group in ann else None
+        if keys.group not in ann or not same(ann[keys.group], inst.group_id):
+            state.cache[keys.group] = inst.group_id
+            if keys.group in ann:
+                self._corrected(state, "scaling-group-id", ann[keys.group], inst.group_id)
+        return inst.group_id
+
+    def _without_group(self, state):
+        """A node whose scaling group neither the cloud nor an annotation says is left alone, with the reason."""
+        inputs = self.inputs
+        state.category = INVALID
+        if not inputs.cloud_consulted:
+            state.reason = "no %s annotation and no cloud provider to look it up" % inputs.keys.group
+        elif inputs.group_errors:
+            state.reason = "cloud lookup failed: " + "; ".join("%s: %s" % kv for kv in sorted(inputs.group_errors.items()))
+        else:
+            state.reason = "its instance is in none of the listed scaling groups"
+            state.out_of_scope = inputs.scope_keys is not None
+
+    def _outside_groups(self, state, group_id, gkey, in_scope):
+        """A node of a group not read (its lookup failed, or it is unknown) or out of scope is left alone."""
+        state.category = INVALID
+        if gkey in self.inputs.group_errors and self.inputs.cloud_consulted:
+            state.reason = "cloud lookup failed for scaling group %s: %s" % (group_id, self.inputs.group_errors[gkey])
+        elif not in_scope:
+            state.reason = "scaling group %s is not in scaling_groups" % group_id
             state.out_of_scope = True
-            return
-        state.group_id = self.group_index[gkey].id if self.cloud_consulted else group_id
+        else:
+            state.reason = "unknown scaling group %s" % (group_id or "(empty)")
+
+    def _image_of(self, state, inst, ours_to_remove):
+        """Sets the node's image: the cloud's (a disagreeing cache is corrected), else its cached annotation. False
+        (the node is left alone) when neither says and it is not one of ours to remove."""
+        keys, ann = self.inputs.keys, state.info.annotations
         if inst is not None and inst.image:
             state.image = inst.image
             if keys.image not in ann or not same(ann[keys.image], inst.image):
@@ -842,8 +234,8 @@ class _Planner:
             state.category = INVALID
             state.reason = ("the cloud does not report its image yet" if inst is not None else
                             "no %s annotation and its instance was not found" % keys.image)
-            return
-        self._read_phase(state)
+            return False
+        return True
 
     def _corrected(self, state, what, cached, cloud):
         self.problems.append(dict(node=state.name, step=None, code="cache_disagrees", action="corrected",
@@ -852,17 +244,17 @@ class _Planner:
 
     def _read_phase(self, state):
         ann = state.info.annotations
-        state.phase = (ann.get(self.keys.phase) or "").strip()
-        state.phase_since = parse_time(ann.get(self.keys.phase_since))
+        state.phase = (ann.get(self.inputs.keys.phase) or "").strip()
+        state.phase_since = parse_time(ann.get(self.inputs.keys.phase_since))
 
     # 2. First grouping, as in the reference (A.4), before pairs are checked.
     def classify(self):
-        keys = self.keys
-        for s in self.valid:
+        keys = self.inputs.keys
+        for s in self.census.valid:
             ann = s.info.annotations
             if ann.get(keys.obsolete) == "true":
                 s.category = OBSOLETE
-            elif not same(s.image, self.target):
+            elif not same(s.image, self.inputs.target):
                 s.category = DONOR if ann.get(keys.heir) else OUTDATED
                 s.partner = ann.get(keys.heir) or None
             elif ann.get(keys.donor):
@@ -875,52 +267,65 @@ class _Planner:
     #     garbage or self-referencing heir/donor names, 2-cycles, pairs across scaling groups, phase trails
     #     out of order, obsolete marks this collection did not record. So is the partner such a node names.
     def screen(self):
-        keys, found = self.keys, {}
-        for s in self.valid:
+        found = {}
+        for s in self.census.valid:
             if s.category == INVALID:
                 continue
-            problems = annotation_problems(s.info, keys, self.now)
-            ann = s.info.annotations
-            if s.category == OBSOLETE and self.proof and not self.obsolete_proven(s):
-                problems.append(_problem(s.name, None, "obsolete_not_proven", (
-                    "it is marked obsolete, but the journal records neither its instance as created by this upgrade "
-                    "nor the node as removed delete-first; an annotation alone never makes this collection remove a "
-                    "node, so it is left alone: if it should go, remove it by hand, else delete its %s annotation")
-                    % keys.obsolete))
-            for key, back, what in ((keys.heir, keys.donor, "heir"), (keys.donor, keys.heir, "donor")):
-                other = self.by_name.get(ann.get(key) or "")
-                if other is None or other is s:
-                    continue
-                if other.info.annotations.get(key) == s.name:
-                    problems.append(_problem(s.name, None, "cycle", "%s annotation names %s, whose %s annotation names "
-                                             "%s back (a cycle)" % (what, other.name, what, s.name)))
-                elif (other.info.annotations.get(back) == s.name and other.category != INVALID and other.group_id
-                      and s.group_id and not same(other.group_id, s.group_id)):
-                    # A pair (both halves written) across scaling groups; a one-sided name is only a dangling half.
-                    message = "%s annotation names %s, which is in scaling group %s, not in its group %s" % (
-                        what, other.name, other.group_id, s.group_id)
-                    problems.append(_problem(s.name, None, "pair_across_groups", message))
+            problems = annotation_problems(s.info, self.inputs.keys, self.inputs.now) + self._obsolete_problems(s)
+            problems.extend(self._partner_problems(s))
             if problems:
                 found[s.name] = problems
-        for name in list(found):
-            s = self.by_name[name]
-            ann = s.info.annotations
-            for key in (keys.heir, keys.donor):
-                other = self.by_name.get(ann.get(key) or "")
-                if other is not None and other.name not in found and other.category != INVALID:
-                    back = other.info.annotations
-                    if back.get(keys.heir) == name or back.get(keys.donor) == name:
-                        found[other.name] = [_problem(other.name, None, "partner_has_problem", "its partner %s is left "
-                                                      "alone: %s" % (name, found[name][0]["message"]))]
+        self._partners_of_held(found)
         for name in sorted(found):
-            self._hold(self.by_name[name], found[name])
-        self.valid = [s for s in self.states if s.category != INVALID]
+            self._hold(self.census.by_name[name], found[name])
+        self.census.valid = [s for s in self.census.states if s.category != INVALID]
+
+    def _obsolete_problems(self, s):
+        if s.category != OBSOLETE or not self.inputs.proof or self.obsolete_proven(s):
+            return []
+        return [_problem(s.name, None, "obsolete_not_proven", (
+            "it is marked obsolete, but the journal records neither its instance as created by this upgrade "
+            "nor the node as removed delete-first; an annotation alone never makes this collection remove a "
+            "node, so it is left alone: if it should go, remove it by hand, else delete its %s annotation")
+            % self.inputs.keys.obsolete)]
+
+    def _partner_problems(self, s):
+        """A 2-cycle of heir (or donor) names, or a pair (both halves written) across scaling groups; a one-sided
+        name is only a dangling half."""
+        keys, ann, problems = self.inputs.keys, s.info.annotations, []
+        for key, back, what in ((keys.heir, keys.donor, "heir"), (keys.donor, keys.heir, "donor")):
+            other = self.census.by_name.get(ann.get(key) or "")
+            if other is None or other is s:
+                continue
+            if other.info.annotations.get(key) == s.name:
+                problems.append(_problem(s.name, None, "cycle", "%s annotation names %s, whose %s annotation names "
+                                         "%s back (a cycle)" % (what, other.name, what, s.name)))
+            elif (other.info.annotations.get(back) == s.name and other.category != INVALID and other.group_id
+                  and s.group_id and not same(other.group_id, s.group_id)):
+                message = "%s annotation names %s, which is in scaling group %s, not in its group %s" % (
+                    what, other.name, other.group_id, s.group_id)
+                problems.append(_problem(s.name, None, "pair_across_groups", message))
+        return problems
+
+    def _partners_of_held(self, found):
+        """The partner (named back) of a node left alone is left alone too."""
+        keys = self.inputs.keys
+        for name in list(found):
+            ann = self.census.by_name[name].info.annotations
+            for key in (keys.heir, keys.donor):
+                other = self.census.by_name.get(ann.get(key) or "")
+                if other is None or other.name in found or other.category == INVALID:
+                    continue
+                back = other.info.annotations
+                if back.get(keys.heir) == name or back.get(keys.donor) == name:
+                    found[other.name] = [_problem(other.name, None, "partner_has_problem", "its partner %s is left "
+                                                  "alone: %s" % (name, found[name][0]["message"]))]
 
     def obsolete_proven(self, state):
         """An obsolete mark the journal backs: a surplus node this upgrade created, a worker it removed
         delete-first, or a Node whose instance the cloud no longer lists (nothing serves there any more)."""
-        return (self.created_by_us(state) is not None or state.name in self.removed_first
-                or (state.info.provider_id and self.instance_of(state) is None and self.cloud_view.complete))
+        return (self.inputs.created_by_us(state) is not None or state.name in self.inputs.removed_first
+                or (state.info.provider_id and self.inputs.instance_of(state) is None and self.inputs.cloud_view.complete))
 
     def _hold(self, state, problems):
         """Leave a node alone: invalid, with its problems named."""
@@ -931,77 +336,98 @@ class _Planner:
 
     # Stale halves that mean nothing on this side (a current node cannot be a donor, nor an old one an heir).
     def clear_stale_halves(self):
-        keys = self.keys
-        for s in self.valid:
+        keys = self.inputs.keys
+        for s in self.census.valid:
             ann = s.info.annotations
             if s.category in (HEIR, UP_TO_DATE) and ann.get(keys.heir):
                 self.patch(s.name, {keys.heir: None}, expect={keys.heir: ann[keys.heir]})
-                self.repairs.append(dict(name=s.name, action="clear", heir=ann[keys.heir]))
+                self.plan.repairs.append(dict(name=s.name, action="clear", heir=ann[keys.heir]))
             elif s.category in (OUTDATED, DONOR) and ann.get(keys.donor):
                 self.patch(s.name, {keys.donor: None}, expect={keys.donor: ann[keys.donor]})
-                self.repairs.append(dict(name=s.name, action="clear", donor=ann[keys.donor]))
+                self.plan.repairs.append(dict(name=s.name, action="clear", donor=ann[keys.donor]))
 
     # 3. Check existing pairs (A.9, improved): finish half-written pairs, promote heirs whose donor is gone,
     #    and only break pairs that cannot be completed.
     def check_pairs(self):
-        keys, stamp = self.keys, self.stamp
-        for h in [s for s in self.valid if s.category == HEIR]:
-            d = self.by_name.get(h.partner)
-            if d is None:
-                h.category = UP_TO_DATE
-                h.phase = PHASE_REPLACED
-                started = h.info.annotations.get(keys.started_at) or h.info.annotations.get(keys.phase_since)
-                self.patch(h.name, {keys.donor: None, keys.phase: PHASE_REPLACED, keys.phase_since: stamp,
-                                    keys.phase_history: trail_with(h.info.annotations, keys, PHASE_REPLACED, self.now),
-                                    keys.started_at: started}, expect={keys.donor: h.partner})
-                self.repairs.append(dict(name=h.name, action="promote", donor=h.partner))
-            elif (self.proof and not self.ours(h)) or not self.alive(h):
-                # A heir this upgrade cannot prove it created, or whose instance the cloud is removing, stopped or
-                # failed, serves no donor: the pair is broken (the donor is given back below).
-                h.category, h.partner = UP_TO_DATE, None
-                self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
-                self.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor),
-                                         reason="its instance is not running" if self.ours(h) else
-                                         "this upgrade did not create it"))
-            elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
-                sick = self.sick_instead(d) if d.info.control_plane else self.not_ready_instead(d)
-                if sick is not None:
-                    self.swap_donor(h, d, sick)
-            elif (d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir)
-                  and h.phase == PHASE_HEIR):
-                # Only a heir this collection wrote (phase heir, written with the donor annotation, heir first)
-                # completes a half pair.
-                d.category, d.partner, d.paired_now = DONOR, h.name, True
-                d.phase = PHASE_PAIRED
-                self.patch(d.name, self._pair_annotations(keys.heir, h.name, PHASE_PAIRED), expect={keys.heir: None})
-                self.repairs.append(dict(name=d.name, action="complete", heir=h.name))
-            else:
-                h.category, h.partner = UP_TO_DATE, None
-                self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
-                self.repairs.append(dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor)))
-        for d in [s for s in self.valid if s.category == DONOR]:
-            h = self.by_name.get(d.partner)
-            if h is not None and h.category == HEIR and h.partner == d.name:
-                continue
-            if (h is not None and h.category == UP_TO_DATE and same(h.group_id, d.group_id) and h.phase != PHASE_REPLACED
-                    and not h.info.annotations.get(keys.donor) and h.info.annotations.get(keys.obsolete) != "true"
-                    and self.ours(h) and self.alive(h)):
-                # The other half is only written on a node that could be a new heir (never seen before): an
-                # up-to-date node that has served for long is never made the heir of a donor by its annotation.
-                h.category, h.partner = HEIR, d.name
-                h.phase = PHASE_HEIR
-                d.paired_now = True
-                heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR), **{keys.started_at: stamp})
-                self.patch(h.name, dict(h.cache, **heir_annotations), expect={keys.donor: None})
-                h.cache = {}
-                self.repairs.append(dict(name=h.name, action="complete", donor=d.name))
-            elif d.phase in _POINT_OF_NO_RETURN:
-                d.partner = None  # its heir is gone, but it cannot serve again: finish removing it
-            else:
-                d.category, d.partner = OUTDATED, None
-                # The phase stays: a drained node that is outdated again must be uncordoned (see `uncordon`).
-                self.patch(d.name, {keys.heir: None}, expect={keys.heir: d.info.annotations.get(keys.heir)})
-                self.repairs.append(dict(name=d.name, action="unpair", heir=d.info.annotations.get(keys.heir)))
+        for h in [s for s in self.census.valid if s.category == HEIR]:
+            self._check_heir(h)
+        for d in [s for s in self.census.valid if s.category == DONOR]:
+            self._check_donor(d)
+
+    def _check_heir(self, h):
+        keys = self.inputs.keys
+        d = self.census.by_name.get(h.partner)
+        if d is None:
+            self._promote(h)
+        elif (self.inputs.proof and not self.inputs.ours(h)) or not self.inputs.alive(h):
+            # A heir this upgrade cannot prove it created, or whose instance the cloud is removing, stopped or
+            # failed, serves no donor: the pair is broken (the donor is given back below).
+            self._unpair_heir(h, reason="its instance is not running" if self.inputs.ours(h) else
+                              "this upgrade did not create it")
+        elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
+            sick = self.sick_instead(d) if d.info.control_plane else self.not_ready_instead(d)
+            if sick is not None:
+                self.swap_donor(h, d, sick)
+        elif (d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir)
+              and h.phase == PHASE_HEIR):
+            # Only a heir this collection wrote (phase heir, written with the donor annotation, heir first)
+            # completes a half pair.
+            d.category, d.partner, d.paired_now = DONOR, h.name, True
+            d.phase = PHASE_PAIRED
+            self.patch(d.name, self._pair_annotations(keys.heir, h.name, PHASE_PAIRED), expect={keys.heir: None})
+            self.plan.repairs.append(dict(name=d.name, action="complete", heir=h.name))
+        else:
+            self._unpair_heir(h)
+
+    def _promote(self, h):
+        """A heir whose donor is gone is an ordinary up-to-date node now: its replacement is done."""
+        keys = self.inputs.keys
+        h.category = UP_TO_DATE
+        h.phase = PHASE_REPLACED
+        started = h.info.annotations.get(keys.started_at) or h.info.annotations.get(keys.phase_since)
+        self.patch(h.name, {keys.donor: None, keys.phase: PHASE_REPLACED, keys.phase_since: self.inputs.stamp,
+                            keys.phase_history: trail_with(h.info.annotations, keys, PHASE_REPLACED, self.inputs.now),
+                            keys.started_at: started}, expect={keys.donor: h.partner})
+        self.plan.repairs.append(dict(name=h.name, action="promote", donor=h.partner))
+
+    def _unpair_heir(self, h, reason=None):
+        keys = self.inputs.keys
+        h.category, h.partner = UP_TO_DATE, None
+        self.patch(h.name, {keys.donor: None}, expect={keys.donor: h.info.annotations.get(keys.donor)})
+        repair = dict(name=h.name, action="unpair", donor=h.info.annotations.get(keys.donor))
+        if reason is not None:
+            repair["reason"] = reason
+        self.plan.repairs.append(repair)
+
+    def _check_donor(self, d):
+        keys = self.inputs.keys
+        h = self.census.by_name.get(d.partner)
+        if h is not None and h.category == HEIR and h.partner == d.name:
+            return
+        if h is not None and self._may_complete_heir_half(h, d):
+            # The other half is only written on a node that could be a new heir (never seen before): an
+            # up-to-date node that has served for long is never made the heir of a donor by its annotation.
+            h.category, h.partner = HEIR, d.name
+            h.phase = PHASE_HEIR
+            d.paired_now = True
+            heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR),
+                                    **{keys.started_at: self.inputs.stamp})
+            self.patch(h.name, dict(h.cache, **heir_annotations), expect={keys.donor: None})
+            h.cache = {}
+            self.plan.repairs.append(dict(name=h.name, action="complete", donor=d.name))
+        elif d.phase in _POINT_OF_NO_RETURN:
+            d.partner = None  # its heir is gone, but it cannot serve again: finish removing it
+        else:
+            d.category, d.partner = OUTDATED, None
+            # The phase stays: a drained node that is outdated again must be uncordoned (see `uncordon`).
+            self.patch(d.name, {keys.heir: None}, expect={keys.heir: d.info.annotations.get(keys.heir)})
+            self.plan.repairs.append(dict(name=d.name, action="unpair", heir=d.info.annotations.get(keys.heir)))
+
+    def _may_complete_heir_half(self, h, d):
+        ann = h.info.annotations
+        return (h.category == UP_TO_DATE and same(h.group_id, d.group_id) and h.phase != PHASE_REPLACED
+                and not ann.get(self.inputs.keys.donor) and ann.get(self.inputs.keys.obsolete) != "true"
+                and self.inputs.ours(h) and self.inputs.alive(h))
 
     def sick_instead(self, d):
         """For a control-plane donor whose own etcd member is healthy while that of another outdated control-plane node
@@ -1009,12 +435,12 @@ class _Planner:
         it first. None when there is no such node or the donor's member may be gone already (drained or later)."""
         # Not once drained: a kill between the etcd removal and its record leaves the phase at drained with the
         # member gone, and giving such a node back would leave etcd a member short.
-        if not d.info.control_plane or not self.health_read() or self.unhealthy_member(d) is not None \
+        if not d.info.control_plane or not self.inputs.health_read() or self.inputs.unhealthy_member(d) is not None \
                 or d.phase not in ("", PHASE_PAIRED, PHASE_DRAINING):
             return None
-        return next((u for u in self.valid if u.category == OUTDATED and u.info.control_plane and same(u.group_id, d.group_id)
-                     and self.unhealthy_member(u) is not None and not u.info.annotations.get(self.keys.heir)
-                     and not u.info.annotations.get(self.keys.donor)), None)
+        return next((u for u in self.census.valid if u.category == OUTDATED and u.info.control_plane and same(u.group_id, d.group_id)
+                     and self.inputs.unhealthy_member(u) is not None and not u.info.annotations.get(self.inputs.keys.heir)
+                     and not u.info.annotations.get(self.inputs.keys.donor)), None)
 
     def not_ready_instead(self, d):
         """The donor is chosen when it is drained: for a Ready worker donor not yet draining, an unpaired outdated
@@ -1022,18 +448,18 @@ class _Planner:
         no such node."""
         if d.info.control_plane or not d.info.ready or d.phase not in ("", PHASE_PAIRED):
             return None
-        return next((u for u in sorted(self.valid, key=self.donor_order)
+        return next((u for u in sorted(self.census.valid, key=self.inputs.donor_order)
                      if u.category == OUTDATED and not u.info.control_plane and same(u.group_id, d.group_id)
-                     and not u.info.ready and not u.info.annotations.get(self.keys.heir)
-                     and not u.info.annotations.get(self.keys.donor)), None)
+                     and not u.info.ready and not u.info.annotations.get(self.inputs.keys.heir)
+                     and not u.info.annotations.get(self.inputs.keys.donor)), None)
 
     def swap_donor(self, h, d, sick):
         """Heir `h` replaces `sick` instead of `d`, which is given back (uncordoned if it was drained). Written heir
         first: a kill after that leaves `d` a dangling half, unpaired next pass, and `sick` a half pair completed."""
-        keys, problem = self.keys, self.unhealthy_member(sick)
+        keys, problem = self.inputs.keys, self.inputs.unhealthy_member(sick)
         self.patch(h.name, {keys.donor: sick.name}, expect={keys.donor: d.name})
         # The labels the heir took from `d` that `sick` does not carry go (copy_labels then adds sick's own).
-        exclude = self.options.exclude_labels
+        exclude = self.inputs.options.exclude_labels
         given_back = copyable_labels(d.info.labels, exclude)
         kept = copyable_labels(sick.info.labels, exclude)
         stale = {k: None for k, v in given_back.items() if k not in kept and (h.info.labels or {}).get(k) == v}
@@ -1050,372 +476,259 @@ class _Planner:
         else:
             reason = ("%s is not Ready, so it is replaced first; %s, still Ready and not drained, waits for the next "
                       "heir" % (sick.name, d.name))
-        self.repairs.append(dict(name=h.name, action="swap", donor=sick.name, instead_of=d.name, reason=reason))
+        self.plan.repairs.append(dict(name=h.name, action="swap", donor=sick.name, instead_of=d.name, reason=reason))
 
     def _pair_annotations(self, key, partner, phase):
         """One half of a new pair: the partner's name, the phase and a fresh phase trail."""
-        return {key: partner, self.keys.phase: phase, self.keys.phase_since: self.stamp,
-                self.keys.phase_history: trail_with({}, self.keys, phase, self.now, reset=True)}
+        return {key: partner, self.inputs.keys.phase: phase, self.inputs.keys.phase_since: self.inputs.stamp,
+                self.inputs.keys.phase_history: trail_with({}, self.inputs.keys, phase, self.inputs.now, reset=True)}
 
     # 4. New nodes: current image, unpaired, never settled. Pair them with outdated nodes of their group.
     def pair_new_nodes(self):
-        keys, stamp = self.keys, self.stamp
-        for s in self.valid:
-            self.by_group.setdefault(_group_key(s.group_id), []).append(s)
-        for gkey in sorted(self.by_group):
-            members = self.by_group[gkey]
-            if self.cp_busy and self.group_role(gkey) == ROLE_WORKER:
+        for s in self.census.valid:
+            self.census.by_group.setdefault(group_key(s.group_id), []).append(s)
+        for gkey in sorted(self.census.by_group):
+            if self.census.cp_busy and self.census.group_role(self.inputs.group_index, gkey) == ROLE_WORKER:
                 continue   # no worker is paired, nor removed as surplus, while the control plane is replaced
-            # The donor is the outdated node that most needs replacing: one that is not Ready, or whose etcd member
-            # is unhealthy, first; then the oldest instance.
-            free_outdated = sorted((s for s in members if s.category == OUTDATED), key=self.donor_order)
-            # An outdated node whose stale donor annotation is cleared in this pass (clear_stale_halves) is paired
-            # only in the next one: a kill between the heir's half and the donor's patch would otherwise leave two
-            # nodes that name each other as donor, a cycle that is then left alone for good.
-            clearing = [s for s in free_outdated if s.info.annotations.get(keys.donor)]
-            free_outdated = [s for s in free_outdated if s not in clearing]
-            # With a journal, only a node it proves this upgrade created serves as a heir (also after its image was
-            # cached and its pairing lost); any other node on the image is capacity, named and left alone.
-            candidates = [s for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED
-                          and self.ours(s) and self.alive(s)]
-            if self.proof and free_outdated:
-                self.foreign.extend(dict(name=s.name, group=s.group_id, provider_id=s.info.provider_id)
-                                    for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED
-                                    and not self.ours(s))
-            nodes_now = sum(1 for s in members if s.category != OBSOLETE)
-            for s in candidates:
-                if free_outdated:
-                    d = free_outdated.pop(0)
-                    d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
-                    s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
-                    self.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id, reason=self.donor_reason(d)))
-                    heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR),
-                                            **{keys.started_at: stamp})
-                    self.patch(s.name, dict(s.cache, **heir_annotations), expect={keys.donor: None})
-                    s.cache = {}
-                    self.patch(d.name, self._pair_annotations(keys.heir, s.name, PHASE_PAIRED), expect={keys.heir: None})
-                elif clearing:
-                    clearing.pop(0)   # its donor-to-be is free from the next pass on: not surplus
-                elif s.phase == PHASE_HEIR and not self.proof:
-                    # It was created as a heir and no donor needs it any more: surplus, remove it (with a journal,
-                    # only above the group's start count: remove_surplus).
-                    s.category = NEW
-                    self.obsolete_marks.append(s.name)
-                    self.patch(s.name, dict(s.cache, **{
-                        keys.obsolete: "true", keys.phase: None, keys.phase_since: stamp,
-                        keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.now)}))
-                    s.cache = {}
-                    nodes_now -= 1
-                elif self.created_by_us(s) is not None:
-                    nodes_now -= self.remove_surplus(s, gkey, nodes_now)
-                elif self.unrecorded_refill(s, nodes_now, gkey):
-                    self.refill_done(s)
-                # A node that nothing needs and that the journal does not record as created by this upgrade is
-                # simply up to date: we cannot prove we created it, so it is never deleted.
+            self._pair_group(gkey, self.census.by_group[gkey])
 
-    def group_role(self, gkey):
-        """The role of a scaling group: as the cloud tags it, else control-plane when a node of it is one."""
-        group = self.group_index.get(gkey)
-        role = group.role if group is not None else None
-        if role in (ROLE_CONTROL_PLANE, ROLE_WORKER):
-            return role
-        return ROLE_CONTROL_PLANE if any(s.info.control_plane for s in self.by_group.get(gkey, [])) else ROLE_WORKER
+    def _pair_group(self, gkey, members):
+        inputs = self.inputs
+        free_outdated, clearing = self._donors_to_be(members)
+        # With a journal, only a node it proves this upgrade created serves as a heir (also after its image was
+        # cached and its pairing lost); any other node on the image is capacity, named and left alone.
+        fresh = [s for s in members if s.category == UP_TO_DATE and s.phase != PHASE_REPLACED]
+        candidates = [s for s in fresh if inputs.ours(s) and inputs.alive(s)]
+        if inputs.proof and free_outdated:
+            self.foreign.extend(dict(name=s.name, group=s.group_id, provider_id=s.info.provider_id)
+                                for s in fresh if not inputs.ours(s))
+        nodes_now = sum(1 for s in members if s.category != OBSOLETE)
+        for s in candidates:
+            if free_outdated:
+                self._pair(s, free_outdated.pop(0))
+            elif clearing:
+                clearing.pop(0)   # its donor-to-be is free from the next pass on: not surplus
+            else:
+                nodes_now -= self._unneeded(s, gkey, nodes_now)
 
-    def unhealthy_member(self, state):
-        """The control plane's named etcd problem on `state`'s member (matched by its InternalIP), or None."""
-        ips = set(state.info.internal_ips)
-        return next((p for p in self.health_read() if p.get("node_ip") and p["node_ip"] in ips), None)
+    def _donors_to_be(self, members):
+        """(the outdated nodes free to pair, in the order they are taken; those paired only next pass). The donor is
+        the outdated node that most needs replacing: one that is not Ready, or whose etcd member is unhealthy, first;
+        then the oldest instance. An outdated node whose stale donor annotation is cleared in this pass
+        (clear_stale_halves) is paired only in the next one: a kill between the heir's half and the donor's patch
+        would otherwise leave two nodes that name each other as donor, a cycle that is then left alone for good."""
+        outdated = sorted((s for s in members if s.category == OUTDATED), key=self.inputs.donor_order)
+        clearing = [s for s in outdated if s.info.annotations.get(self.inputs.keys.donor)]
+        return [s for s in outdated if s not in clearing], clearing
 
-    def health_read(self):
-        """The etcd problems read, [] when none was read (or none is at hand yet)."""
-        return [] if self.health in (None, HEALTH_UNREAD) else self.health
+    def _pair(self, s, d):
+        """New node `s` becomes the heir of outdated node `d`: written heir first."""
+        keys = self.inputs.keys
+        d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
+        s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
+        self.plan.pairs.append(dict(heir=s.name, donor=d.name, group=s.group_id, reason=self.inputs.donor_reason(d)))
+        heir_annotations = dict(self._pair_annotations(keys.donor, d.name, PHASE_HEIR),
+                                **{keys.started_at: self.inputs.stamp})
+        self.patch(s.name, dict(s.cache, **heir_annotations), expect={keys.donor: None})
+        s.cache = {}
+        self.patch(d.name, self._pair_annotations(keys.heir, s.name, PHASE_PAIRED), expect={keys.heir: None})
 
-    def donor_reason(self, state):
-        """Why `state` is the donor chosen now (the order of donor_order), in words."""
-        problem = self.unhealthy_member(state)
-        if not state.info.ready:
-            return "it is not Ready"
-        if problem is not None:
-            return "its etcd member is unhealthy: %s" % (problem.get("message") or "unhealthy")
-        return "the oldest outdated node of its group"
-
-    def donor_order(self, state):
-        inst = self.instance_of(state)
-        created = inst.created_at if inst is not None and inst.created_at is not None else float("inf")
-        return (state.info.ready and self.unhealthy_member(state) is None, created, state.name)
+    def _unneeded(self, s, gkey, nodes_now):
+        """A new node of ours that no donor needs: surplus, or the refill of a worker removed delete-first. Returns 1
+        when it is marked for removal. A node that nothing needs and that the journal does not record as created by
+        this upgrade is simply up to date: we cannot prove we created it, so it is never deleted."""
+        keys = self.inputs.keys
+        if s.phase == PHASE_HEIR and not self.inputs.proof:
+            # It was created as a heir and no donor needs it any more: surplus, remove it (with a journal,
+            # only above the group's start count: remove_surplus).
+            s.category = NEW
+            self.plan.obsolete.append(s.name)
+            self.patch(s.name, dict(s.cache, **{
+                keys.obsolete: "true", keys.phase: None, keys.phase_since: self.inputs.stamp,
+                keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.inputs.now)}))
+            s.cache = {}
+            return 1
+        if self.inputs.created_by_us(s) is not None:
+            return self.remove_surplus(s, gkey, nodes_now)
+        if unrecorded_refill(self.inputs, self.census, self.plan.record_refills, s, nodes_now, gkey):
+            self.refill_done(s)
+        return 0
 
     # 3b. One ordering rule everywhere: while a control-plane node still has to be replaced, no worker is paired,
     #     drained, deleted or created.
     def control_plane_owed(self):
-        self.cp_busy = any(s.category in (OUTDATED, DONOR) and s.info.control_plane for s in self.valid)
-
-    def created_by_us(self, state):
-        """The journal's record of `state`'s instance when this upgrade created it in the node's own scaling
-        group (or an open create intent accounts for it), else None."""
-        entry = self.created.get(self.normalize(state.info.provider_id)) if state.info.provider_id else None
-        if entry is None or not entry.get("group") or not same(entry.get("group"), state.group_id):
-            return None
-        return entry
-
-    def ours(self, state):
-        """Whether `state` may serve as a heir or be removed as surplus: with a journal, only what it proves this
-        upgrade created; without one (a module on its own), a heir this collection wrote or a node whose image
-        was never cached (the older rule)."""
-        if self.proof:
-            return self.created_by_us(state) is not None
-        return state.phase == PHASE_HEIR or self.keys.image not in state.info.annotations
-
-    def running(self, state):
-        """Whether the cloud says `state`'s instance runs (always, where the cloud was not read)."""
-        inst = self.instance_of(state)
-        return not self.cloud_consulted or (inst is not None and inst.state == RUNNING)
-
-    def alive(self, state):
-        """Whether the cloud may still run `state`'s instance: listed (where every group was read), and not as
-        deleting, stopped or failed. A Node whose instance is gone is no heir, however Ready it still reads."""
-        inst = self.instance_of(state)
-        if inst is None:
-            return not self.cloud_view.complete
-        return inst.state not in (DELETING, STOPPED, FAILED)
+        self.census.cp_busy = any(s.category in (OUTDATED, DONOR) and s.info.control_plane for s in self.census.valid)
 
     def remove_surplus(self, s, gkey, nodes_now):
         """A node this upgrade created that no donor needs: marked obsolete (then drained and deleted) while its
-        group holds more nodes than at the start. Returns 1 when it was marked."""
-        keys, start = self.keys, self.start_counts.get(gkey)
-        entry = dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
-                     created=self.created_by_us(s).get("created"), nodes=nodes_now, start_count=start)
-        if start is None:
-            self.surplus.append(dict(entry, action="kept", reason="the journal does not record how many nodes "
-                                     "scaling group %s had at the start" % s.group_id))
-            return 0
-        if nodes_now <= start:
-            self.surplus.append(dict(entry, action="kept", reason="scaling group %s holds %d node(s), not more than "
-                                     "the %d it had at the start" % (s.group_id, nodes_now, start)))
-            if not s.info.control_plane and unavailable_limit(self.options.max_unavailable, 1) > 0:
+        group holds more nodes than at the start (plan_surplus). Returns 1 when it was marked."""
+        keys = self.inputs.keys
+        entry = surplus_decision(self.inputs, s, gkey, nodes_now)
+        self.plan.surplus.append(entry)
+        if entry["action"] == "kept":
+            if entry["start_count"] is not None and refills_on(self.inputs, s):
                 self.refill_done(s)
             return 0
         s.category = NEW
-        self.obsolete_marks.append(s.name)
-        self.surplus.append(dict(entry, action="obsolete", reason="created by this upgrade (journal), no donor needs "
-                                 "it, and scaling group %s holds %d node(s), more than the %d it had at the start"
-                                 % (s.group_id, nodes_now, start)))
+        self.plan.obsolete.append(s.name)
+        # A fresh trail, as a pairing starts one: an earlier upgrade's (heir, replaced) before the mark is out of
+        # order, and the node would be left alone for good.
         self.patch(s.name, dict(s.cache, **{
-            keys.obsolete: "true", keys.phase: None, keys.phase_since: self.stamp,
-            keys.phase_history: trail_with(s.info.annotations, keys, TRAIL_OBSOLETE, self.now)}),
+            keys.obsolete: "true", keys.phase: None, keys.phase_since: self.inputs.stamp,
+            keys.phase_history: trail_with({}, keys, TRAIL_OBSOLETE, self.inputs.now, reset=True)}),
             expect={keys.donor: None, keys.obsolete: s.info.annotations.get(keys.obsolete)})
         s.cache = {}
         return 1
 
-    def instance_of(self, s):
-        """The cloud's instance of node `s` as this read lists it, or None."""
-        return self.by_provider_id.get(self.normalize(s.info.provider_id)) if s.info.provider_id else None
-
-    def open_slot(self, s):
-        """The first worker of `s`'s group removed delete-first that no node replaced yet, or None."""
-        taken = set(self.refills) | set(self.record_refills)
-        for slot, entry in sorted(self.removed_first.items()):
-            if slot not in taken and slot not in self.by_name and same(entry.get("group"), s.group_id):
-                return slot
-        return None
-
     def refill_slot(self, s):
         """The worker removed delete-first that refill `s` replaces: the one the journal assigns to it, else the
         first of its group that no node replaced yet (None when there is none)."""
-        for slot, refill in sorted(self.refills.items()):
+        for slot, refill in sorted(self.inputs.refills.items()):
             if refill == s.name:
                 return slot
-        slot = self.open_slot(s)
+        slot = open_slot(self.inputs, self.census, self.plan.record_refills, s)
         if slot is not None:
-            self.record_refills[slot] = s.name
+            self.plan.record_refills[slot] = s.name
         return slot
-
-    def unrecorded_refill(self, s, nodes_now, gkey):
-        """Whether `s`, a fresh worker (its image never cached) that the journal does not record, is the refill
-        of a worker removed delete-first: a run killed between the cloud's create and its record leaves such a
-        node. It is when its group is not above its start count and the cloud created its instance after that
-        removal was decided. It then gets the removed worker's labels, which is additive: nothing proves it is
-        ours, so it is still never removed as surplus."""
-        start = self.start_counts.get(gkey)
-        if (s.info.control_plane or start is None or nodes_now > start or self.keys.image in s.info.annotations
-                or unavailable_limit(self.options.max_unavailable, 1) == 0):
-            return False
-        slot = self.open_slot(s)
-        since = parse_time((self.removed_first.get(slot) or {}).get("since")) if slot is not None else None
-        inst = self.instance_of(s)
-        return since is not None and inst is not None and inst.created_at is not None and inst.created_at >= since
 
     def refill_done(self, s):
         """A node this upgrade created to refill a group whose donor it replaces was removed delete-first (no
         outdated node was left to pair it with): it gets that worker's labels (journal) and is recorded as
         replaced, from its creation on."""
-        keys = self.keys
+        keys = self.inputs.keys
         slot = self.refill_slot(s)
-        entry = self.removed_first.get(slot) or {}
-        labels = labels_to_copy(entry.get("labels") or {}, s.info.labels, self.options.exclude_labels)
-        taints = taints_to_copy(entry.get("taints") or [], s.info.taints, self.options.exclude_labels) \
-            if self.options.copy_taints else []
+        entry = self.inputs.removed_first.get(slot) or {}
+        labels = labels_to_copy(entry.get("labels") or {}, s.info.labels, self.inputs.options.exclude_labels)
+        taints = taints_to_copy(entry.get("taints") or [], s.info.taints, self.inputs.options.exclude_labels) \
+            if self.inputs.options.copy_taints else []
         if labels or taints:
-            self.label_copies.append(dict(heir=s.name, donor=slot, labels=labels, taints=taints))
+            self.plan.label_copies.append(dict(heir=s.name, donor=slot, labels=labels, taints=taints))
             copies = self.node_patches.setdefault(s.name, {"annotations": {}, "expect": {}})
             if labels:
                 copies["labels"] = labels
             if taints:
                 copies["taints"] = list(s.info.taints) + taints
-        inst = self.instance_of(s)
-        created = ((self.created_by_us(s) or {}).get("created")
-                   or (format_time(inst.created_at) if inst is not None and inst.created_at else self.stamp))
-        s.phase, s.phase_since = PHASE_REPLACED, self.now
+        inst = self.inputs.instance_of(s)
+        created = ((self.inputs.created_by_us(s) or {}).get("created")
+                   or (format_time(inst.created_at) if inst is not None and inst.created_at else self.inputs.stamp))
+        s.phase, s.phase_since = PHASE_REPLACED, self.inputs.now
         before = s.info.annotations
         s.info = dataclasses.replace(s.info, annotations=dict(before, **{keys.started_at: created}))
-        self.refilled.append(dict(name=s.name, group=s.group_id, created=created, replaces=slot))
+        self.plan.refilled.append(dict(name=s.name, group=s.group_id, created=created, replaces=slot))
         self.patch(s.name, dict(s.cache, **{
-            keys.phase: PHASE_REPLACED, keys.phase_since: self.stamp, keys.started_at: created,
-            keys.phase_history: trail_with(s.info.annotations, keys, PHASE_REPLACED, self.now, reset=True)}),
+            keys.phase: PHASE_REPLACED, keys.phase_since: self.inputs.stamp, keys.started_at: created,
+            keys.phase_history: trail_with(s.info.annotations, keys, PHASE_REPLACED, self.inputs.now, reset=True)}),
             expect={keys.donor: None, keys.phase: before.get(keys.phase)})
         s.cache = {}
 
     # 5. Remaining cache writes (nodes not touched above).
     def cache_annotations(self):
-        for s in self.states:
+        for s in self.census.states:
             if s.cache:
                 self.patch(s.name, s.cache)
-                self.annotate.append(dict(name=s.name, annotations={self.keys.short(k): v for k, v in sorted(s.cache.items())}))
+                self.plan.annotate.append(dict(name=s.name, annotations={self.inputs.keys.short(k): v for k, v in sorted(s.cache.items())}))
 
     def settle_groups(self):
         """What every node will be once the Kubernetes-side actions above are applied."""
-        marked = set(self.obsolete_marks)
-        for s in self.states:
+        marked = set(self.plan.obsolete)
+        for s in self.census.states:
             if s.category == NEW:
-                self.final[s.name] = OBSOLETE if s.name in marked else HEIR
+                self.census.final[s.name] = OBSOLETE if s.name in marked else HEIR
             elif s.paired_now:
-                self.final[s.name] = DONOR
+                self.census.final[s.name] = DONOR
             else:
-                self.final[s.name] = s.category
+                self.census.final[s.name] = s.category
 
     # Label (and taint) copies for every pair, including the ones formed in this pass.
     def copy_labels(self):
-        options = self.options
-        for s in self.states:
-            if self.final[s.name] != HEIR:
+        options = self.inputs.options
+        for s in self.census.states:
+            if self.census.final[s.name] != HEIR:
                 continue
-            d = self.by_name.get(s.partner)
+            d = self.census.by_name.get(s.partner)
             if d is None:
                 continue
             labels = labels_to_copy(d.info.labels, s.info.labels, options.exclude_labels)
             taints = taints_to_copy(d.info.taints, s.info.taints, options.exclude_labels) if options.copy_taints else []
             if labels or taints:
-                self.label_copies.append(dict(heir=s.name, donor=d.name, labels=labels, taints=taints))
+                self.plan.label_copies.append(dict(heir=s.name, donor=d.name, labels=labels, taints=taints))
                 entry = self.node_patches.setdefault(s.name, {"annotations": {}, "expect": {}})
                 if labels:
                     entry["labels"] = dict(entry.get("labels") or {}, **labels)
                 if taints:
                     entry["taints"] = list(s.info.taints) + taints
 
-    # 6. Instances without a Node: joining, failed joins, orphans.
-    def instances_without_nodes(self):
-        normalize, timeout = self.normalize, float(self.options.join_timeout)
-        node_provider_ids = {normalize(s.info.provider_id) for s in self.states if s.info.provider_id}
-        for gkey in sorted(self.instance_lists):
-            group = self.group_index[gkey]
-            for inst in sorted(self.instance_lists[gkey], key=lambda i: i.provider_id):
-                if normalize(inst.provider_id) in node_provider_ids or (inst.node_name and inst.node_name in self.by_name):
-                    continue
-                entry = dict(provider_id=inst.provider_id, node_name=inst.node_name, group=group.id, state=inst.state,
-                             image=inst.image, created_at=format_time(inst.created_at) if inst.created_at else None)
-                if inst.state == DELETING:
-                    # Deletion requested: it still occupies the group until the cloud no longer lists it.
-                    self.leaving.append(entry)
-                    self.leaving_count[gkey] = self.leaving_count.get(gkey, 0) + 1
-                    continue
-                expired = inst.created_at is not None and self.now - inst.created_at > timeout
-                current = not inst.image or same(inst.image, self.target)
-                deadline = format_time(inst.created_at + timeout) if inst.created_at else None
-                if inst.state == FAILED:
-                    # A quota or capacity refusal can come late, on the instance (GCE): say so, so the
-                    # role holds the surge instead of creating the same refused instance again.
-                    errors = (inst.extra or {}).get("errors") or []
-                    reason = "the cloud failed to create it" + (": " + "; ".join(errors) if errors else "")
-                    self.delete_instances.append(dict(entry, reason=reason,
-                                                      quota_exceeded=bool((inst.extra or {}).get("quota_exceeded"))))
-                    self.failed_count[gkey] = self.failed_count.get(gkey, 0) + 1
-                elif current and not expired:
-                    self.joining.append(dict(entry, deadline=deadline))
-                    self.joining_count[gkey] = self.joining_count.get(gkey, 0) + 1
-                elif current:
-                    self.delete_instances.append(dict(entry, reason="no Node joined within %ds" % int(timeout)))
-                    self.failed_count[gkey] = self.failed_count.get(gkey, 0) + 1
-                elif not expired:
-                    # Old image, no Node yet (someone else scaled the group; it may run a while before its Node
-                    # registers): let it join, then replace it. It occupies the group but will not become a heir.
-                    self.joining.append(dict(entry, deadline=deadline))
-                    self.joining_count[gkey] = self.joining_count.get(gkey, 0) + 1
-                    self.joining_old[gkey] = self.joining_old.get(gkey, 0) + 1
-                else:
-                    self.delete_instances.append(dict(entry, reason="orphan: old image and no Node (interrupted run)"))
-
     # 7. Leaving nodes: donors whose heir is Ready, and obsolete nodes, go drain -> etcd -> delete.
     def leaving_steps(self):
-        keys, options, now = self.keys, self.options, self.now
-        marked = set(self.obsolete_marks)
-        for s in self.states:
-            cat = self.final[s.name]
+        keys = self.inputs.keys
+        marked = set(self.plan.obsolete)
+        for s in self.census.states:
+            cat = self.census.final[s.name]
             if cat == OUTDATED and s.info.unschedulable and s.info.annotations.get(keys.phase) in (PHASE_DRAINING, PHASE_DRAINED):
-                self.uncordon.append(s.name)  # our drain of it was undone by a broken pair: give the capacity back
+                self.plan.uncordon.append(s.name)  # our drain of it was undone by a broken pair: give the capacity back
             if cat not in (DONOR, OBSOLETE) or s.name in marked:
                 continue   # (a node marked obsolete by this plan is drained once the mark is written)
-            if self.cp_busy and not s.info.control_plane:
+            if self.census.cp_busy and not s.info.control_plane:
                 # No worker leaves while a control-plane node still has to be replaced.
-                self.waiting.append(dict(name=s.name, since=format_time(s.phase_since) if s.phase_since else None,
-                                         overdue=False, heir=s.partner, heir_ready=None, heir_ready_since=None,
-                                         reason="waiting for the control plane to be replaced first"))
+                self.plan.waiting_for_heir.append(dict(
+                    name=s.name, since=format_time(s.phase_since) if s.phase_since else None, overdue=False,
+                    heir=s.partner, heir_ready=None, heir_ready_since=None,
+                    reason="waiting for the control plane to be replaced first"))
                 continue
-            if cat == DONOR and s.partner:
-                h = self.by_name.get(s.partner)
-                # A pair formed by this plan is drained on the next pass, once node_pair has written it. A heir
-                # counts only while the cloud says its instance runs.
-                settled = h is not None and h.info.ready and self.running(h) and (
-                    h.info.ready_since is None or now - h.info.ready_since >= float(options.heir_ready_seconds or 0))
-                heir_ready = bool(settled and not s.paired_now)
-                gate = dict(heir=s.partner, heir_ready=bool(h is not None and h.info.ready),
-                            heir_ready_since=format_time(h.info.ready_since) if h is not None and h.info.ready_since else None)
-            else:
-                heir_ready, gate = True, dict(heir=None, heir_ready=None, heir_ready_since=None)
-            phase = s.phase if s.phase in KNOWN_DONOR_PHASES else PHASE_PAIRED
-            ip = s.info.internal_ips[0] if s.info.internal_ips else None
-            # What follows a drain rides along, so a drain that finishes at once goes on in the same pass.
-            leaving = dict(control_plane=s.info.control_plane, node_ip=ip, provider_id=s.info.provider_id,
-                           group=s.group_id)
-            heir_info = self.by_name[s.partner].info if cat == DONOR and s.partner in self.by_name else None
-            cloud = self.cloud_view if self.cloud_consulted else None
+            self._leave(s, cat)
 
-            def agreed(*steps):
-                """The cross-checks of these steps all pass; else the node (and its heir) are left alone."""
-                problems = []
-                for step in steps:
-                    problems.extend(CHECKS[step](s.info, heir_info, self.target, cloud, keys, now))
-                if problems:
-                    self._hold_leaving(s, problems)
-                return not problems
+    def _leave(self, s, cat):
+        """The next step of leaving node `s` (a donor or obsolete), by its phase, once the cross-checks agree."""
+        heir_ready, gate = self._heir_gate(s, cat)
+        phase = s.phase if s.phase in KNOWN_DONOR_PHASES else PHASE_PAIRED
+        ip = s.info.internal_ips[0] if s.info.internal_ips else None
+        if phase in (PHASE_PAIRED, PHASE_DRAINING):
+            if not heir_ready:
+                self._waiting(s, gate)
+            elif self._agreed(s, cat, STEP_CORDON, STEP_DRAIN):
+                # What follows a drain rides along, so a drain that finishes at once goes on in the same pass.
+                self.plan.drain.append(dict(name=s.name, reason=cat, **gate, control_plane=s.info.control_plane,
+                                            node_ip=ip, provider_id=s.info.provider_id, group=s.group_id))
+        elif phase == PHASE_DRAINED and s.info.control_plane:
+            if self._agreed(s, cat, STEP_ETCD_REMOVAL):
+                self.plan.etcd_remove.append(dict(name=s.name, node_ip=ip, provider_id=s.info.provider_id,
+                                                  group=s.group_id))
+        elif self._agreed(s, cat, STEP_INSTANCE_DELETION, STEP_NODE_DELETION):
+            self.plan.delete_nodes.append(dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
+                                               control_plane=s.info.control_plane))
 
-            if phase in (PHASE_PAIRED, PHASE_DRAINING):
-                if heir_ready and agreed(STEP_CORDON, STEP_DRAIN):
-                    self.drain.append(dict(name=s.name, reason=cat, **gate, **leaving))
-                elif heir_ready:
-                    continue
-                else:
-                    # A heir that is not Ready within join_timeout of the pairing will likely never be: say so
-                    # (the reference waited forever without a word).
-                    overdue = bool(s.phase_since is not None and not gate["heir_ready"]
-                                   and now - s.phase_since > float(options.join_timeout))
-                    self.waiting.append(dict(name=s.name, since=format_time(s.phase_since) if s.phase_since else None,
-                                             overdue=overdue, **gate))
-            elif phase == PHASE_DRAINED and s.info.control_plane:
-                if agreed(STEP_ETCD_REMOVAL):
-                    self.etcd_remove.append(dict(name=s.name, node_ip=ip, provider_id=s.info.provider_id,
-                                                 group=s.group_id))
-            elif agreed(STEP_INSTANCE_DELETION, STEP_NODE_DELETION):
-                self.delete_nodes.append(dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
-                                              control_plane=s.info.control_plane))
+    def _heir_gate(self, s, cat):
+        """(whether the donor's heir is Ready for its drain, what the drain entry says of the heir). A pair formed by
+        this plan is drained on the next pass, once node_pair has written it. A heir counts only while the cloud
+        says its instance runs. An obsolete node has no heir to wait for."""
+        if cat != DONOR or not s.partner:
+            return True, dict(heir=None, heir_ready=None, heir_ready_since=None)
+        h, now = self.census.by_name.get(s.partner), self.inputs.now
+        settled = h is not None and h.info.ready and self.inputs.running(h) and (
+            h.info.ready_since is None or now - h.info.ready_since >= float(self.inputs.options.heir_ready_seconds or 0))
+        gate = dict(heir=s.partner, heir_ready=bool(h is not None and h.info.ready),
+                    heir_ready_since=format_time(h.info.ready_since) if h is not None and h.info.ready_since else None)
+        return bool(settled and not s.paired_now), gate
+
+    def _waiting(self, s, gate):
+        """A heir that is not Ready within join_timeout of the pairing will likely never be: say so (the reference
+        waited forever without a word)."""
+        overdue = bool(s.phase_since is not None and not gate["heir_ready"]
+                       and self.inputs.now - s.phase_since > float(self.inputs.options.join_timeout))
+        self.plan.waiting_for_heir.append(dict(
+            name=s.name, since=format_time(s.phase_since) if s.phase_since else None, overdue=overdue, **gate))
+
+    def _agreed(self, s, cat, *steps):
+        """The cross-checks of these steps all pass; else the node (and its heir) are left alone."""
+        inputs = self.inputs
+        heir_info = self.census.by_name[s.partner].info if cat == DONOR and s.partner in self.census.by_name else None
+        cloud = inputs.cloud_view if inputs.cloud_consulted else None
+        problems = []
+        for step in steps:
+            problems.extend(CHECKS[step](s.info, heir_info, inputs.target, cloud, inputs.keys, inputs.now))
+        if problems:
+            self._hold_leaving(s, problems)
+        return not problems
 
     def _hold_leaving(self, state, problems):
         seen, unique = set(), []
@@ -1424,350 +737,117 @@ class _Planner:
                 seen.add(p["message"])
                 unique.append(p)
         self._hold(state, unique)
-        self.final[state.name] = INVALID
-        h = self.by_name.get(state.partner or "")
-        if h is not None and self.final.get(h.name) == HEIR and h.partner == state.name:
+        self.census.final[state.name] = INVALID
+        h = self.census.by_name.get(state.partner or "")
+        if h is not None and self.census.final.get(h.name) == HEIR and h.partner == state.name:
             self._hold(h, [_problem(h.name, unique[0]["step"], "partner_has_problem", "its donor %s is left alone: %s"
                                     % (state.name, unique[0]["message"]))])
-            self.final[h.name] = INVALID
+            self.census.final[h.name] = INVALID
 
-    # 8. Budgets and creations, control plane first and one at a time.
+    # 8. Budgets and creations, control plane first and one at a time (plan_surge); in worker groups with
+    #    max_unavailable, delete-first replacements (plan_delete_first).
     def creations(self):
-        options, final = self.options, self.final
-        roles = {gkey: self.group_role(gkey) for gkey in self.group_index}
-        budgets = {}
-        problem_nodes = {p["node"] for p in self.problems if p.get("action") == "left alone"}
-        for gkey in sorted(self.group_index, key=lambda k: (roles[k] != ROLE_CONTROL_PLANE, k)):
-            group = self.group_index[gkey]
-            members = self.by_group.get(gkey, [])
-            count = {g: 0 for g in NODE_GROUPS}
-            for s in members:
-                count[final[s.name]] += 1
-            # A percentage surge counts the group's nodes, not a Node whose instance is gone or going.
-            base = sum(1 for s in members if final[s.name] in (OUTDATED, DONOR, UP_TO_DATE) and self.alive(s))
-            limit = 1 if roles[gkey] == ROLE_CONTROL_PLANE else surge_limit(options.max_surge, base)
-            joining = self.joining_count.get(gkey, 0)
-            leaving = self.leaving_count.get(gkey, 0)
-            # Nodes left alone for a problem that this collection created as heirs keep their slot (they are
-            # extra instances of this upgrade); anything else was there before and is part of the start.
-            held = sorted(s.name for s in self.states if s.name in problem_nodes and s.group_id
-                          and _group_key(s.group_id) == gkey and same(s.image, self.target)
-                          and PHASE_HEIR in [p for p, _t in parse_trail(s.info.annotations.get(self.keys.phase_history))[0]])
-            # A Node whose instance the cloud is deleting (a heir it took back, say) still holds its instance's slot.
-            dying = sum(1 for s in members if final[s.name] not in (HEIR, OBSOLETE)
-                        and getattr(self.instance_of(s), "state", None) == DELETING)
-            in_flight = (count[HEIR] + count[OBSOLETE] + joining + self.failed_count.get(gkey, 0) + leaving + dying
-                         + len(held))
-            self.in_flight_total += in_flight
-            demand = max(0, count[OUTDATED] - (joining - self.joining_old.get(gkey, 0)))
-            budgets[gkey] = dict(limit=limit, in_flight=in_flight, demand=demand, held=held)
-            self.group_reports.append(dict(id=group.id, name=group.name, kind=group.kind,
-                                           role=roles[gkey], image=group.image,
-                                           image_current=same(group.image, self.target),
-                                           listed=gkey in self.instance_lists, nodes=len(members),
-                                           nodes_serving=sum(1 for s in members if s.category != OBSOLETE),
-                                           **{k: count[k] for k in NODE_GROUPS if k != INVALID},
-                                           joining=joining, leaving=leaving, held=held, surge_limit=limit,
-                                           in_flight=in_flight))
-        cluster_room = None
-        if options.max_surge_total is not None:
-            cluster_room = max(0, int(options.max_surge_total) - self.in_flight_total)
-        cp_in_flight = sum(b["in_flight"] for k, b in budgets.items() if roles[k] == ROLE_CONTROL_PLANE)
-        for report in self.group_reports:
-            budget = budgets[_group_key(report["id"])]
-            want = budget["demand"]
-            room = max(0, budget["limit"] - budget["in_flight"])
-            reason, surge_only = None, None
-            if want == 0 and not self.delete_first_on(report):
-                count = 0
-            elif not report["listed"]:
-                count, reason = 0, "its instances could not be listed" if want else None
-            elif not report["image_current"]:
-                count, reason = 0, "the scaling group does not use the image yet" if want else None
-            elif self.delete_first_on(report):
-                count, surge_only, reason = self.delete_first(report, budget, cluster_room)
-            elif options.no_surge:
-                count, reason = 0, "the cloud quota leaves no room for a new instance"
-            elif report["role"] == ROLE_WORKER and self.cp_busy:
-                count, reason = 0, "waiting for the control plane to be replaced first"
-            elif report["role"] == ROLE_CONTROL_PLANE:
-                count = 1 if cp_in_flight == 0 and room > 0 else 0
-                reason = None if count else "a control-plane replacement is in flight"
-                unhealthy = self.control_plane_problems() if count else []
-                if unhealthy:
-                    count, reason = 0, ("the control plane is not healthy, so no new etcd member is added: %s; "
-                                        "repair it (or remove that member by hand) and the run goes on"
-                                        % "; ".join(unhealthy))
-                elif count and self.health == HEALTH_UNREAD:
-                    self.health_due = True
-                    count, reason = 0, ("etcd is read through rolling_upgrade_etcd_delegate_to before each "
-                                        "control-plane heir: that read is due")
-            else:
-                count = min(want, room)
-                reason = None if count else "surge budget used (%d of %d in flight)" % (budget["in_flight"], budget["limit"])
-            if want and not count and budget["held"] and budget["in_flight"] <= len(budget["held"]) + 0 \
-                    and budget["in_flight"] >= budget["limit"]:
-                # Nothing will free the budget by itself: going on means waiting for ever.
-                reason = "surge budget held by node(s) left alone for a problem: %s" % ", ".join(budget["held"])
-                self.stop = self.stop or ("scaling group %s cannot go on: %s; resolve the problem(s) named in "
-                                          "`problems`, then run again" % (report["id"], reason))
-            if count and cluster_room is not None and surge_only is None:
-                count = min(count, cluster_room)
-                if not count:
-                    reason = "cluster-wide surge budget used"
-            if count and report["role"] == ROLE_CONTROL_PLANE:
-                cp_in_flight += count
-            if cluster_room is not None:
-                cluster_room -= count if surge_only is None else surge_only
-            report["to_create"] = count
-            if count:
-                self.create.append(dict(group=report["id"], count=count, role=report["role"]))
-            elif reason:
-                self.blocked.append(dict(group=report["id"], reason=reason, outdated=want))
-
-    def control_plane_problems(self):
-        """What stops a control-plane heir now: an etcd problem the executor read (a member unhealthy, an alarm, a
-        learner left over) and control-plane Nodes that serve but are not Ready."""
-        found = [("etcd member %s: %s" % (p.get("member") or p.get("node_ip"), p.get("message") or "unhealthy"))
-                 if p.get("member") or p.get("node_ip") else (p.get("message") or "etcd is not healthy")
-                 for p in self.health_read()]
-        found.extend("control-plane node %s is not Ready" % s.name for s in self.valid
-                     if s.info.control_plane and not s.info.ready
-                     and self.final.get(s.name) in (OUTDATED, UP_TO_DATE, HEIR, DONOR)
-                     and s.phase not in (PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING))
-        return found
-
-    # 8b. Delete-first replacements (max_unavailable), in worker groups only: the control plane always surges.
-    #     A group lends capacity instead of borrowing it. An outdated node is marked obsolete, the removal path
-    #     of surplus nodes (cordon, drain with PDBs respected, delete; every cross-check, resumable at any
-    #     phase), and the group is refilled from the new image up to the node count it had at the start, as
-    #     the journal records it (start_counts, written before the first mark). A refill joins and pairs with
-    #     the next outdated node like any heir; one that finds none is the replacement of a node already gone
-    #     and is recorded as replaced. A donor removed delete-first is told from a surplus heir by its image:
-    #     the cloud says it runs an outdated one. Ready nodes never drop below the start minus the limit.
-    def delete_first_on(self, report):
-        return report["role"] == ROLE_WORKER and unavailable_limit(self.options.max_unavailable, 1) > 0
-
-    def vacating(self, members):
-        """Outdated nodes being removed delete-first (marked obsolete, still listed as nodes)."""
-        return [s for s in members if self.final[s.name] == OBSOLETE and s.image and not same(s.image, self.target)]
-
-    def available(self, members):
-        """Nodes of a group that serve and will go on serving: Ready, schedulable, not leaving. A donor whose
-        heir is Ready is leaving (its drain is next), one whose heir is not Ready yet still serves."""
-        count = 0
-        for s in members:
-            category = self.final[s.name]
-            if category not in (OUTDATED, UP_TO_DATE, HEIR, DONOR) or not s.info.ready or s.info.unschedulable:
-                continue
-            if category == DONOR:
-                heir = self.by_name.get(s.partner or "")
-                if heir is None or heir.info.ready or s.phase not in ("", PHASE_PAIRED):
-                    continue
-            count += 1
-        return count
+        self.group_reports, budgets, self.in_flight_total = group_budgets(self.inputs, self.census, self.arrivals,
+                                                                          self.problems)
+        surge = plan_creations(self.inputs, self.census, self.group_reports, budgets, self.in_flight_total,
+                               self.delete_first)
+        self.plan.create, self.plan.create_blocked = surge.create, surge.blocked
+        self.health_due, self.stop = surge.health_due, surge.stop
 
     def delete_first(self, report, budget, cluster_room):
-        """(instances to create, of which surge heirs, blocked reason) for a worker group with max_unavailable
-        above 0; marks the outdated nodes to remove first."""
-        gkey = _group_key(report["id"])
-        members = self.by_group.get(gkey, [])
-        vacating = self.vacating(members)
-        start = self.start_counts.get(gkey)
-        provisional = start is None
-        if provisional:
-            if vacating:
-                # A node already removed delete-first cannot be counted back without the journal's record.
-                return 0, 0, ("the journal does not record how many nodes scaling group %s had at the start, and "
-                              "%s is being removed delete-first: rolling_upgrade_max_unavailable needs the journal"
-                              % (report["id"], ", ".join(s.name for s in vacating)))
-            start = report["nodes_serving"]
-        limit = unavailable_limit(self.options.max_unavailable, start)
-        surge = 0 if self.options.no_surge else budget["limit"]
-        listed = self.instance_lists.get(gkey, [])
-        # An instance the cloud is still deleting (or gave up creating) is no capacity, but it holds its slot (and
-        # the quota) until it is gone: the refill it leaves owed is created once there is room.
-        live = sum(1 for i in listed if i.state not in (DELETING, FAILED))
-        room = max(0, start + surge - len(listed))
-        available = self.available(members)
-        in_use = max(0, start - available)
-        refill_owed = max(0, start - live)
-        refill = min(refill_owed, room)
-        surge_heirs = 0
-        if not self.cp_busy:
-            surge_heirs = min(max(0, budget["demand"] - refill_owed), max(0, room - refill))
-            if cluster_room is not None:
-                surge_heirs = min(surge_heirs, cluster_room)
-        create = refill + surge_heirs
-        joining_new = self.joining_count.get(gkey, 0) - self.joining_old.get(gkey, 0)
-        free = [s for s in members if self.final[s.name] == OUTDATED and not s.paired_now
-                and not s.info.annotations.get(self.keys.donor)]
-        # Outdated nodes no heir on its way (joining, created now, or a refill still owed) will take.
-        spare = max(0, len(free) - joining_new - refill_owed - surge_heirs)
-        count = 0 if self.cp_busy else min(max(0, limit - in_use), spare)
-        for s in free[:count]:
-            # Its labels (and taints) outlive it in the journal, for the refill that replaces it.
-            # `since`: a fresh node the cloud created after it may be its refill (unrecorded_refill).
-            self.record_removed_first[s.name] = dict(
-                group=report["id"], since=self.stamp, labels=copyable_labels(s.info.labels, self.options.exclude_labels),
-                taints=copyable_taints(s.info.taints, self.options.exclude_labels) if self.options.copy_taints else [])
-            self.final[s.name] = OBSOLETE
-            self.obsolete_marks.append(s.name)
-            self.delete_first_marks.append(dict(name=s.name, group=report["id"], provider_id=s.info.provider_id))
-            # A fresh trail, as a pairing starts one: an earlier upgrade's (heir, replaced) before the mark is out
-            # of order, and the node would be left alone for good.
-            self.patch(s.name, dict(s.cache, **{
-                self.keys.obsolete: "true", self.keys.phase: None, self.keys.phase_since: self.stamp,
-                self.keys.phase_history: trail_with({}, self.keys, TRAIL_OBSOLETE, self.now, reset=True)}),
-                expect={self.keys.heir: None, self.keys.obsolete: s.info.annotations.get(self.keys.obsolete)})
-            s.cache = {}
-        if count and provisional:
-            self.record_start_counts[report["id"]] = start
-        report.update(start_count=start, unavailable_limit=limit, unavailable_in_use=in_use + count,
-                      ready_serving=available, refill_owed=refill_owed - refill,
-                      delete_first=sorted(s.name for s in vacating + free[:count]))
-        reason = None
-        if not create and not count and (budget["demand"] or refill_owed):
-            if self.cp_busy:
-                reason = "waiting for the control plane to be replaced first"
-            elif refill_owed:
-                reason = ("%d refill(s) owed, waiting for room: %d instance(s) listed, %d of them still being deleted "
-                          "or failed, %d at the start" % (refill_owed, len(listed), len(listed) - live, start))
-            else:
-                reason = ("unavailable budget used (%d of %d node(s) missing or leaving) and no room for a heir "
-                          "(%d instance(s), %d at the start)" % (in_use, limit, len(listed), start))
-        return create, surge_heirs, reason
+        """(instances to create, of which surge heirs, blocked reason) for a delete-first group, whose outdated nodes
+        to remove first are marked now."""
+        decision = plan_delete_first(self.inputs, self.census, self.arrivals, report, budget, cluster_room)
+        for s in decision.remove:
+            self.mark_removed_first(s, report["id"])
+        if decision.record_start is not None:
+            self.plan.record_start_counts[report["id"]] = decision.record_start
+        return decision.create, decision.surge_heirs, decision.reason
 
-    # 8c. Capacity not restored by nodes nothing proves we created (issue 13): named, never removed.
-    def unproven_surplus(self):
-        """A settled group (every node up to date, nothing joining, leaving or marked) that holds more nodes
-        than at the start, with no surplus the journal proves ours: the extra nodes may be heirs a run
-        created and was killed before recording. Nothing proves which, so none is removed; each of the
-        newest unrecorded nodes (as many as the excess) is reported as a problem with action "kept"."""
-        for report in self.group_reports:
-            gkey = _group_key(report["id"])
-            start = self.start_counts.get(gkey)
-            busy = any(report[k] for k in (OUTDATED, DONOR, HEIR, NEW, OBSOLETE)) or report["joining"] or report["leaving"]
-            if start is None or busy or not report["image_current"] or report["nodes_serving"] <= start:
-                continue
-            extra = report["nodes_serving"] - start
-            unrecorded = [s for s in self.by_group.get(gkey, []) if self.final.get(s.name) == UP_TO_DATE
-                          and self.created_by_us(s) is None]
-            instances = {s.name: self.instance_of(s) for s in unrecorded}
-            created = {name: inst.created_at if inst is not None else None for name, inst in instances.items()}
-            unrecorded.sort(key=lambda s: (created[s.name] is None, -(created[s.name] or 0), s.name))
-            for s in unrecorded[:extra]:
-                self.problems.append(_problem(s.name, None, "unproven_surplus", (
-                    "scaling group %s holds %d nodes, %d more than the %d it had when the upgrade started, and the "
-                    "journal records none of them as created by this upgrade; this node is one of the %d newest "
-                    "(instance %s, created %s) and may be a heir whose creation a killed run never recorded. Nothing "
-                    "proves it is ours, so it is kept: if it is surplus, remove it by hand (kubectl drain %s, csp_node "
-                    "state=absent for its instance, kubectl delete node %s)") % (
-                    report["id"], report["nodes_serving"], extra, start, extra, s.info.provider_id or "unknown",
-                    format_time(created[s.name]) if created[s.name] is not None else "at an unknown time",
-                    s.name, s.name)))
-                self.problems[-1]["action"] = "kept"
-
-    def groups_short(self):
-        """The groups (their reports, with ready_on_image set) that hold fewer Ready nodes on the target image (as the
-        cloud says their instances run) than the journal says they had at the start."""
-        short = []
-        for report in self.group_reports:
-            gkey = _group_key(report["id"])
-            start = self.start_counts.get(gkey)
-            ready = 0
-            for s in self.by_group.get(gkey, []):
-                inst = self.instance_of(s)
-                on_image = (inst is not None and inst.state == RUNNING and same(inst.image, self.target)
-                            if self.cloud_consulted else same(s.image, self.target))
-                # (A node someone else cordoned still counts: the cordon is theirs to lift.)
-                if self.final.get(s.name) not in (OBSOLETE, INVALID) and s.info.ready and on_image:
-                    ready += 1
-            report["ready_on_image"] = ready
-            if start is not None and ready < start:
-                report.setdefault("start_count", start)
-                short.append(report)
-        return short
+    def mark_removed_first(self, s, group_id):
+        """Outdated worker `s` is removed before its heir exists: marked obsolete, and its labels (and taints) outlive
+        it in the journal, for the refill that replaces it. `since`: a fresh node the cloud created after it may be its
+        refill (unrecorded_refill)."""
+        keys, options = self.inputs.keys, self.inputs.options
+        self.plan.record_removed_first[s.name] = dict(
+            group=group_id, since=self.inputs.stamp, labels=copyable_labels(s.info.labels, options.exclude_labels),
+            taints=copyable_taints(s.info.taints, options.exclude_labels) if options.copy_taints else [])
+        self.census.final[s.name] = OBSOLETE
+        self.plan.obsolete.append(s.name)
+        self.plan.delete_first.append(dict(name=s.name, group=group_id, provider_id=s.info.provider_id))
+        # A fresh trail, as a pairing starts one: an earlier upgrade's (heir, replaced) before the mark is out of
+        # order, and the node would be left alone for good.
+        self.patch(s.name, dict(s.cache, **{
+            keys.obsolete: "true", keys.phase: None, keys.phase_since: self.inputs.stamp,
+            keys.phase_history: trail_with({}, keys, TRAIL_OBSOLETE, self.inputs.now, reset=True)}),
+            expect={keys.heir: None, keys.obsolete: s.info.annotations.get(keys.obsolete)})
+        s.cache = {}
 
     # 9. Progress, ETA and the result.
     def result(self):
-        keys, final, target = self.keys, self.final, self.target
+        set_group_image = [dict(group=r["id"], image=self.inputs.target) for r in self.group_reports if not r["image_current"]]
+        self.plan.set_group_image = set_group_image
+        replaced, done_count = self.replacements_done()
+        progress = self.progress(done_count)
+        eta = _eta(replaced, self.inputs.keys, progress.remaining, self.inputs.options.eta_min_samples, self.inputs.now)
+        short = groups_short(self.inputs, self.census, self.group_reports)
+        done = progress.remaining == 0 and self.settled() and not short
+        for report in short:
+            if not any(b["group"] == report["id"] for b in self.plan.create_blocked):
+                self.plan.create_blocked.append(dict(group=report["id"], outdated=0, reason=(
+                    "%d Ready node(s) on the image, fewer than the %d it had at the start: the upgrade is not done "
+                    "until the group is whole again" % (report["ready_on_image"], report["start_count"]))))
+        return UpgradeFacts(
+            target_image=self.inputs.target, annotation_prefix=self.inputs.keys.prefix, nodes=self.grouped(), joining=self.arrivals.joining,
+            leaving_instances=self.arrivals.leaving, scaling_groups=self.group_reports, budget=self.budget(), plan=self.plan,
+            progress=progress, eta=Eta(**eta), done=done, problems=self.problems, foreign=self.foreign, stop=self.stop,
+            etcd_health_due=self.health_due, node_patches=self.node_patches,
+        ).to_dict()
+
+    def grouped(self):
+        """Every node's name under its group (an invalid one with its reason); a node paired in this pass is reported
+        "new" until node_pair has written the pair."""
         grouped = {g: [] for g in NODE_GROUPS}
-        for s in self.states:
-            # A node paired in this pass is reported "new" until node_pair has written the pair.
+        for s in self.census.states:
             if s.category == INVALID:
                 grouped[INVALID].append(dict(name=s.name, reason=s.reason, out_of_scope=s.out_of_scope))
             else:
                 grouped[s.category].append(s.name)
-        set_group_image = [dict(group=r["id"], image=target) for r in self.group_reports if not r["image_current"]]
-        promoted_now = [r for r in self.repairs if r["action"] == "promote"]
+        return grouped
+
+    def replacements_done(self):
+        """(the heirs whose donor is gone, promoted before this pass; how many replacements are done)."""
+        promoted_now = [r for r in self.plan.repairs if r["action"] == "promote"]
         promoted_names = {r["name"] for r in promoted_now}
-        replaced = [s for s in self.states if s.category == UP_TO_DATE and s.phase == PHASE_REPLACED
-                    and same(s.image, target) and s.name not in promoted_names]
-        done_count = len(replaced) + len(promoted_now)
+        replaced = [s for s in self.census.states if s.category == UP_TO_DATE and s.phase == PHASE_REPLACED
+                    and same(s.image, self.inputs.target) and s.name not in promoted_names]
+        return replaced, len(replaced) + len(promoted_now)
+
+    def progress(self, done_count):
         # A node removed delete-first is still a replacement to make, and one in progress.
-        vacating = len(self.vacating(self.states))
-        remaining = sum(1 for s in self.states if final[s.name] in (OUTDATED, DONOR)) + vacating
-        in_progress = sum(1 for s in self.states if final[s.name] == DONOR) + vacating
+        vacating = len(self.census.vacating(self.census.states, self.inputs.target))
+        remaining = sum(1 for s in self.census.states if self.census.final[s.name] in (OUTDATED, DONOR)) + vacating
+        in_progress = sum(1 for s in self.census.states if self.census.final[s.name] == DONOR) + vacating
         total = done_count + remaining
         percent = 100.0 if total == 0 else round(100.0 * done_count / total, 1)
-        eta = _eta(replaced, keys, remaining, self.options.eta_min_samples, self.now)
-        short = self.groups_short()
-        done = (remaining == 0 and not any(final[s.name] in (HEIR, OBSOLETE, NEW) for s in self.states)
-                and not self.joining and not self.delete_instances and not self.repairs and not self.obsolete_marks
-                and not self.pairs and not set_group_image and not self.create and not short
+        return Progress(total=total, done=done_count, in_flight=in_progress, remaining=remaining, percent=percent)
+
+    def settled(self):
+        """Nothing is left in flight or to do in this plan, nor in the cloud (no instance being deleted)."""
+        plan = self.plan
+        return (not any(self.census.final[s.name] in (HEIR, OBSOLETE, NEW) for s in self.census.states)
+                and not self.arrivals.joining and not plan.delete_instances and not plan.repairs and not plan.obsolete
+                and not plan.pairs and not plan.set_group_image and not plan.create
                 and not any(r.get("refill_owed") for r in self.group_reports)
-                and not any(i.state == DELETING for i in self.by_provider_id.values()))
-        for report in short:
-            if not any(b["group"] == report["id"] for b in self.blocked):
-                self.blocked.append(dict(group=report["id"], outdated=0, reason=(
-                    "%d Ready node(s) on the image, fewer than the %d it had at the start: the upgrade is not done "
-                    "until the group is whole again" % (report["ready_on_image"], report["start_count"]))))
-        plan = dict(
-            annotate=self.annotate,
-            repairs=self.repairs,
-            pairs=self.pairs,
-            obsolete=self.obsolete_marks,
-            label_copies=self.label_copies,
-            set_group_image=set_group_image,
-            create=self.create,
-            create_blocked=self.blocked,
-            drain=self.drain,
-            waiting_for_heir=self.waiting,
-            etcd_remove=self.etcd_remove,
-            delete_nodes=self.delete_nodes,
-            delete_instances=self.delete_instances,
-            uncordon=self.uncordon,
-            surplus=self.surplus,
-            delete_first=self.delete_first_marks,
-            record_start_counts=self.record_start_counts,
-            record_removed_first=self.record_removed_first,
-            record_refills=self.record_refills,
-            record_created=self.record_created,
-            refilled=self.refilled,
-        )
-        return dict(
-            target_image=target,
-            annotation_prefix=keys.prefix,
-            nodes=grouped,
-            joining=self.joining,
-            leaving_instances=self.leaving,
-            scaling_groups=self.group_reports,
-            budget=dict(max_surge=self.options.max_surge, max_surge_total=self.options.max_surge_total,
-                        in_flight=self.in_flight_total, to_create=sum(c["count"] for c in self.create),
-                        control_plane_first=self.cp_busy, max_unavailable=self.options.max_unavailable,
-                        no_surge=bool(self.options.no_surge),
-                        unavailable=sum(r.get("unavailable_in_use", 0) for r in self.group_reports)),
-            plan=plan,
-            progress=dict(total=total, done=done_count, in_flight=in_progress, remaining=remaining, percent=percent),
-            eta=eta,
-            done=done,
-            problems=self.problems,
-            foreign=self.foreign,
-            stop=self.stop,
-            etcd_health_due=self.health_due,
-            node_patches=self.node_patches,
-        )
+                and not any(i.state == DELETING for i in self.inputs.by_provider_id.values()))
+
+    def budget(self):
+        options = self.inputs.options
+        return Budget(max_surge=options.max_surge, max_surge_total=options.max_surge_total,
+                      in_flight=self.in_flight_total, to_create=sum(c["count"] for c in self.plan.create),
+                      control_plane_first=self.census.cp_busy, max_unavailable=options.max_unavailable,
+                      no_surge=bool(options.no_surge),
+                      unavailable=sum(r.get("unavailable_in_use", 0) for r in self.group_reports))
 
 
 def _eta(replaced, keys, remaining, min_samples, now):

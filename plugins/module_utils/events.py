@@ -95,19 +95,22 @@ def gate_events(before, after):
         outcome = (gate or {}).get("outcome")
         if outcome not in ("passed", "failed") or (known.get(gate_id) or {}).get("outcome") == outcome:
             continue
-        heirs = gate_batch(after, gate_id)
-        more = len(heirs) - _NAMED
-        batch = ", ".join(heirs[:_NAMED]) + (" and %d more" % more if more > 0 else "")
-        head = "health gate %s (after each %s; this one after the heirs %s)" % (gate_id, gate.get("after") or "batch", batch)
-        when = gate.get("ended")
-        if outcome == "passed":
-            spent = ", ".join("%s %ss" % (check, seconds) for check, seconds in sorted((gate.get("seconds") or {}).items()))
-            message = "%s passed at %s; seconds per check: %s" % (head, when or "?", spent or "none recorded")
-            result.extend(event(heir, "UpgradeGatePassed", message, NORMAL, when) for heir in heirs)
-        else:
-            message = "%s failed at %s: %s" % (head, when or "?", gate.get("failure") or "no cause recorded")
-            result.extend(event(heir, "UpgradeGateFailed", message, WARNING, when) for heir in heirs)
+        result.extend(_gate_outcome_events(after, gate_id, gate, outcome))
     return result
+
+
+def _gate_outcome_events(journal, gate_id, gate, outcome):
+    heirs = gate_batch(journal, gate_id)
+    more = len(heirs) - _NAMED
+    batch = ", ".join(heirs[:_NAMED]) + (" and %d more" % more if more > 0 else "")
+    head = "health gate %s (after each %s; this one after the heirs %s)" % (gate_id, gate.get("after") or "batch", batch)
+    when = gate.get("ended")
+    if outcome == "passed":
+        spent = ", ".join("%s %ss" % (check, seconds) for check, seconds in sorted((gate.get("seconds") or {}).items()))
+        message = "%s passed at %s; seconds per check: %s" % (head, when or "?", spent or "none recorded")
+        return [event(heir, "UpgradeGatePassed", message, NORMAL, when) for heir in heirs]
+    message = "%s failed at %s: %s" % (head, when or "?", gate.get("failure") or "no cause recorded")
+    return [event(heir, "UpgradeGateFailed", message, WARNING, when) for heir in heirs]
 
 
 def pass_events(problems, drain_results, stamp):

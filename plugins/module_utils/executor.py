@@ -342,7 +342,7 @@ class Executor:
         created_total, refusals = 0, []
         state.creations = [] if self.gate_owed else state.plan["create"]
         for item in state.creations:
-            intent = self._record_intent(item, state.facts)
+            intent = self._record_intent(item, state.facts, self.last_read[1] if state.read_here else None)
             created, quota_refusal = self._timed("cloud", self.cloud.create, item["group"], item["count"])
             created_total += len(created)
             if created:
@@ -472,13 +472,17 @@ class Executor:
         replanned["plan"]["set_group_image"] = []
         return replanned, nodes
 
-    def _record_intent(self, item, facts):
+    def _record_intent(self, item, facts, groups=None):
         """Record, before the create call, that `item["count"]` instances are about to be created in its group: a
         kill after the cloud's create and before _record_created leaves instances that this record still proves
-        ours (core.plan_upgrade `intents`). Returns the intent's key."""
+        ours (core.plan_upgrade `intents`). `groups`: the cloud's groups as this pass read them. Returns the intent's
+        key."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
-        record, keys = report.intent_record([item], self.clock())
+        # The group's target size before the call, as this pass read it: a kill before the call then claims no
+        # instance the group made by itself in the same second (core.plan_upgrade `intents`).
+        sizes = {g.id: g.target_size for g in groups or [] if core.same(g.id, item["group"])}
+        record, keys = report.intent_record([item], self.clock(), target_sizes=sizes)
         self.settings.intents.update(record["create_intents"])
         # The groups' counts before this upgrade created anything go with its first intent (first record wins).
         record["start_counts"] = report.created_record([], facts.get("scaling_groups"), self.clock())["start_counts"]

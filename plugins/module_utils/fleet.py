@@ -123,52 +123,16 @@ def summarize(layout, records, serial, now=None):
     record being {outcome, started, ended, cause, failed_task, report_dir, nodes_replaced, nodes_total}; a
     host with no record has not started). A cluster of a batch after one with a failed cluster is 'not
     started' and says which; one of a later batch while none failed is 'pending'."""
-    positions = batch_of(layout)
-    failed_batches = sorted({positions[h] for h, r in records.items() if (r or {}).get("outcome") == FAILED
-                             and h in positions})
-    first_failed = failed_batches[0] if failed_batches else None
-    failed_names = [h for h in layout[first_failed - 1] if (records.get(h) or {}).get("outcome") == FAILED] if first_failed else []
-    clusters = []
-    for number, members in enumerate(layout, 1):
-        for host in members:
-            record = dict(records.get(host) or {})
-            outcome = record.get("outcome")
-            if outcome not in OUTCOMES or not outcome:
-                outcome = NOT_STARTED if first_failed and number > first_failed else PENDING
-            started, ended = parse_time(record.get("started")), parse_time(record.get("ended"))
-            row = {
-                "cluster": host,
-                "batch": number,
-                "outcome": outcome,
-                "started": record.get("started") or None,
-                "ended": record.get("ended") or None,
-                "seconds": int((ended - started).total_seconds()) if started and ended else None,
-                "cause": _cut(record.get("cause")) if outcome == FAILED else "",
-                "failed_task": record.get("failed_task") or "" if outcome == FAILED else "",
-                "nodes_replaced": record.get("nodes_replaced"),
-                "nodes_total": record.get("nodes_total"),
-                "report_dir": record.get("report_dir") or None,
-                # The cluster's own report, when this run wrote it.
-                "report": record.get("report") or None,
-            }
-            if outcome == NOT_STARTED:
-                row["cause"] = "not started: batch %d failed (%s)" % (first_failed, ", ".join(failed_names))
-            clusters.append(row)
+    first_failed, failed_names = _first_failed(layout, records)
+    clusters = [_cluster_row(host, number, records.get(host), first_failed, failed_names)
+                for number, members in enumerate(layout, 1) for host in members]
     times = [t for row in clusters for t in (parse_time(row["started"]), parse_time(row["ended"])) if t]
     counts = {}
     for row in clusters:
         counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
-    if first_failed:
-        outcome = FAILED
-    elif any(row["outcome"] in (PENDING, RUNNING) for row in clusters):
-        outcome = RUNNING
-    elif clusters and all(row["outcome"] == PLANNED for row in clusters):
-        outcome = PLANNED
-    else:
-        outcome = SUCCEEDED
     failures = [row for row in clusters if row["outcome"] == FAILED]
     summary = {
-        "outcome": outcome,
+        "outcome": _fleet_outcome(first_failed, clusters),
         "batches_setting": list(serial) if isinstance(serial, (list, tuple)) else [serial],
         "batches": [{"batch": number, "clusters": list(members),
                      "outcome": _batch_outcome([r for r in clusters if r["batch"] == number])}
@@ -185,6 +149,54 @@ def summarize(layout, records, serial, now=None):
     }
     summary["message"] = message(summary)
     return summary
+
+
+def _first_failed(layout, records):
+    """(the first batch with a failed cluster, those clusters), or (None, [])."""
+    positions = batch_of(layout)
+    failed_batches = sorted({positions[h] for h, r in records.items() if (r or {}).get("outcome") == FAILED
+                             and h in positions})
+    if not failed_batches:
+        return None, []
+    first_failed = failed_batches[0]
+    return first_failed, [h for h in layout[first_failed - 1] if (records.get(h) or {}).get("outcome") == FAILED]
+
+
+def _cluster_row(host, number, record, first_failed, failed_names):
+    """One cluster's row: its outcome (not started after a failed batch, pending while its batch has not come)."""
+    record = dict(record or {})
+    outcome = record.get("outcome")
+    if outcome not in OUTCOMES or not outcome:
+        outcome = NOT_STARTED if first_failed and number > first_failed else PENDING
+    started, ended = parse_time(record.get("started")), parse_time(record.get("ended"))
+    row = {
+        "cluster": host,
+        "batch": number,
+        "outcome": outcome,
+        "started": record.get("started") or None,
+        "ended": record.get("ended") or None,
+        "seconds": int((ended - started).total_seconds()) if started and ended else None,
+        "cause": _cut(record.get("cause")) if outcome == FAILED else "",
+        "failed_task": record.get("failed_task") or "" if outcome == FAILED else "",
+        "nodes_replaced": record.get("nodes_replaced"),
+        "nodes_total": record.get("nodes_total"),
+        "report_dir": record.get("report_dir") or None,
+        # The cluster's own report, when this run wrote it.
+        "report": record.get("report") or None,
+    }
+    if outcome == NOT_STARTED:
+        row["cause"] = "not started: batch %d failed (%s)" % (first_failed, ", ".join(failed_names))
+    return row
+
+
+def _fleet_outcome(first_failed, clusters):
+    if first_failed:
+        return FAILED
+    if any(row["outcome"] in (PENDING, RUNNING) for row in clusters):
+        return RUNNING
+    if clusters and all(row["outcome"] == PLANNED for row in clusters):
+        return PLANNED
+    return SUCCEEDED
 
 
 def _batch_outcome(rows):

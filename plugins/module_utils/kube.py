@@ -258,26 +258,7 @@ def build_api_client(params):
             except config.ConfigException:
                 _load_kubeconfig(auth, configuration)
     # Explicit options win over whatever the kubeconfig said.
-    if auth.get("host"):
-        configuration.host = auth["host"]
-    if auth.get("api_key"):
-        configuration.api_key = {"authorization": "Bearer " + auth["api_key"]}
-    if auth.get("username"):
-        configuration.username = auth["username"]
-    if auth.get("password"):
-        configuration.password = auth["password"]
-    if auth.get("client_cert"):
-        configuration.cert_file = auth["client_cert"]
-    if auth.get("client_key"):
-        configuration.key_file = auth["client_key"]
-    if auth.get("ca_cert"):
-        configuration.ssl_ca_cert = auth["ca_cert"]
-    if "validate_certs" in auth:
-        configuration.verify_ssl = bool(auth["validate_certs"])
-    if auth.get("proxy"):
-        configuration.proxy = auth["proxy"]
-    if auth.get("no_proxy"):
-        configuration.no_proxy = auth["no_proxy"]
+    _apply_explicit(auth, configuration)
     headers = auth.get("proxy_headers")
     if headers:
         from urllib3.util import make_headers
@@ -302,6 +283,25 @@ def build_api_client(params):
     elif groups:
         _send_impersonate_groups(api_client, groups)
     return api_client
+
+
+# Auth options set as they are on the client configuration, when given: (option, configuration attribute).
+_EXPLICIT = (("host", "host"), ("username", "username"), ("password", "password"), ("client_cert", "cert_file"),
+             ("client_key", "key_file"), ("ca_cert", "ssl_ca_cert"))
+
+
+def _apply_explicit(auth, configuration):
+    for option, attribute in _EXPLICIT:
+        if auth.get(option):
+            setattr(configuration, attribute, auth[option])
+    if auth.get("api_key"):
+        configuration.api_key = {"authorization": "Bearer " + auth["api_key"]}
+    if "validate_certs" in auth:
+        configuration.verify_ssl = bool(auth["validate_certs"])
+    if auth.get("proxy"):
+        configuration.proxy = auth["proxy"]
+    if auth.get("no_proxy"):
+        configuration.no_proxy = auth["no_proxy"]
 
 
 def _send_impersonate_groups(api_client, groups):

@@ -97,21 +97,24 @@ def pending_changes(node, entry):
     annotations = {k: v for k, v in (entry.get("annotations") or {}).items()
                    if (v is None and k in have_ann) or (v is not None and have_ann.get(k) != v)}
     labels = {k: v for k, v in (entry.get("labels") or {}).items() if have_labels.get(k) != v}
-    taints = None
     wanted_taints = entry.get("taints")
-    if wanted_taints is not None:
-        current = list((node.get("spec") or {}).get("taints") or [])
-        ident = {(t.get("key"), t.get("effect")): t for t in current}
-        merged = list(current)
-        for taint in wanted_taints:
-            key = (taint.get("key"), taint.get("effect"))
-            if key not in ident:
-                merged.append(taint)
-            elif ident[key].get("value") != taint.get("value"):
-                merged[merged.index(ident[key])] = taint
-        if merged != current:
-            taints = merged
+    taints = _merged_taints(node, wanted_taints) if wanted_taints is not None else None
     return annotations, labels, taints
+
+
+def _merged_taints(node, wanted_taints):
+    """The node's taints with the wanted ones added or their values set (by key and effect), or None when that
+    changes nothing."""
+    current = list((node.get("spec") or {}).get("taints") or [])
+    ident = {(t.get("key"), t.get("effect")): t for t in current}
+    merged = list(current)
+    for taint in wanted_taints:
+        key = (taint.get("key"), taint.get("effect"))
+        if key not in ident:
+            merged.append(taint)
+        elif ident[key].get("value") != taint.get("value"):
+            merged[merged.index(ident[key])] = taint
+    return merged if merged != current else None
 
 
 def expectations_hold(node, entry):

@@ -119,6 +119,20 @@ def _capped(number, cap):
     return number if cap is None else min(number, cap)
 
 
+def _phase_grant(phase, limits, limiting):
+    """{name, wanted, allowed} of one phase of the surge; the limits that cut its grant are added to `limiting`."""
+    cap = phase["cap"]
+    wanted = _capped(sum(row[1] for row in phase["groups"]), cap)
+    wants = [(gid, max(0, peak - now)) for gid, peak, now in phase["groups"]]
+    granted, binding = allocate(wants, limits)
+    allowed = _capped(sum(min(peak, now + granted[gid]) for gid, peak, now in phase["groups"]), cap)
+    for gid, peak, now in phase["groups"]:
+        cut = binding.get(gid)
+        if cut is not None and now + granted[gid] < peak and cut not in limiting:
+            limiting.append(cut)
+    return dict(name=phase["name"], wanted=wanted, allowed=allowed)
+
+
 def assess(group_reports, limits, max_surge_total=None):
     """What the quota means for the surge.
 
@@ -130,16 +144,7 @@ def assess(group_reports, limits, max_surge_total=None):
     limits that could not be read."""
     phases_out, limiting = [], []
     for phase in surge_phases(group_reports, max_surge_total):
-        cap = phase["cap"]
-        wanted = _capped(sum(row[1] for row in phase["groups"]), cap)
-        wants = [(gid, max(0, peak - now)) for gid, peak, now in phase["groups"]]
-        granted, binding = allocate(wants, limits)
-        allowed = _capped(sum(min(peak, now + granted[gid]) for gid, peak, now in phase["groups"]), cap)
-        for gid, peak, now in phase["groups"]:
-            cut = binding.get(gid)
-            if cut is not None and now + granted[gid] < peak and cut not in limiting:
-                limiting.append(cut)
-        phases_out.append(dict(name=phase["name"], wanted=wanted, allowed=allowed))
+        phases_out.append(_phase_grant(phase, limits, limiting))
     short = [p for p in phases_out if p["allowed"] < p["wanted"]]
     wanted = max([p["wanted"] for p in phases_out] or [0])
     allowed = min(p["allowed"] for p in short) if short else wanted

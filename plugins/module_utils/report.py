@@ -60,8 +60,9 @@ def merge(journal, record):
     instances_removed: {provider_id: {group, reason}} (instances deleted without ever being a node);
     instances_created: {provider_id: {group, created}} (instances this upgrade created; first record kept);
     start_counts: {group: nodes} (how many nodes each group had before this upgrade created any; first kept);
-    create_intents: {key: {group, at, count, settled}} (creations about to be made, written before each create
-    call; `settled` after it, with how many it made; each field's first record kept);
+    create_intents: {key: {group, at, count, target_size, settled}} (creations about to be made, written before each
+    create call, with the group's target size read before it where the cloud reports one; `settled` after it, with
+    how many it made; each field's first record kept);
     attempts: {attempt ID: {started, passes, outcome (done or failed), ended}} (passes: the largest seen;
     started: the first; outcome and ended: the last given);
     gate_due (a health gate is due: the next run runs it first), gate_owed (a replacement finished since the last
@@ -196,16 +197,21 @@ def created_record(instances, scaling_groups, now):
     return {"instances_created": created, "start_counts": counts}
 
 
-def intent_record(creations, now, tag=None):
+def intent_record(creations, now, tag=None, target_sizes=None):
     """The record of creations about to be made, written before the create call ({create_intents: {key: {group, at,
-    count}}}), and {group: key}. `creations`: [{group, count}] as the plan's `create`; `at` is `now` rounded down to
-    the second (an instance the cloud creates after it is at or after `at`); the key is unique per call."""
+    count[, target_size]}}}), and {group: key}. `creations`: [{group, count}] as the plan's `create`; `at` is `now`
+    rounded down to the second (an instance the cloud creates after it is at or after `at`); the key is unique per
+    call. `target_sizes`: {group: the target size the cloud reported before the call}, where it reports one."""
     moment = datetime.datetime.fromtimestamp(int(now), datetime.timezone.utc)
     tag = tag or uuid.uuid4().hex[:6]
+    sizes = {str(group).lower(): size for group, size in (target_sizes or {}).items()
+             if isinstance(size, int) and not isinstance(size, bool)}
     intents, keys = {}, {}
     for item in creations or []:
         key = "%s@%s#%s" % (item["group"], iso(moment), tag)
         intents[key] = {"group": item["group"], "at": iso(moment), "count": int(item["count"])}
+        if str(item["group"]).lower() in sizes:
+            intents[key]["target_size"] = sizes[str(item["group"]).lower()]
         keys[item["group"]] = key
     return {"create_intents": intents}, keys
 
@@ -396,30 +402,7 @@ def summarize(journal, now=None):
     started = parse_time(journal.get("started"))
     finished = parse_time(journal.get("finished"))
     end = finished or now
-    rows = []
-    for name in sorted(journal.get("nodes") or {}):
-        entry = journal["nodes"][name]
-        segs = segments(entry, end)
-        durations = {}
-        for phase, start, stop in segs:
-            durations[phase] = durations.get(phase, 0) + int((stop - start).total_seconds())
-        first = segs[0][1] if segs else None
-        last = segs[-1][2] if segs else None
-        rows.append({
-            "node": name,
-            "heir": entry.get("heir") or "",
-            "group": entry.get("group") or "",
-            "role": entry.get("role") or "",
-            "phases": dict(entry.get("phases") or {}),
-            "phase_seconds": durations,
-            "total_seconds": int((last - first).total_seconds()) if first and last else 0,
-            "pods_evicted": max(len(entry.get("evicted") or []), int(entry.get("evicted_count") or 0)),
-            "evicted": list(entry.get("evicted") or []),
-            "waits": dict(entry.get("waits") or {}),
-            "retries": {step: count(value) for step, value in (entry.get("retries") or {}).items() if count(value)},
-            "done": is_finished(entry),
-            "error": entry.get("error") or "",
-        })
+    rows = [_node_row(name, journal["nodes"][name], end) for name in sorted(journal.get("nodes") or {})]
     attempts = attempt_rows(journal)
     outcomes = {}
     for attempt in attempts:
@@ -441,6 +424,31 @@ def summarize(journal, now=None):
         "time_breakdown": time_breakdown(journal, now),
         "api_seconds": api_seconds(journal),
         "gates": gate_rows(journal),
+    }
+
+
+def _node_row(name, entry, end):
+    """One replaced node's row: its phases, their durations in seconds, evictions, waits, retries, outcome."""
+    segs = segments(entry, end)
+    durations = {}
+    for phase, start, stop in segs:
+        durations[phase] = durations.get(phase, 0) + int((stop - start).total_seconds())
+    first = segs[0][1] if segs else None
+    last = segs[-1][2] if segs else None
+    return {
+        "node": name,
+        "heir": entry.get("heir") or "",
+        "group": entry.get("group") or "",
+        "role": entry.get("role") or "",
+        "phases": dict(entry.get("phases") or {}),
+        "phase_seconds": durations,
+        "total_seconds": int((last - first).total_seconds()) if first and last else 0,
+        "pods_evicted": max(len(entry.get("evicted") or []), int(entry.get("evicted_count") or 0)),
+        "evicted": list(entry.get("evicted") or []),
+        "waits": dict(entry.get("waits") or {}),
+        "retries": {step: count(value) for step, value in (entry.get("retries") or {}).items() if count(value)},
+        "done": is_finished(entry),
+        "error": entry.get("error") or "",
     }
 
 
@@ -471,6 +479,23 @@ def _duration(seconds):
 
 
 def render_markdown(summary):
+    lines = _markdown_head(summary)
+    lines += [
+        "",
+        "| node | heir | group | role | total | phases | pods evicted | waits | retries |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in summary["nodes"]:
+        lines += _markdown_node(row)
+    lines += _markdown_removed(summary.get("instances_removed") or [])
+    lines += _markdown_gates(summary.get("gates") or [])
+    lines += _markdown_attempts(summary.get("attempts") or [])
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _markdown_head(summary):
+    """The report's heading and its summary lines: the run, where the time went, API time, attempts."""
     lines = [
         "# Node image upgrade report",
         "",
@@ -484,15 +509,9 @@ def render_markdown(summary):
     ]
     spent = summary.get("time_breakdown")
     if spent:
-        parts = []
-        for key, label in BREAKDOWN:
-            part = "%s %s" % (label, _duration(spent.get(key + "_seconds")))
-            if key == "drains_and_pdbs" and spent.get("pdb_blocked_seconds"):
-                part += " (blocked by PDBs %s, summed over nodes)" % _duration(spent["pdb_blocked_seconds"])
-            parts.append(part)
         lines.append("- where the time went (each moment counted once, in this order): %s; this collection's own "
                      "overhead %s (preflight, pass start-up, a Ready heir waiting for its drain, etcd removals and "
-                     "deletions)" % ("; ".join(parts), _duration(spent.get("overhead_seconds"))))
+                     "deletions)" % ("; ".join(_breakdown_parts(spent)), _duration(spent.get("overhead_seconds"))))
     calls = summary.get("api_seconds")
     if calls:
         lines.append("- time in API calls (within the above): %s" % ", ".join(
@@ -500,43 +519,60 @@ def render_markdown(summary):
     attempts = summary.get("attempts") or []
     if attempts:
         lines.append("- attempts: %d (%s); passes summed over all of them" % (len(attempts), _outcome_counts(attempts)))
-    lines += [
-        "",
-        "| node | heir | group | role | total | phases | pods evicted | waits | retries |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in summary["nodes"]:
-        phases = ", ".join("%s %s" % (p, _duration(s)) for p, s in row["phase_seconds"].items())
-        waits = ", ".join("%s %s" % (k, v) for k, v in sorted(row["waits"].items())) or "-"
-        retries = ", ".join("%s %s" % (k, v) for k, v in sorted(row["retries"].items())) or "-"
-        lines.append("| %s | %s | %s | %s | %s | %s | %d | %s | %s |" % (
-            row["node"], row["heir"] or "-", row["group"] or "-", row["role"] or "-", _duration(row["total_seconds"]),
-            phases or "-", row["pods_evicted"], waits, retries))
-        if row["error"]:
-            lines.append("| | | | | | error: %s | | | |" % row["error"].replace("|", "/"))
-    removed = summary.get("instances_removed") or []
-    if removed:
-        lines += ["", "Instances removed without ever becoming a node (each one was created again when still needed):", "",
-                  "| instance | group | reason |", "|---|---|---|"]
-        lines += ["| %s | %s | %s |" % (i["provider_id"], i.get("group") or "-", (i.get("reason") or "-").replace("|", "/"))
-                  for i in removed]
-    gates = summary.get("gates") or []
-    if gates:
-        lines += ["", "Health gates (the time each check took to pass, from the gate's start; the soak overlaps the others):",
-                  "", "| gate | started | after | outcome | total | %s |" % " | ".join(label for _k, label in GATE_CHECKS),
-                  "|---|---|---|---|---|%s" % ("---|" * len(GATE_CHECKS))]
-        for index, row in enumerate(gates, 1):
-            lines.append("| %d | %s | %s | %s | %s | %s |" % (
-                index, row["started"], row["after"] or "-", row["outcome"], _duration(row["total_seconds"]),
-                " | ".join(_duration(row["seconds"][key]) if key in row["seconds"] else "-" for key, _l in GATE_CHECKS)))
-        lines += [""] + ["Gate %d failed: %s" % (index, row["failure"]) for index, row in enumerate(gates, 1) if row["failure"]]
-    if attempts:
-        lines += ["", "Attempts (runs of the playbook on this upgrade; one that never recorded its end was killed):", "",
-                  "| attempt | started | ended | how it ended | passes |", "|---|---|---|---|---|"]
-        lines += ["| %d | %s | %s | %s | %d |" % (index, a["started"], a["ended"] or "-", a["outcome"], a["passes"])
-                  for index, a in enumerate(attempts, 1)]
-    lines.append("")
-    return "\n".join(lines)
+    return lines
+
+
+def _breakdown_parts(spent):
+    parts = []
+    for key, label in BREAKDOWN:
+        part = "%s %s" % (label, _duration(spent.get(key + "_seconds")))
+        if key == "drains_and_pdbs" and spent.get("pdb_blocked_seconds"):
+            part += " (blocked by PDBs %s, summed over nodes)" % _duration(spent["pdb_blocked_seconds"])
+        parts.append(part)
+    return parts
+
+
+def _markdown_node(row):
+    phases = ", ".join("%s %s" % (p, _duration(s)) for p, s in row["phase_seconds"].items())
+    waits = ", ".join("%s %s" % (k, v) for k, v in sorted(row["waits"].items())) or "-"
+    retries = ", ".join("%s %s" % (k, v) for k, v in sorted(row["retries"].items())) or "-"
+    lines = ["| %s | %s | %s | %s | %s | %s | %d | %s | %s |" % (
+        row["node"], row["heir"] or "-", row["group"] or "-", row["role"] or "-", _duration(row["total_seconds"]),
+        phases or "-", row["pods_evicted"], waits, retries)]
+    if row["error"]:
+        lines.append("| | | | | | error: %s | | | |" % row["error"].replace("|", "/"))
+    return lines
+
+
+def _markdown_removed(removed):
+    if not removed:
+        return []
+    lines = ["", "Instances removed without ever becoming a node (each one was created again when still needed):", "",
+             "| instance | group | reason |", "|---|---|---|"]
+    return lines + ["| %s | %s | %s |" % (i["provider_id"], i.get("group") or "-", (i.get("reason") or "-").replace("|", "/"))
+                    for i in removed]
+
+
+def _markdown_gates(gates):
+    if not gates:
+        return []
+    lines = ["", "Health gates (the time each check took to pass, from the gate's start; the soak overlaps the others):",
+             "", "| gate | started | after | outcome | total | %s |" % " | ".join(label for _k, label in GATE_CHECKS),
+             "|---|---|---|---|---|%s" % ("---|" * len(GATE_CHECKS))]
+    for index, row in enumerate(gates, 1):
+        lines.append("| %d | %s | %s | %s | %s | %s |" % (
+            index, row["started"], row["after"] or "-", row["outcome"], _duration(row["total_seconds"]),
+            " | ".join(_duration(row["seconds"][key]) if key in row["seconds"] else "-" for key, _l in GATE_CHECKS)))
+    return lines + [""] + ["Gate %d failed: %s" % (index, row["failure"]) for index, row in enumerate(gates, 1) if row["failure"]]
+
+
+def _markdown_attempts(attempts):
+    if not attempts:
+        return []
+    lines = ["", "Attempts (runs of the playbook on this upgrade; one that never recorded its end was killed):", "",
+             "| attempt | started | ended | how it ended | passes |", "|---|---|---|---|---|"]
+    return lines + ["| %d | %s | %s | %s | %d |" % (index, a["started"], a["ended"] or "-", a["outcome"], a["passes"])
+                    for index, a in enumerate(attempts, 1)]
 
 
 def _outcome_counts(attempts):
@@ -545,6 +581,32 @@ def _outcome_counts(attempts):
         counts[attempt["outcome"]] = counts.get(attempt["outcome"], 0) + 1
     order = ("killed", "failed", "done", "unfinished")
     return ", ".join("%d %s" % (counts[o], o) for o in order if o in counts)
+
+
+def _svg_bars(out, bars, origin, scale, label_width, top, bar_height, gap):
+    """One bar per node, its phases as coloured segments; returns the colours used, by phase (for the legend)."""
+    colours, fallback = dict(PHASE_COLOURS), iter(_FALLBACK_COLOURS * 8)
+    for index, (name, segs) in enumerate(bars):
+        y = top + index * (bar_height + gap)
+        out.append('<text x="10" y="%d">%s</text>' % (y + bar_height - 4, html.escape(name)))
+        for phase, start, stop in segs:
+            colour = colours.setdefault(phase, next(fallback, "#999999"))
+            x = label_width + (start - origin).total_seconds() * scale
+            w = max((stop - start).total_seconds() * scale, 1.0)
+            out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s %s: %s</title></rect>'
+                       % (x, y, w, bar_height, colour, html.escape(name), html.escape(phase),
+                          _duration((stop - start).total_seconds())))
+    return colours
+
+
+def _svg_legend(out, colours, bars, axis_y):
+    """The colour of each phase the bars show."""
+    legend_x = 10
+    used = [p for p in colours if any(p == s[0] for _name, segs in bars for s in segs)]
+    for phase in used:
+        out.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (legend_x, axis_y + 20, colours[phase]))
+        out.append('<text x="%d" y="%d">%s</text>' % (legend_x + 16, axis_y + 30, html.escape(phase)))
+        legend_x += 24 + 7 * len(phase)
 
 
 def render_svg(journal, now=None, width=960, bar_height=18, gap=6):
@@ -571,17 +633,7 @@ def render_svg(journal, now=None, width=960, bar_height=18, gap=6):
     origin, last = min(times), max(times)
     span = max((last - origin).total_seconds(), 1.0)
     scale = (width - label_width - 20) / span
-    colours, fallback = dict(PHASE_COLOURS), iter(_FALLBACK_COLOURS * 8)
-    for index, (name, segs) in enumerate(bars):
-        y = top + index * (bar_height + gap)
-        out.append('<text x="10" y="%d">%s</text>' % (y + bar_height - 4, html.escape(name)))
-        for phase, start, stop in segs:
-            colour = colours.setdefault(phase, next(fallback, "#999999"))
-            x = label_width + (start - origin).total_seconds() * scale
-            w = max((stop - start).total_seconds() * scale, 1.0)
-            out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s %s: %s</title></rect>'
-                       % (x, y, w, bar_height, colour, html.escape(name), html.escape(phase),
-                          _duration((stop - start).total_seconds())))
+    colours = _svg_bars(out, bars, origin, scale, label_width, top, bar_height, gap)
     axis_y = top + len(bars) * (bar_height + gap) + 4
     if attempts:
         out.append('<text x="%d" y="%d">attempts: %d (%s); passes: %d</text>' % (
@@ -595,12 +647,7 @@ def render_svg(journal, now=None, width=960, bar_height=18, gap=6):
                       attempt["passes"]))
     out.append('<text x="%d" y="%d">0</text>' % (label_width, axis_y + 10))
     out.append('<text x="%d" y="%d" text-anchor="end">%s</text>' % (width - 20, axis_y + 10, _duration(span)))
-    legend_x = 10
-    used = [p for p in colours if any(p == s[0] for _name, segs in bars for s in segs)]
-    for phase in used:
-        out.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (legend_x, axis_y + 20, colours[phase]))
-        out.append('<text x="%d" y="%d">%s</text>' % (legend_x + 16, axis_y + 30, html.escape(phase)))
-        legend_x += 24 + 7 * len(phase)
+    _svg_legend(out, colours, bars, axis_y)
     out.append("</svg>")
     return "\n".join(out)
 

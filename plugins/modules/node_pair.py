@@ -239,38 +239,26 @@ def add_phase_patches(result, nodes, phases, options, now):
     return recorded
 
 
-def main():
-    module = KubenodesModule(argument_spec=argument_spec(), supports_check_mode=True)
-    module.require("kubernetes")
-    now = time.time()
-    try:
-        api_client, nodes, result = node_state.plan_from_cluster(module.params, now=now)[:3]
-        options = node_state.planner_options(module.params)
-        keys = core.AnnotationKeys(options.annotation_prefix)
-        recorded = add_phase_patches(result, nodes, module.params["phases"], options, now)
-    except node_state.PlannerFailure as exc:
-        module.fail_json(msg=str(exc))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_from_exception(exc, "node_pair: reading the cluster and the cloud")
-
-    gone = facts_views.donors_gone(list(nodes.values()), result, keys)
+def _journal_donors_gone(module, api_client, gone, now):
+    """Before the promotion forgets their names: donors deleted by a run killed before it journaled them
+    (only into a journal an upgrade started: a standalone call creates none)."""
     where = module.params["journal"]
-    if gone and where and not module.check_mode:
-        # Before the promotion forgets their names: donors deleted by a run killed before it journaled them
-        # (only into a journal an upgrade started: a standalone call creates none).
-        name, namespace = where["name"], where["namespace"]
-        try:
-            journal.merge_record(api_client, name, namespace, module.params["image"],
-                                 progress.donors_gone_record({"donors_gone": gone}, core.format_time(now)),
-                                 "the donors found gone", create=False)
-        except (journal.MalformedJournal, journal.JournalConflict) as exc:
-            module.fail_json(msg="journal: %s" % exc)
-        except kube.ApiException as exc:
-            module.fail_json(msg="cannot write the journal ConfigMap %s/%s (option journal): %s"
-                             % (namespace, name, kube.api_error_message(exc)))
+    if not gone or not where or module.check_mode:
+        return
+    name, namespace = where["name"], where["namespace"]
+    try:
+        journal.merge_record(api_client, name, namespace, module.params["image"],
+                             progress.donors_gone_record({"donors_gone": gone}, core.format_time(now)),
+                             "the donors found gone", create=False)
+    except (journal.MalformedJournal, journal.JournalConflict) as exc:
+        module.fail_json(msg="journal: %s" % exc)
+    except kube.ApiException as exc:
+        module.fail_json(msg="cannot write the journal ConfigMap %s/%s (option journal): %s"
+                         % (namespace, name, kube.api_error_message(exc)))
 
-    plan = result["plan"]
-    patches = result["node_patches"]
+
+def _write_patches(module, api_client, nodes, patches, keys):
+    """The plan's Node writes, in write_order: (changed node names, skipped ones with why, diff before, after)."""
     changed_nodes, skipped, before, after = [], [], {}, {}
     for name in sorted(patches, key=lambda n: write_order(n, patches[n], keys)):
         entry, node = patches[name], nodes[name]
@@ -289,6 +277,26 @@ def main():
             before[name], after[name] = diff_before, diff_after
         elif status == "skipped":
             skipped.append(dict(name=name, reason="the node changed since it was read; the next run plans again"))
+    return changed_nodes, skipped, before, after
+
+
+def main():
+    module = KubenodesModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module.require("kubernetes")
+    now = time.time()
+    try:
+        api_client, nodes, result = node_state.plan_from_cluster(module.params, now=now)[:3]
+        options = node_state.planner_options(module.params)
+        keys = core.AnnotationKeys(options.annotation_prefix)
+        recorded = add_phase_patches(result, nodes, module.params["phases"], options, now)
+    except node_state.PlannerFailure as exc:
+        module.fail_json(msg=str(exc))
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_from_exception(exc, "node_pair: reading the cluster and the cloud")
+
+    _journal_donors_gone(module, api_client, facts_views.donors_gone(list(nodes.values()), result, keys), now)
+    plan = result["plan"]
+    changed_nodes, skipped, before, after = _write_patches(module, api_client, nodes, result["node_patches"], keys)
     written = set(changed_nodes)
     output = dict(
         changed=bool(changed_nodes),

@@ -102,8 +102,14 @@ class World:
         self.instances[group_id].append(Instance(provider_id=node["spec"]["providerID"], node_name=name,
                                                  group_id=group_id, image=image, state=RUNNING,
                                                  created_at=self.now - 86400, name=name))
+        self.resize(group_id, 1)
         self._known(name, group_id, image, control_plane)
         return node
+
+    def resize(self, group_id, by):
+        """The group's target size as the clouds keep it: our creates, our deletes and someone else's scale-ups change
+        it, autohealing (an instance replaced by the group) does not."""
+        self.groups[group_id].target_size = (self.groups[group_id].target_size or 0) + by
 
     def add_foreign(self, name, group_id, image=NEW, created_ago=3600.0):
         """A node on the target image that no upgrade created: no annotation of this collection (autohealing,
@@ -191,6 +197,7 @@ class World:
                     inst = Instance(provider_id="gce://p/z/" + name, node_name=name, group_id=group_id,
                                     image=world.groups[group_id].image, state=CREATING, created_at=world.now, name=name)
                     world.instances[group_id].append(inst)
+                    world.resize(group_id, 1)
                     world.created.append(group_id)
                     world.created_ids.add(inst.provider_id.lower())
                     created.append(copy.copy(inst))
@@ -205,6 +212,8 @@ class World:
                         continue   # as CloudAccess.delete: already gone, or the cloud deletes it already
                     world.gate(take, "delete-instance", provider_id)
                     world.check_delete_instance(provider_id)
+                    if inst is not None:
+                        world.resize(inst.group_id, -1)
                     world.delete_instance(provider_id)
                     deleted.append(provider_id)
                     world.acted("delete-instance", provider_id)
@@ -367,6 +376,8 @@ class World:
         self.counter += 1
         name = "%s%d" % (prefix, self.counter)
         self.scale_ups.append(dict(group=group_id, name=name, autoheal=prefix == "a"))
+        if prefix != "a":
+            self.resize(group_id, 1)
         self.instances[group_id].append(Instance(provider_id="gce://p/z/" + name, node_name=name, group_id=group_id,
                                                  image=self.groups[group_id].image, state=CREATING,
                                                  created_at=self.now, name=name))

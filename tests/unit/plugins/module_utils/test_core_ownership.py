@@ -81,6 +81,35 @@ def test_a_create_cut_off_before_its_record_is_recognised_by_its_intent_and_reco
     assert pairs(w.plan(opts(), created={}, start_counts={"G1": 3}, intents=intent)) == []
 
 
+def test_an_intent_with_the_target_size_takes_only_as_many_instances_as_the_group_grew_by():
+    # The world's group holds 3 instances (w0, w1, f), its target size 3 once f is counted. The intent recorded the
+    # target size before its create: f is ours only when the group grew by it.
+    w = workers()
+    inst = w.instances["G1"][-1]
+    w.instances["G1"][-1] = dataclasses.replace(inst, created_at=w.now - 120)   # the intent's very second
+    at = core.format_time(w.now - 120)
+    grown = {"G1@x": {"group": "G1", "at": at, "count": 1, "target_size": 2}}
+    autohealed = {"G1@x": {"group": "G1", "at": at, "count": 1, "target_size": 3}}
+    assert w.groups["G1"].target_size == 3
+    assert pairs(w.plan(opts(), created={}, start_counts={"G1": 3}, intents=grown)) == [("f", "w0")]
+    result = w.plan(opts(), created={}, start_counts={"G1": 3}, intents=autohealed)
+    assert pairs(result) == [] and result["plan"]["record_created"] == {}
+    assert [f["name"] for f in result["foreign"]] == ["f"]
+    # A journal written before intents recorded the target size, or a cloud that reports none: the window alone.
+    old = {"G1@x": {"group": "G1", "at": at, "count": 1}}
+    assert pairs(w.plan(opts(), created={}, start_counts={"G1": 3}, intents=old)) == [("f", "w0")]
+    w.groups["G1"].target_size = None
+    assert pairs(w.plan(opts(), created={}, start_counts={"G1": 3}, intents=autohealed)) == [("f", "w0")]
+    w.groups["G1"].target_size = 3
+    # Another recorded create of this upgrade since the intent accounts for its own growth.
+    w.add_node("n9", "G1", NEW, cached=False)
+    w.instances["G1"][-1].created_at = w.now
+    assert w.groups["G1"].target_size == 4
+    mine = {"gce://p/z/n9": {"group": "G1", "created": core.format_time(w.now)}}
+    assert pairs(w.plan(opts(), created=mine, start_counts={"G1": 3}, intents=autohealed)) == [("n9", "w0")]
+    assert pairs(w.plan(opts(), created=mine, start_counts={"G1": 3}, intents=grown)) == [("f", "w0"), ("n9", "w1")]
+
+
 def test_a_forged_obsolete_mark_without_the_journal_removes_nothing():
     w = workers(outdated=(), fresh=())
     w.add_node("u", "G1", NEW, annotations={P + "obsolete": "true",

@@ -670,6 +670,28 @@ def test_a_create_intent_cut_off_before_the_call_claims_no_foreign_node_that_joi
     assert ours(run) == sorted(set(names) - {joined}) and "w0-o0" not in run.w.nodes
 
 
+def test_a_create_intent_cut_off_before_the_call_claims_no_foreign_instance_made_in_the_same_second():
+    # W0: one old worker. The first run records its intent to create a heir and dies before the create call; in that
+    # same second the group makes an instance by itself (autohealing: its target size stays) on the target image.
+    # Cloud timestamps may have 1-second resolution (AWS LaunchTime), so its creation time equals the intent's and
+    # the time window cannot tell it from the create the intent announced; the target size the intent recorded can.
+    # Found by a property run: it became the heir and w0-o0 was drained onto it.
+    run = Run(Scenario(groups=(("worker", 1, 0),), kill_at=(("create", 1),)))
+
+    def autoheal_with_the_create(kind, item, _detail):
+        if kind == "create" and not run.joined:
+            run.joined.append(run.w.scale_up(item, "a"))
+
+    run.w.before.insert(0, autoheal_with_the_create)
+    assert run.go() is not None and run.kills == 1
+    (joined,) = run.joined
+    stamped = run.w.instance_of(joined).created_at
+    assert any(core.parse_time(i["at"]) == stamped for i in run.w.records["create_intents"].values()), stamped
+    untouched(run, joined)
+    names = whole(run, "W0", 2)
+    assert ours(run) == sorted(set(names) - {joined}) and "w0-o0" not in run.w.nodes
+
+
 def test_someone_elses_instance_not_registered_yet_is_replaced_not_deleted_as_an_orphan():
     # CP: one old node; W1: one old worker. Before the first pass someone scales W1 up (on the old image: the group
     # is not pointed at the target yet); its instance runs a tick before its Node registers. No worker is acted on
