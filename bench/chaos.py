@@ -43,7 +43,7 @@ from bench import world  # noqa: E402  pylint: disable=wrong-import-position
 helpers = world.upgrade_helpers
 EXPERIMENTS = ("kills", "faults", "etcd", "apiserver")
 TASK_LINE = re.compile(r"^TASK \[(.*)\]", re.M)
-PASSES_STARTED = re.compile(r"\(pass 1\)\]|\(from pass \d+\)\]")  # tasks/pass.yml, tasks/pass_step.yml
+PASSES_STARTED = re.compile(r"\(pass 1\)\]|\(from pass \d+\)\]")  # the upgrade_step task of tasks/steps.yml
 
 
 # ---------------------------------------------------------------- invariants
