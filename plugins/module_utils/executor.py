@@ -366,6 +366,10 @@ class Executor:
         """One eviction round on each donor the guard allows; each drain's phase is written, a finished one's
         donor goes on to etcd and deletion in this pass (state.drained_now)."""
         to_drain = [item for item in state.plan["drain"] if self._allowed(state, "drain", item)]
+        for item in to_drain:
+            # Written before the drain cordons the node: a kill right after the cordon then leaves a node whose phase
+            # says this upgrade cordoned it, so a pair broken later gives the capacity back (the plan's uncordon).
+            self._record_phase(state.nodes, item["name"], core.PHASE_DRAINING)
         for item, outcome in zip(to_drain, self._timed("drain", self._drain_all, to_drain)):
             state.drains.append(dict(outcome, item=item, node=item["name"]))
             hold_points.reached("drain")
