@@ -394,19 +394,8 @@ def _refuse_elsewhere(module, provider, group, scope, missing_ids, missing_names
                      other_group=elsewhere, deleted=[], changed=False)
 
 
-def ensure_absent(module, provider, cloud):
-    group = module.params["group"]
-    provider_ids, node_names = module.params["provider_id"], module.params["node_name"]
-    if not provider_ids and not node_names:
-        module.fail_json(msg="state=absent needs provider_id or node_name")
-    if node_names and not group:
-        module.fail_json(msg="node_name needs group: node names are looked up among the group's instances")
-    _check_provider_ids(cloud, provider_ids)
-    scope = _search_scope(provider, group, provider_ids)
-    # A named group must exist; groups taken from providerIDs may be gone, and their instances with them.
-    if scope is None:
-        scope = [grp.id for grp in provider.list_groups()]
-    listing = _listing(provider, scope, missing_ok=not group)
+def _targets(provider, listing, provider_ids, node_names):
+    """The listed instances the options name, by normalized providerID, and the names that matched none."""
     by_provider_id = {provider.normalize_provider_id(i.provider_id): i for i in listing}
     by_node_name = {i.node_name: i for i in listing}
     targets, missing_ids, missing_names = {}, [], []
@@ -422,23 +411,30 @@ def ensure_absent(module, provider, cloud):
             missing_names.append(node_name)
         else:
             targets[provider.normalize_provider_id(instance.provider_id)] = instance
-    if missing_ids or missing_names:
-        _refuse_elsewhere(module, provider, group, scope, missing_ids, missing_names)
-    already_absent = missing_ids + missing_names
+    return targets, missing_ids, missing_names
+
+
+def _refuse_not_outdated(module, targets):
+    """With outdated_for: refuse every deletion unless the cloud shows each instance on another image."""
     target = (module.params.get("outdated_for") or "").strip()
-    if target:
-        refused = []
-        for key in sorted(targets):
-            instance = targets[key]
-            if not instance.image:
-                refused.append("instance %s: the cloud does not say which image it runs, so it cannot be shown to be "
-                               "outdated" % instance.provider_id)
-            elif instance.image.strip().lower() == target.lower():
-                refused.append("instance %s: the cloud says it already runs the target image %s; it is not outdated"
-                               % (instance.provider_id, target))
-        if refused:
-            module.fail_json(msg="refusing to delete any instance (outdated_for=%s): %s" % (target, "; ".join(refused)),
-                             reason="inconsistent", problems=refused, deleted=[], changed=False)
+    if not target:
+        return
+    refused = []
+    for key in sorted(targets):
+        instance = targets[key]
+        if not instance.image:
+            refused.append("instance %s: the cloud does not say which image it runs, so it cannot be shown to be "
+                           "outdated" % instance.provider_id)
+        elif instance.image.strip().lower() == target.lower():
+            refused.append("instance %s: the cloud says it already runs the target image %s; it is not outdated"
+                           % (instance.provider_id, target))
+    if refused:
+        module.fail_json(msg="refusing to delete any instance (outdated_for=%s): %s" % (target, "; ".join(refused)),
+                         reason="inconsistent", problems=refused, deleted=[], changed=False)
+
+
+def _delete(module, provider, targets):
+    """(deleted providerIDs, the instances found); an instance the cloud deletes already is found, not deleted."""
     deleted, found = [], []
     for key in sorted(targets):
         instance = targets[key]
@@ -454,6 +450,27 @@ def ensure_absent(module, provider, cloud):
         except base.ProviderError as exc:
             module.fail_json(msg="deleting %s failed: %s" % (instance.provider_id, exc), deleted=deleted,
                              changed=bool(deleted), retryable=exc.retryable, error_code=exc.code)
+    return deleted, found
+
+
+def ensure_absent(module, provider, cloud):
+    group = module.params["group"]
+    provider_ids, node_names = module.params["provider_id"], module.params["node_name"]
+    if not provider_ids and not node_names:
+        module.fail_json(msg="state=absent needs provider_id or node_name")
+    if node_names and not group:
+        module.fail_json(msg="node_name needs group: node names are looked up among the group's instances")
+    _check_provider_ids(cloud, provider_ids)
+    scope = _search_scope(provider, group, provider_ids)
+    # A named group must exist; groups taken from providerIDs may be gone, and their instances with them.
+    if scope is None:
+        scope = [grp.id for grp in provider.list_groups()]
+    listing = _listing(provider, scope, missing_ok=not group)
+    targets, missing_ids, missing_names = _targets(provider, listing, provider_ids, node_names)
+    if missing_ids or missing_names:
+        _refuse_elsewhere(module, provider, group, scope, missing_ids, missing_names)
+    _refuse_not_outdated(module, targets)
+    deleted, found = _delete(module, provider, targets)
     if module.params["wait"] and found and not module.check_mode:
         wanted = {provider.normalize_provider_id(i.provider_id) for i in found}
 
@@ -462,7 +479,7 @@ def ensure_absent(module, provider, cloud):
             return True if not left else "still listed: %s" % ", ".join(left)
 
         _wait(module, provider, scope, all_gone, "deleted instances to disappear")
-    result = dict(changed=bool(deleted), deleted=deleted, already_absent=already_absent,
+    result = dict(changed=bool(deleted), deleted=deleted, already_absent=missing_ids + missing_names,
                   instances=_instance_dicts(found), node_names=[i.node_name for i in found],
                   provider_ids=[i.provider_id for i in found])
     if deleted:
