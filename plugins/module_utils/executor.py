@@ -335,6 +335,11 @@ class Executor:
             if status == "changed":
                 nodes[name] = after
                 state.did.append(dict(step="patch", name=name))
+        for repair in state.plan.get("repairs") or []:
+            if repair.get("action") == "swap":
+                # The donor chosen when it is drained (issue 25): which node goes first, and why, said once.
+                self.say("heir %s replaces %s instead of %s: %s" % (repair["name"], repair["donor"], repair["instead_of"],
+                                                                   repair["reason"]))
 
     def _create_heirs(self, state):
         """The plan's creations (none while a health gate is owed), each recorded as an intent before and as

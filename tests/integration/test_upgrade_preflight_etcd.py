@@ -164,3 +164,63 @@ def test_a_member_unhealthy_between_control_plane_replacements_holds_the_next_he
     names = sorted(n["metadata"]["name"] for n in handle.kube().request("GET", "/api/v1/nodes")["items"]
                    if "node-role.kubernetes.io/control-plane" in n["metadata"].get("labels", {}))
     assert len(names) == 3 and uh.etcd_member_names(handle) == names, (uh.etcd_member_names(handle), names)
+
+
+def paired_control_plane(handle, donors):
+    """(heir, donor) of the first control-plane heir once it names a donor among `donors`."""
+    for node in uh.nodes(handle):
+        donor = (node["metadata"].get("annotations") or {}).get(uh.PREFIX + "/donor")
+        if donor in donors and "node-role.kubernetes.io/control-plane" in node["metadata"]["labels"]:
+            return node["metadata"]["name"], donor
+    return None
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("cloud", ["gcp", "aws"])
+def test_a_control_plane_node_whose_member_turns_unhealthy_is_replaced_first(upgrade_cluster, cloud, tmp_path):
+    """Issue 25 ("choose the donor when it is drained"), on the sandbox: 3 control planes, the control-plane group alone,
+    heirs Ready 15 s before their donor drains. Once the first heir is paired with a donor, the etcd member of another
+    control-plane node is frozen: etcd would refuse the donor's removal while it is unhealthy, so the heir goes to the
+    frozen member's node instead (swap, named), which is drained and replaced first; the donor first paired waits for
+    the next heir. Nodes, instances per group and etcd members compared; etcd never lost a member."""
+    handle, values, start = upgrade_cluster(cloud, control_planes=3, workers=1, groups=1,
+                                            rolling_upgrade_heir_ready_seconds=15)
+    [label] = uh.limit_to_groups(values, start, ["control-plane"])
+    old = set(start["groups"][label])
+    per_group = uh.instances_per_group(handle)
+    watcher = uh.Watcher(handle, etcd=True)
+    watcher.start()
+    run = uh.PlaybookRun(values, tmp_path / "upgrade.log")
+    member = None
+    try:
+        heir, first = uh.wait_until(lambda: paired_control_plane(handle, old), 240, "the first heir to be paired")
+        assert not uh.touched(watcher, first), "%s was %s before the test went on" % (first, uh.touched(watcher, first))
+        etcd = handle.cp_etcd()
+        sick, member = a_follower(dict(etcd, members={n: m for n, m in etcd["members"].items() if n in old - {first}}))
+        os.kill(member["pid"], signal.SIGSTOP)   # a process of this test's own sandbox
+        uh.wait_until(lambda: uh.touched(watcher, sick, ("cordon",)), 120, "%s to be cordoned" % sick)
+        os.kill(member["pid"], signal.SIGCONT)   # drained now: its member is removed whether it answers or not
+        member = None
+        rc = run.wait(RUN_TIMEOUT)
+    finally:
+        if member is not None:
+            os.kill(member["pid"], signal.SIGCONT)
+        run.close()
+        watcher.stop()
+    output = run.output()
+    assert rc == 0, output[-6000:]
+    flat = " ".join(output.split())
+    # The choice is named when it is made.
+    assert "heir %s replaces %s instead of %s: the etcd member of %s is unhealthy" % (heir, sick, first, sick) in flat, \
+        output[-6000:]
+    assert "so etcd would refuse to remove the member of %s: %s is replaced first" % (first, sick) in flat, output[-6000:]
+    lines = [line for line in output.splitlines() if uh.PROGRESS.match(line)]
+    assert any("%s draining" % sick in line and "(heir %s " % heir in line for line in lines), "\n".join(lines)
+    cordons = [name for _moment, _kind, name in watcher.seen(("cordon",)) if name in old]
+    assert cordons[:1] == [sick] and cordons.index(sick) < cordons.index(first), cordons
+    watcher.check(start, max_surge=1)
+    uh.assert_upgraded(handle, values, start, groups=[label])
+    assert uh.instances_per_group(handle) == per_group
+    names = sorted(n["metadata"]["name"] for n in uh.nodes(handle)
+                   if "node-role.kubernetes.io/control-plane" in n["metadata"].get("labels", {}))
+    assert len(names) == 3 and uh.etcd_member_names(handle) == names, (uh.etcd_member_names(handle), names)
