@@ -338,8 +338,8 @@ class Executor:
         for repair in state.plan.get("repairs") or []:
             if repair.get("action") == "swap":
                 # The donor chosen when it is drained (issue 25): which node goes first, and why, said once.
-                self.say("heir %s replaces %s instead of %s: %s" % (repair["name"], repair["donor"], repair["instead_of"],
-                                                                   repair["reason"]))
+                self.say("heir %s replaces %s instead of %s: %s"
+                         % (repair["name"], repair["donor"], repair["instead_of"], repair["reason"]))
 
     def _create_heirs(self, state):
         """The plan's creations (none while a health gate is owed), each recorded as an intent before and as
