@@ -18,29 +18,31 @@ JOURNAL = "kubenodes-image-upgrade-journal"
 
 
 @pytest.fixture
-def refused(sandbox, namespace, monkeypatch):
-    """(upgrade_step's action module, a client of the namespace's `default` ServiceAccount, which no Role binds, the
-    warnings it displays). The module is imported here: importing controller code switches ansible-core's traceback
-    setting for the process, restored after."""
+def refused(sandbox, namespace):
+    """(a run's journal writer, module_utils/run.py's UpgradeRun with a client of the namespace's `default`
+    ServiceAccount, which no Role binds, the warnings it displays). run.py is imported here, as the action that holds
+    the run imports it: importing controller code switches ansible-core's traceback setting, restored after."""
     saved = _traceback._is_traceback_enabled
-    module = importlib.import_module("ansible_collections.kubenodes.image_upgrade.plugins.action.upgrade_step")
+    run = importlib.import_module("ansible_collections.kubenodes.image_upgrade.plugins.module_utils.run")
     token = subprocess.run([str(binaries.path_of("kubectl")), "--kubeconfig", sandbox.kubeconfig, "create", "token",
                             "default", "-n", namespace], check=True, capture_output=True, text=True,
                            timeout=60).stdout.strip()
     params = {key: spec.get("default") for key, spec in kube.AUTH_ARG_SPEC.items()}
     params.update(host=sandbox.apiserver, api_key=token, ca_cert=sandbox.ca)
     warnings = []
-    monkeypatch.setattr(module.display, "warning", lambda msg, *a, **k: warnings.append(msg))
-    yield module, kube.build_api_client(params), warnings
+    upgrade = run.UpgradeRun(dict(params, image="img-b", journal={"name": JOURNAL, "namespace": namespace}), False,
+                             lambda msg: None, warnings.append)
+    upgrade.api_client = kube.build_api_client(params)
+    yield upgrade, warnings
     _traceback._is_traceback_enabled = saved
 
 
 def test_an_unwritable_delete_first_record_stops_the_pass_before_any_mark(refused, sandbox, namespace):
-    module, api_client, warnings = refused
+    upgrade, warnings = refused
     record = {"instances_created": {}, "start_counts": {"G1": 3},
               "removed_first": {"w0": {"group": "G1", "since": "2026-12-02T10:00:00Z", "labels": {}, "taints": []}}}
     with pytest.raises(executor.StepFailure) as failure:
-        module._record_created(api_client, {"name": JOURNAL, "namespace": namespace}, "img-b", record)
+        upgrade._record_created(record)
     assert failure.value.details == {"reason": "journal_unwritable"}
     message = str(failure.value)
     assert "%s/%s" % (namespace, JOURNAL) in message and "w0" in message and '"G1": 3' in message
@@ -50,8 +52,8 @@ def test_an_unwritable_delete_first_record_stops_the_pass_before_any_mark(refuse
 
 
 def test_an_unwritable_record_of_instances_just_created_is_a_warning(refused, namespace):
-    module, api_client, warnings = refused
+    upgrade, warnings = refused
     record = {"instances_created": {"gce://p/z/n1": {"group": "G1", "created": "2026-12-02T10:00:00Z"}},
               "start_counts": {"G1": 3}}
-    module._record_created(api_client, {"name": JOURNAL, "namespace": namespace}, "img-b", record)
+    upgrade._record_created(record)
     assert len(warnings) == 1 and "gce://p/z/n1" in warnings[0] and "will not remove them as surplus" in warnings[0]
