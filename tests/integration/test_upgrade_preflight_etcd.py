@@ -10,6 +10,7 @@ SIGCONT restores it without a membership change. The runs after the failing one 
 enough to show the preflight passes, and they change nothing either.
 """
 
+import contextlib
 import os
 import signal
 import time
@@ -48,6 +49,17 @@ def a_follower(etcd):
     statuses = {name: etcd_status(etcd, m["client_url"]) for name, m in etcd["members"].items()}
     return next((name, etcd["members"][name]) for name, s in sorted(statuses.items())
                 if s["leader"] != s["header"]["member_id"])
+
+
+@contextlib.contextmanager
+def frozen_member(member):
+    """The etcd member's process stopped (SIGSTOP: it keeps its port and answers nothing) for the block, and let go
+    (SIGCONT) when the block ends, whatever happens in it. A process of this test's own sandbox."""
+    os.kill(member["pid"], signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(member["pid"], signal.SIGCONT)
 
 
 def task_results(output, suffix):
@@ -133,28 +145,23 @@ def test_a_member_unhealthy_between_control_plane_replacements_holds_the_next_he
     watcher.start()
     run = uh.PlaybookRun(values, tmp_path / "upgrade.log",
                          env={hold_points.ENV_POINTS: "delete-node", hold_points.ENV_FILE: str(hold_file)})
-    member = None
     try:
         assert wait_for_line(hold_file, run, RUN_TIMEOUT).startswith("delete-node ")
         members = uh.etcd_member_names(handle)
         assert len(members) == 3, members   # the first heir's in, the first donor's out (its process may linger)
         etcd = handle.cp_etcd()
         frozen, member = a_follower(dict(etcd, members={n: m for n, m in etcd["members"].items() if n in members}))
-        os.kill(member["pid"], signal.SIGSTOP)   # a process of this test's own sandbox
-        frozen_at = time.monotonic()
-        hold_file.write_text("")   # let the run go on
-        time.sleep(20)
-        created = watcher.seen(("instance-created",), frozen_at)
-        assert not created, "a control-plane heir was created while etcd member %s was frozen: %s" % (frozen, created)
-        said = [line for line in run.output().splitlines()
-                if "the control plane is not healthy, so no new etcd member is added" in line]
-        assert said and any("etcd member %s (" % frozen in line for line in said), run.output()[-4000:]
-        os.kill(member["pid"], signal.SIGCONT)
-        member = None
+        with frozen_member(member):
+            frozen_at = time.monotonic()
+            hold_file.write_text("")   # let the run go on
+            time.sleep(20)
+            created = watcher.seen(("instance-created",), frozen_at)
+            assert not created, "a control-plane heir was created while etcd member %s was frozen: %s" % (frozen, created)
+            said = [line for line in run.output().splitlines()
+                    if "the control plane is not healthy, so no new etcd member is added" in line]
+            assert said and any("etcd member %s (" % frozen in line for line in said), run.output()[-4000:]
         rc = run.wait(RUN_TIMEOUT)
     finally:
-        if member is not None:
-            os.kill(member["pid"], signal.SIGCONT)
         run.close()
         watcher.stop()
     output = run.output()
@@ -191,20 +198,16 @@ def test_a_control_plane_node_whose_member_turns_unhealthy_is_replaced_first(upg
     watcher = uh.Watcher(handle, etcd=True)
     watcher.start()
     run = uh.PlaybookRun(values, tmp_path / "upgrade.log")
-    member = None
     try:
         heir, first = uh.wait_until(lambda: paired_control_plane(handle, old), 240, "the first heir to be paired")
         assert not uh.touched(watcher, first), "%s was %s before the test went on" % (first, uh.touched(watcher, first))
         etcd = handle.cp_etcd()
         sick, member = a_follower(dict(etcd, members={n: m for n, m in etcd["members"].items() if n in old - {first}}))
-        os.kill(member["pid"], signal.SIGSTOP)   # a process of this test's own sandbox
-        uh.wait_until(lambda: uh.touched(watcher, sick, ("cordon",)), 120, "%s to be cordoned" % sick)
-        os.kill(member["pid"], signal.SIGCONT)   # drained now: its member is removed whether it answers or not
-        member = None
+        # Let go once drained: its member is removed whether it answers or not.
+        with frozen_member(member):
+            uh.wait_until(lambda: uh.touched(watcher, sick, ("cordon",)), 120, "%s to be cordoned" % sick)
         rc = run.wait(RUN_TIMEOUT)
     finally:
-        if member is not None:
-            os.kill(member["pid"], signal.SIGCONT)
         run.close()
         watcher.stop()
     output = run.output()
