@@ -40,15 +40,15 @@ ETCD_SPEC = etcd.connection_argument_spec(dict(
     health=dict(type="dict", options=ETCD_HEALTH_SPEC),
 ))
 JOURNAL_SPEC = dict(journal_store.REFERENCE_SPEC, run=dict(type="str"), events=journal_store.ARGUMENT_SPEC["events"])
-# What the role did in tasks of their own before the first slice (run.yml): start the journal, pause the autoscaler.
+# Once per run, before the first slice (run.UpgradeRun.begin): start the journal, pause the autoscaler.
 BEGIN_SPEC = dict(
     image=dict(type="str", required=True),
     new_target=dict(type="bool", default=False),
     record=dict(type="dict", default={}),
     autoscaler=dict(type="dict", default={}, options=autoscaler.DEPLOYMENT_SPEC),
 )
-# What the role did in tasks of their own before the run began (target.yml, preflight.yml, run.yml's lock), for
-# the first slice to do in its own worker: the cloud's SDK is imported once, and nothing between them is a task.
+# Before the run begins (run.UpgradeRun.start): the image, the journal's target, the preflight, etcd and the lock, in
+# the first call's worker: the cloud's SDK is imported once, and nothing between them is a task.
 START_SPEC = dict(
     image=dict(type="str", required=True),
     new_target=dict(type="bool", default=False),

@@ -333,8 +333,8 @@ options:
     type: str
   start:
     description:
-      - Before the first slice of this process, begin the upgrade as the rolling_upgrade role's target, preflight
-        and lock tasks did, with the modules' own code, in this process - resolve O(start.image) and the journal's
+      - Before the first slice of this process, begin the upgrade with the modules' own code, in this process -
+        resolve O(start.image) and the journal's
         target (M(kubenodes.image_upgrade.csp_scaling_group) and M(kubenodes.image_upgrade.upgrade_journal) in check
         mode), read the nodes and the clouds (M(kubenodes.image_upgrade.node_image_facts), O(start.preflight)),
         judge that read (the cloud quota, nodes outside every known group, nodes not Ready, pods of C(kube-system)
