@@ -7,10 +7,11 @@ plugins/modules/upgrade_step.py."""
 from __future__ import annotations
 
 import json
+import os
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    artifacts, autoscaler, drain, etcd, executor, gate, image_facts, kube, lease, node_state, run)
+    artifacts, autoscaler, drain, etcd, executor, gate, image_facts, kube, lease, node_state, run, stop_signals)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
@@ -22,6 +23,9 @@ display = action_base.MaskingDisplay()   # masks the task's secrets in every mes
 # `until` runs every retry of the task in the same process, each with a new action object.
 _RUNS = {}
 _MAX_SLICE = 60
+# This worker's watch for a stop from outside (Ctrl-C, SIGTERM, the playbook's death): installed at the first real
+# call, for the worker's life (one task, all its `until` retries).
+_STOP = []
 
 # The connection options of the etcd modules (certificates, request timeout), with no endpoints by default (the
 # control-plane nodes' are used), whether a delegated task removes the members, and one removal's timeout. With
@@ -102,6 +106,18 @@ def argument_spec():
     return spec
 
 
+def _stop_watch():
+    if not _STOP:
+        _STOP.append(stop_signals.StopWatch().install())
+    return _STOP[0]
+
+
+def _unless(stop, show):
+    """show(text), unless the playbook process is gone: nobody reads this worker's output then, and a pipe that
+    nobody reads blocks its writer once full."""
+    return lambda text: None if stop.parent_gone() else show(text)
+
+
 def _key(args):
     """The executor a call goes on with: the same options, but for what changes from call to call."""
     same = {k: v for k, v in args.items() if k not in ("passes", "surge_cap", "gate_ran", "abort")}
@@ -135,7 +151,9 @@ class ActionModule(action_base.KubenodesActionBase):
         upgrade = self._run = _RUNS.get(key)
         try:
             if upgrade is None:
-                upgrade = self._run = run.UpgradeRun(args, check_mode, display.display, display.warning)
+                stop = stop_signals.NoStop() if check_mode else _stop_watch()
+                upgrade = self._run = run.UpgradeRun(args, check_mode, _unless(stop, display.display),
+                                                     _unless(stop, display.warning), stop=stop)
                 if args["start"]:
                     upgrade.start()
                 upgrade.build()
@@ -150,6 +168,10 @@ class ActionModule(action_base.KubenodesActionBase):
                 outcome = upgrade.run_slice(args["slice_seconds"])
                 if outcome.get("gate_due"):
                     gate_ran = upgrade.run_gate()
+        except stop_signals.Stopped as exc:
+            _RUNS.pop(key, None)
+            # The watch's cause, read now: a SIGTERM behind the SIGHUP of the playbook's death is named (stop_signals).
+            return self._stopped(result, upgrade, upgrade.stop.cause or exc.cause)
         except run.EtcdReadDue as exc:
             # Nothing began: the next call (with the read) starts again.
             result.update(changed=False, done=False, etcd_health_due=True, etcd_read=exc.needs, etcd_due=[])
@@ -240,6 +262,22 @@ class ActionModule(action_base.KubenodesActionBase):
         result["passes"] = engine.passes if engine is not None else upgrade.args["passes"]
         result["surge_cap"] = engine.settings.surge_cap if engine is not None else upgrade.args["surge_cap"]
         return result
+
+    def _stopped(self, result, upgrade, cause):
+        """A stop from outside, taken at a safe point: the run ends here as a failed one does (the autoscaler restored,
+        the attempt recorded as stopped with the cause, the report so far written, the lock released), since the
+        playbook may be gone and no rescue would run."""
+        if upgrade.engine is not None:
+            upgrade.flush()
+        began = bool((upgrade.args.get("journal") or {}).get("run"))
+        aborted = upgrade.abort("stopped from outside: %s" % cause, outcome="stopped")
+        if upgrade.stop.parent_gone():
+            # Nobody is left to take this task's result: the worker ends here, its run ended as above.
+            os._exit(1)  # pylint: disable=protected-access
+        result.update(failed=True, stopped=True, done=False, report=aborted, etcd_due=[],
+                      msg="The upgrade stopped: %s. It stopped at a safe point, between two passes, and is resumable: run "
+                          "the playbook again to go on%s" % (cause, "" if began else "; nothing had been changed"))
+        return self._finish(result, upgrade)
 
     @staticmethod
     def _abort(result, args, check_mode):

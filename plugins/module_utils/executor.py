@@ -45,7 +45,7 @@ import dataclasses
 import time
 import uuid
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views, hold_points, progress
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views, hold_points, progress, stop_signals
 
 # Seconds between looks while everything waits (a heir joining, a PDB, a deletion): short, because the
 # next step should follow a change within about this long.
@@ -150,8 +150,10 @@ class PassState:
 
 class Executor:
     def __init__(self, settings, kube, cloud, etcd=None, journal=None, clock=time.time, sleep=time.sleep,
-                 say=None, etcd_health=None):
+                 say=None, etcd_health=None, stop=None):
         self.settings = settings
+        # A stop asked from outside (stop_signals.StopWatch): taken before a pass and during a wait, never inside a pass.
+        self.stop = stop or stop_signals.NoStop()
         self.kube = kube
         self.cloud = cloud
         self.etcd = etcd
@@ -565,6 +567,7 @@ class Executor:
         start = self.clock()
         did, finished, refused = [], [], []
         while True:
+            self.stop.check()
             result = self.run_pass()
             facts = result["facts"]
             did.extend(result["did"])
@@ -610,10 +613,11 @@ class Executor:
         plan reads (a heir joined or turned Ready, a pairing, a cordon) ends the wait at once."""
         seconds = self.wait_seconds(result)
         wait_for_change = getattr(self.kube, "wait_for_change", None)
-        if wait_for_change is not None:
-            wait_for_change(seconds)
-        else:
-            self.sleep(seconds)
+        with self.stop.interruptible():
+            if wait_for_change is not None:
+                wait_for_change(seconds)
+            else:
+                self.sleep(seconds)
 
     def _gate_due(self, result, facts):
         """Whether the role runs the health gate now: after each finished replacement, or once the batch in flight

@@ -50,7 +50,7 @@ def new_journal(image, started):
     return {"image": image, "started": started, "finished": None, "passes": 0, "nodes": {}}
 
 
-OUTCOMES = ("done", "failed")  # what an attempt records at its end; one that recorded none was killed
+OUTCOMES = ("done", "failed", "stopped")  # what an attempt records at its end; one that recorded none was killed
 
 
 def merge(journal, record):
@@ -63,8 +63,8 @@ def merge(journal, record):
     create_intents: {key: {group, at, count, target_size, settled}} (creations about to be made, written before each
     create call, with the group's target size read before it where the cloud reports one; `settled` after it, with
     how many it made; each field's first record kept);
-    attempts: {attempt ID: {started, passes, outcome (done or failed), ended}} (passes: the largest seen;
-    started: the first; outcome and ended: the last given);
+    attempts: {attempt ID: {started, passes, outcome (done, failed, or stopped from outside), ended, cause}}
+    (passes: the largest seen; started: the first; outcome, ended and cause: the last given);
     gate_due (a health gate is due: the next run runs it first), gate_owed (a replacement finished since the last
     gate passed: the next run holds new heirs until the batch finished and the gate ran) and gate_baseline (the
     workloads running before the batch, gate.running_workloads): the last given; gates: {gate ID: {after, started,
@@ -126,6 +126,8 @@ def _merge_attempt(entry, seen):
         entry["outcome"] = seen["outcome"]
     if seen.get("ended"):
         entry["ended"] = seen["ended"]
+    if seen.get("cause"):
+        entry["cause"] = str(seen["cause"])
     # Each executor's cumulative API seconds: the largest value seen per executor and bucket.
     for engine_id, buckets in (seen.get("api_seconds") or {}).items():
         known = entry.setdefault("api_seconds", {}).setdefault(str(engine_id), {})
@@ -285,7 +287,7 @@ def segments(entry, end=None):
 
 
 def attempt_rows(journal):
-    """[{id, started, ended, outcome, passes}] of every attempt, oldest first. An attempt that recorded no
+    """[{id, started, ended, outcome, passes, cause}] of every attempt, oldest first. An attempt that recorded no
     end was killed (its process stopped without a word), unless it is the newest: that one may still run
     and is "unfinished"."""
     attempts = journal.get("attempts") or {}
@@ -297,7 +299,7 @@ def attempt_rows(journal):
         if outcome not in OUTCOMES:
             outcome = "unfinished" if index == len(ordered) - 1 else "killed"
         rows.append({"id": attempt_id, "started": entry.get("started") or attempt_id, "ended": entry.get("ended") or "",
-                     "outcome": outcome, "passes": int(entry.get("passes") or 0)})
+                     "outcome": outcome, "passes": int(entry.get("passes") or 0), "cause": entry.get("cause") or ""})
     return rows
 
 
@@ -571,15 +573,17 @@ def _markdown_attempts(attempts):
         return []
     lines = ["", "Attempts (runs of the playbook on this upgrade; one that never recorded its end was killed):", "",
              "| attempt | started | ended | how it ended | passes |", "|---|---|---|---|---|"]
-    return lines + ["| %d | %s | %s | %s | %d |" % (index, a["started"], a["ended"] or "-", a["outcome"], a["passes"])
-                    for index, a in enumerate(attempts, 1)]
+    rows = ["| %d | %s | %s | %s | %d |" % (index, a["started"], a["ended"] or "-", a["outcome"], a["passes"])
+            for index, a in enumerate(attempts, 1)]
+    causes = ["Attempt %d %s: %s" % (index, a["outcome"], a["cause"]) for index, a in enumerate(attempts, 1) if a.get("cause")]
+    return lines + rows + ([""] + causes if causes else [])
 
 
 def _outcome_counts(attempts):
     counts = {}
     for attempt in attempts:
         counts[attempt["outcome"]] = counts.get(attempt["outcome"], 0) + 1
-    order = ("killed", "failed", "done", "unfinished")
+    order = ("killed", "stopped", "failed", "done", "unfinished")
     return ", ".join("%d %s" % (counts[o], o) for o in order if o in counts)
 
 

@@ -7,8 +7,9 @@
 - begin: this attempt's journal record, the cluster-autoscaler paused;
 - slices: the executor (executor.py), its journal records written as they come;
 - finish: the autoscaler restored, the journal closed, the report written, the lock released;
-- abort: a run that began and then stopped records its attempt as failed, writes the report so far and releases
-  the lock, so the next run starts at once.
+- abort: a run that began and then failed, or was stopped from outside (stop_signals.py), restores the autoscaler,
+  records its attempt as failed or stopped with the cause, writes the report so far and releases the lock, so the
+  next run starts at once.
 
 Every step runs a module's own code (its argument spec, rules and messages) in this process, through
 base.InProcessModule: nothing here has rules of its own about the journal, the Lease or the autoscaler."""
@@ -22,7 +23,7 @@ import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
     artifacts, autoscaler, base, core, etcd, etcd_access, executor, gate, group_image, image_facts, kube, lease,
-    node_state, preflight, progress, report)
+    node_state, preflight, progress, report, stop_signals)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_access, kube_access
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
@@ -125,9 +126,10 @@ class UpgradeRun:
     parts of the life cycle this run does itself). `say` and `warn` show a line and a warning. `started` says
     what start began (the role's RV(start)), set as soon as the target is known, a failure's too."""
 
-    def __init__(self, args, check_mode, say, warn, sleep=time.sleep):
+    def __init__(self, args, check_mode, say, warn, sleep=time.sleep, stop=None):
         self.args, self.check_mode = args, check_mode
         self.say, self.warn, self.sleep = say, warn, sleep
+        self.stop = stop or stop_signals.NoStop()   # a stop asked from outside, taken at a safe point
         self.started = None
         self.engine = None
         self.begun = False
@@ -259,7 +261,8 @@ class UpgradeRun:
             if look < looks:
                 self.say("%s; looking again in %d s (rolling_upgrade_lock_wait, %d of %d)"
                          % (answer["msg"], LOCK_LOOK_SECONDS, look, looks))
-                self.sleep(LOCK_LOOK_SECONDS)
+                with self.stop.interruptible():
+                    self.sleep(LOCK_LOOK_SECONDS)
         raise executor.StepFailure(answer["msg"], reason="lock_held", held_by=answer["held_by"])
 
     # -- the executor, built once per run ------------------------------------------------------------------
@@ -302,7 +305,8 @@ class UpgradeRun:
                                      surge_cap=args["surge_cap"], journal_run=(args.get("journal") or {}).get("run"),
                                      gate_after=None if args["gate_after"] == "none" else args["gate_after"])
         engine = executor.Executor(settings, kube_access.KubeAccess(self.api_client, options.annotation_prefix, args["drain"]),
-                                   cloud_access.CloudAccess(provider), etcd=remover, say=self.say, etcd_health=health)
+                                   cloud_access.CloudAccess(provider), etcd=remover, say=self.say, etcd_health=health,
+                                   stop=self.stop)
         engine.passes = args["passes"]
         if args.get("journal"):
             self._connect_journal(engine)
@@ -389,34 +393,43 @@ class UpgradeRun:
         return artifacts.report_artifact(summary, outcome=outcome, cause=cause, image=self.args.get("reference"),
                                          target_image=self.args["image"], provider=self.args.get("provider"))
 
-    def abort(self, cause, gate_ran=None):
-        """A run that began stopped (`cause`): record the attempt as failed (and the gate whose tasks file failed,
+    def abort(self, cause, gate_ran=None, outcome="failed"):
+        """A run that began ended before the upgrade was done (`cause`; `outcome` failed, or stopped from outside):
+        restore the autoscaler, record the attempt's outcome and cause (and the gate whose tasks file failed,
         `gate_ran`), write the report so far and release the run lock, each as far as it goes (the cause matters
         more than any of these). Returns the report, or None."""
         run = (self.args.get("journal") or {}).get("run")
         if not run or self.check_mode:
             return None
         passes = self.engine.passes if self.engine is not None else self.args["passes"]
-        written = None
-        record = dict(passes=passes, attempts={run: dict(passes=passes, outcome="failed", ended=_stamp(_now()))})
+        ended = _stamp(_now())
+        record = dict(passes=passes, attempts={run: dict(passes=passes, outcome=outcome, ended=ended, cause=cause)})
         if gate_ran:
-            failed = dict(outcome="failed", ended=_stamp(_now()), failure=cause, seconds=dict(gate_ran.get("seconds") or {}))
+            failed = dict(outcome="failed", ended=ended, failure=cause, seconds=dict(gate_ran.get("seconds") or {}))
             record["gates"] = {gate_ran["id"]: failed}
-        try:
-            self._journal(record)
-        except executor.StepFailure as exc:
-            self.warn("the failed attempt could not be recorded in the journal: %s" % exc)
-        if self.args.get("finish"):
-            try:
-                written = self._journal({}, state="report", report_dir=self.args["finish"]["report_dir"])
-            except executor.StepFailure as exc:
-                self.warn("the report of the unfinished run could not be written: %s" % exc)
+        finish = self.args.get("finish") or {}
+        if finish.get("autoscaler"):
+            # What begin paused comes back whatever ended the run: restoring a Deployment that was never paused
+            # changes nothing, and the next run pauses it again.
+            self._as_far_as_it_goes("the cluster-autoscaler could not be restored (its replicas before the run are in "
+                                    "the annotation %s/paused-replicas of its Deployment)" % self.args["annotation_prefix"],
+                                    self._autoscaler, finish["autoscaler"], "restored")
+        self._as_far_as_it_goes("the %s attempt could not be recorded in the journal" % outcome, self._journal, record)
+        written = None
+        if finish:
+            written = self._as_far_as_it_goes("the report of the unfinished run could not be written", self._journal, {},
+                                              state="report", report_dir=finish["report_dir"])
         if self.args.get("lock") and self.args["lock"].get("holder"):
-            try:
-                self._lock("absent")
-            except executor.StepFailure as exc:
-                self.warn("the run lock could not be released (it expires on its own): %s" % exc)
+            self._as_far_as_it_goes("the run lock could not be released (it expires on its own)", self._lock, "absent")
         return dict(summary=written["summary"], files=written["files"]) if written else None
+
+    def _as_far_as_it_goes(self, what, call, *args, **kwargs):
+        """call(...)'s answer, or None with a warning that says `what` did not happen and why."""
+        try:
+            return call(*args, **kwargs)
+        except executor.StepFailure as exc:
+            self.warn("%s: %s" % (what, exc))
+            return None
 
     # -- health gates (gate_after): the built-in checks here, the user's tasks file by the role ----------------------
     def _gate_options(self, **own):
@@ -434,7 +447,8 @@ class UpgradeRun:
         self._journal(dict(gate_due=True, gates={gate_id: dict(after=self.args["gate_after"], started=gate_id)}))
         self.gate_pending = True
         try:
-            checked = self._module(gate, self._gate_options(baseline=self.gate_baseline), "health gate %s" % gate_id)
+            with self.stop.interruptible():   # the gate only reads and waits
+                checked = self._module(gate, self._gate_options(baseline=self.gate_baseline), "health gate %s" % gate_id)
         except executor.StepFailure as exc:
             self._journal(dict(gates={gate_id: dict(outcome="failed", ended=_stamp(_now()), failure=str(exc),
                                                     seconds=exc.details.get("seconds") or {})}))

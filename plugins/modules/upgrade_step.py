@@ -30,6 +30,13 @@ description:
     O(heir_ready_seconds) run out, every 0.5 s while evicted pods are still terminating, and at the latest
     after O(poll_interval) seconds (the cloud's side has no watch). Where the watch is refused, it polls.
   - Prints one progress line per pass while it runs.
+  - A stop from outside is obeyed at a safe point - between two passes, or while it only waits - within seconds
+    - SIGINT (Ctrl-C), SIGTERM or SIGHUP to ansible-playbook (which passes them on to this task's worker) or to the
+    worker, and the death of ansible-playbook (a SIGKILL of its process group, as ansible-runner does when AWX
+    cancels a job; Linux tells the worker at once, elsewhere it sees it at the next pass). The run then ends as a
+    failed one does (see O(abort)), with its attempt recorded as V(stopped) and the cause, and fails with
+    RV(stopped); the same signal a second time ends the worker at once. When ansible-playbook is gone the worker
+    exits after that, as nobody is left to take its result.
   - An action plugin; it runs on the controller and ignores C(delegate_to). The modules it replaces in a
     pass stay available for playbooks that compose the steps themselves.
 author:
@@ -435,10 +442,11 @@ options:
         default: {}
   abort:
     description:
-      - The cause of a stop - end a run that began and stopped (the role's rescue), instead of a slice - record this
-        attempt (O(journal.run)) as V(failed) in the journal (and O(gate_ran) as a failed gate), write the report so
-        far to O(finish.report_dir) (with O(finish)) and release the run lock O(lock) (with its C(holder)), each as
-        far as it goes; a step that fails is a warning. The report is RV(report), and the report with the cause the
+      - The cause of a stop - end a run that began and stopped (the role's rescue), instead of a slice - restore the
+        cluster-autoscaler O(finish.autoscaler) (a Deployment that was not paused is left as it is), record this
+        attempt (O(journal.run)) as V(failed) in the journal with the cause (and O(gate_ran) as a failed gate), write
+        the report so far to O(finish.report_dir) (with O(finish)) and release the run lock O(lock) (with its
+        C(holder)), each as far as it goes; a step that fails is a warning. The report is RV(report), and the report with the cause the
         job's artifacts (C(image_upgrade), docs/awx.md); nothing is read from the cloud.
       - Nothing without O(journal.run) (the run had not begun), and nothing in check mode.
     type: str
@@ -519,6 +527,12 @@ finished:
 aborted:
   description: The call ended a stopped run (O(abort)).
   returned: with abort
+  type: bool
+stopped:
+  description:
+    - The run was stopped from outside (a signal, or the death of ansible-playbook) and ended itself at a safe point,
+      as O(abort) does; C(msg) names the cause. Run the playbook again to go on.
+  returned: when stopped
   type: bool
 etcd_due:
   description: Drained control-plane donors whose etcd member is to be removed by a delegated task (O(etcd.delegated)).

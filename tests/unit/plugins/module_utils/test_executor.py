@@ -2,11 +2,13 @@
 role's Jinja (same-pass finish, the quota surge cap, when to wait), delegated etcd removal, check mode,
 the overall timeout and the journal."""
 
+import os
+import signal
 import threading
 
 import pytest
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, progress, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, progress, report, stop_signals
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import RUNNING, Instance
 
 from core_world import NEW, OLD, Killed, World, group, make_node
@@ -540,3 +542,24 @@ def test_a_finished_replacement_is_journaled_at_once_and_the_slice_goes_on():
     assert result["done"] and sorted(result["finished"]) == ["old-1", "old-2"]
     # Flushed once per finish, the first while the second donor was still there; the slice ended only when done.
     assert [left for _records, left in flushed] == [["old-2"], []], flushed
+
+
+def test_a_stop_asked_during_a_wait_ends_the_slice_there_and_the_next_run_goes_on():
+    """A real SIGTERM to this process while the slice waits (a heir booting): the wait ends at once with Stopped,
+    after the pass that created the heir and before any later one; a new executor over the same world finishes."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    watch = stop_signals.StopWatch().install()
+    try:
+        ex = w.executor(opts(), poll=2.0)
+        ex.stop = watch
+        ex.sleep = lambda seconds: (os.kill(os.getpid(), signal.SIGTERM), w.tick(seconds))
+        with pytest.raises(stop_signals.Stopped, match="SIGTERM received"):
+            ex.run_slice(seconds=60)
+    finally:
+        watch.uninstall()
+    # Pass 1 created the heir; pass 2 found it booting and waited: the stop came there.
+    assert ex.passes == 2 and len(w.created) == 1 and "old-1" in w.nodes
+    resumed = w.executor(opts(), poll=2.0)
+    resumed.sleep = w.tick
+    assert resumed.run_slice(seconds=60)["finished"] == ["old-1"]

@@ -1,0 +1,107 @@
+"""A stop asked from outside (module_utils/stop_signals.py), with real signals to real processes: the watch
+takes SIGINT, SIGTERM and SIGHUP, ends a wait at once, leaves a pass alone, and sees its parent die."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import stop_signals
+
+
+@pytest.fixture
+def watch():
+    installed = stop_signals.StopWatch().install()
+    try:
+        yield installed
+    finally:
+        installed.uninstall()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_is_a_stop_taken_at_the_next_safe_point(watch, signum):
+    watch.check()   # nothing asked yet
+    os.kill(os.getpid(), signum)
+    assert watch.cause == "%s received" % signal.Signals(signum).name
+    with pytest.raises(stop_signals.Stopped, match=signal.Signals(signum).name):
+        watch.check()
+
+
+def test_a_signal_during_a_wait_ends_it_at_once(watch):
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    began = time.monotonic()
+    with pytest.raises(stop_signals.Stopped):
+        with watch.interruptible():
+            time.sleep(30)
+    assert time.monotonic() - began < 5
+
+
+def test_a_signal_outside_a_wait_lets_the_work_in_hand_finish(watch):
+    os.kill(os.getpid(), signal.SIGTERM)
+    finished = []
+    time.sleep(0.1)        # work in hand (a pass): not interrupted
+    finished.append(True)
+    assert finished and watch.cause == "SIGTERM received"
+    with pytest.raises(stop_signals.Stopped):
+        with watch.interruptible():   # a wait after it never begins
+            finished.append("waited")
+    assert finished == [True]
+
+
+def test_the_same_signal_twice_ends_the_process_as_it_would_have_without_the_watch(watch):
+    os.kill(os.getpid(), signal.SIGINT)
+    # The second one goes to the handler that was there before (pytest's: KeyboardInterrupt).
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+
+
+def test_no_stop_never_stops():
+    none = stop_signals.NoStop()
+    none.check()
+    with none.interruptible():
+        pass
+    assert none.cause is None and not none.parent_gone()
+
+
+def test_the_death_of_the_parent_is_a_stop_named_after_it():
+    """A grandchild watches; its parent dies (a SIGKILL, as ansible-runner does to ansible-playbook's group); the
+    grandchild's wait ends at once with the parent named (Linux: PR_SET_PDEATHSIG)."""
+    report_r, report_w = os.pipe()
+    middle = os.fork()
+    if middle == 0:   # the parent to be killed
+        os.close(report_r)
+        if os.fork() == 0:   # the watcher
+            try:
+                watching = stop_signals.StopWatch().install()
+                parent = watching.parent
+                os.write(report_w, b"ready %d\n" % parent)
+                try:
+                    with watching.interruptible():
+                        time.sleep(20)
+                    os.write(report_w, b"not stopped\n")
+                except stop_signals.Stopped as exc:
+                    os.write(report_w, ("stopped: %s\n" % exc.cause).encode())
+            finally:
+                os._exit(0)
+        time.sleep(60)
+        os._exit(0)
+    os.close(report_w)
+    with os.fdopen(report_r, "rb") as report:
+        ready = report.readline().decode()
+        assert ready.startswith("ready %d" % middle), ready
+        began = time.monotonic()
+        os.kill(middle, signal.SIGKILL)
+        os.waitpid(middle, 0)
+        said = report.readline().decode().strip()
+    assert said == "stopped: the playbook process (PID %d) is gone" % middle
+    assert time.monotonic() - began < 5
+
+
+def test_a_sigterm_behind_a_sighup_is_named_whatever_came_first(watch):
+    # ansible-playbook passes SIGTERM on and dies: the parent-death SIGHUP may be handled first (lower number).
+    os.kill(os.getpid(), signal.SIGHUP)
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert watch.received == [signal.SIGHUP, signal.SIGTERM] and watch.cause == "SIGTERM received"
