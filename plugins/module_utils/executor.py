@@ -284,6 +284,14 @@ class Executor:
             self.instances, self.group_errors = instances, dict(group_errors or {})
         return PassState(facts, nodes, read_here)
 
+    @staticmethod
+    def _reached(point):
+        """A destructive step's call returned (hold_points): a test may hold the engine here, or make it fail."""
+        hold_points.reached(point)
+        injected = hold_points.failure_due(point)
+        if injected:
+            raise StepFailure(injected)
+
     def _allowed(self, state, step, item):
         """Whether the guard lets `step` go ahead on `item`; a refusal goes into the pass's result, its facts'
         problems and a warning."""
@@ -300,7 +308,7 @@ class Executor:
         state.did.extend(dict(step="set_group_image", group=item["group"]) for item in items)
         state.images_set = bool(items)
         if state.images_set:
-            hold_points.reached("set-group-image")
+            self._reached("set-group-image")
         if state.images_set and state.read_here:
             # The cloud accepted the image: plan again on the same read with those groups on it, so the first
             # heirs are created in this pass, not one pass (a read of every group) later.
@@ -353,7 +361,7 @@ class Executor:
             created, quota_refusal = self._timed("cloud", self.cloud.create, item["group"], item["count"])
             created_total += len(created)
             if created:
-                hold_points.reached("create")
+                self._reached("create")
             self._record_created(created, state.facts, intent=intent)
             state.did.append(dict(step="create", group=item["group"], count=len(created)))
             if quota_refusal:
@@ -379,7 +387,7 @@ class Executor:
             self._record_phase(state.nodes, item["name"], core.PHASE_DRAINING)
         for item, outcome in zip(to_drain, self._timed("drain", self._drain_all, to_drain)):
             state.drains.append(dict(outcome, item=item, node=item["name"]))
-            hold_points.reached("drain")
+            self._reached("drain")
             phase = core.PHASE_DRAINED if outcome.get("drained") else core.PHASE_DRAINING
             self._record_phase(state.nodes, item["name"], phase)
             state.did.append(dict(step="drain", name=item["name"], drained=bool(outcome.get("drained")),
@@ -406,7 +414,7 @@ class Executor:
                 facts.setdefault("etcd_waiting", []).append(dict(name=item["name"], msg=outcome["msg"],
                                                                  waiting_on=outcome.get("waiting_on") or []))
                 continue
-            hold_points.reached("etcd-remove")
+            self._reached("etcd-remove")
             self._record_phase(state.nodes, item["name"], core.PHASE_ETCD_REMOVED)
             state.did.append(dict(step="etcd_remove", name=item["name"]))
             state.removed_now.append(item)
@@ -423,7 +431,7 @@ class Executor:
         ids = [i["provider_id"] for i in state.finishing if i.get("provider_id")]
         if ids:
             self._timed("cloud", self.cloud.delete, ids)
-            hold_points.reached("delete-instance")
+            self._reached("delete-instance")
         for item in state.finishing:
             if not self._allowed(state, "delete_node", item):
                 continue
@@ -432,7 +440,7 @@ class Executor:
                 continue
             state.finished.append(item["name"])
             state.did.append(dict(step="delete", name=item["name"]))
-            hold_points.reached("delete-node")
+            self._reached("delete-node")
 
     def _delete_orphan_instances(self, state):
         """The plan's instances that never joined, failed or were orphaned (plan.delete_instances)."""

@@ -22,8 +22,8 @@ import json
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    artifacts, autoscaler, base, core, etcd, etcd_access, executor, gate, group_image, image_facts, kube, lease,
-    node_state, preflight, progress, report, stop_signals)
+    artifacts, autoscaler, base, core, etcd, etcd_access, executor, gate, group_image, hold_points, image_facts, kube,
+    lease, node_state, preflight, progress, report, stop_signals)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_access, kube_access
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
@@ -53,6 +53,13 @@ class ReadFailed(Exception):
     def __init__(self, doing, result):
         super().__init__(result.get("msg"))
         self.doing, self.result = doing, result
+
+
+def _fail_if_injected(point):
+    """A failure test's injected failure at one of the run's own moments (hold_points.RUN_POINTS)."""
+    injected = hold_points.failure_due(point)
+    if injected:
+        raise executor.StepFailure(injected)
 
 
 def _now():
@@ -358,6 +365,7 @@ class UpgradeRun:
                                                   "the workloads running before the first batch")["snapshot"]
                 self._journal(dict(gate_baseline=self.gate_baseline))
         self.begun = True
+        _fail_if_injected("begin")
 
     def give_etcd_health(self, health):
         """The etcd read the role made through a control-plane host (etcd.health), for the next control-plane heir."""
@@ -378,6 +386,7 @@ class UpgradeRun:
         if run:
             record["attempts"] = {run: dict(passes=self.engine.passes, outcome="done", ended=now)}
         self._journal(record)
+        _fail_if_injected("finish")
         written = self._journal({}, state="report", report_dir=finish["report_dir"])
         if self.args.get("lock"):
             self._lock("absent")
@@ -414,7 +423,7 @@ class UpgradeRun:
             self._as_far_as_it_goes("the cluster-autoscaler could not be restored (its replicas before the run are in "
                                     "the annotation %s/paused-replicas of its Deployment)" % self.args["annotation_prefix"],
                                     self._autoscaler, finish["autoscaler"], "restored")
-        self._as_far_as_it_goes("the %s attempt could not be recorded in the journal" % outcome, self._journal, record)
+        self._as_far_as_it_goes("the %s attempt could not be recorded in the journal" % outcome, self._record_end, record)
         written = None
         if finish:
             written = self._as_far_as_it_goes("the report of the unfinished run could not be written", self._journal, {},
@@ -422,6 +431,10 @@ class UpgradeRun:
         if self.args.get("lock") and self.args["lock"].get("holder"):
             self._as_far_as_it_goes("the run lock could not be released (it expires on its own)", self._lock, "absent")
         return dict(summary=written["summary"], files=written["files"]) if written else None
+
+    def _record_end(self, record):
+        _fail_if_injected("abort")
+        return self._journal(record)
 
     def _as_far_as_it_goes(self, what, call, *args, **kwargs):
         """call(...)'s answer, or None with a warning that says `what` did not happen and why."""

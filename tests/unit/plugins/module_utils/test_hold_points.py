@@ -1,4 +1,5 @@
-"""hold_points: inert without its environment; at a named point, the marker line, then the hold, once."""
+"""hold_points: inert without its environment; at a named point, the marker line, then the hold, once; an injected
+failure at a named point, once."""
 
 import inspect
 import os
@@ -12,6 +13,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import exe
 @pytest.fixture(autouse=True)
 def fresh_points(monkeypatch):
     monkeypatch.setattr(hold_points, "_held", set())
+    monkeypatch.setattr(hold_points, "_failed", set())
 
 
 def test_without_the_environment_nothing_holds():
@@ -66,5 +68,32 @@ def test_without_a_file_a_hold_sleeps_its_whole_time():
 
 
 def test_every_point_the_executor_calls_is_named():
-    called = set(re.findall(r'hold_points\.reached\("([a-z-]+)"\)', inspect.getsource(executor)))
+    called = set(re.findall(r'self\._reached\("([a-z-]+)"\)', inspect.getsource(executor)))
     assert called == set(hold_points.POINTS), called
+
+
+def test_an_injected_failure_names_its_point_once_and_only_where_asked():
+    env = {hold_points.ENV_FAIL: "drain, abort"}
+    assert hold_points.failure_due("create", environ=env) is None
+    assert hold_points.failure_due("drain", environ={}) is None
+    assert hold_points.failure_due("drain", environ=env) == "injected failure at drain (%s)" % hold_points.ENV_FAIL
+    assert hold_points.failure_due("drain", environ=env) is None   # once per process
+    assert hold_points.failure_due("abort", environ=env).startswith("injected failure at abort")
+
+
+def test_the_run_fails_where_a_failure_is_injected(monkeypatch):
+    """The executor's points raise StepFailure, as a failed cloud or API call does, and the run's own points too."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import run
+    monkeypatch.setenv(hold_points.ENV_FAIL, "create,finish")
+    with pytest.raises(executor.StepFailure, match="injected failure at create"):
+        executor.Executor._reached("create")
+    with pytest.raises(executor.StepFailure, match="injected failure at finish"):
+        run._fail_if_injected("finish")
+    executor.Executor._reached("drain")
+    run._fail_if_injected("begin")
+
+
+def test_every_point_the_run_calls_is_named():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import run
+    called = set(re.findall(r'_fail_if_injected\("([a-z-]+)"\)', inspect.getsource(run)))
+    assert called == set(hold_points.RUN_POINTS), called
