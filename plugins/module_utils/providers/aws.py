@@ -73,6 +73,7 @@ _GROUP_TAG = "aws:autoscaling:groupName"  # AWS puts this on every instance an A
 
 _PROVIDER_ID_RE = re.compile(r"^aws://(?P<account>[^/]*)/(?P<zone>[a-z]{2}(-[a-z0-9]+)+[a-z]?)?/(?P<instance>i-[0-9a-f]{8,17})$")
 _INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8,17}$")
+DESCRIBE_GROUPS_NAMES = 50   # DescribeAutoScalingGroups takes at most 50 names a call
 _AMI_RE = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
 
 # Error codes that mean "try again later" (botocore's own throttling list, plus the 5xx family).
@@ -164,7 +165,8 @@ def instance_state(asg_lifecycle, ec2_state):
     """One word for an instance from the ASG's lifecycle state and EC2's state (None when EC2 does not
     list the instance yet: it was just launched, so it is being created, never gone)."""
     lifecycle = asg_lifecycle or ""
-    if lifecycle.startswith("Terminating") or lifecycle in ("Terminated", "Detaching", "Detached"):
+    # Leaving the group, from service or from its warm pool (Warmed:Terminating..., Warmed:Terminated).
+    if lifecycle.replace("Warmed:", "", 1).split(":")[0] in ("Terminating", "Terminated", "Detaching", "Detached"):
         return DELETING
     if ec2_state is None:
         return CREATING if lifecycle.startswith("Pending") or not lifecycle or lifecycle == "InService" else UNKNOWN
@@ -353,17 +355,24 @@ class AwsProvider(ReadingMemo, CloudProvider):
         return with_retries(once, attempts=self.retry_attempts, base_delay=self.retry_base_delay, sleep=self._sleep)
 
     def _describe_groups(self, names=None):
+        """The groups named (every group when None), in calls of at most DESCRIBE_GROUPS_NAMES names each (the API's
+        limit), every page of each."""
+        if names is None:
+            return self._describe_group_pages({})
+        names, groups = list(names), []
+        for first in range(0, len(names), DESCRIBE_GROUPS_NAMES):
+            groups.extend(self._describe_group_pages(dict(AutoScalingGroupNames=names[first:first + DESCRIBE_GROUPS_NAMES])))
+        return groups
+
+    def _describe_group_pages(self, kwargs):
         groups = []
-        kwargs = {}
-        if names is not None:
-            kwargs["AutoScalingGroupNames"] = list(names)
         while True:
             page = self._call(self.autoscaling, "describe_auto_scaling_groups", **kwargs)
             groups.extend(page.get("AutoScalingGroups", []))
             token = page.get("NextToken")
             if not token:
                 return groups
-            kwargs["NextToken"] = token
+            kwargs = dict(kwargs, NextToken=token)
 
     def _group(self, group_id):
         validate_group_id(group_id)

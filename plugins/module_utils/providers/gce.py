@@ -124,7 +124,8 @@ _IMAGE_RE = re.compile(r"^projects/(%s)/global/images/(?:(family)/)?(%s)$" % (_S
 _TEMPLATE_RE = re.compile(r"^projects/(%s)/(global|regions/%s)/instanceTemplates/(%s)$" % (_SEG, _SEG, _SEG))
 _INSTANCE_URL_RE = re.compile(r"^projects/(%s)/zones/(%s)/instances/(%s)$" % (_SEG, _SEG, _SEG))
 _NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+# A zone is its region and a suffix: a letter (us-central1-a), or more for special zones (the AI zones: us-central1-ai1a).
+_ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z][a-z0-9]*$")
 _REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 _PROJECT_RE = re.compile(r"^([a-z][-a-z0-9.:]{4,61}[a-z0-9]|[0-9]+)$")
 
@@ -312,21 +313,29 @@ def random_instance_name(base, rand=None):
 
 def instance_state(current_action, instance_status, has_errors=False):
     """One of the base states from a managed instance's currentAction and instanceStatus (plain strings)."""
-    action = (current_action or "").upper()
-    status = (instance_status or "").upper()
+    # The SDK's enums name an unset field UNDEFINED_...: the same as no value.
+    action = (current_action or "").upper().replace("UNDEFINED_CURRENT_ACTION", "")
+    status = (instance_status or "").upper().replace("UNDEFINED_INSTANCE_STATUS", "")
     if action in ("DELETING", "ABANDONING"):
         return DELETING
     if action == "CREATING_WITHOUT_RETRIES" and has_errors:
         return FAILED   # the MIG does not retry these
     if action in ("CREATING", "CREATING_WITHOUT_RETRIES", "RECREATING"):
         return CREATING
+    # Going down or down (PENDING_STOP and DEPROVISIONING: being stopped or its resources freed): it exists, but will
+    # not serve as a node until it runs again.
     if action in ("STOPPING", "SUSPENDING") or status in ("STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED",
-                                                          "TERMINATED"):
+                                                          "TERMINATED", "PENDING_STOP", "DEPROVISIONING"):
         return STOPPED
+    if status == "REPAIRING":
+        # In repair after a host error, back soon as it was: unknown, so no step relies on it (a heir in repair is not
+        # promoted, nor given up) until it runs again.
+        return UNKNOWN
     if status == "RUNNING":
         return RUNNING
-    if status in ("PROVISIONING", "STAGING", "") and action in ("", "NONE", "VERIFYING", "STARTING", "RESUMING",
-                                                                "REFRESHING", "RESTARTING"):
+    # Not running yet: being provisioned, or PENDING (waiting for its resources).
+    if status in ("PROVISIONING", "STAGING", "PENDING", "") and action in (
+            "", "NONE", "VERIFYING", "STARTING", "RESUMING", "REFRESHING", "RESTARTING"):
         return CREATING
     return UNKNOWN
 

@@ -217,3 +217,25 @@ def test_normalize_provider_id_ignores_zone_spelling():
 def test_group_tags_select_discovered_groups(wanted, matches):
     asg = {"Tags": [{"Key": "kubernetes.io/cluster/prod", "Value": "owned"}, {"Key": "kubenodes-role", "Value": "worker"}]}
     assert aws.has_tags(asg, wanted) is matches
+
+
+def test_groups_are_described_at_most_fifty_names_a_call_every_page_of_each():
+    """DescribeAutoScalingGroups takes at most 50 names: 120 groups take 3 calls (plus a second page of the first)."""
+    calls = []
+
+    class AutoScaling:
+        def describe_auto_scaling_groups(self, **kwargs):
+            names = kwargs.get("AutoScalingGroupNames") or []
+            assert len(names) <= 50, "AWS refuses more than 50 names (ValidationError)"
+            calls.append((len(names), kwargs.get("NextToken")))
+            if names and names[0] == "g000" and not kwargs.get("NextToken"):
+                return {"AutoScalingGroups": [{"AutoScalingGroupName": n} for n in names[:10]], "NextToken": "t"}
+            skip = 10 if kwargs.get("NextToken") else 0
+            return {"AutoScalingGroups": [{"AutoScalingGroupName": n} for n in names[skip:]]}
+    provider = aws.AwsProvider.__new__(aws.AwsProvider)
+    provider.autoscaling = AutoScaling()
+    provider._call = lambda client, operation, **kwargs: getattr(client, operation)(**kwargs)
+    names = ["g%03d" % i for i in range(120)]
+    described = provider._describe_groups(names)
+    assert [g["AutoScalingGroupName"] for g in described] == names
+    assert calls == [(50, None), (50, "t"), (50, None), (20, None)]

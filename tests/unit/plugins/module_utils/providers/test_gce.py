@@ -55,6 +55,9 @@ def test_provider_id_round_trip():
      "projects/my-project/zones/us-central1-a/instanceGroupManagers/w"),
     ("projects/123456789012/zones/us-central1-a/instanceGroupManagers/w",
      "projects/123456789012/zones/us-central1-a/instanceGroupManagers/w"),
+    # An AI zone: more than one letter after the region.
+    ("projects/my-project/zones/us-central1-ai1a/instanceGroupManagers/w",
+     "projects/my-project/zones/us-central1-ai1a/instanceGroupManagers/w"),
 ])
 def test_parse_group_id_accepts(group_id, expected):
     ref = gce.parse_group_id(group_id)
