@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import ROLE_CONTROL_PLANE, ROLE_WORKER
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import Problem
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
     DONOR, HEIR, INVALID, OBSOLETE, OUTDATED, PHASE_PAIRED, UP_TO_DATE, NodeInfo, same,
 )
@@ -42,7 +43,7 @@ class NodeState:
         self.category = INVALID
         self.reason = "; ".join(p["message"] for p in problems)
         self.cache = {}
-        return [dict(p, action="left alone") for p in problems]
+        return [Problem(**p, action="left alone") for p in problems]
 
     def take_cache(self):
         """The annotations to cache on this node, handed to the write that takes them (once)."""

@@ -19,6 +19,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary
 )
 
 
+# 7. Leaving nodes: donors whose heir is Ready, and obsolete nodes, go drain -> etcd -> delete.
 def leaving_steps(inputs, census, marked):
     """The next step of every leaving node. `marked`: the nodes this plan marks obsolete, drained only once the mark
     is written (next pass). Nodes left alone here are invalid in census.final from now on."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosschecks import _problem, annotation_problems
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_census import Census, NodeState
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_inputs import group_key
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import CacheCorrected
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
     DONOR, HEIR, INVALID, NEW, OBSOLETE, OUTDATED, UP_TO_DATE, parse_time, same,
 )
@@ -118,9 +119,9 @@ def _image_of(inputs, state, inst, ours_to_remove, problems):
 
 
 def _corrected(state, what, cached, cloud):
-    return dict(node=state.name, step=None, code="cache_disagrees", action="corrected",
-                message="node %s: its cached %s annotation says %s but the cloud says %s; the cloud wins and the "
-                        "annotation is corrected" % (state.name, what, cached, cloud))
+    return CacheCorrected(node=state.name, step=None, code="cache_disagrees", action="corrected",
+                          message="node %s: its cached %s annotation says %s but the cloud says %s; the cloud wins and the "
+                                  "annotation is corrected" % (state.name, what, cached, cloud))
 
 
 def _read_phase(inputs, state):
@@ -215,7 +216,7 @@ def obsolete_proven(inputs, state):
             or (state.info.provider_id and inputs.instance_of(state) is None and inputs.cloud_view.complete))
 
 
-# 3b. One ordering rule everywhere: while a control-plane node still has to be replaced, no worker is paired,
+# 4. One ordering rule everywhere: while a control-plane node still has to be replaced, no worker is paired,
 #     drained, deleted or created.
 def control_plane_owed(census):
     return any(s.category in (OUTDATED, DONOR) and s.info.control_plane for s in census.valid)
@@ -229,7 +230,7 @@ def by_group(states):
     return grouped
 
 
-# 5b. What every node will be once the writes on Nodes of the steps before are applied.
+# 5. What every node will be once the writes on Nodes of the steps before are applied.
 def settle_groups(census, marked):
     """{name: its group once applied}: a new node is a heir, or obsolete when `marked` (just marked obsolete); a donor
     paired now is a donor."""

@@ -23,7 +23,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary
 )
 
 
-# 3a. Stale halves that mean nothing on this side (a current node cannot be a donor, nor an old one an heir).
+# 3. Stale halves that mean nothing on this side (a current node cannot be a donor, nor an old one an heir).
 def clear_stale_halves(inputs, census):
     out, keys = Decided(), inputs.keys
     for s in census.valid:
@@ -262,7 +262,7 @@ def cache_annotations(inputs, census):
     return out
 
 
-# 5c. Label (and taint) copies for every pair, including the ones formed in this pass (census.final: once applied).
+# 5. Label (and taint) copies for every pair, including the ones formed in this pass (census.final: once applied).
 def copy_labels(inputs, census):
     out, options = Decided(), inputs.options
     for s in census.states:

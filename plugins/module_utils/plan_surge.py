@@ -56,7 +56,7 @@ class Surge:
 def group_budgets(inputs, census, arrivals, problems):
     """(the groups' reports, their budgets by group key, what is in flight over all groups), the control plane first."""
     roles = {gkey: census.group_role(inputs.group_index, gkey) for gkey in inputs.group_index}
-    problem_nodes = {p["node"] for p in problems if p.get("action") == "left alone"}
+    problem_nodes = {p.node for p in problems if p.action == "left alone"}
     reports, budgets, in_flight_total = [], {}, 0
     for gkey in sorted(inputs.group_index, key=lambda k: (roles[k] != ROLE_CONTROL_PLANE, k)):
         report, budget = _group_budget(inputs, census, arrivals, gkey, roles[gkey], problem_nodes)

@@ -17,7 +17,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosscheck
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import RUNNING
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_inputs import group_key
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosschecks import trail_with
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import LabelCopy, Refilled, SurplusNode
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import LabelCopy, Problem, Refilled, SurplusNode
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
     DONOR, HEIR, INVALID, NEW, OBSOLETE, OUTDATED, PHASE_REPLACED, UP_TO_DATE, format_time, labels_to_copy, parse_time,
     same, taints_to_copy, unavailable_limit,
@@ -148,7 +148,7 @@ def unproven_surplus(inputs, census, reports):
         created = {s.name: getattr(inputs.instance_of(s), "created_at", None) for s in unrecorded}
         unrecorded.sort(key=lambda s: (created[s.name] is None, -(created[s.name] or 0), s.name))
         for s in unrecorded[:extra]:
-            problems.append(dict(_problem(s.name, None, "unproven_surplus", (
+            problems.append(Problem(**_problem(s.name, None, "unproven_surplus", (
                 "scaling group %s holds %d nodes, %d more than the %d it had when the upgrade started, and the "
                 "journal records none of them as created by this upgrade; this node is one of the %d newest "
                 "(instance %s, created %s) and may be a heir whose creation a killed run never recorded. Nothing "

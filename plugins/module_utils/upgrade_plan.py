@@ -223,6 +223,29 @@ class Refilled(_Record):
 
 
 @dataclass
+class Problem(_Record):
+    """What the planner found wrong on a node, and what it does about it: `left alone` (the node is invalid until the
+    problem is resolved), `kept` (named, never removed). step: the destructive step whose cross-check refused it."""
+
+    node: str
+    step: Optional[str]
+    code: str
+    message: str
+    action: str
+
+
+@dataclass
+class CacheCorrected(_Record):
+    """A cached annotation the cloud contradicts: corrected (the cloud wins). Its key order is older than Problem's."""
+
+    node: str
+    step: Optional[str]
+    code: str
+    action: str
+    message: str
+
+
+@dataclass
 class ForeignNode(_Record):
     """A node on the image that the journal does not prove this upgrade created: capacity, named and left alone."""
 
@@ -333,7 +356,7 @@ class Decided:
 
     plan: Plan = field(default_factory=Plan)
     patches: NodePatches = field(default_factory=NodePatches)
-    problems: List[dict] = field(default_factory=list)
+    problems: List[object] = field(default_factory=list)    # Problem, CacheCorrected
     foreign: List[ForeignNode] = field(default_factory=list)
 
     @classmethod
@@ -398,7 +421,7 @@ class UpgradeFacts(_Record):
     progress: Progress
     eta: Eta
     done: bool
-    problems: List[dict]                 # {node, step, code, message, action}
+    problems: List[object]               # Problem, CacheCorrected
     foreign: List[ForeignNode]
     stop: Optional[str]                  # why the run cannot go on by itself, or None
     etcd_health_due: bool                # a control-plane heir waits for an etcd read through another host

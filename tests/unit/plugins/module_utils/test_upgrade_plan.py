@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import (
-    UNSET, CreateBlocked, Decided, GroupShort, InstanceWithoutNode, NodePatches, Plan, Repair, WaitingForHeir,
+    UNSET, CacheCorrected, CreateBlocked, Decided, GroupShort, InstanceWithoutNode, NodePatches, Plan, Problem, Repair,
+    WaitingForHeir,
 )
 
 NAMES = st.sampled_from(["a", "b", "c"])
@@ -66,10 +67,15 @@ def test_unset_fields_are_no_keys_and_none_is_a_value():
     assert "reason" not in waiting.to_dict() and waiting.reason is UNSET
 
 
-def test_create_blocked_and_group_short_keep_their_key_orders():
-    # The surge's reason and a group not whole again were written in these orders before they were typed.
+def test_entries_of_one_list_keep_their_key_orders():
+    # The surge's reason and a group not whole again, a problem and a corrected cache, were written in these orders
+    # before they were typed, and share one list each.
     assert list(CreateBlocked(group="g", reason="r", outdated=1).to_dict()) == ["group", "reason", "outdated"]
     assert list(GroupShort(group="g", outdated=0, reason="r").to_dict()) == ["group", "outdated", "reason"]
+    assert list(Problem(node="n", step=None, code="c", message="m", action="kept").to_dict()) == [
+        "node", "step", "code", "message", "action"]
+    assert list(CacheCorrected(node="n", step=None, code="c", action="corrected", message="m").to_dict()) == [
+        "node", "step", "code", "action", "message"]
 
 
 def test_decided_joined_keeps_the_steps_order():
