@@ -53,6 +53,9 @@ class NodeState:
 
 @dataclass
 class Census:
+    """Made by plan_nodes.take_census (states, by_name, valid; screen narrows valid); plan_upgrade sets the rest
+    from the steps that settle it, in order: cp_busy and by_group before the pairing, final after it."""
+
     states: List[NodeState] = field(default_factory=list)       # every Node, by name
     by_name: Dict[str, NodeState] = field(default_factory=dict)
     valid: List[NodeState] = field(default_factory=list)        # those not left alone (invalid)
