@@ -1,8 +1,10 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
 """Where every node stands as the planner works it out: one NodeState per Node, by name, by group, and the group
-each node will be in once this plan's Kubernetes-side writes are applied (`final`). The planner's first steps fill
-it (locate, classify, screen, pairs); the later ones (surge, delete-first, surplus) read it (pure: no I/O)."""
+each node will be in once this plan's Kubernetes-side writes are applied (`final`). The planner's first steps make
+it and move nodes in it (plan_nodes: locate, classify, screen; plan_pairs: repairs and pairs); plan_upgrade sets what
+they settle (cp_busy, by_group, final); the later steps (leaving, surge, delete-first, surplus) read it and leave
+alone (hold) the nodes a cross-check refuses (pure: no I/O)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import ROLE_CONTROL_PLANE, ROLE_WORKER
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import Problem
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
-    DONOR, HEIR, OBSOLETE, OUTDATED, PHASE_PAIRED, UP_TO_DATE, NodeInfo, same,
+    DONOR, HEIR, INVALID, OBSOLETE, OUTDATED, PHASE_PAIRED, UP_TO_DATE, NodeInfo, same,
 )
 
 
@@ -35,9 +38,24 @@ class NodeState:
     def name(self):
         return self.info.name
 
+    def hold(self, problems):
+        """Leave this node alone: invalid, with its problems named. Returns the problems as the result lists them."""
+        self.category = INVALID
+        self.reason = "; ".join(p["message"] for p in problems)
+        self.cache = {}
+        return [Problem(**p, action="left alone") for p in problems]
+
+    def take_cache(self):
+        """The annotations to cache on this node, handed to the write that takes them (once)."""
+        cache, self.cache = self.cache, {}
+        return cache
+
 
 @dataclass
 class Census:
+    """Made by plan_nodes.take_census (states, by_name, valid; screen narrows valid); plan_upgrade sets the rest
+    from the steps that settle it, in order: cp_busy and by_group before the pairing, final after it."""
+
     states: List[NodeState] = field(default_factory=list)       # every Node, by name
     by_name: Dict[str, NodeState] = field(default_factory=dict)
     valid: List[NodeState] = field(default_factory=list)        # those not left alone (invalid)

@@ -8,7 +8,8 @@ refilled from the new image up to the node count it had at the start, as the jou
 written before the first mark). A refill joins and pairs with the next outdated node like any heir; one that finds
 none is the replacement of a node already gone and is recorded as replaced. A donor removed delete-first is told from
 a surplus heir by its image: the cloud says it runs an outdated one. Ready nodes never drop below the start minus the
-limit (pure: no I/O; the planner writes the marks)."""
+limit. plan_delete_first decides a group's removals and creations; mark_removed_first writes the marks of every group's
+removals (pure: no I/O)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,12 @@ from typing import List, Optional
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import DELETING, FAILED, ROLE_WORKER
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_inputs import group_key
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import OUTDATED, unavailable_limit
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import (
+    Decided, RemovedFirst, RemovedFirstRecord,
+)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
+    OBSOLETE, OUTDATED, copyable_labels, copyable_taints, unavailable_limit,
+)
 
 
 @dataclass
@@ -105,3 +111,23 @@ def _why_none(census, report, room):
                 "%d at the start" % (room.refill_owed, room.listed, room.listed - room.live, room.start))
     return ("unavailable budget used (%d of %d node(s) missing or leaving) and no room for a heir (%d instance(s), %d "
             "at the start)" % (room.in_use, room.limit, room.listed, room.start))
+
+
+def mark_removed_first(inputs, census, decisions):
+    """The marks of the outdated workers to remove before their heir exists, for each (group id, DeleteFirstDecision):
+    marked obsolete (census.final too), and their labels (and taints) outlive them in the journal, for the refill
+    that replaces them. `since`: a fresh node the cloud created after it may be its refill (unrecorded_refill)."""
+    out, keys, options = Decided(), inputs.keys, inputs.options
+    for group_id, decision in decisions:
+        for s in decision.remove:
+            out.plan.record_removed_first[s.name] = RemovedFirstRecord(
+                group=group_id, since=inputs.stamp, labels=copyable_labels(s.info.labels, options.exclude_labels),
+                taints=copyable_taints(s.info.taints, options.exclude_labels) if options.copy_taints else [])
+            census.final[s.name] = OBSOLETE
+            out.plan.obsolete.append(s.name)
+            out.plan.delete_first.append(RemovedFirst(name=s.name, group=group_id, provider_id=s.info.provider_id))
+            out.patches.annotate(s.name, dict(s.take_cache(), **inputs.obsolete_mark()),
+                                 expect={keys.heir: None, keys.obsolete: s.info.annotations.get(keys.obsolete)})
+        if decision.record_start is not None:
+            out.plan.record_start_counts[group_id] = decision.record_start
+    return out

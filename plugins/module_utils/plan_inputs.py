@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosschecks import CloudView
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosschecks import TRAIL_OBSOLETE, CloudView, trail_with
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
     DELETING, FAILED, RUNNING, STOPPED,
 )
@@ -149,6 +149,20 @@ class PlanInputs:
         if inst is None:
             return not self.cloud_view.complete
         return inst.state not in (DELETING, STOPPED, FAILED)
+
+    def pair_annotations(self, key, partner, phase):
+        """One half of a new pair: the partner's name (under `key`), the phase and a fresh phase trail."""
+        keys = self.keys
+        return {key: partner, keys.phase: phase, keys.phase_since: self.stamp,
+                keys.phase_history: trail_with({}, keys, phase, self.now, reset=True)}
+
+    def obsolete_mark(self, annotations=None):
+        """The annotations that mark a node obsolete, with a fresh trail (an earlier upgrade's heir, replaced before the
+        mark is out of order, and the node would be left alone for good), or the trail of `annotations` carried on."""
+        keys = self.keys
+        trail = (trail_with({}, keys, TRAIL_OBSOLETE, self.now, reset=True) if annotations is None
+                 else trail_with(annotations, keys, TRAIL_OBSOLETE, self.now))
+        return {keys.obsolete: "true", keys.phase: None, keys.phase_since: self.stamp, keys.phase_history: trail}
 
     def instance_of(self, s):
         """The cloud's instance of node `s` as this read lists it, or None."""

@@ -5,10 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, List
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import DELETING, FAILED
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import InstanceWithoutNode
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import format_time, same
 
 
@@ -16,9 +17,9 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary
 class Arrivals:
     """The instances without a Node, sorted into what the plan does with them, and how many of each per group key."""
 
-    joining: List[dict] = field(default_factory=list)           # within their join deadline (count as in flight)
-    leaving: List[dict] = field(default_factory=list)           # the cloud is deleting them (they still hold a slot)
-    delete_instances: List[dict] = field(default_factory=list)  # failed, past the deadline, or orphans: to delete
+    joining: List[InstanceWithoutNode] = field(default_factory=list)    # within their join deadline (in flight)
+    leaving: List[InstanceWithoutNode] = field(default_factory=list)    # the cloud is deleting them (they hold a slot)
+    delete_instances: List[InstanceWithoutNode] = field(default_factory=list)  # failed, past the deadline, orphans
     joining_count: Dict[str, int] = field(default_factory=dict)
     joining_old: Dict[str, int] = field(default_factory=dict)   # joining on an old image: no heir, but capacity
     failed_count: Dict[str, int] = field(default_factory=dict)
@@ -38,8 +39,9 @@ def instances_without_nodes(inputs, states, names):
         for inst in sorted(inputs.instance_lists[gkey], key=lambda i: i.provider_id):
             if normalize(inst.provider_id) in node_provider_ids or (inst.node_name and inst.node_name in names):
                 continue
-            entry = dict(provider_id=inst.provider_id, node_name=inst.node_name, group=group.id, state=inst.state,
-                         image=inst.image, created_at=format_time(inst.created_at) if inst.created_at else None)
+            entry = InstanceWithoutNode(provider_id=inst.provider_id, node_name=inst.node_name, group=group.id,
+                                        state=inst.state, image=inst.image,
+                                        created_at=format_time(inst.created_at) if inst.created_at else None)
             _sort(inputs, arrivals, gkey, inst, entry)
     return arrivals
 
@@ -59,20 +61,20 @@ def _sort(inputs, arrivals, gkey, inst, entry):
         # role holds the surge instead of creating the same refused instance again.
         errors = (inst.extra or {}).get("errors") or []
         reason = "the cloud failed to create it" + (": " + "; ".join(errors) if errors else "")
-        arrivals.delete_instances.append(dict(entry, reason=reason,
-                                              quota_exceeded=bool((inst.extra or {}).get("quota_exceeded"))))
+        arrivals.delete_instances.append(replace(entry, reason=reason,
+                                                 quota_exceeded=bool((inst.extra or {}).get("quota_exceeded"))))
         arrivals.count(arrivals.failed_count, gkey)
     elif current and not expired:
-        arrivals.joining.append(dict(entry, deadline=deadline))
+        arrivals.joining.append(replace(entry, deadline=deadline))
         arrivals.count(arrivals.joining_count, gkey)
     elif current:
-        arrivals.delete_instances.append(dict(entry, reason="no Node joined within %ds" % int(timeout)))
+        arrivals.delete_instances.append(replace(entry, reason="no Node joined within %ds" % int(timeout)))
         arrivals.count(arrivals.failed_count, gkey)
     elif not expired:
         # Old image, no Node yet (someone else scaled the group; it may run a while before its Node
         # registers): let it join, then replace it. It occupies the group but will not become a heir.
-        arrivals.joining.append(dict(entry, deadline=deadline))
+        arrivals.joining.append(replace(entry, deadline=deadline))
         arrivals.count(arrivals.joining_count, gkey)
         arrivals.count(arrivals.joining_old, gkey)
     else:
-        arrivals.delete_instances.append(dict(entry, reason="orphan: old image and no Node (interrupted run)"))
+        arrivals.delete_instances.append(replace(entry, reason="orphan: old image and no Node (interrupted run)"))

@@ -16,8 +16,9 @@ from typing import List, Optional
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosschecks import parse_trail
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import DELETING, ROLE_CONTROL_PLANE, ROLE_WORKER
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_delete_first import delete_first_on
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_delete_first import delete_first_on, plan_delete_first
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_inputs import HEALTH_UNREAD, group_key
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import CreateBlocked, Creation
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
     DONOR, HEIR, INVALID, NODE_GROUPS, OBSOLETE, OUTDATED, PHASE_DELETING, PHASE_DRAINED, PHASE_ETCD_REMOVED,
     PHASE_HEIR, UP_TO_DATE, same, surge_limit,
@@ -43,8 +44,11 @@ class Decision:
 
 @dataclass
 class Surge:
-    create: List[dict] = field(default_factory=list)
-    blocked: List[dict] = field(default_factory=list)
+    """Every group's creations now, and what stops them."""
+
+    create: List[Creation] = field(default_factory=list)
+    blocked: List[CreateBlocked] = field(default_factory=list)
+    removed_first: List[tuple] = field(default_factory=list)   # (group id, DeleteFirstDecision): marks to write
     health_due: bool = False             # a control-plane heir waits for an etcd read through another host
     stop: Optional[str] = None           # nothing frees the budget by itself
 
@@ -52,7 +56,7 @@ class Surge:
 def group_budgets(inputs, census, arrivals, problems):
     """(the groups' reports, their budgets by group key, what is in flight over all groups), the control plane first."""
     roles = {gkey: census.group_role(inputs.group_index, gkey) for gkey in inputs.group_index}
-    problem_nodes = {p["node"] for p in problems if p.get("action") == "left alone"}
+    problem_nodes = {p.node for p in problems if p.action == "left alone"}
     reports, budgets, in_flight_total = [], {}, 0
     for gkey in sorted(inputs.group_index, key=lambda k: (roles[k] != ROLE_CONTROL_PLANE, k)):
         report, budget = _group_budget(inputs, census, arrivals, gkey, roles[gkey], problem_nodes)
@@ -96,9 +100,9 @@ def _held(inputs, census, gkey, problem_nodes):
                   and PHASE_HEIR in [p for p, _t in parse_trail(s.info.annotations.get(inputs.keys.phase_history))[0]])
 
 
-def plan_creations(inputs, census, reports, budgets, in_flight_total, delete_first):
-    """The creations of every group (its report gets `to_create`). `delete_first(report, budget, cluster_room)`
-    decides a delete-first group's (count, surge heirs, reason) and marks its nodes to remove first."""
+def plan_creations(inputs, census, arrivals, reports, budgets, in_flight_total):
+    """The creations of every group (its report gets `to_create`), and the delete-first groups' decisions, whose
+    removals mark_removed_first writes (a group's decision reads only its own nodes, so the marks wait)."""
     surge = Surge()
     cluster_room = None
     if inputs.options.max_surge_total is not None:
@@ -107,7 +111,7 @@ def plan_creations(inputs, census, reports, budgets, in_flight_total, delete_fir
                        if census.group_role(inputs.group_index, k) == ROLE_CONTROL_PLANE)
     for report in reports:
         budget = budgets[group_key(report["id"])]
-        decision = _decide(inputs, census, report, budget, cp_in_flight, cluster_room, delete_first, surge)
+        decision = _decide(inputs, census, arrivals, report, budget, cp_in_flight, cluster_room, surge)
         count, reason = decision.count, _held_for_ever(report, budget, decision, surge) or decision.reason
         if count and cluster_room is not None and decision.surge_only is None:
             count = min(count, cluster_room)
@@ -119,9 +123,9 @@ def plan_creations(inputs, census, reports, budgets, in_flight_total, delete_fir
             cluster_room -= count if decision.surge_only is None else decision.surge_only
         report["to_create"] = count
         if count:
-            surge.create.append(dict(group=report["id"], count=count, role=report["role"]))
+            surge.create.append(Creation(group=report["id"], count=count, role=report["role"]))
         elif reason:
-            surge.blocked.append(dict(group=report["id"], reason=reason, outdated=budget.demand))
+            surge.blocked.append(CreateBlocked(group=report["id"], reason=reason, outdated=budget.demand))
     return surge
 
 
@@ -136,7 +140,7 @@ def _held_for_ever(report, budget, decision, surge):
     return reason
 
 
-def _decide(inputs, census, report, budget, cp_in_flight, cluster_room, delete_first, surge):
+def _decide(inputs, census, arrivals, report, budget, cp_in_flight, cluster_room, surge):
     want = budget.demand
     delete_first_here = delete_first_on(inputs, report)
     if want == 0 and not delete_first_here:
@@ -146,8 +150,9 @@ def _decide(inputs, census, report, budget, cp_in_flight, cluster_room, delete_f
     if not report["image_current"]:
         return Decision(reason="the scaling group does not use the image yet" if want else None)
     if delete_first_here:
-        count, surge_only, reason = delete_first(report, budget, cluster_room)
-        return Decision(count, reason, surge_only)
+        removal = plan_delete_first(inputs, census, arrivals, report, budget, cluster_room)
+        surge.removed_first.append((report["id"], removal))
+        return Decision(removal.create, removal.reason, removal.surge_heirs)
     if inputs.options.no_surge:
         return Decision(reason="the cloud quota leaves no room for a new instance")
     if report["role"] == ROLE_WORKER and census.cp_busy:

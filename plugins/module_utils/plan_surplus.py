@@ -6,32 +6,97 @@ A node this upgrade created (the journal says so) is surplus while its group hol
 it is marked obsolete and removed like a donor. Within the start count it stays, and in a delete-first group it is
 the refill of a worker removed before its heir existed. A node nothing proves ours is never removed: above the start
 count it is named (unproven_surplus), and a group that holds fewer Ready nodes on the image than at the start is not
-done (groups_short). Pure: no I/O; the planner writes what these decide."""
+done (groups_short). remove_surplus and refill_done write what they decide into the pairing step's Decided (pure:
+no I/O)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosschecks import _problem
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import RUNNING
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_inputs import group_key
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosschecks import trail_with
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import LabelCopy, Problem, Refilled, SurplusNode
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
-    DONOR, HEIR, INVALID, NEW, OBSOLETE, OUTDATED, UP_TO_DATE, format_time, parse_time, same, unavailable_limit,
+    DONOR, HEIR, INVALID, NEW, OBSOLETE, OUTDATED, PHASE_REPLACED, UP_TO_DATE, format_time, labels_to_copy, parse_time,
+    same, taints_to_copy, unavailable_limit,
 )
 
 
 def surplus_decision(inputs, s, gkey, nodes_now):
-    """(its surplus entry, with `action` obsolete or kept and the reason) for node `s`, which this upgrade created
-    and no donor needs, in a group of `nodes_now` nodes."""
+    """Its surplus entry (action obsolete or kept, and the reason) for node `s`, which this upgrade created and no
+    donor needs, in a group of `nodes_now` nodes."""
     start = inputs.start_counts.get(gkey)
     entry = dict(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
                  created=inputs.created_by_us(s).get("created"), nodes=nodes_now, start_count=start)
     if start is None:
-        return dict(entry, action="kept", reason="the journal does not record how many nodes scaling group %s had at "
-                    "the start" % s.group_id)
+        return SurplusNode(**entry, action="kept", reason="the journal does not record how many nodes scaling group %s "
+                           "had at the start" % s.group_id)
     if nodes_now <= start:
-        return dict(entry, action="kept", reason="scaling group %s holds %d node(s), not more than the %d it had at "
-                    "the start" % (s.group_id, nodes_now, start))
-    return dict(entry, action="obsolete", reason="created by this upgrade (journal), no donor needs it, and scaling "
-                "group %s holds %d node(s), more than the %d it had at the start" % (s.group_id, nodes_now, start))
+        return SurplusNode(**entry, action="kept", reason="scaling group %s holds %d node(s), not more than the %d it "
+                           "had at the start" % (s.group_id, nodes_now, start))
+    return SurplusNode(**entry, action="obsolete", reason="created by this upgrade (journal), no donor needs it, and "
+                       "scaling group %s holds %d node(s), more than the %d it had at the start"
+                       % (s.group_id, nodes_now, start))
+
+
+def remove_surplus(inputs, census, s, gkey, nodes_now, out):
+    """A node this upgrade created that no donor needs: marked obsolete (then drained and deleted) while its group
+    holds more nodes than at the start, else kept (and, in a delete-first group, a refill). Returns 1 when it was
+    marked."""
+    keys = inputs.keys
+    entry = surplus_decision(inputs, s, gkey, nodes_now)
+    out.plan.surplus.append(entry)
+    if entry.action == "kept":
+        if entry.start_count is not None and refills_on(inputs, s):
+            refill_done(inputs, census, s, out)
+        return 0
+    s.category = NEW
+    out.plan.obsolete.append(s.name)
+    out.patches.annotate(s.name, dict(s.take_cache(), **inputs.obsolete_mark()),
+                         expect={keys.donor: None, keys.obsolete: s.info.annotations.get(keys.obsolete)})
+    return 1
+
+
+def _refill_slot(inputs, census, s, out):
+    """The worker removed delete-first that refill `s` replaces: the one the journal assigns to it, else the first of
+    its group that no node replaced yet (None when there is none), then recorded."""
+    for slot, refill in sorted(inputs.refills.items()):
+        if refill == s.name:
+            return slot
+    slot = open_slot(inputs, census, out.plan.record_refills, s)
+    if slot is not None:
+        out.plan.record_refills[slot] = s.name
+    return slot
+
+
+def refill_done(inputs, census, s, out):
+    """A node this upgrade created to refill a group whose donor it replaces was removed delete-first (no outdated
+    node was left to pair it with): it gets that worker's labels (journal) and is recorded as replaced, from its
+    creation on."""
+    keys, options = inputs.keys, inputs.options
+    slot = _refill_slot(inputs, census, s, out)
+    entry = inputs.removed_first.get(slot) or {}
+    labels = labels_to_copy(entry.get("labels") or {}, s.info.labels, options.exclude_labels)
+    taints = taints_to_copy(entry.get("taints") or [], s.info.taints, options.exclude_labels) if options.copy_taints else []
+    if labels or taints:
+        out.plan.label_copies.append(LabelCopy(heir=s.name, donor=slot, labels=labels, taints=taints))
+        if labels:
+            out.patches.set_labels(s.name, labels)
+        if taints:
+            out.patches.set_taints(s.name, list(s.info.taints) + taints)
+    inst = inputs.instance_of(s)
+    created = ((inputs.created_by_us(s) or {}).get("created")
+               or (format_time(inst.created_at) if inst is not None and inst.created_at else inputs.stamp))
+    s.phase, s.phase_since = PHASE_REPLACED, inputs.now
+    before = s.info.annotations
+    s.info = dataclasses.replace(s.info, annotations=dict(before, **{keys.started_at: created}))
+    out.plan.refilled.append(Refilled(name=s.name, group=s.group_id, created=created, replaces=slot))
+    out.patches.annotate(s.name, dict(s.take_cache(), **{
+        keys.phase: PHASE_REPLACED, keys.phase_since: inputs.stamp, keys.started_at: created,
+        keys.phase_history: trail_with(s.info.annotations, keys, PHASE_REPLACED, inputs.now, reset=True)}),
+        expect={keys.donor: None, keys.phase: before.get(keys.phase)})
 
 
 def refills_on(inputs, s):
@@ -83,7 +148,7 @@ def unproven_surplus(inputs, census, reports):
         created = {s.name: getattr(inputs.instance_of(s), "created_at", None) for s in unrecorded}
         unrecorded.sort(key=lambda s: (created[s.name] is None, -(created[s.name] or 0), s.name))
         for s in unrecorded[:extra]:
-            problems.append(dict(_problem(s.name, None, "unproven_surplus", (
+            problems.append(Problem(**_problem(s.name, None, "unproven_surplus", (
                 "scaling group %s holds %d nodes, %d more than the %d it had when the upgrade started, and the "
                 "journal records none of them as created by this upgrade; this node is one of the %d newest "
                 "(instance %s, created %s) and may be a heir whose creation a killed run never recorded. Nothing "
