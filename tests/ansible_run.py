@@ -32,14 +32,14 @@ def ansible_env(extra=None):
     return env
 
 
-def run_playbook(playbook, extra_vars=None, check=False, diff=False, env=None, timeout=600, tags=None):
-    """Run a playbook (a path or a list of plays); return (returncode, parsed json callback output)."""
+def run_playbook(playbook, extra_vars=None, check=False, diff=False, env=None, timeout=600, tags=None, inventory="localhost,"):
+    """Run a playbook (a path or a list of plays) on `inventory`; return (returncode, parsed json callback output)."""
     with tempfile.TemporaryDirectory() as tmp:
         if not isinstance(playbook, (str, pathlib.Path)):
             path = pathlib.Path(tmp) / "play.yml"
             path.write_text(yaml.safe_dump(playbook, sort_keys=False))
             playbook = path
-        cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", str(playbook)]
+        cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory, str(playbook)]
         if extra_vars:
             vars_file = pathlib.Path(tmp) / "vars.json"
             vars_file.write_text(json.dumps(extra_vars))

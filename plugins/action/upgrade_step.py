@@ -11,7 +11,8 @@ import os
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    artifacts, autoscaler, drain, etcd, executor, gate, image_facts, kube, lease, node_state, run, stop_signals)
+    artifacts, autoscaler, drain, etcd, executor, gate, image_facts, kube, lease, node_state, progress, run,
+    stop_signals)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
@@ -196,6 +197,7 @@ class ActionModule(action_base.KubenodesActionBase):
             _RUNS.pop(key, None)
             upgrade.flush()
             result.update(changed=True, done=False, gate_tasks_due=gate_ran, etcd_due=[])
+            self._set_diff(result, outcome)
             return self._finish(result, upgrade)
         if check_mode:
             return self._check_mode_plan(result, upgrade, outcome)
@@ -239,7 +241,14 @@ class ActionModule(action_base.KubenodesActionBase):
             control_plane_endpoints=facts["control_plane_endpoints"],
             timings={k: round(v, 2) for k, v in outcome["timings"].items()},
         )
+        self._set_diff(result, outcome)
         return self._finish(result, upgrade)
+
+    def _set_diff(self, result, outcome):
+        """With --diff, what the slice changed (progress.slice_diff); none when it changed nothing."""
+        diff = progress.slice_diff(outcome["did"], outcome["facts"].get("target_image")) if outcome and self._task.diff else None
+        if diff:
+            result["diff"] = diff
 
     def _check_mode_plan(self, result, upgrade, outcome):
         """Check mode: the plan, shown and returned (RV(check_plan)), and published as the job's artifacts."""

@@ -228,3 +228,46 @@ def donors_gone_record(facts, stamp):
 def phase_entries(names, phase):
     """[{name, phase}] for node_pair's phases option."""
     return [{"name": name, "phase": phase} for name in names or []]
+
+
+# upgrade_step's --diff: each step of a slice (executor `did`) as the state it found and the state it left.
+_NODE_FOUND = {"patch": "annotations and labels as read", "uncordon": "cordoned", "drain": "not drained",
+               "etcd_remove": "etcd member present", "delete": "present"}
+
+
+def _node_left(kind, evicted=0, drained=False):
+    if kind == "drain":
+        return "%s (%d pod(s) evicted)" % ("drained" if drained else "draining", evicted)
+    return {"patch": "annotations and labels written", "uncordon": "uncordoned", "etcd_remove": "etcd member removed",
+            "delete": "deleted"}[kind]
+
+
+def slice_diff(did, image):
+    """What a slice changed (its `did`), as Ansible's diff: dict(before=..., after=...) with, where the slice
+    touched them, `groups` (pointed at `image`, instances created), `nodes` (the state the slice's first step on a
+    node found, and what each step left, in order: repeated writes and the drain's rounds said once, the pods
+    evicted summed) and `instances` (deleted without a Node: never joined, failed, orphaned). None when the slice
+    changed nothing (a create the cloud refused made no instance)."""
+    before, after, steps = {}, {}, {}
+    for step in did or []:
+        kind = step.get("step")
+        if kind == "set_group_image":
+            before.setdefault("groups", {}).setdefault(step["group"], {})["image"] = "another image"
+            after.setdefault("groups", {}).setdefault(step["group"], {})["image"] = image
+        elif kind == "create" and step.get("count"):
+            group = after.setdefault("groups", {}).setdefault(step["group"], {})
+            group["instances_created"] = group.get("instances_created", 0) + int(step["count"])
+        elif kind == "delete_instance":
+            before.setdefault("instances", {})[step["provider_id"]] = "present"
+            after.setdefault("instances", {})[step["provider_id"]] = "deleted (%s)" % (step.get("reason") or "no reason given")
+        elif kind in _NODE_FOUND:
+            before.setdefault("nodes", {}).setdefault(step["name"], _NODE_FOUND[kind])
+            done = steps.setdefault(step["name"], [])
+            if done and done[-1][0] == kind:
+                # One more round of the same drain (its pods summed), or the same write again.
+                done[-1] = (kind, done[-1][1] + int(step.get("evicted") or 0), bool(step.get("drained")))
+            else:
+                done.append((kind, int(step.get("evicted") or 0), bool(step.get("drained"))))
+    for name, done in steps.items():
+        after.setdefault("nodes", {})[name] = ", ".join(_node_left(*entry) for entry in done)
+    return dict(before=before, after=after) if after else None

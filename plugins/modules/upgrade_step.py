@@ -463,9 +463,14 @@ attributes:
       - Reads, plans and shows the plan (RV(check_plan)), publishes it as the job's artifacts, changes nothing and
         returns RV(done) true.
   diff_mode:
-    support: none
+    support: partial
     description:
-      - No diff.
+      - A slice that changed something returns what it changed as C(diff) - C(groups) pointed at the image and the
+        instances created in each, C(nodes) (each node's state before the slice's first step on it, and after each
+        step - annotations written, uncordoned, drained or draining with the pods evicted, etcd member removed,
+        deleted) and C(instances) deleted without a Node (with the reason). The start, the health gates and the
+        finish (journal, report, lock, autoscaler) are not in it.
+      - No diff in check mode, which changes nothing; the plan is RV(check_plan).
 requirements:
   - kubernetes (the Python client)
   - the SDK of the chosen cloud

@@ -6,9 +6,11 @@ import json
 import socket
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 
-from tests.ansible_run import run_module
+from ansible_collections.kubenodes.image_upgrade.plugins.modules import fleet_report
+from tests.ansible_run import run_module, run_playbook
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -336,3 +338,18 @@ def test_fleet_report_diff_shows_each_report_file_it_writes(tmp_path):
     previous = {d["after_header"]: d["after"] for d in written["diff"]}
     assert all(d["before"] == previous[d["before_header"]] for d in again.get("diff", [])), again
     assert "diff" not in run_module("fleet_report", dict(args, state="plan"), diff=True)
+
+
+def test_the_example_that_needs_no_cluster_runs_in_check_mode_as_written(tmp_path, monkeypatch):
+    """Every module example is parsed and checked against its argument spec (tests/unit/test_doc_examples.py); the
+    one that needs no cluster and no cloud, fleet_report's, also runs as the documentation shows it, in check mode:
+    the report is planned (changed, with its diff) and nothing is written into its relative report_dir."""
+    monkeypatch.chdir(tmp_path)
+    # A fleet play's hosts are its clusters: the example's two, and one its batches have not reached.
+    play = [{"hosts": "all", "connection": "local", "gather_facts": False, "tasks": yaml.safe_load(fleet_report.EXAMPLES)}]
+    rc, output = run_playbook(play, check=True, diff=True, inventory="canary,eu-1,eu-2,")
+    [task] = output["plays"][0]["tasks"]
+    [result] = task["hosts"].values()
+    assert rc == 0 and not result.get("failed") and result["changed"], result
+    assert result["diff"] and result["summary"]["outcome"] == "failed", result   # its eu-1 failed a health gate
+    assert list(tmp_path.iterdir()) == [], "check mode wrote %s" % list(tmp_path.iterdir())

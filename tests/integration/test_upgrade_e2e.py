@@ -28,13 +28,15 @@ RUN_TIMEOUT = 600
 def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     """1 control plane and 2 workers in 2 worker groups: 3 replacements, one of them a control-plane node
     (its etcd member goes from 1 to 2 when the heir joins, then back to 1 when the donor's is removed)."""
-    overrides = {}
+    overrides, extra_args = {}, ()
     if cloud == "azure":
         # etcd reached "through a control-plane host": the step hands the removal to the delegated
-        # etcd_member_remove task and resumes (the host is this one, with the play's local connection).
+        # etcd_member_remove task and resumes (the host is this one, with the play's local connection). With --diff:
+        # the call that hands the removal over ends the slice that drained the control-plane donor, so its diff is shown.
         overrides["rolling_upgrade_etcd_delegate_to"] = "etcd-host"
+        extra_args = ("--diff",)
     handle, values, start = upgrade_cluster(cloud, **overrides)
-    rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
+    rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT, extra_args=extra_args)
     assert rc == 0, output[-6000:]
     passes = [int(found[0]) for found in uh.PROGRESS.findall(output)]
     assert passes and passes == list(range(1, len(passes) + 1)), "one progress line per pass: %s" % passes
@@ -77,8 +79,12 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
         # The preflight's etcd read too, before the first pass: the first call asked for it (RV etcd_read).
         assert re.search(r"Read the control-plane etcd on the etcd host \(pass 0\)\] \*+\n(?:FAILED - RETRYING.*\n)*"
                          r"ok: \[localhost -> etcd-host\]", output), output[-6000:]
-        assert re.search(r"Remove the etcd members of drained control-plane donors \(pass \d+\)\] \*+\nchanged: \[localhost -> etcd-host\]",
-                         output), output[-6000:]
+        # (with --diff, each removal's diff comes before its changed line, within the task's output)
+        assert re.search(r"Remove the etcd members of drained control-plane donors \(pass \d+\)\] \*+\n(?:(?!TASK \[).*\n)*?"
+                         r"changed: \[localhost -> etcd-host\]", output), output[-6000:]
+        # upgrade_step's --diff (the default callback shows it as JSON): the control-plane donor drained in that slice.
+        assert re.search(r'^\+\s+"%s": "[^"\n]*drained \(\d+ pod\(s\) evicted\)",?$' % re.escape(control_plane), output,
+                         re.M), output[-6000:]
     # Least privilege, measured: what the ServiceAccount asked for (audit log) against rbac.yml, both ways.
     rbac_audit.check_upgrade(handle)
 

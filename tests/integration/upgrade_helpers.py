@@ -399,9 +399,9 @@ class PlaybookRun:
         self.kill()
 
 
-def run_upgrade(values, log_path, timeout=600, check=False):
-    """Run the playbook to its end; return (returncode, output text)."""
-    run = PlaybookRun(values, log_path, check=check)
+def run_upgrade(values, log_path, timeout=600, check=False, extra_args=()):
+    """Run the playbook to its end (`extra_args`: more ansible-playbook arguments); return (returncode, output text)."""
+    run = PlaybookRun(values, log_path, check=check, extra_args=extra_args)
     try:
         rc = run.wait(timeout)
     finally:
@@ -771,12 +771,12 @@ def wait_pod_running(kube, namespace, selector, node, timeout=60):
         time.sleep(0.5)
 
 
-def run_watched(handle, values, log_path, timeout=600, etcd=False):
+def run_watched(handle, values, log_path, timeout=600, etcd=False, extra_args=()):
     """Run the playbook to its end with a Watcher sampling throughout; (returncode, output, stopped watcher)."""
     watcher = Watcher(handle, etcd=etcd)
     watcher.start()
     try:
-        rc, output = run_upgrade(values, log_path, timeout=timeout)
+        rc, output = run_upgrade(values, log_path, timeout=timeout, extra_args=extra_args)
     finally:
         watcher.stop()
     return rc, output, watcher

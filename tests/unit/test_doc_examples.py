@@ -1,5 +1,6 @@
-"""Every example a user copies is one the collection accepts: each YAML block of docs/*.md, README.md and
-roles/rolling_upgrade/README.md and each module's EXAMPLES parses as YAML; every task of a module of this
+"""Every example a user copies is one the collection accepts: each YAML block of docs/*.md, README.md,
+roles/rolling_upgrade/README.md and examples/*/README.md, each playbook of examples/ and each module's EXAMPLES
+parses as YAML; every task of a module of this
 collection passes that module's own argument spec (ansible's ArgumentSpecValidator); every variable given
 to the rolling_upgrade role passes the role's meta/argument_specs.yml; and every image reference, scale
 group ID and providerID in the examples (YAML, shell blocks and the modules' documentation) passes the
@@ -22,7 +23,14 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 PREFIX = "kubenodes.image_upgrade."
 MODULES = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
 ROLE = "rolling_upgrade"
-MARKDOWN = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md", REPO / "roles" / ROLE / "README.md"]
+MARKDOWN = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md", REPO / "roles" / ROLE / "README.md"] + sorted(
+    (REPO / "examples").glob("*/README.md"))
+# The example projects' files: the playbooks and AWX's files a user copies as they are.
+EXAMPLE_FILES = sorted(p for p in (REPO / "examples").rglob("*") if p.suffix in (".yml", ".yaml", ".json"))
+INCLUDES = ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks", "include_tasks", "import_tasks")
+# A tasks file an example playbook includes is checked where it is included (the play's module_defaults apply).
+INCLUDED = {path.parent / name for path in EXAMPLE_FILES if path.suffix != ".json"
+            for name in re.findall(r"^\s*-?\s*(?:%s):\s*(\S+)\s*$" % "|".join(map(re.escape, INCLUDES)), path.read_text(), re.M)}
 FENCE = re.compile(r"^```([a-z]*)\n(.*?)^```", re.M | re.S)
 # References as they appear in prose, shell lines and YAML: (what, pattern, parser).
 REFERENCES = (
@@ -109,19 +117,30 @@ def _templated(value):
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
+def _stood_in(args, spec):
+    """`args` with each value left to Jinja standing as one of its option's type, in suboptions too."""
+    aliases = {alias: name for name, option in spec.items() for alias in option.get("aliases", [])}
+    params = {}
+    for key, value in args.items():
+        option = spec.get(aliases.get(key, key), {})
+        if _templated(value):
+            value = _stand_in(option)
+        elif option.get("options") and isinstance(value, dict):
+            value = _stood_in(value, option["options"])
+        elif option.get("options") and isinstance(value, list):
+            value = [_stood_in(item, option["options"]) if isinstance(item, dict) else item for item in value]
+        params[key] = value
+    return params
+
+
 def problems_of(args, spec):
     """ArgumentSpecValidator's errors for `args`, a value left to Jinja standing as one of its option's type."""
     if _templated(args):
         return []
     if not isinstance(args, dict):
         return ["the options are %r, not a mapping" % (args,)]
-    aliases = {alias: name for name, option in spec.items() for alias in option.get("aliases", [])}
-    params = {}
-    for key, value in args.items():
-        option = spec.get(aliases.get(key, key), {})
-        params[key] = _stand_in(option) if _templated(value) else value
     # A copy: validating fills the spec's shared defaults (a dict option's {}) with its suboptions.
-    result = ArgumentSpecValidator(copy.deepcopy(spec)).validate(params)
+    result = ArgumentSpecValidator(copy.deepcopy(spec)).validate(_stood_in(args, spec))
     return [str(error) for error in result.errors]
 
 
@@ -131,6 +150,9 @@ def examples():
         for number, match in enumerate(FENCE.finditer(path.read_text()), 1):
             if match.group(1) in ("yaml", "yml"):
                 yield "%s block %d" % (path.relative_to(REPO), number), match.group(2)
+    for path in EXAMPLE_FILES:
+        if path.suffix != ".json" and path not in INCLUDED:
+            yield str(path.relative_to(REPO)), path.read_text()
     for name in MODULES:
         yield "plugins/modules/%s.py EXAMPLES" % name, _module_doc(name)["EXAMPLES"]
 
@@ -140,22 +162,51 @@ def reference_texts():
     for path in MARKDOWN:
         for number, match in enumerate(FENCE.finditer(path.read_text()), 1):
             yield "%s block %d" % (path.relative_to(REPO), number), match.group(2)
+    for path in EXAMPLE_FILES:
+        yield str(path.relative_to(REPO)), path.read_text()   # comments too: the command lines they show
     for name in MODULES:
         for part, text in sorted(_module_doc(name).items()):
             yield "plugins/modules/%s.py %s" % (name, part), text
 
 
-def tasks_in(node):
-    """Every (module name, options) and every set of role variables in a parsed example, wherever it nests."""
+# meta/runtime.yml's action groups, for the module_defaults an example sets on them.
+ACTION_GROUPS = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())["action_groups"]
+
+
+def with_module_defaults(module_defaults, around):
+    """{module: options} the module_defaults of a play or block give this collection's modules, on top of those
+    `around` it. A value left to Jinja as a whole ("{{ kube }}") gives no option the check can see."""
+    merged = {name: dict(options) for name, options in around.items()}
+    for key, options in (module_defaults if isinstance(module_defaults, dict) else {}).items():
+        if key.startswith("group/" + PREFIX):
+            names = ACTION_GROUPS.get(key[len("group/" + PREFIX):], [])
+        else:
+            names = [key[len(PREFIX):]] if key.startswith(PREFIX) else []
+        for name in names:
+            merged.setdefault(name, {}).update(options if isinstance(options, dict) else {})
+    return merged
+
+
+def tasks_in(node, defaults=None, base=None):
+    """Every (module name, options) and every set of role variables in a parsed example, wherever it nests; a
+    module's options with the module_defaults of the plays and blocks around it (the task's own win). With `base`
+    (the example's folder), the tasks files it includes are read there and checked in place."""
+    defaults = defaults or {}
     if isinstance(node, list):
         for item in node:
-            yield from tasks_in(item)
+            yield from tasks_in(item, defaults, base)
         return
     if not isinstance(node, dict):
         return
+    defaults = with_module_defaults(node.get("module_defaults"), defaults)
+    for key in INCLUDES:
+        included = base / node[key] if base is not None and isinstance(node.get(key), str) else None
+        if included is not None and included.is_file():
+            yield from tasks_in(yaml.safe_load(included.read_text()), defaults, base)
     for key, value in node.items():
         if isinstance(key, str) and key.startswith(PREFIX) and key[len(PREFIX):] in MODULES:
-            yield key[len(PREFIX):], value
+            name = key[len(PREFIX):]
+            yield name, dict(defaults.get(name, {}), **(value or {})) if isinstance(value, dict) or value is None else value
         if key in ("ansible.builtin.include_role", "ansible.builtin.import_role", "include_role", "import_role") \
                 and isinstance(value, dict) and value.get("name") == PREFIX + ROLE:
             yield ROLE, node.get("vars") or {}
@@ -167,8 +218,9 @@ def tasks_in(node):
             (r == PREFIX + ROLE or isinstance(r, dict) and r.get("role") == PREFIX + ROLE) for r in node.get("roles", [])):
         yield ROLE, {k: v for k, v in node["vars"].items() if k.startswith(ROLE + "_")}
     for key, value in node.items():
-        if isinstance(value, (dict, list)) and not (isinstance(key, str) and key.startswith(PREFIX)):
-            yield from tasks_in(value)
+        if isinstance(value, (dict, list)) and not (isinstance(key, str) and key.startswith(PREFIX)) \
+                and key != "module_defaults":
+            yield from tasks_in(value, defaults, base)
 
 
 EXAMPLES = list(examples())
@@ -187,7 +239,7 @@ def test_example_parses_and_its_tasks_pass_their_argument_spec(where, text):
         parsed = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         pytest.fail("%s is not valid YAML: %s" % (where, exc))
-    for name, args in tasks_in(parsed):
+    for name, args in tasks_in(parsed, base=(REPO / where).parent if where.startswith("examples/") else None):
         spec = role_spec() if name == ROLE else module_spec(name)
         problems = problems_of(args, spec)
         assert not problems, "%s: %s%s: %s" % (where, PREFIX, name, "; ".join(problems))
@@ -221,3 +273,11 @@ def test_the_checks_refuse_what_the_collection_refuses():
     assert problems_of({"state": "drained", "name": "n1", "timeout": "soon"}, module_spec("node_drain"))
     assert problems_of({"rolling_upgrade_max_surge": {"a": 1}}, role_spec())
     assert not problems_of({"rolling_upgrade_image": "{{ image }}", "rolling_upgrade_provider": "{{ p }}"}, role_spec())
+    # A required option given by the play's module_defaults (to the action group, or to the module) is given; one
+    # given to another group is not; and a templated suboption stands as its type.
+    play = ("- hosts: localhost\n  module_defaults:\n    group/kubenodes.image_upgrade.GROUP:\n      provider: gcp\n"
+            "  tasks:\n    - kubenodes.image_upgrade.csp_node_info:\n        group: g\n")
+    for group, refused in (("cloud", False), ("etcd", True)):
+        [(name, args)] = tasks_in(yaml.safe_load(play.replace("GROUP", group)))
+        assert bool(problems_of(args, module_spec(name))) is refused, (group, args)
+    assert not problems_of({"gcp": {"project": "{{ project }}"}, "provider": "gcp", "group": "g"}, module_spec("csp_node_info"))
