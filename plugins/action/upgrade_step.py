@@ -119,6 +119,33 @@ def _unless(stop, show):
     return lambda text: None if stop.parent_gone() else show(text)
 
 
+def _refuse_inconsistent(args):
+    if not 1 <= args["slice_seconds"] <= _MAX_SLICE:
+        raise AnsibleActionFail("slice_seconds must be between 1 and %d, got %d" % (_MAX_SLICE, args["slice_seconds"]))
+    if args["lock"] and not args["lock"]["holder"] and not args["start"]:
+        raise AnsibleActionFail("lock.holder is not set: give the holder that took the run lock, or start (which "
+                                "takes it); nothing was changed")
+    if args["start"] and not args["lock"]:
+        raise AnsibleActionFail("start takes the run lock, but lock is not set: give lock (its name and namespace "
+                                "at least); nothing was changed")
+
+
+def _one_call(upgrade, args, check_mode):
+    """What one call of a run that started does: begin (once), the gate your tasks file passed, a gate due, or a
+    slice (and a gate it made due). Returns (the gate whose tasks file is due or None, the slice's outcome or None)."""
+    upgrade.give_etcd_health((args.get("etcd") or {}).get("health"))
+    upgrade.begin()
+    if args["gate_ran"] and args["gate_ran"].get("id") not in upgrade.gates_passed:
+        upgrade.gate_passed(args["gate_ran"])   # your tasks file ran and passed (recorded once: `until` retries)
+    gate_ran = upgrade.run_gate() if upgrade.gate_pending and not check_mode else None
+    outcome = None
+    if gate_ran is None:
+        outcome = upgrade.run_slice(args["slice_seconds"])
+        if outcome.get("gate_due"):
+            gate_ran = upgrade.run_gate()
+    return gate_ran, outcome
+
+
 def _key(args):
     """The executor a call goes on with: the same options, but for what changes from call to call."""
     same = {k: v for k, v in args.items() if k not in ("passes", "surge_cap", "gate_ran", "abort")}
@@ -138,14 +165,7 @@ class ActionModule(action_base.KubenodesActionBase):
         valid, args = self.validate_argument_spec(argument_spec=argument_spec())
         del valid, task_vars
         check_mode = bool(self._task.check_mode or self._play_context.check_mode)
-        if not 1 <= args["slice_seconds"] <= _MAX_SLICE:
-            raise AnsibleActionFail("slice_seconds must be between 1 and %d, got %d" % (_MAX_SLICE, args["slice_seconds"]))
-        if args["lock"] and not args["lock"]["holder"] and not args["start"]:
-            raise AnsibleActionFail("lock.holder is not set: give the holder that took the run lock, or start (which "
-                                    "takes it); nothing was changed")
-        if args["start"] and not args["lock"]:
-            raise AnsibleActionFail("start takes the run lock, but lock is not set: give lock (its name and namespace "
-                                    "at least); nothing was changed")
+        _refuse_inconsistent(args)
         if args["abort"]:
             return self._abort(result, args, check_mode)
         key = _key(args) + str(check_mode)
@@ -159,16 +179,7 @@ class ActionModule(action_base.KubenodesActionBase):
                     upgrade.start()
                 upgrade.build()
                 _RUNS[key] = upgrade
-            upgrade.give_etcd_health((args.get("etcd") or {}).get("health"))
-            upgrade.begin()
-            if args["gate_ran"] and args["gate_ran"].get("id") not in upgrade.gates_passed:
-                upgrade.gate_passed(args["gate_ran"])   # your tasks file ran and passed (recorded once: `until` retries)
-            gate_ran = upgrade.run_gate() if upgrade.gate_pending and not check_mode else None
-            outcome = None
-            if gate_ran is None:
-                outcome = upgrade.run_slice(args["slice_seconds"])
-                if outcome.get("gate_due"):
-                    gate_ran = upgrade.run_gate()
+            gate_ran, outcome = _one_call(upgrade, args, check_mode)
         except stop_signals.Stopped as exc:
             _RUNS.pop(key, None)
             # The watch's cause, read now: a SIGTERM behind the SIGHUP of the playbook's death is named (stop_signals).
