@@ -291,86 +291,16 @@ reason:
   type: str
 """
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule, merged_argument_spec
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.etcd import (
-    EtcdError, MemberRemoval, RemovalRefused, client_from_params, normalize_url, peer_url_for_ip,
-    validate_connection)
-
-# The etcd connection options and the module's own.
-ARGUMENT_SPEC = merged_argument_spec(dict(
-    node_ip=dict(type="str"),
-    node_name=dict(type="str"),
-    peer_port=dict(type="int", default=2380),
-    peer_url=dict(type="str"),
-    member_name=dict(type="str"),
-    expected_member_count=dict(type="int"),
-    allow_learner=dict(type="bool", default=False),
-    force=dict(type="bool", default=False),
-    on_refusal=dict(type="str", choices=["fail", "wait"], default="fail"),
-    timeout=dict(type="int", default=60),
-), etcd_connection=True)
-
-SELECTORS = ["node_ip", "peer_url", "member_name"]
-
-
-def validate(params):
-    """Problems with the options, before anything is contacted (nothing is changed on bad input)."""
-    problems = validate_connection(params) + option_rules.check(
-        params, dict(option_rules.ETCD_RULES, peer_port=lambda n, v: option_rules.integer(n, v, 1, 65535),
-                     node_name=lambda n, v: None if v is None else option_rules.object_name(n, v)))
-    if params["node_ip"] is not None:
-        try:
-            peer_url_for_ip(params["node_ip"], params["peer_port"])
-        except ValueError:
-            problems.append("node_ip %r is not an IP address" % params["node_ip"])
-    if params["peer_url"] is not None:
-        try:
-            normalize_url(params["peer_url"], default_port=params["peer_port"])
-        except ValueError as exc:
-            problems.append("peer_url: %s" % exc)
-    if params["node_name"] is not None and params["node_ip"] is None:
-        problems.append("node_name %r is only used with node_ip; set node_ip too, or select the member by "
-                        "member_name instead" % params["node_name"])
-    if params["member_name"] is not None and not params["member_name"]:
-        problems.append("member_name must not be empty")
-    return problems
-
-
-def member_labels(members):
-    return ["%s %s %s" % (m["name"] or "<unstarted>", m["id_hex"], ",".join(m["peer_urls"])) for m in members]
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 
 
 def main():
-    module = KubenodesModule(
-        argument_spec=ARGUMENT_SPEC,
-        requires=("requests",),
-        validate=validate,
-        mutually_exclusive=[SELECTORS],
-        required_one_of=[SELECTORS],
-        supports_check_mode=True,
-    )
-    params = module.params
-
-    client = client_from_params(params)
-    removal = MemberRemoval(client, timeout=params["timeout"], force=params["force"],
-                            allow_learner=params["allow_learner"],
-                            expected_member_count=params["expected_member_count"], warn=module.warn,
-                            on_refusal=params["on_refusal"])
-    try:
-        result = removal.run(peer_url=params["peer_url"], member_name=params["member_name"], node_ip=params["node_ip"],
-                             node_name=params["node_name"], check_mode=module.check_mode)
-    except RemovalRefused as exc:
-        module.fail_json(msg=str(exc), reason=exc.kind, **exc.details)
-    except EtcdError as exc:
-        module.fail_from_exception(exc)
-
-    if result.get("waiting"):
-        module.warn(result["msg"])
-    if module._diff:
-        result["diff"] = {"before": {"members": member_labels(result["members_before"])},
-                          "after": {"members": member_labels(result["members_after"])}}
-    module.exit_json(**result)
+    # The options, rules and work are etcd.py's, as etcd_member_info's.
+    module = KubenodesModule(argument_spec=etcd.REMOVE_ARGUMENT_SPEC, requires=("requests",), validate=etcd.validate_remove,
+                             mutually_exclusive=[etcd.REMOVE_SELECTORS], required_one_of=[etcd.REMOVE_SELECTORS],
+                             supports_check_mode=True)
+    module.exit_json(**etcd.remove_from_params(module))
 
 
 if __name__ == "__main__":
