@@ -4,15 +4,15 @@
 cluster (and, given the cloud options, the cloud) agrees that each one was drained and left.
 
 Every node is checked before any is deleted: it must be a donor or obsolete node that the cross-checks before a
-Node deletion accept (crosschecks.check_node_deletion: the pair, the phase trail, the cordon) and, with the cloud
-options, whose instance is gone.
+Node deletion accept (crosschecks.check_node_deletion: the pair, the phase trail, the cordon), that runs no pod
+a drain would have evicted (crosschecks.pods_left_problems), and, with the cloud options, whose instance is gone.
 The executor deletes the donors it drained itself through node_state.delete_node_as_read, as this file does."""
 
 from __future__ import annotations
 
 import time
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import crosschecks, model, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import crosschecks, drain_api, model, node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import AnnotationKeys, PlanInputError
 
@@ -21,6 +21,9 @@ ARGUMENT_SPEC = dict(
     annotation_prefix=dict(validate.ANNOTATION_PREFIX_SPEC),
 )
 OPTION_RULES = dict(name=validate.object_names, annotation_prefix=validate.annotation_prefix)
+
+# The problems a drain with node_drain clears (the node is cordoned and emptied).
+_DRAIN_FIRST = ("not_cordoned", "pods_left")
 
 
 def provider_id(node):
@@ -56,6 +59,17 @@ def instance_problems(name, node, cloud):
         "first (csp_node state=absent), then its Node" % (name, inst.provider_id, inst.group_id, inst.state)))]
 
 
+def refusal_message(problems):
+    """Why nothing is deleted, and what to do where a drain is what is missing."""
+    msg = ("refusing to delete any node; the cluster disagrees with the upgrade's records: %s"
+           % "; ".join(p["message"] for p in problems))
+    undrained = sorted({p["node"] for p in problems if p.get("code") in _DRAIN_FIRST})
+    if undrained:
+        msg += (". Drain %s first with node_drain (state=drained), which cordons and empties a node, then delete it"
+                % ", ".join(undrained))
+    return msg
+
+
 def delete_nodes(module, api_client):
     """node_delete's result (fails through module.fail_json, before any deletion, when a node is refused)."""
     keys = AnnotationKeys(module.params["annotation_prefix"])
@@ -75,15 +89,16 @@ def delete_nodes(module, api_client):
         heir = node_state.get_node(api_client, heir_name) if crosschecks.valid_node_name(heir_name) else None
         pairs[name] = (node, heir)
         nodes[name] = node
-    # Then the cluster's side and, with the option provider, the cloud's: together, so that every problem is named.
+    # Then the cluster's side, the pods still on each node and, with the option provider, the cloud's: together, so
+    # that every problem is named.
     cloud = cloud_view(module.params, pairs)
     for name, (node, heir) in pairs.items():
         result["problems"].extend(crosschecks.check_node_deletion(node, heir, cloud=cloud, keys=keys, now=time.time()))
+        result["problems"].extend(crosschecks.pods_left_problems(name, drain_api.list_pods_on_node(api_client, name)))
         if cloud is not None:
             result["problems"].extend(instance_problems(name, node, cloud))
     if result["problems"]:
-        module.fail_json(msg="refusing to delete any node; the cluster disagrees with the upgrade's records: %s"
-                         % "; ".join(p["message"] for p in result["problems"]), **result)
+        module.fail_json(msg=refusal_message(result["problems"]), **result)
     for name, node in nodes.items():
         if not module.check_mode:
             outcome = node_state.delete_node_as_read(api_client, node, keys.prefix)
