@@ -155,7 +155,7 @@ def member_labels(members):
 
 def remove_from_params(module):
     """etcd_member_remove's result for its module (a KubenodesModule on REMOVE_ARGUMENT_SPEC): a refusal fails it
-    with the checks' evidence; a wait is a warning."""
+    with the checks' evidence; a wait and a member found absent are warnings."""
     params = module.params
     removal = MemberRemoval(client_from_params(params), timeout=params["timeout"], force=params["force"],
                             allow_learner=params["allow_learner"], expected_member_count=params["expected_member_count"],
@@ -167,7 +167,7 @@ def remove_from_params(module):
         module.fail_json(msg=str(exc), reason=exc.kind, **exc.details)
     except EtcdError as exc:
         module.fail_from_exception(exc)
-    if result.get("waiting"):
+    if result.get("waiting") or result["member"] is None:
         module.warn(result["msg"])
     if module._diff:
         result["diff"] = {"before": {"members": member_labels(result["members_before"])},
@@ -347,6 +347,14 @@ def absent_member_problem(members, selector, expected_member_count):
             "with `etcdctl member list`, then select it by peer_url or member_name (or, if it is gone, set "
             "expected_member_count to the number of members before its removal)" % (
                 selector, len(members), ", ".join(member_labels_with_urls(members)), expected_member_count))
+
+
+def absent_member_message(members, selector):
+    """What a removal that found no member says (changed=false): the member is gone already, or the selector names
+    no member of this cluster - a typo looks the same, so the members found are named."""
+    return ("no etcd member matches %s, so nothing was removed: the member is gone already, or %s names no member of "
+            "this cluster. etcd lists %d member(s): %s. Check the selector against `etcdctl member list`"
+            % (selector, selector.split(" ")[0], len(members), ", ".join(member_labels_with_urls(members)) or "none"))
 
 
 def member_labels_with_urls(members):
@@ -916,7 +924,8 @@ class MemberRemoval:
             if problem:  # (force cannot help: there is nothing found to remove)
                 result["checks"] = [_check("member_count", False, problem)]
                 raise RemovalRefused("refusing to answer that the etcd member is already gone: %s" % problem, result)
-            return result  # already gone: nothing to do
+            result["msg"] = absent_member_message(members, selector)   # already gone: nothing to do, said so
+            return result
         result["member"] = target
 
         members, health, checks = self._gather_and_check(list_endpoint, members, target)

@@ -25,7 +25,8 @@ description:
     index, and the removal waits until the new leader is in place.
   - etcd refuses membership changes for about five seconds after a member joined (C(unhealthy cluster));
     the module retries within O(timeout).
-  - A member that is already gone gives C(changed=false), so the module is safe to re-run with the same options.
+  - A member that is already gone gives C(changed=false), so the module is safe to re-run with the same options. A
+    warning and RV(msg) say that no member matched, naming the members etcd lists.
     With O(expected_member_count), "gone" must also show in the count. When no member matches but etcd still
     lists O(expected_member_count) members or more, one of them may be this node's member under another
     address, and the module fails (C(reason=refused), a failed C(member_count) check) instead of answering
@@ -268,8 +269,11 @@ waiting_on:
   type: list
   elements: str
 msg:
-  description: Why the removal waits, when RV(waiting).
-  returned: when waiting
+  description:
+    - Why the removal waits, when RV(waiting).
+    - When no member matched (C(changed=false), RV(member) V(null)), that nothing was removed, naming the selector and
+      every member etcd lists, since a mistyped selector looks the same as a member already gone; a warning says it too.
+  returned: when waiting or no member matched
   type: str
   sample: >-
     etcd member cp-2 (8e9e05c52164694d) is not healthy (https://10.0.0.12:2379 did not answer within 5.0s):
