@@ -96,6 +96,24 @@ def _write_patches(module, api_client, nodes, patches, keys):
     return changed_nodes, skipped, before, after
 
 
+def undone_pair_problems(repairs):
+    """A problem for each pair undone (repair action unpair): the pair could not be completed (its other half is gone,
+    names another node, is in another group or its instance is not running), so the node no longer takes part in it."""
+    problems = []
+    for repair in repairs:
+        if repair.get("action") != "unpair":
+            continue
+        name = repair["name"]
+        if "donor" in repair:
+            what = "heir %s no longer replaces donor %s" % (name, repair["donor"] or "(none)")
+        else:
+            what = "donor %s waits for a new heir; %s no longer replaces it" % (name, repair.get("heir") or "(none)")
+        why = repair.get("reason") or "the pair could not be completed"
+        problems.append(dict(node=name, step=None, code="pair_undone", action="unpaired",
+                             message="node %s: its pair was undone (%s): %s" % (name, why, what)))
+    return problems
+
+
 def run(module):
     """node_pair on the module base: plan from the cluster (and the cloud), write what the plan asks for."""
     now = time.time()
@@ -113,6 +131,9 @@ def run(module):
     plan = result["plan"]
     changed_nodes, skipped, before, after = _write_patches(module, api_client, nodes, result["node_patches"], keys)
     written = set(changed_nodes)
+    undone = undone_pair_problems([r for r in plan["repairs"] if r["name"] in written])
+    for problem in undone:
+        module.warn(problem["message"] + (" (check mode: nothing was written)" if module.check_mode else ""))
     output = dict(
         changed=bool(changed_nodes),
         pairs=[p for p in plan["pairs"] if p["heir"] in written],
@@ -124,6 +145,7 @@ def run(module):
         changed_nodes=changed_nodes,
         skipped=skipped,
         nodes=result["nodes"],
+        problems=list(result.get("problems") or []) + undone,
     )
     if module._diff:
         output["diff"] = dict(before=before, after=after)

@@ -18,7 +18,7 @@ description:
     group - the new node gets C(donor=<old>), the old node gets C(heir=<new>).
   - Repairs broken pairs - completes a half-written pair, promotes a heir whose donor is gone (C(phase=replaced)),
     unpairs halves that cannot be completed, clears stale halves - and marks a former heir that no donor needs
-    C(obsolete=true).
+    C(obsolete=true). A pair undone is named in a warning and in RV(problems).
   - Copies the donor's labels (and with O(copy_taints) its taints) to the heir, except reserved keys
     (C(*kubernetes.io/*), C(*k8s.io/*)) and O(exclude_labels). Labels only the heir has are kept.
   - Records the phase a donor or obsolete node has reached (O(phases)), with its time, and appends it to the
@@ -182,6 +182,16 @@ skipped:
   type: list
   elements: dict
   sample: []
+problems:
+  description:
+    - What the planner found wrong (as M(kubenodes.image_upgrade.node_image_facts) returns it), and each pair this run
+      undid (or would undo, in check mode) with C(code=pair_undone) - a warning names it too.
+    - Each names the C(node), a stable C(code) and a C(message).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{node: w-5, step: null, code: pair_undone, action: unpaired,
+            message: "node w-5: its pair was undone (this upgrade did not create it): heir w-5 no longer replaces donor w-1"}]
 nodes:
   description: Node names per group, as M(kubenodes.image_upgrade.node_image_facts) returns them, before
     this run's writes.
