@@ -330,6 +330,17 @@ def check_node_deletion(node, heir=None, target=None, cloud=None, keys=None, now
     return _leaving_checks(STEP_NODE_DELETION, node, heir, target, cloud, keys, now)
 
 
+def leaving_for_good(node, keys):
+    """A problem when `node` is past the upgrade's point of no return (phase etcd-removed or deleting, as recorded on
+    it): it cannot be given back (uncordoned) to serve again, only removed. None otherwise."""
+    info = _as_info(node)
+    phase = (info.annotations.get(keys.phase) or "").strip()
+    if phase not in (PHASE_ETCD_REMOVED, PHASE_DELETING):
+        return None
+    what = "its etcd member was removed" if phase == PHASE_ETCD_REMOVED else "its deletion began"
+    return _problem(info.name, "uncordon", "leaving", "its phase is %s: %s, so it cannot serve again" % (phase, what))
+
+
 # Pods named in a refusal: a few, with the count of the rest.
 PODS_SHOWN = 3
 

@@ -103,6 +103,16 @@ class DrainModule:
                       % (step, self.node_name, "; ".join(p["message"] for p in problems)), "inconsistent",
                       problems=problems)
 
+    def refuse_leaving(self, node):
+        """A node past the upgrade's point of no return (its etcd member removed, or its deletion begun) cannot serve
+        again: uncordoning it would schedule pods on a node about to go. Refused before anything changes."""
+        keys = crosschecks.AnnotationKeys(self.params["annotation_prefix"])
+        problem = crosschecks.leaving_for_good(node, keys)
+        if problem:
+            self.fail("refusing to uncordon node %s: %s. Nothing was changed; let the upgrade finish removing it "
+                      "(rolling_upgrade, or csp_node state=absent then node_delete)" % (self.node_name, problem["message"]),
+                      "inconsistent", problems=[problem])
+
     is_cordoned = staticmethod(api.is_cordoned)
 
     def set_diff(self, before, after):
@@ -124,6 +134,8 @@ class DrainModule:
     def uncordon(self):
         node = self.read_node()
         cordoned = self.is_cordoned(node)
+        if cordoned:
+            self.refuse_leaving(node)
         self.set_diff({"unschedulable": cordoned}, {"unschedulable": False})
         if cordoned and not self.module.check_mode:
             api.uncordon(self.client, self.node_name, self.annotation)

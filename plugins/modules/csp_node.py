@@ -29,6 +29,10 @@ options:
         providerID the cloud is asked which group the instance belongs to (GCE its C(created-by) metadata, Azure
         the VM's scale set, AWS DescribeAutoScalingInstances), so a group the discovery does not find counts
         too; a node name is looked for in the discovered groups.
+      - V(absent) does not look at the cluster - drain the node first (M(kubenodes.image_upgrade.node_drain)), since
+        the pods of an instance deleted under them go without eviction; give O(outdated_for) to refuse instances
+        that run the target image. M(kubenodes.image_upgrade.node_delete) then removes the Node, and refuses one
+        that was not drained.
     type: str
     choices: [present, absent]
     default: present

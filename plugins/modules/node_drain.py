@@ -41,7 +41,9 @@ options:
     description:
       - V(cordoned) marks the node unschedulable. Nothing happens when it already is.
       - V(drained) cordons the node and evicts its pods.
-      - V(uncordoned) makes the node schedulable again, only when it is cordoned.
+      - V(uncordoned) makes the node schedulable again, only when it is cordoned. A node an upgrade has taken past
+        its point of no return (C(<annotation_prefix>/phase) V(etcd-removed) or V(deleting)) is refused with
+        C(reason=inconsistent), naming its phase, and nothing changes - it can only be removed.
       - V(cordon), V(drain) and V(uncordon), the state names of kubernetes.core's k8s_drain, are taken as
         V(cordoned), V(drained) and V(uncordoned), so a task moved from that module keeps working.
     type: str
