@@ -1,8 +1,8 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
-"""csp_node's work: create instances in a cloud scaling group, or delete named ones from it, through one provider
-(providers/), refusing before any deletion an instance that is not where it was looked for, or that is not outdated
-(outdated_for). The executor's cloud port is cloud_access.py."""
+"""csp_node's work (and csp_node_info's listing): create instances in a cloud scaling group, or delete named ones
+from it, through one provider (providers/), refusing before any deletion an instance that is not where it was looked
+for, or that is not outdated (outdated_for). The executor's cloud port is cloud_access.py."""
 
 from __future__ import annotations
 
@@ -25,6 +25,16 @@ ARGUMENT_SPEC = dict(
 REQUIRED_IF = [("state", "present", ["group"])]
 OPTION_RULES = dict(count=lambda n, v: validate.integer(n, v, 1, validate.MAX_NODES), wait_timeout=validate.seconds,
                     wait_sleep=validate.positive_number)
+
+
+def report(provider, group):
+    """csp_node_info's result: the groups (the named one, or every discoverable one) and all their instances."""
+    groups = provider.list_groups([group] if group else None)
+    instances = []
+    for grp in groups:
+        instances.extend(provider.list_instances(grp.id))
+    return dict(changed=False, groups=[g.to_dict() for g in groups], instances=[i.to_dict() for i in instances],
+                node_names=[i.node_name for i in instances], provider_ids=[i.provider_id for i in instances])
 
 
 def _instance_dicts(instances):
