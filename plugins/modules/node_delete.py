@@ -23,7 +23,8 @@ description:
     pods, mirror pods of static pods and finished pods (C(Succeeded) or C(Failed)). A pod still being deleted
     counts. Otherwise the task fails naming the node, a few of its pods with their count (C(code=pods_left) or
     C(not_cordoned) in RV(problems)), and asking to drain it first with M(kubenodes.image_upgrade.node_drain);
-    nothing is deleted. This costs one listing of the pods of each node.
+    nothing is deleted. This costs one listing of the pods of each node, so the identity needs C(list) on pods in
+    all namespaces, as for M(kubenodes.image_upgrade.node_drain) (C(roles/rolling_upgrade/files/rbac.yml) grants it).
   - With O(provider), the cloud is asked too (one lookup per node and heir, then one listing per scaling group
     they are in), and the Node is deleted only when the cloud agrees - its instance is gone or being deleted
     (a Node deleted while its instance runs comes back, or leaves a machine nobody sees), and the cloud lists
