@@ -63,16 +63,9 @@ START_SPEC = dict(
     allow_unready_system_pods=dict(type="bool", default=False),
     lock_wait=dict(type="int", default=600),
 )
-# The health gate after each batch or replacement (gate_after): cluster_health_gate's options.
-GATE_SPEC = dict(
-    soak_seconds=dict(type="int", default=0),
-    timeout=dict(type="int", default=600),
-    namespaces=dict(type="list", elements="str", default=["kube-system"]),
-    poll_interval=dict(type="float", default=5),
-    tasks_file=dict(type="str", default=""),
-    looks=dict(type="int", default=gate.DEFAULT_LOOKS),
-    look_interval=dict(type="int", default=gate.DEFAULT_LOOK_INTERVAL),
-)
+# The health gate after each batch or replacement (gate_after): cluster_health_gate's options (gate.py's spec).
+GATE_SPEC = {name: gate.ARGUMENT_SPEC[name] for name in (
+    "soak_seconds", "timeout", "namespaces", "poll_interval", "tasks_file", "looks", "look_interval")}
 # And after the last: restore the autoscaler, close the journal, write the report, release the run lock.
 FINISH_SPEC = dict(
     report_dir=dict(type="path", required=True),

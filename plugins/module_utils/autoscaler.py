@@ -17,7 +17,7 @@ DEPLOYMENT_SPEC = dict(
 ARGUMENT_SPEC = dict(
     DEPLOYMENT_SPEC,
     state=dict(type="str", choices=["paused", "restored"], required=True),
-    annotation_prefix=dict(type="str", default=validate.DEFAULT_PREFIX),
+    annotation_prefix=dict(validate.ANNOTATION_PREFIX_SPEC),
 )
 VALIDATE = validate.checker(dict(name=validate.object_name, namespace=validate.namespace,
                                  annotation_prefix=validate.annotation_prefix))

@@ -1,12 +1,13 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
 """The cross-checks before every destructive step: pure functions of plain data that the planner, the executor and
-the modules acting on their own share. core.py re-exports every name."""
+the modules acting on their own share. core.py re-exports the names the planner uses."""
 
 from __future__ import annotations
 
 import re
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.drain import pod_key, pods_left_after_drain
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import RUNNING
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
     CONTROL_PLANE_LABEL, DEFAULT_PREFIX, KNOWN_DONOR_PHASES, PHASE_DELETING, PHASE_DRAINED, PHASE_DRAINING,
@@ -327,6 +328,35 @@ def check_instance_deletion(node, heir=None, target=None, cloud=None, keys=None,
 def check_node_deletion(node, heir=None, target=None, cloud=None, keys=None, now=None):
     """Before deleting the Node object of `node`; the same agreement as for its instance."""
     return _leaving_checks(STEP_NODE_DELETION, node, heir, target, cloud, keys, now)
+
+
+def leaving_for_good(node, keys):
+    """A problem when `node` is past the upgrade's point of no return (phase etcd-removed or deleting, as recorded on
+    it): it cannot be given back (uncordoned) to serve again, only removed. None otherwise."""
+    info = _as_info(node)
+    phase = (info.annotations.get(keys.phase) or "").strip()
+    if phase not in (PHASE_ETCD_REMOVED, PHASE_DELETING):
+        return None
+    what = "its etcd member was removed" if phase == PHASE_ETCD_REMOVED else "its deletion began"
+    return _problem(info.name, "uncordon", "leaving", "its phase is %s: %s, so it cannot serve again" % (phase, what))
+
+
+# Pods named in a refusal: a few, with the count of the rest.
+PODS_SHOWN = 3
+
+
+def pods_left_problems(name, pods, step=STEP_NODE_DELETION):
+    """Before deleting the Node object of `name` (or its instance) as drained: `pods` are the pods bound to it
+    (as the API lists them). Any pod a drain would not leave in place (drain.pods_left_after_drain) shows that the
+    node still serves, whatever its annotations say. The executor deletes only donors its own drain emptied, so it
+    does not list pods again; a module acting on its own (node_delete) does."""
+    left = pods_left_after_drain(pods)
+    if not left:
+        return []
+    shown = ["%s/%s" % pod_key(pod) for pod in left[:PODS_SHOWN]]
+    more = " and %d more" % (len(left) - PODS_SHOWN) if len(left) > PODS_SHOWN else ""
+    return [_problem(name, step, "pods_left", "%d pod(s) other than DaemonSet, mirror and finished pods still run on "
+                     "it (%s%s), so it was not drained" % (len(left), ", ".join(shown), more))]
 
 
 CHECKS = {STEP_CORDON: check_cordon, STEP_DRAIN: check_drain, STEP_ETCD_REMOVAL: check_etcd_removal,

@@ -150,6 +150,19 @@ def classify_pod(pod, options):
     return PodDecision(namespace, name, EVICT)
 
 
+def pods_left_after_drain(pods):
+    """The pods that show a node was not drained, sorted by namespace and name: every pod bound to it but the
+    ones a drain leaves in place (DaemonSet pods, mirror pods of static pods) and the finished ones (Succeeded
+    or Failed: nothing runs there). A pod being deleted still counts: it runs until it is gone."""
+    left = []
+    for pod in pods:
+        controller = controller_of(pod) or {}
+        if is_mirror_pod(pod) or controller.get("kind") == "DaemonSet" or pod_phase(pod) in _FINISHED_PHASES:
+            continue
+        left.append(pod)
+    return sorted(left, key=pod_key)
+
+
 def classify_pods(pods, options):
     """Decisions for every pod, sorted by namespace and name so results are stable."""
     return sorted((classify_pod(pod, options) for pod in pods), key=lambda d: d.key)

@@ -109,6 +109,72 @@ def validate_info(params):
     return validate_connection(params) + option_rules.check(params, option_rules.ETCD_INFO_RULES)
 
 
+# etcd_member_remove's options, rules and work (its module keeps the documentation).
+REMOVE_ARGUMENT_SPEC = connection_argument_spec(dict(
+    node_ip=dict(type="str"),
+    node_name=dict(type="str"),
+    peer_port=dict(type="int", default=2380),
+    peer_url=dict(type="str"),
+    member_name=dict(type="str"),
+    expected_member_count=dict(type="int"),
+    allow_learner=dict(type="bool", default=False),
+    force=dict(type="bool", default=False),
+    on_refusal=dict(type="str", choices=["fail", "wait"], default="fail"),
+    timeout=dict(type="int", default=60),
+))
+REMOVE_SELECTORS = ["node_ip", "peer_url", "member_name"]
+
+
+def validate_remove(params):
+    """Problems with etcd_member_remove's options, before anything is contacted (nothing is changed on bad input)."""
+    problems = validate_connection(params) + option_rules.check(
+        params, dict(option_rules.ETCD_RULES, peer_port=lambda n, v: option_rules.integer(n, v, 1, 65535),
+                     node_name=lambda n, v: None if v is None else option_rules.object_name(n, v)))
+    if params["node_ip"] is not None:
+        try:
+            peer_url_for_ip(params["node_ip"], params["peer_port"])
+        except ValueError:
+            problems.append("node_ip %r is not an IP address" % params["node_ip"])
+    if params["peer_url"] is not None:
+        try:
+            normalize_url(params["peer_url"], default_port=params["peer_port"])
+        except ValueError as exc:
+            problems.append("peer_url: %s" % exc)
+    if params["node_name"] is not None and params["node_ip"] is None:
+        problems.append("node_name %r is only used with node_ip; set node_ip too, or select the member by "
+                        "member_name instead" % params["node_name"])
+    if params["member_name"] is not None and not params["member_name"]:
+        problems.append("member_name must not be empty")
+    return problems
+
+
+def member_labels(members):
+    """The members as etcd_member_remove's diff shows them: name, hexadecimal ID, peer URLs."""
+    return ["%s %s %s" % (m["name"] or "<unstarted>", m["id_hex"], ",".join(m["peer_urls"])) for m in members]
+
+
+def remove_from_params(module):
+    """etcd_member_remove's result for its module (a KubenodesModule on REMOVE_ARGUMENT_SPEC): a refusal fails it
+    with the checks' evidence; a wait and a member found absent are warnings."""
+    params = module.params
+    removal = MemberRemoval(client_from_params(params), timeout=params["timeout"], force=params["force"],
+                            allow_learner=params["allow_learner"], expected_member_count=params["expected_member_count"],
+                            warn=module.warn, on_refusal=params["on_refusal"])
+    try:
+        result = removal.run(peer_url=params["peer_url"], member_name=params["member_name"], node_ip=params["node_ip"],
+                             node_name=params["node_name"], check_mode=module.check_mode)
+    except RemovalRefused as exc:
+        module.fail_json(msg=str(exc), reason=exc.kind, **exc.details)
+    except EtcdError as exc:
+        module.fail_from_exception(exc)
+    if result.get("waiting") or result["member"] is None:
+        module.warn(result["msg"])
+    if module._diff:
+        result["diff"] = {"before": {"members": member_labels(result["members_before"])},
+                          "after": {"members": member_labels(result["members_after"])}}
+    return result
+
+
 def inspect_from_params(params):
     """etcd_member_info's result (inspect_cluster) for its options."""
     return inspect_cluster(client_from_params(params), params["expected_member_count"], timeout=params["timeout"])
@@ -281,6 +347,14 @@ def absent_member_problem(members, selector, expected_member_count):
             "with `etcdctl member list`, then select it by peer_url or member_name (or, if it is gone, set "
             "expected_member_count to the number of members before its removal)" % (
                 selector, len(members), ", ".join(member_labels_with_urls(members)), expected_member_count))
+
+
+def absent_member_message(members, selector):
+    """What a removal that found no member says (changed=false): the member is gone already, or the selector names
+    no member of this cluster - a typo looks the same, so the members found are named."""
+    return ("no etcd member matches %s, so nothing was removed: the member is gone already, or %s names no member of "
+            "this cluster. etcd lists %d member(s): %s. Check the selector against `etcdctl member list`"
+            % (selector, selector.split(" ")[0], len(members), ", ".join(member_labels_with_urls(members)) or "none"))
 
 
 def member_labels_with_urls(members):
@@ -850,7 +924,8 @@ class MemberRemoval:
             if problem:  # (force cannot help: there is nothing found to remove)
                 result["checks"] = [_check("member_count", False, problem)]
                 raise RemovalRefused("refusing to answer that the etcd member is already gone: %s" % problem, result)
-            return result  # already gone: nothing to do
+            result["msg"] = absent_member_message(members, selector)   # already gone: nothing to do, said so
+            return result
         result["member"] = target
 
         members, health, checks = self._gather_and_check(list_endpoint, members, target)

@@ -33,6 +33,39 @@ TEXT_LIMIT = 2000
 _duration = report._duration  # pylint: disable=protected-access
 
 
+# fleet_report's options (the module keeps their documentation).
+REPORT_ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["plan", "report"], default="report"),
+    batches=dict(type="list", elements="raw", required=True),
+    hosts=dict(type="list", elements="str", required=True),
+    soak_seconds=dict(type="raw", default=0),
+    current=dict(type="list", elements="str", default=[]),
+    clusters=dict(type="dict", default={}),
+    report_dir=dict(type="path"),
+)
+REPORT_REQUIRED_IF = [("state", "report", ["report_dir"])]
+
+
+def option_problems(params):
+    """fleet_report's option problems, before anything is read or written."""
+    problems = batch_problems(params["batches"])
+    if params["state"] == "plan":
+        problems += soak_problems(params["soak_seconds"])
+    if not params["hosts"]:
+        problems.append("hosts is empty: the play has no cluster; put each cluster in the inventory group the "
+                        "playbook targets (fleet_hosts, default clusters)")
+    return problems
+
+
+def batch_mismatch(current, batches, layout):
+    """Why the play's batch `current` is not one of `layout` (serial did not get fleet_batches), or None."""
+    if not current or list(current) in layout:
+        return None
+    return ("this batch is %s, but fleet_batches %s makes the batches %s: the play's serial did not get fleet_batches. "
+            "Give fleet_batches (and fleet_hosts) as extra variables (-e, or the AWX job's extra variables), not as "
+            "inventory variables, which serial never sees. Nothing was changed" % (current, batches, layout))
+
+
 def batch_problems(batches):
     """What is wrong with fleet_batches (the play's `serial`), as messages naming the option, the value and
     what to do; [] when it is good."""

@@ -6,16 +6,16 @@ quota, the PodDisruptionBudgets and the kube-system pods."""
 
 from __future__ import annotations
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import facts_views, journal, kube, node_state, quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import facts_views, journal, kube, node_state, quota, validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_REQUIRED, merged_argument_spec
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.core import DEFAULT_JOIN_TIMEOUT, DEFAULT_PREFIX, AnnotationKeys
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.core import DEFAULT_JOIN_TIMEOUT, AnnotationKeys
 
 
 # The planner's options (node_state.planner_options), shared by node_image_facts and the upgrade_step action.
 PLANNER_ARG_SPEC = dict(
     image=dict(type="str", required=True),
-    annotation_prefix=dict(type="str", default=DEFAULT_PREFIX),
+    annotation_prefix=dict(validate.ANNOTATION_PREFIX_SPEC),
     max_surge=dict(type="raw", default=1),
     max_surge_total=dict(type="int"),
     join_timeout=dict(type="int", default=DEFAULT_JOIN_TIMEOUT),

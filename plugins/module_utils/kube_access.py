@@ -116,7 +116,7 @@ class KubeAccess:
             raise StepFailure("node %s disappeared while it was to be drained; run again" % name, step="drain", node=name)
         recorded = drain_api.recorded_drain_start(node, self.annotation)
         start = recorded or self.clock()
-        wait_timeout = int(p.get("wait_timeout") or 900)
+        wait_timeout = int(p.get("wait_timeout") or drain_core.DRAIN_ARG_SPEC["wait_timeout"]["default"])
         deadline = drain_api.drain_deadline(start, self.not_before, wait_timeout)
         settings = drain_api.DrainSettings(options=self.drain_options, grace_period=p.get("terminate_grace_period"),
                                            concurrency=int(p.get("eviction_concurrency") or 10), wait=False,

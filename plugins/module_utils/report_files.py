@@ -9,9 +9,10 @@ import datetime
 import json
 import os
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import fleet, report
 
 RUN_REPORT_NAME = "image-upgrade-report"
+FLEET_REPORT_NAME = "fleet-upgrade-report"
 
 
 def write_if_changed(path, text, check_mode, diffs=None):
@@ -50,3 +51,56 @@ def write_run_report(journal, report_dir, check_mode, diffs=None):
     for path, text in outputs.items():
         changed = write_if_changed(path, text, check_mode, diffs) or changed
     return changed, summary, sorted(outputs)
+
+
+def cluster_report(record):
+    """The nodes replaced, from the cluster's own report, when that report was written by this run."""
+    directory = (record or {}).get("report_dir")
+    if not directory:
+        return {}
+    path = os.path.join(directory, RUN_REPORT_NAME + ".json")
+    started = fleet.parse_time(record.get("started"))
+    try:
+        if started and os.path.getmtime(path) < started.timestamp() - 1:
+            return {}  # an earlier run's report: this run did not get as far as writing one
+        with open(path) as handle:
+            summary = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return {"nodes_replaced": summary.get("nodes_replaced"), "nodes_total": summary.get("nodes_total"),
+            "report": os.path.join(directory, RUN_REPORT_NAME + ".md")}
+
+
+def fleet_report(module):
+    """fleet_report's work on the module base: with state=plan, the batches (failing when the play's serial did not
+    get them); with state=report, the fleet report from each cluster's record, written to report_dir."""
+    params = module.params
+    layout = fleet.batches(params["batches"], params["hosts"])
+    result = dict(changed=False, batches=layout, batch_of=fleet.batch_of(layout))
+    if params["state"] == "plan":
+        mismatch = fleet.batch_mismatch(params["current"], params["batches"], layout)
+        if mismatch:
+            module.fail_json(msg=mismatch, **result)
+        module.exit_json(**result)
+
+    records = {}
+    for host, record in (params["clusters"] or {}).items():
+        if isinstance(record, dict) and record:
+            records[host] = dict(record, **{k: v for k, v in cluster_report(record).items() if v is not None})
+    summary = fleet.summarize(layout, records, params["batches"])
+    base = os.path.join(params["report_dir"], FLEET_REPORT_NAME)
+    outputs = {base + ".json": fleet.render_json(summary), base + ".md": fleet.render_markdown(summary),
+               base + ".svg": fleet.render_svg(summary) + "\n"}
+    diffs = [] if module._diff else None
+    try:
+        if not module.check_mode:
+            os.makedirs(params["report_dir"], exist_ok=True)
+        for path, text in outputs.items():
+            result["changed"] = write_if_changed(path, text, module.check_mode, diffs) or result["changed"]
+    except OSError as exc:
+        module.fail_json(msg="cannot write the fleet report to report_dir %s: %s; set fleet_report_dir to a "
+                             "directory the controller may write" % (params["report_dir"], exc))
+    result.update(summary=summary, artifact=fleet.artifact(summary), files=sorted(outputs))
+    if diffs:
+        result["diff"] = diffs
+    module.exit_json(**result)

@@ -17,6 +17,8 @@ import difflib
 import re
 
 DEFAULT_PREFIX = "image-upgrade.kubenodes.io"
+# The option annotation_prefix, as every module and action that reads the upgrade's annotations takes it (a copy each).
+ANNOTATION_PREFIX_SPEC = dict(type="str", default=DEFAULT_PREFIX)
 
 # Kubernetes supports clusters of up to 5000 nodes: no count of nodes or instances can usefully exceed it.
 MAX_NODES = 5000

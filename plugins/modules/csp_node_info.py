@@ -126,25 +126,16 @@ resource_actions:
   sample: [autoscaling:DescribeAutoScalingGroups, ec2:DescribeInstances]
 """
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import group_instances
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import CLOUD_REQUIRED, KubenodesModule
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
-
-
-def report(provider, group):
-    """The groups (the named one, or every discoverable one) and all their instances."""
-    groups = provider.list_groups([group] if group else None)
-    instances = []
-    for grp in groups:
-        instances.extend(provider.list_instances(grp.id))
-    return dict(changed=False, groups=[g.to_dict() for g in groups], instances=[i.to_dict() for i in instances],
-                node_names=[i.node_name for i in instances], provider_ids=[i.provider_id for i in instances])
 
 
 def main():
     module = KubenodesModule(argument_spec=dict(group=dict(type="str")), cloud=CLOUD_REQUIRED, supports_check_mode=True)
     try:
         provider = factory.build_provider(module.params)
-        result = report(provider, module.params["group"])
+        result = group_instances.report(provider, module.params["group"])
         result.update(factory.provider_extras(provider))
     except base.ProviderError as exc:
         module.fail_from_exception(exc)

@@ -25,7 +25,8 @@ description:
     index, and the removal waits until the new leader is in place.
   - etcd refuses membership changes for about five seconds after a member joined (C(unhealthy cluster));
     the module retries within O(timeout).
-  - A member that is already gone gives C(changed=false), so the module is safe to re-run with the same options.
+  - A member that is already gone gives C(changed=false), so the module is safe to re-run with the same options. A
+    warning and RV(msg) say that no member matched, naming the members etcd lists.
     With O(expected_member_count), "gone" must also show in the count. When no member matches but etcd still
     lists O(expected_member_count) members or more, one of them may be this node's member under another
     address, and the module fails (C(reason=refused), a failed C(member_count) check) instead of answering
@@ -268,8 +269,11 @@ waiting_on:
   type: list
   elements: str
 msg:
-  description: Why the removal waits, when RV(waiting).
-  returned: when waiting
+  description:
+    - Why the removal waits, when RV(waiting).
+    - When no member matched (C(changed=false), RV(member) V(null)), that nothing was removed, naming the selector and
+      every member etcd lists, since a mistyped selector looks the same as a member already gone; a warning says it too.
+  returned: when waiting or no member matched
   type: str
   sample: >-
     etcd member cp-2 (8e9e05c52164694d) is not healthy (https://10.0.0.12:2379 did not answer within 5.0s):
@@ -291,86 +295,16 @@ reason:
   type: str
 """
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule, merged_argument_spec
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.etcd import (
-    EtcdError, MemberRemoval, RemovalRefused, client_from_params, normalize_url, peer_url_for_ip,
-    validate_connection)
-
-# The etcd connection options and the module's own.
-ARGUMENT_SPEC = merged_argument_spec(dict(
-    node_ip=dict(type="str"),
-    node_name=dict(type="str"),
-    peer_port=dict(type="int", default=2380),
-    peer_url=dict(type="str"),
-    member_name=dict(type="str"),
-    expected_member_count=dict(type="int"),
-    allow_learner=dict(type="bool", default=False),
-    force=dict(type="bool", default=False),
-    on_refusal=dict(type="str", choices=["fail", "wait"], default="fail"),
-    timeout=dict(type="int", default=60),
-), etcd_connection=True)
-
-SELECTORS = ["node_ip", "peer_url", "member_name"]
-
-
-def validate(params):
-    """Problems with the options, before anything is contacted (nothing is changed on bad input)."""
-    problems = validate_connection(params) + option_rules.check(
-        params, dict(option_rules.ETCD_RULES, peer_port=lambda n, v: option_rules.integer(n, v, 1, 65535),
-                     node_name=lambda n, v: None if v is None else option_rules.object_name(n, v)))
-    if params["node_ip"] is not None:
-        try:
-            peer_url_for_ip(params["node_ip"], params["peer_port"])
-        except ValueError:
-            problems.append("node_ip %r is not an IP address" % params["node_ip"])
-    if params["peer_url"] is not None:
-        try:
-            normalize_url(params["peer_url"], default_port=params["peer_port"])
-        except ValueError as exc:
-            problems.append("peer_url: %s" % exc)
-    if params["node_name"] is not None and params["node_ip"] is None:
-        problems.append("node_name %r is only used with node_ip; set node_ip too, or select the member by "
-                        "member_name instead" % params["node_name"])
-    if params["member_name"] is not None and not params["member_name"]:
-        problems.append("member_name must not be empty")
-    return problems
-
-
-def member_labels(members):
-    return ["%s %s %s" % (m["name"] or "<unstarted>", m["id_hex"], ",".join(m["peer_urls"])) for m in members]
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 
 
 def main():
-    module = KubenodesModule(
-        argument_spec=ARGUMENT_SPEC,
-        requires=("requests",),
-        validate=validate,
-        mutually_exclusive=[SELECTORS],
-        required_one_of=[SELECTORS],
-        supports_check_mode=True,
-    )
-    params = module.params
-
-    client = client_from_params(params)
-    removal = MemberRemoval(client, timeout=params["timeout"], force=params["force"],
-                            allow_learner=params["allow_learner"],
-                            expected_member_count=params["expected_member_count"], warn=module.warn,
-                            on_refusal=params["on_refusal"])
-    try:
-        result = removal.run(peer_url=params["peer_url"], member_name=params["member_name"], node_ip=params["node_ip"],
-                             node_name=params["node_name"], check_mode=module.check_mode)
-    except RemovalRefused as exc:
-        module.fail_json(msg=str(exc), reason=exc.kind, **exc.details)
-    except EtcdError as exc:
-        module.fail_from_exception(exc)
-
-    if result.get("waiting"):
-        module.warn(result["msg"])
-    if module._diff:
-        result["diff"] = {"before": {"members": member_labels(result["members_before"])},
-                          "after": {"members": member_labels(result["members_after"])}}
-    module.exit_json(**result)
+    # The options, rules and work are etcd.py's, as etcd_member_info's.
+    module = KubenodesModule(argument_spec=etcd.REMOVE_ARGUMENT_SPEC, requires=("requests",), validate=etcd.validate_remove,
+                             mutually_exclusive=[etcd.REMOVE_SELECTORS], required_one_of=[etcd.REMOVE_SELECTORS],
+                             supports_check_mode=True)
+    module.exit_json(**etcd.remove_from_params(module))
 
 
 if __name__ == "__main__":

@@ -119,86 +119,14 @@ files:
   elements: str
 """
 
-import json
-import os
-
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import fleet
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import fleet, report_files
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.report_files import write_if_changed
-
-BASENAME = "fleet-upgrade-report"
-
-
-def _problems(params):
-    problems = fleet.batch_problems(params["batches"])
-    if params["state"] == "plan":
-        problems += fleet.soak_problems(params["soak_seconds"])
-    if not params["hosts"]:
-        problems.append("hosts is empty: the play has no cluster; put each cluster in the inventory group the "
-                        "playbook targets (fleet_hosts, default clusters)")
-    return problems
-
-
-def cluster_report(record):
-    """The nodes replaced, from the cluster's own report, when that report was written by this run."""
-    directory = (record or {}).get("report_dir")
-    if not directory:
-        return {}
-    path = os.path.join(directory, "image-upgrade-report.json")
-    started = fleet.parse_time(record.get("started"))
-    try:
-        if started and os.path.getmtime(path) < started.timestamp() - 1:
-            return {}  # an earlier run's report: this run did not get as far as writing one
-        with open(path) as handle:
-            summary = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return {"nodes_replaced": summary.get("nodes_replaced"), "nodes_total": summary.get("nodes_total"),
-            "report": os.path.join(directory, "image-upgrade-report.md")}
 
 
 def main():
-    module = KubenodesModule(argument_spec=dict(
-        state=dict(type="str", choices=["plan", "report"], default="report"),
-        batches=dict(type="list", elements="raw", required=True),
-        hosts=dict(type="list", elements="str", required=True),
-        soak_seconds=dict(type="raw", default=0),
-        current=dict(type="list", elements="str", default=[]),
-        clusters=dict(type="dict", default={}),
-        report_dir=dict(type="path"),
-    ), supports_check_mode=True, required_if=[("state", "report", ["report_dir"])], validate=_problems)
-    params = module.params
-    layout = fleet.batches(params["batches"], params["hosts"])
-    result = dict(changed=False, batches=layout, batch_of=fleet.batch_of(layout))
-    if params["state"] == "plan":
-        if params["current"] and list(params["current"]) not in layout:
-            module.fail_json(msg="this batch is %s, but fleet_batches %s makes the batches %s: the play's serial did not "
-                                 "get fleet_batches. Give fleet_batches (and fleet_hosts) as extra variables (-e, or the "
-                                 "AWX job's extra variables), not as inventory variables, which serial never sees. "
-                                 "Nothing was changed" % (params["current"], params["batches"], layout), **result)
-        module.exit_json(**result)
-
-    records = {}
-    for host, record in (params["clusters"] or {}).items():
-        if isinstance(record, dict) and record:
-            records[host] = dict(record, **{k: v for k, v in cluster_report(record).items() if v is not None})
-    summary = fleet.summarize(layout, records, params["batches"])
-    base = os.path.join(params["report_dir"], BASENAME)
-    outputs = {base + ".json": fleet.render_json(summary), base + ".md": fleet.render_markdown(summary),
-               base + ".svg": fleet.render_svg(summary) + "\n"}
-    diffs = [] if module._diff else None
-    try:
-        if not module.check_mode:
-            os.makedirs(params["report_dir"], exist_ok=True)
-        for path, text in outputs.items():
-            result["changed"] = write_if_changed(path, text, module.check_mode, diffs) or result["changed"]
-    except OSError as exc:
-        module.fail_json(msg="cannot write the fleet report to report_dir %s: %s; set fleet_report_dir to a "
-                             "directory the controller may write" % (params["report_dir"], exc))
-    result.update(summary=summary, artifact=fleet.artifact(summary), files=sorted(outputs))
-    if diffs:
-        result["diff"] = diffs
-    module.exit_json(**result)
+    module = KubenodesModule(argument_spec=fleet.REPORT_ARGUMENT_SPEC, supports_check_mode=True,
+                             required_if=fleet.REPORT_REQUIRED_IF, validate=fleet.option_problems)
+    report_files.fleet_report(module)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ description:
     group - the new node gets C(donor=<old>), the old node gets C(heir=<new>).
   - Repairs broken pairs - completes a half-written pair, promotes a heir whose donor is gone (C(phase=replaced)),
     unpairs halves that cannot be completed, clears stale halves - and marks a former heir that no donor needs
-    C(obsolete=true).
+    C(obsolete=true). A pair undone is named in a warning and in RV(problems).
   - Copies the donor's labels (and with O(copy_taints) its taints) to the heir, except reserved keys
     (C(*kubernetes.io/*), C(*k8s.io/*)) and O(exclude_labels). Labels only the heir has are kept.
   - Records the phase a donor or obsolete node has reached (O(phases)), with its time, and appends it to the
@@ -182,6 +182,16 @@ skipped:
   type: list
   elements: dict
   sample: []
+problems:
+  description:
+    - What the planner found wrong (as M(kubenodes.image_upgrade.node_image_facts) returns it), and each pair this run
+      undid (or would undo, in check mode) with C(code=pair_undone) - a warning names it too.
+    - Each names the C(node), a stable C(code) and a C(message).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{node: w-5, step: null, code: pair_undone, action: unpaired,
+            message: "node w-5: its pair was undone (this upgrade did not create it): heir w-5 no longer replaces donor w-1"}]
 nodes:
   description: Node names per group, as M(kubenodes.image_upgrade.node_image_facts) returns them, before
     this run's writes.
@@ -190,129 +200,14 @@ nodes:
   sample: {outdated: [w-1], up_to_date: [], donor: [], heir: [], new: [w-5], obsolete: [], invalid: []}
 """
 
-import time
-
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views, journal, kube, node_state, progress
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import (
-    CLOUD_OPTIONAL, KubenodesModule, merged_argument_spec)
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import write_order
-
-
-def argument_spec():
-    return merged_argument_spec(dict(
-        image=dict(type="str", required=True),
-        annotation_prefix=dict(type="str", default=core.DEFAULT_PREFIX),
-        scaling_groups=dict(type="list", elements="str", default=[]),
-        exclude_labels=dict(type="list", elements="str", default=[]),
-        copy_taints=dict(type="bool", default=False),
-        journal=dict(type="dict", options=journal.REFERENCE_SPEC),
-        phases=dict(type="list", elements="dict", default=[], options=dict(
-            name=dict(type="str", required=True),
-            phase=dict(type="str", required=True, choices=list(core.DONOR_PHASES)),
-        )),
-    ), kube_auth=True, cloud=CLOUD_OPTIONAL)
-
-
-def add_phase_patches(result, nodes, phases, options, now):
-    """Merge the requested phase records into the planner's patches; fail before any write on bad input."""
-    recorded = []
-    left_alone = {}
-    for problem in result.get("problems") or []:
-        if problem.get("action") == "left alone":
-            left_alone.setdefault(problem["node"], problem["message"])
-    for item in phases:
-        node = nodes.get(item["name"])
-        if node is None:
-            raise node_state.PlannerFailure("phases: node %s does not exist" % item["name"])
-        try:
-            annotations = core.phase_patch(node, item["phase"], options, now)
-        except core.PlanInputError as exc:
-            raise node_state.PlannerFailure("phases: %s" % exc)
-        if annotations and item["name"] in left_alone:
-            # A node the cross-checks leave alone gets no record either: its state stays as it was found.
-            raise node_state.PlannerFailure("phases: node %s is left alone, so no phase is recorded on it: %s"
-                                            % (item["name"], left_alone[item["name"]]))
-        if annotations:
-            entry = result["node_patches"].setdefault(item["name"], {"annotations": {}, "expect": {}})
-            entry["annotations"].update(annotations)
-            recorded.append(dict(name=item["name"], phase=item["phase"]))
-    return recorded
-
-
-def _journal_donors_gone(module, api_client, gone, now):
-    """Before the promotion forgets their names: donors deleted by a run killed before it journaled them
-    (only into a journal an upgrade started: a standalone call creates none)."""
-    where = module.params["journal"]
-    if not gone or not where or module.check_mode:
-        return
-    name, namespace = where["name"], where["namespace"]
-    try:
-        journal.merge_record(api_client, name, namespace, module.params["image"],
-                             progress.donors_gone_record({"donors_gone": gone}, core.format_time(now)),
-                             "the donors found gone", create=False)
-    except (journal.MalformedJournal, journal.JournalConflict) as exc:
-        module.fail_json(msg="journal: %s" % exc)
-    except kube.ApiException as exc:
-        module.fail_json(msg="cannot write the journal ConfigMap %s/%s (option journal): %s"
-                         % (namespace, name, kube.api_error_message(exc)))
-
-
-def _write_patches(module, api_client, nodes, patches, keys):
-    """The plan's Node writes, in write_order: (changed node names, skipped ones with why, diff before, after)."""
-    changed_nodes, skipped, before, after = [], [], {}, {}
-    for name in sorted(patches, key=lambda n: write_order(n, patches[n], keys)):
-        entry, node = patches[name], nodes[name]
-        diff_before, diff_after = node_state.node_diff(node, entry)
-        if not diff_before and not diff_after:
-            continue
-        if module.check_mode:
-            status = "changed" if node_state.expectations_hold(node, entry) else "skipped"
-        else:
-            try:
-                status = node_state.write_node(api_client, node, entry)[0]
-            except node_state.NodeWriteError as exc:
-                module.fail_json(msg=str(exc), changed=bool(changed_nodes), changed_nodes=changed_nodes)
-        if status == "changed":
-            changed_nodes.append(name)
-            before[name], after[name] = diff_before, diff_after
-        elif status == "skipped":
-            skipped.append(dict(name=name, reason="the node changed since it was read; the next run plans again"))
-    return changed_nodes, skipped, before, after
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_pairing
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base import KubenodesModule
 
 
 def main():
-    module = KubenodesModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = KubenodesModule(argument_spec=node_pairing.argument_spec(), supports_check_mode=True)
     module.require("kubernetes")
-    now = time.time()
-    try:
-        api_client, nodes, result = node_state.plan_from_cluster(module.params, now=now)[:3]
-        options = node_state.planner_options(module.params)
-        keys = core.AnnotationKeys(options.annotation_prefix)
-        recorded = add_phase_patches(result, nodes, module.params["phases"], options, now)
-    except node_state.PlannerFailure as exc:
-        module.fail_json(msg=str(exc))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_from_exception(exc, "node_pair: reading the cluster and the cloud")
-
-    _journal_donors_gone(module, api_client, facts_views.donors_gone(list(nodes.values()), result, keys), now)
-    plan = result["plan"]
-    changed_nodes, skipped, before, after = _write_patches(module, api_client, nodes, result["node_patches"], keys)
-    written = set(changed_nodes)
-    output = dict(
-        changed=bool(changed_nodes),
-        pairs=[p for p in plan["pairs"] if p["heir"] in written],
-        repairs=[r for r in plan["repairs"] if r["name"] in written],
-        obsolete=[n for n in plan["obsolete"] if n in written],
-        annotated=[a for a in plan["annotate"] if a["name"] in written],
-        label_copies=[c for c in plan["label_copies"] if c["heir"] in written],
-        phases=[p for p in recorded if p["name"] in written],
-        changed_nodes=changed_nodes,
-        skipped=skipped,
-        nodes=result["nodes"],
-    )
-    if module._diff:
-        output["diff"] = dict(before=before, after=after)
-    module.exit_json(**output)
+    node_pairing.run(module)
 
 
 if __name__ == "__main__":

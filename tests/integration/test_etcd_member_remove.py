@@ -116,6 +116,10 @@ def test_check_mode_then_remove_a_follower_by_node_ip_then_absent(etcd_cluster):
     assert not again["failed"], again.get("msg")
     assert again["changed"] is False and again["member"] is None
     assert len(again["members_before"]) == 2 and again["checks"] == []
+    # Issue 28: said so, in the result and a warning, naming the selector and the members left.
+    assert again["msg"].startswith("no etcd member matches node_ip %s" % ip) and "nothing was removed" in again["msg"]
+    assert all(cluster.peer_url(m) in again["msg"] for m in set(cluster.members) - {follower}), again["msg"]
+    assert any("no etcd member matches node_ip %s" % ip in w for w in again.get("warnings") or []), again
 
     # A count that says the member should still be in: no match is no proof that it went.
     counted = run_module(MODULE, dict(args, expected_member_count=2), check=True)

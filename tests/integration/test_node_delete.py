@@ -31,6 +31,19 @@ def drained(sandbox, name, first, annotations):
         "metadata": {"annotations": {PREFIX + "/" + k: v for k, v in annotations.items()}}})
 
 
+def bound_pod(sandbox, namespace, node, name):
+    """A bare pod bound to `node` (no scheduler): a pod a drain would have evicted (or refused to)."""
+    sandbox.kube().request("POST", "/api/v1/namespaces/%s/pods" % namespace, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.invalid/pause"}]}})
+
+
+def delete_pods(sandbox, namespace, names):
+    for name in names:
+        sandbox.kube().request("DELETE", "/api/v1/namespaces/%s/pods/%s" % (namespace, name), {"gracePeriodSeconds": 0},
+                               ok=(200, 202, 404))
+
+
 def test_donor_and_obsolete_nodes_are_deleted_idempotently(sandbox, new_nodes):
     donor, obsolete, heir = new_nodes(3)
     # A mutual pair whose donor this collection drained, and an obsolete node it marked and drained.
@@ -62,6 +75,37 @@ def test_a_node_not_being_replaced_is_refused_and_nothing_is_deleted(sandbox, ne
     assert exists(sandbox, donor) and exists(sandbox, bystander)
 
 
+def test_a_donor_not_drained_is_refused_naming_its_pods_and_nothing_is_deleted(sandbox, new_nodes, namespace):
+    """Issue 28: a donor whose record is complete and self-consistent, but that still runs pods a drain would have
+    evicted, or is not cordoned, is refused without the cloud options too (in check mode as well), naming the node,
+    a few pods with their count, and node_drain; once it is cordoned and empty, it is deleted."""
+    donor, heir = new_nodes(2)
+    mark(sandbox, heir, "donor", donor)
+    drained(sandbox, donor, "paired", {"heir": heir})
+    pods = ["web-%d" % n for n in range(5)]
+    for name in pods:
+        bound_pod(sandbox, namespace, donor, name)
+    args = dict(sandbox.auth_args(), name=[donor])
+    for check in (True, False):
+        refused = run_module("node_delete", args, check=check)
+        assert refused["failed"] and [p["code"] for p in refused["problems"]] == ["pods_left"], refused
+        msg = refused["msg"]
+        assert "node %s: 5 pod(s)" % donor in msg and "%s/web-0, %s/web-1, %s/web-2 and 2 more" % ((namespace,) * 3) in msg
+        assert "Drain %s first with node_drain" % donor in msg and refused["deleted"] == [], msg
+        assert exists(sandbox, donor)
+
+    sandbox.kube().merge_patch("/api/v1/nodes/" + donor, {"spec": {"unschedulable": False}})
+    refused = run_module("node_delete", args)
+    assert refused["failed"] and [p["code"] for p in refused["problems"]] == ["not_cordoned", "pods_left"], refused
+    assert exists(sandbox, donor)
+
+    delete_pods(sandbox, namespace, pods)
+    sandbox.kube().merge_patch("/api/v1/nodes/" + donor, {"spec": {"unschedulable": True}})
+    deleted = run_module("node_delete", args)
+    assert not deleted["failed"] and deleted["deleted"] == [donor], deleted
+    assert not exists(sandbox, donor) and exists(sandbox, heir)
+
+
 def test_bad_prefix_is_a_clear_error(sandbox):
     bad = run_module("node_delete", dict(sandbox.auth_args(), name=["x"], annotation_prefix="Not A Prefix"))
     assert bad["failed"] and "DNS subdomain" in bad["msg"]
@@ -91,7 +135,7 @@ def test_a_node_whose_status_moved_is_deleted_as_read_but_not_one_whose_claim_ch
     assert node_state.delete_node_as_read(client, read[moved], PREFIX) == "absent"
 
 
-def test_with_the_cloud_a_node_whose_instance_still_runs_is_refused(sandbox, cloud_admin):
+def test_with_the_cloud_a_node_whose_instance_still_runs_is_refused(sandbox, cloud_admin, namespace):
     """Issue 13: node_delete called on its own asks the cloud too when given provider: a donor the cluster
     records as drained, whose instance still runs, is refused naming the instance and its group (without
     provider the cluster's side alone would delete it); once the instance is gone, the Node is deleted."""
@@ -115,6 +159,12 @@ def test_with_the_cloud_a_node_whose_instance_still_runs_is_refused(sandbox, clo
         gone = run_module("csp_node", dict(cloud, state="absent", group=group, node_name=[donor], wait=True,
                                            wait_timeout=120, wait_sleep=1))
         assert not gone.get("failed"), gone
+        # Issue 28: the cloud agrees now, but a pod still bound to the node shows it was not drained.
+        bound_pod(sandbox, namespace, donor, "late")
+        undrained = run_module("node_delete", dict(args, **cloud))
+        assert undrained["failed"] and [p["code"] for p in undrained["problems"]] == ["pods_left"], undrained
+        assert "%s/late" % namespace in undrained["msg"] and exists(sandbox, donor)
+        delete_pods(sandbox, namespace, ["late"])
         deleted = run_module("node_delete", dict(args, **cloud))
         assert not deleted.get("failed") and donor in deleted["deleted"] + deleted["absent"], deleted
         assert not exists(sandbox, donor) and exists(sandbox, heir)

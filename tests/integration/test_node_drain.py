@@ -288,6 +288,13 @@ def test_cordon_and_uncordon_are_idempotent(sandbox, kube, new_nodes):
     assert drain(sandbox, name, state="cordon")["changed"] is False
     back = drain(sandbox, name, state="uncordon")
     assert back["changed"] is True and not is_cordoned(kube, name)
+    # Issue 28: a node past the upgrade's point of no return (its etcd member removed) is not given back.
+    kube.merge_patch("/api/v1/nodes/" + name, {"spec": {"unschedulable": True}, "metadata": {"annotations": {
+        "image-upgrade.kubenodes.io/phase": "etcd-removed"}}})
+    for check in (True, False):
+        kept = drain(sandbox, name, state="uncordoned", check=check)
+        assert kept["failed"] and kept["reason"] == "inconsistent" and "phase is etcd-removed" in kept["msg"], kept
+        assert [p["code"] for p in kept["problems"]] == ["leaving"] and is_cordoned(kube, name)
 
 
 def test_bad_input_fails_clearly_and_changes_nothing(sandbox, kube, new_nodes):

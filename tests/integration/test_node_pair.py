@@ -111,6 +111,10 @@ def test_surplus_heir_is_marked_obsolete_and_other_nodes_are_untouched(sandbox, 
     assert result["obsolete"] == [spare] and result["changed_nodes"] == [spare]
     ann = _ann(sandbox, spare)
     assert ann[p + "obsolete"] == "true" and p + "donor" not in ann
+    # Issue 28: the pair it undid (its donor is no outdated node) is named, in a warning and in the problems.
+    undone = [u for u in result["problems"] if u["code"] == "pair_undone"]
+    assert [u["node"] for u in undone] == [spare] and "no longer replaces donor %s" % current in undone[0]["message"], undone
+    assert any(undone[0]["message"] in w for w in result.get("warnings") or []), result
     # Nodes without our annotations (other tests' nodes) are invalid for this prefix and never written.
     assert all(n not in result["changed_nodes"] for n in [i["name"] for i in result["nodes"]["invalid"]])
 

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from ansible.module_utils._internal import _traceback
 
-from ansible_collections.kubenodes.image_upgrade.plugins.modules import node_drain
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_draining
 from ansible_collections.kubenodes.image_upgrade.plugins.modules import upgrade_step as documentation
 
 DOCUMENTED = yaml.safe_load(documentation.DOCUMENTATION)["options"]
@@ -25,7 +25,7 @@ def spec():
 
 def test_the_drain_options_are_node_drains(spec):
     for name, option in spec["drain"]["options"].items():
-        assert option == node_drain.ARGUMENT_SPEC[name], name
+        assert option == node_draining.ARGUMENT_SPEC[name], name
 
 
 def test_each_documented_default_is_the_actions(spec):

@@ -88,6 +88,17 @@ def test_absent_member_changes_nothing():
     result = flow(client, clock)[0].run(peer_url="https://10.0.0.9:2380")
     assert result["changed"] is False and result["member"] is None and client.removed == []
     assert len(result["members_before"]) == 3 and result["checks"] == []
+    # Said so (issue 28): a mistyped selector looks the same as a member gone, so the selector and the members are named.
+    assert result["msg"].startswith("no etcd member matches peer_url https://10.0.0.9:2380, so nothing was removed")
+    assert "etcd lists 3 member(s)" in result["msg"] and all("https://10.0.0.%d:2380" % n in result["msg"] for n in (1, 2, 3))
+    assert not result["waiting"]
+
+
+def test_a_member_found_is_removed_without_the_absent_message():
+    clock = FakeClock()
+    client = ScriptedClient([raw(1, "a"), raw(2, "b"), raw(3, "c")])
+    result = flow(client, clock)[0].run(member_name="b")
+    assert result["changed"] is True and client.removed == ["2"] and "msg" not in result
 
 
 def test_ambiguous_name_is_an_error_naming_both():
@@ -294,3 +305,5 @@ def test_no_match_with_fewer_members_than_expected_is_already_gone():
     client = ScriptedClient([raw(1, "a"), raw(3, "c")])
     result = flow(client, clock, expected_member_count=3)[0].run(node_ip="10.0.0.2", node_name="b")
     assert result["changed"] is False and result["member"] is None and client.removed == []
+    assert "no etcd member matches node_ip 10.0.0.2 or node_name 'b'" in result["msg"], result["msg"]
+    assert "node_ip names no member" in result["msg"] and "etcd lists 2 member(s)" in result["msg"]

@@ -178,9 +178,8 @@ def test_an_unreadable_alarm_list_counts_as_an_alarm():
 # ----- options --------------------------------------------------------------------------------------
 
 def test_the_connection_options_are_shared_with_etcd_member_remove():
-    from ansible_collections.kubenodes.image_upgrade.plugins.modules import etcd_member_remove
     for name, spec in etcd.CONNECTION_ARG_SPEC.items():
-        assert etcd.INFO_ARGUMENT_SPEC[name] == spec == etcd_member_remove.ARGUMENT_SPEC[name]
+        assert etcd.INFO_ARGUMENT_SPEC[name] == spec == etcd.REMOVE_ARGUMENT_SPEC[name]
     assert etcd.INFO_ARGUMENT_SPEC["client_key"]["no_log"] is False  # a path, not key material
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.kubenodes.image_upgrade.plugins.modules import etcd_member_remove as mod
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -14,13 +14,13 @@ def params(tmp_path):
         path = tmp_path / (option + ".pem")
         path.write_text("x")
         files[option] = str(path)
-    defaults = {name: spec.get("default") for name, spec in mod.ARGUMENT_SPEC.items()}
+    defaults = {name: spec.get("default") for name, spec in etcd.REMOVE_ARGUMENT_SPEC.items()}
     defaults.update(files, node_ip="10.0.0.5")
     return defaults
 
 
 def test_defaults_are_kubeadm_paths():
-    spec = mod.ARGUMENT_SPEC
+    spec = etcd.REMOVE_ARGUMENT_SPEC
     assert spec["ca_cert"]["default"] == "/etc/kubernetes/pki/etcd/ca.crt"
     assert spec["client_cert"]["default"].startswith("/etc/kubernetes/pki/etcd/")
     assert spec["client_key"]["no_log"] is False  # a path, not key material
@@ -28,7 +28,7 @@ def test_defaults_are_kubeadm_paths():
 
 
 def test_valid_options_pass(params):
-    assert mod.validate(params) == []
+    assert etcd.validate_remove(params) == []
 
 
 @pytest.mark.parametrize("change,fragment", [
@@ -45,16 +45,16 @@ def test_valid_options_pass(params):
 ])
 def test_invalid_options_are_named(params, change, fragment):
     params.update(change)
-    problems = mod.validate(params)
+    problems = etcd.validate_remove(params)
     assert any(fragment in p for p in problems), problems
 
 
 def test_plain_http_endpoints_need_no_certificate_files(params):
     params.update(endpoints=["http://127.0.0.1:2379"], ca_cert="/nonexistent", client_cert="/nonexistent",
                   client_key="/nonexistent")
-    assert mod.validate(params) == []
+    assert etcd.validate_remove(params) == []
 
 
 def test_member_labels():
     members = [{"name": "", "id_hex": "11", "peer_urls": ["https://10.0.0.9:2380"]}]
-    assert mod.member_labels(members) == ["<unstarted> 11 https://10.0.0.9:2380"]
+    assert etcd.member_labels(members) == ["<unstarted> 11 https://10.0.0.9:2380"]
