@@ -331,6 +331,13 @@ def unknown_variables(names, known, prefix):
     return warnings
 
 
+def _role_variable_match(name, role_variables, prefix="rolling_upgrade_"):
+    """The role variable whose name without `prefix` is `name` or closest to it (max_unavailable is
+    rolling_upgrade_max_unavailable): compared whole, the shared prefix makes no short name look close."""
+    match = close_match(name, [known[len(prefix):] for known in role_variables if known.startswith(prefix)])
+    return prefix + match if match else None
+
+
 def unknown_playbook_variables(names, short_names, role_variables, ignored_prefixes=("ansible_", "awx_", "tower_", "_")):
     """Warnings for the extra variables in `names` that are neither a short playbook variable, nor a role
     variable (checked separately), nor Ansible's, AWX's or private; each with the closest short name."""
@@ -340,7 +347,8 @@ def unknown_playbook_variables(names, short_names, role_variables, ignored_prefi
             continue
         if name.startswith("rolling_upgrade_"):
             continue
-        match = close_match(name, short_names) or close_match(name, role_variables)
+        match = close_match(name, short_names) or _role_variable_match(name, role_variables) or close_match(
+            name, role_variables)
         warnings.append("extra variable %s is not a variable of this playbook (%s) and is ignored%s" % (
             name, ", ".join(sorted(short_names)), ("; did you mean %s?" % match) if match else ""))
     return warnings
