@@ -432,6 +432,27 @@ def role_gate_problems(params):
     return [p for p in [gate_looks_fit(params)] if p]
 
 
+def gate_tasks_file_problem(value, looked_in):
+    """rolling_upgrade_gate_tasks names a tasks file found nowhere `looked_in` says ("at <path>", or "in <the
+    directories the role's include looks in, in its order>"): the message, found at the start rather than at the first gate, after nodes were
+    replaced already."""
+    return ("rolling_upgrade_gate_tasks names the tasks file %s, which does not exist (looked for it %s): give the path "
+            "of your tasks file, absolute or relative to the playbook's directory (such as \"{{ playbook_dir }}"
+            "/checks/smoke.yml\"), or leave it empty for none" % (_shown(value), looked_in))
+
+
+def report_dir_problem(value, blocker, is_directory, missing=False):
+    """rolling_upgrade_report_dir cannot be written: `blocker` is the path itself when it is no directory, or the
+    nearest existing directory at or above it (above it: the directory is `missing`), which this user may not write.
+    Found at the start, not when the report is written at the end."""
+    if not is_directory:
+        why = "%s is not a directory" % blocker
+    else:
+        why = "this user may not write %s%s" % (blocker, ", where it would be created" if missing else "")
+    return ("rolling_upgrade_report_dir is %s, but the report could not be written there at the end: %s; set it to a "
+            "directory on the controller this user may write (it is created when missing)" % (_shown(value), why))
+
+
 # Variables the role had and no longer has, and what a run given one says: a value silently ignored could make a
 # user believe the run does what it no longer can.
 REMOVED_ROLE_VARIABLES = {
