@@ -253,9 +253,17 @@ def test_journal_records_idempotently_and_reports(sandbox, namespace, tmp_path):
     assert malformed["failed"] and malformed["reason"] == "malformed_journal", malformed
     assert "is malformed (it holds list, not a JSON object)" in malformed["msg"]
     assert "delete configmap kubenodes-image-upgrade-journal" in malformed["msg"]
+    # A value of the wrong type deep inside (an int where a list is expected) is named, key and all, by every reader.
+    sandbox.core_v1().patch_namespaced_config_map("kubenodes-image-upgrade-journal", namespace, {"data": {
+        "journal.json": json.dumps({"image": "img-c", "nodes": {"w-0": {"evicted": 5}}})}})
+    for args in (dict(base, image="img-c", record={"passes": 1}), dict(base, state="report", report_dir=str(tmp_path))):
+        malformed = run_module("upgrade_journal", args)
+        assert malformed["failed"] and malformed["reason"] == "malformed_journal", malformed
+        assert ("journal ConfigMap %s/kubenodes-image-upgrade-journal is malformed (its nodes.w-0.evicted is 5, not a "
+                "list)" % namespace) in malformed["msg"] and "correct that key, or delete it" in malformed["msg"], malformed
 
     gone = run_module("upgrade_journal", dict(base, state="absent"), diff=True)
-    reset = {"before": {"malformed": "journal.json was not a JSON object"}, "after": {}}
+    reset = {"before": {"malformed": "its nodes.w-0.evicted is 5, not a list"}, "after": {}}
     assert gone["changed"] and gone["diff"] == reset, gone
     again = run_module("upgrade_journal", dict(base, state="absent"), diff=True)
     assert not again["changed"] and "diff" not in again
