@@ -96,6 +96,19 @@ def _etcd_needs(read, etcd_endpoints):
                 retries=24 if unsure or in_flight > 0 else 0)
 
 
+# core.py's reason for a node whose instance the cloud found in no scaling group it listed.
+IN_NO_LISTED_GROUP = "in none of the listed scaling groups"
+
+
+def _searched_note(unknown, searched):
+    """Where the groups were looked for, when nodes are in none of them: a wrong subscription, project or region
+    finds other groups, or none, and says nothing else."""
+    if not searched or not any(IN_NO_LISTED_GROUP in (n.get("reason") or "") for n in unknown):
+        return ""
+    return (". The scaling groups were looked for in %s: when these nodes run in another, set it to theirs; when their "
+            "groups are there, check that the collection may read them" % searched)
+
+
 def whole_group_unavailable(read, max_unavailable):
     """Warnings for the worker groups with nodes left to replace that max_unavailable would let lack every node at
     once (it is as large as the group): said at the start, not found out when the group stands empty."""
@@ -129,8 +142,9 @@ def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None, a
     result.said.extend(whole_group_unavailable(read, max_unavailable))
     unknown = [n for n in (read.get("nodes") or {}).get("invalid") or [] if not n.get("out_of_scope")]
     if unknown:
-        result.refusal = "%d node(s) cannot be upgraded: %s" % (
-            len(unknown), "; ".join("%s: %s" % (n["name"], n["reason"]) for n in unknown))
+        result.refusal = "%d node(s) cannot be upgraded: %s%s" % (
+            len(unknown), "; ".join("%s: %s" % (n["name"], n["reason"]) for n in unknown),
+            _searched_note(unknown, read.get("searched")))
         return result
     nothing_in_flight = not (read.get("progress") or {}).get("in_flight")
     if nothing_in_flight and read.get("not_ready"):

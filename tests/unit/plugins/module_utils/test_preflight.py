@@ -227,3 +227,20 @@ def test_missing_etcd_files_refuse_naming_the_role_variables_and_what_to_do(tmp_
                               "the etcd client certificate files, but rolling_upgrade_etcd_ca_cert %s does not exist"
                               % files["ca_cert"])
     assert "Nothing was changed" in refusal and "rolling_upgrade_etcd_delegate_to" in refusal
+
+
+def test_nodes_in_no_listed_group_name_where_the_groups_were_looked_for():
+    """Issue 28 item 7: a wrong Azure subscription said "6 node(s) ... in none of the listed scaling groups" and never
+    named the subscription."""
+    invalid = [{"name": n, "reason": "its instance is in none of the listed scaling groups", "out_of_scope": False}
+               for n in ("a", "b")]
+    searched = "Azure subscription 0000-1111 (azure.subscription_id or AZURE_SUBSCRIPTION_ID)"
+    refusal = preflight.verdict(read(nodes={"invalid": invalid}, searched=searched)).refusal
+    assert refusal == ("2 node(s) cannot be upgraded: a: its instance is in none of the listed scaling groups; b: its "
+                       "instance is in none of the listed scaling groups. The scaling groups were looked for in Azure "
+                       "subscription 0000-1111 (azure.subscription_id or AZURE_SUBSCRIPTION_ID): when these nodes run in "
+                       "another, set it to theirs; when their groups are there, check that the collection may read them")
+    # Other reasons, or no word of where: as before.
+    other = [{"name": "c", "reason": "unknown provider ID", "out_of_scope": False}]
+    assert preflight.verdict(read(nodes={"invalid": other}, searched=searched)).refusal.endswith("c: unknown provider ID")
+    assert preflight.verdict(read(nodes={"invalid": invalid})).refusal.endswith("listed scaling groups")
