@@ -303,6 +303,7 @@ class UpgradeRun:
             self.api_client = kube.build_api_client(args)
         except kube.KubeAuthError as exc:
             raise executor.StepFailure("cannot reach Kubernetes: %s" % exc)
+        kube.on_waiting(self.api_client, self.say)   # an API server outage is named while the run waits for it
         try:
             provider = factory.build_provider(args)
             canonical = None
