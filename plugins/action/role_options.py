@@ -80,6 +80,14 @@ class ActionModule(action_base.KubenodesActionBase):
         found = self._loader.path_dwim_relative(role_path, "tasks", tasks_file, is_role=True) if role_path else \
             self._loader.path_dwim(tasks_file)
         if os.path.isfile(found):
+            try:
+                tasks = self._loader.load_from_file(found)
+            except AnsibleError as exc:
+                return [validate.gate_tasks_content_problem(tasks_file, found, " ".join(str(exc).split())[:300])]
+            if tasks is not None and not isinstance(tasks, list):
+                # Named by what YAML calls it: ansible-core's loader gives tagged subclasses.
+                what = "a mapping" if isinstance(tasks, dict) else "a string" if isinstance(tasks, str) else "a scalar"
+                return [validate.gate_tasks_content_problem(tasks_file, found, "it holds %s, not a list of tasks" % what)]
             return []
         if os.path.isabs(os.path.expanduser(tasks_file)):
             looked_in = "at %s" % os.path.expanduser(tasks_file)

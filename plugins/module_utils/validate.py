@@ -441,6 +441,13 @@ def gate_tasks_file_problem(value, looked_in):
             "/checks/smoke.yml\"), or leave it empty for none" % (_shown(value), looked_in))
 
 
+def gate_tasks_content_problem(value, path, why):
+    """rolling_upgrade_gate_tasks names a file that is no tasks file (`why`): found at the start, not when the first
+    gate includes it, after nodes were replaced."""
+    return ("rolling_upgrade_gate_tasks names %s (%s), which is not a tasks file: %s; make it a YAML list of tasks, as "
+            "for include_tasks" % (_shown(value), path, why))
+
+
 def report_dir_problem(value, blocker, is_directory, missing=False):
     """rolling_upgrade_report_dir cannot be written: `blocker` is the path itself when it is no directory, or the
     nearest existing directory at or above it (above it: the directory is `missing`), which this user may not write.

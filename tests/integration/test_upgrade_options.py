@@ -107,6 +107,18 @@ def test_bad_options_are_refused_naming_the_rule_before_anything_changes(cluster
     assert "Nothing was changed" in uh.fatal_message(output)
     assert "Upgrade steps until every node runs the image" not in output
     assert uh.world(handle, values) == before
+    # One that is no tasks file (YAML that does not parse, a mapping): refused at the start too, in check mode.
+    missing.parent.mkdir()
+    for content, why in (("- name: [unclosed\n", "which is not a tasks file: "),
+                         ("name: a task without its list\n", "it holds a mapping, not a list of tasks")):
+        missing.write_text(content)
+        rc, output = uh.run_upgrade(dict(values, rolling_upgrade_gate_after="batch", rolling_upgrade_gate_tasks=str(missing)),
+                                    tmp_path / "bad-gate-tasks.log", timeout=RUN_TIMEOUT, check=True)
+        assert rc != 0, output[-4000:]
+        message = uh.fatal_message(output)
+        assert message.startswith("rolling_upgrade_gate_tasks names '%s' (%s), which is not a tasks file: " % (missing, missing))
+        assert why in message and "Nothing was changed" in message, message
+    assert uh.world(handle, values) == before
     # Misspelt variables: a warning with the closest name, also for a role variable's short name (max_unavailable);
     # check mode then plans and changes nothing.
     rc, output = uh.run_upgrade(dict(values, rolling_upgrade_max_surj=2, max_surj=2, max_unavailable=1),

@@ -43,3 +43,9 @@ def test_a_missing_gate_tasks_file_names_the_variable_the_path_and_where_it_was_
     assert problem.startswith("rolling_upgrade_gate_tasks names the tasks file 'checks/smoke.yml', which does not exist "
                               "(looked for it in /roles/r/tasks, /roles/r, /play): give the path of your tasks file")
     assert "or leave it empty for none" in problem
+
+
+def test_a_gate_tasks_file_that_is_no_tasks_file_names_the_variable_the_file_and_why():
+    problem = validate.gate_tasks_content_problem("smoke.yml", "/play/smoke.yml", "it holds a mapping, not a list of tasks")
+    assert problem == ("rolling_upgrade_gate_tasks names 'smoke.yml' (/play/smoke.yml), which is not a tasks file: it "
+                       "holds a mapping, not a list of tasks; make it a YAML list of tasks, as for include_tasks")
