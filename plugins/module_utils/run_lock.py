@@ -205,16 +205,20 @@ def run_processes(holder, processes, own=()):
         return []
     _host, pid, ticks, fprint = parsed
     live = [proc for proc in processes if proc.get("state") not in ("Z", "X") and proc["pid"] not in own]
-    members = []
+    members, unsure = [], []
     for proc in live:
-        if proc["pid"] == pid and (ticks == 0 or proc["start"] == ticks):
+        if proc["pid"] == pid and proc["start"] == ticks:
             members.append(proc["pid"])
         elif proc.get("run") == holder:
             members.append(proc["pid"])
         elif fprint and proc.get("fingerprint") == fprint and proc["start"] >= ticks:
             members.append(proc["pid"])
+        elif proc["pid"] == pid and ticks == 0:
+            # No start time recorded: the PID may be any process's by now. It counts, but what runs below it is
+            # not the run's on that evidence alone (its own workers and modules are found above).
+            unsure.append(proc["pid"])
     below = _descendants(members, live) if members else set()
-    return sorted(below - set(own))
+    return sorted((below | set(unsure)) - set(own))
 
 
 def holder_is_dead_local_run(holder, hostname=None, processes=None, own=None):

@@ -224,3 +224,12 @@ def test_a_holder_recorded_as_pid_1_names_no_process_of_this_host():
         assert run_lock.run_processes(holder, table) == []
         # Judged by its Lease's times, never dead by the process table.
         assert dead(holder, table) is False
+
+
+def test_a_holder_with_no_start_time_is_its_pid_alone_not_everything_below_it():
+    """A PID with no start time recorded may be any process's by now: judged by that process only."""
+    table = [proc(2, ppid=0, start=1), proc(300, ppid=2, start=50), proc(100, ppid=1, start=5000, fingerprint="f00d"),
+             proc(101, ppid=100, start=5001, fingerprint="f00d")]
+    assert run_lock.run_processes("h1/2/0/-", table) == [2]
+    # With its fingerprint, its own workers still count (found as the run's, not as below an unsure PID).
+    assert run_lock.run_processes("h1/2/0/f00d", table) == [2, 100, 101]
