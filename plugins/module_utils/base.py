@@ -345,6 +345,12 @@ def describe_error(exc, doing):
         if isinstance(exc, etcd.RemovalRefused):
             extra.update(exc.details or {})
         return "%s%s" % (prefix, exc), extra
+    if isinstance(exc, (TypeError, KeyError, AttributeError, IndexError)):
+        # No connection error: data this code did not expect (an object edited by hand, an API or SDK that answered
+        # in another shape), or a bug. Reaching the endpoint again would change nothing.
+        return ("%s%s: %s (data read from the cluster or the cloud is not what this collection expects, or this is a "
+                "bug: run again with -vvv to see where, and report it with that output)" % (prefix, type(exc).__name__, exc)
+                ), dict(reason="unexpected_error")
     return ("%s%s: %s (check that the endpoint is reachable from this host and its TLS settings, then run again)"
             % (prefix, type(exc).__name__, exc)), dict(reason="connection_error")
 

@@ -83,12 +83,25 @@ def validate_connection(params):
     if params["request_timeout"] <= 0:
         problems.append("request_timeout must be positive")
     if any(e.strip().lower().startswith("https://") for e in params["endpoints"] or []):
-        for option in ("ca_cert", "client_cert", "client_key"):
-            path = params[option]
-            if not os.path.isfile(path):
-                problems.append("%s %s does not exist or is not a file" % (option, path))
-            elif not os.access(path, os.R_OK):
-                problems.append("%s %s is not readable (run with become, or copy it)" % (option, path))
+        problems += certificate_file_problems(params)
+    return problems
+
+
+CERTIFICATE_OPTIONS = ("ca_cert", "client_cert", "client_key")
+
+
+def certificate_file_problems(params, names=None):
+    """The TLS files of the connection options that this process cannot read, each named as `names` maps the option
+    (the role's variables) or by its option."""
+    problems = []
+    for option in CERTIFICATE_OPTIONS:
+        path, name = params[option], (names or {}).get(option, option)
+        if not path:
+            problems.append("%s is not set" % name)
+        elif not os.path.isfile(path):
+            problems.append("%s %s does not exist or is not a file" % (name, path))
+        elif not os.access(path, os.R_OK):
+            problems.append("%s %s is not readable (run with become, or copy it)" % (name, path))
     return problems
 
 

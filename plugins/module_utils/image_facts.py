@@ -70,6 +70,8 @@ def facts(module):
             blocking_pdbs=[],
             unready_system_pods=[],
             quota=None,
+            # Where the groups were looked for: a node in none of them may run in another account or region.
+            searched=provider.searched() if provider is not None else "",
         )
         if module.params["report_quota"]:
             result["quota"] = quota_report(provider, result)

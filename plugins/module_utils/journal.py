@@ -35,21 +35,61 @@ PLAIN_LIMIT = 512 * 1024
 
 
 class MalformedJournal(Exception):
-    """The journal ConfigMap exists but does not hold a journal this module wrote."""
+    """The journal ConfigMap exists but does not hold a journal this module wrote; `problem` says what is wrong."""
+
+    def __init__(self, message, problem=None):
+        super().__init__(message)
+        self.problem = problem
+
+
+# The shape of what this module writes (report.merge), key by key: "object", "list", "string", "number", or a dict
+# of the fields of each value of an object (an object of entries). A value of another type would fail deep inside a
+# reader (an int where a list is iterated): it is named, key and all, when the journal is read.
+_NODE_SHAPE = {"group": "string", "heir": "string", "role": "string", "error": "string", "phases": "object",
+               "evicted": "list", "evicted_count": "number", "waits": "object", "retries": "object"}
+_ATTEMPT_SHAPE = {"started": "string", "ended": "string", "outcome": "string", "passes": "number",
+                  "api_seconds": "object"}
+_GATE_SHAPE = {"seconds": "object"}
+JOURNAL_SHAPE = {
+    "image": "string", "target_image": "string", "started": "string", "finished": "string", "passes": "number",
+    "nodes": _NODE_SHAPE, "attempts": _ATTEMPT_SHAPE, "gates": _GATE_SHAPE, "instances_removed": {},
+    "instances_created": {}, "start_counts": "object", "removed_first": {}, "refills": "object", "create_intents": {},
+}
+_TYPES = {"object": (dict, "an object"), "list": (list, "a list"), "string": (str, "a string"),
+          "number": ((int, float), "a number")}
+
+
+def _shape_problem(value, shape, path):
+    """The first key under `path` whose value in `value` is not of its type in `shape` (null is every type)."""
+    if value is None:
+        return None
+    if isinstance(shape, str):
+        types, said = _TYPES[shape]
+        if not isinstance(value, types) or isinstance(value, bool) and shape == "number":
+            return "its %s is %s, not %s" % (path, json.dumps(value)[:80], said)
+        return None
+    if not isinstance(value, dict):
+        return "its %s is %s, not an object" % (path, json.dumps(value)[:80])
+    for name, entry in value.items():
+        if entry is None:
+            continue
+        if not isinstance(entry, dict):
+            return "its %s.%s is %s, not an object" % (path, name, json.dumps(entry)[:80])
+        for field, field_shape in shape.items():
+            problem = _shape_problem(entry.get(field), field_shape, "%s.%s.%s" % (path, name, field))
+            if problem:
+                return problem
+    return None
 
 
 def journal_problem(journal):
-    """Why a decoded journal is not one this module wrote, or None."""
+    """Why a decoded journal is not one this module wrote (the key whose value has the wrong type), or None."""
     if not isinstance(journal, dict):
         return "it holds %s, not a JSON object" % type(journal).__name__
-    if not isinstance(journal.get("nodes", {}), dict):
-        return "its nodes are %s, not an object" % type(journal.get("nodes")).__name__
-    for key in ("instances_created", "start_counts", "removed_first", "refills", "create_intents"):
-        if not isinstance(journal.get(key, {}), dict):
-            return "its %s is %s, not an object" % (key, type(journal.get(key)).__name__)
-    for key in ("image", "target_image", "started", "finished"):
-        if journal.get(key) is not None and not isinstance(journal[key], str):
-            return "its %s is %r, not a string" % (key, journal[key])
+    for key, shape in JOURNAL_SHAPE.items():
+        problem = _shape_problem(journal.get(key), shape, key)
+        if problem:
+            return problem
     return None
 
 
@@ -78,9 +118,9 @@ def read_journal(api_client, name, namespace):
     if problem:
         raise MalformedJournal(
             "the journal ConfigMap %s/%s is malformed (%s), so this upgrade's journal cannot be read or written. "
-            "Look at it (kubectl -n %s get configmap %s -o yaml), then delete it to start the journal afresh "
+            "Look at it (kubectl -n %s get configmap %s -o yaml) and correct that key, or delete it to start the journal afresh "
             "(kubectl -n %s delete configmap %s, or upgrade_journal state=absent); the report then covers only "
-            "the runs after that" % (namespace, name, problem, namespace, name, namespace, name))
+            "the runs after that" % (namespace, name, problem, namespace, name, namespace, name), problem)
     return config_map, journal
 
 
@@ -269,10 +309,11 @@ def write_report(module, api_client):
 def delete_journal(module, api_client):
     """state=absent: delete the journal ConfigMap, also a malformed one."""
     params = module.params
+    problem = "it holds no journal"
     try:
         config_map, journal = read_journal(api_client, params["name"], params["namespace"])
-    except MalformedJournal:  # deleting is how a malformed journal is reset
-        config_map, journal = True, None
+    except MalformedJournal as exc:  # deleting is how a malformed journal is reset
+        config_map, journal, problem = True, None, exc.problem
     if config_map is None:
         return dict(changed=False, journal={})
     if not module.check_mode:
@@ -282,7 +323,7 @@ def delete_journal(module, api_client):
             if not kube.is_status(exc, 404):
                 raise
     # A malformed journal has no content to show: the diff says that it was one.
-    before = journal if journal is not None else {"malformed": "journal.json was not a JSON object"}
+    before = journal if journal is not None else {"malformed": problem}
     return dict(changed=True, journal=journal or {}, **_diff(module, before, {}))
 
 

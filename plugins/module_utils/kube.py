@@ -362,6 +362,28 @@ def api_error_message(exc):
     return "%s: %s" % (text, message) if message else text
 
 
+# While a call waits for an API server that does not answer, a process that shows progress (the upgrade_step action)
+# is told: first after this many seconds, then every WAIT_REPEAT_SECONDS. A module's own task says it in its result.
+WAIT_NOTICE_SECONDS = 5
+WAIT_REPEAT_SECONDS = 10
+_WAITING_HOOK = "kubenodes_waiting"
+
+
+def on_waiting(api_client, listener):
+    """Have `listener(line)` told, for the calls of `api_client`, while a call waits for the API server."""
+    setattr(api_client, _WAITING_HOOK, listener)
+
+
+def waiting_line(host, cause, elapsed, bound):
+    """What a run shows while a call waits for the API server (named, with the cause, for how long)."""
+    if isinstance(cause, ApiCallError) and cause.status:
+        why = "it answers %s %s" % (cause.status, cause.reason)
+    else:
+        why = _root_cause(cause)
+    return ("waiting for the Kubernetes API server %s for %ds (%s): restarting, overloaded or unreachable; retrying for "
+            "up to %ds (KUBENODES_API_RETRY_SECONDS)" % (host or "(host not known)", elapsed, why, bound))
+
+
 def raw_request(api_client, method, path, query=None, body=None, content_type="application/json", timeout=60,
                 clock=time.monotonic, sleep=time.sleep):
     """One API call with plain-dict JSON in and out (no model objects: fast, and what the pure core
@@ -374,6 +396,8 @@ def raw_request(api_client, method, path, query=None, body=None, content_type="a
     bound = retry_seconds()
     started = clock()
     attempt = 0
+    told = None
+    listener = getattr(api_client, _WAITING_HOOK, None)
     while True:
         attempt += 1
         try:
@@ -387,6 +411,9 @@ def raw_request(api_client, method, path, query=None, body=None, content_type="a
         delay = _retry_decision(method, path, body, cause, attempt)
         elapsed = clock() - started
         if delay is not None and elapsed + delay <= bound:
+            if listener is not None and elapsed >= WAIT_NOTICE_SECONDS and (told is None or elapsed - told >= WAIT_REPEAT_SECONDS):
+                told = elapsed
+                listener(waiting_line(getattr(getattr(api_client, "configuration", None), "host", None), cause, elapsed, bound))
             sleep(delay)
             continue
         if error is None:

@@ -107,6 +107,36 @@ def live_processes_note(holder):
             " to end, or stop them, before starting another run" % ", ".join(str(pid) for pid in pids[:10]))
 
 
+# When this process first saw each Lease (namespace, name) as it is now: {key: (holder, resourceVersion, since)}. A
+# Lease another holder has with no readable time counts as held until it stays unchanged this run's watch long
+# (run_lock.decide); the upgrade_step action looks again in the same process while it waits (rolling_upgrade_lock_wait).
+_WATCHED = {}
+
+
+def watched_since(namespace, name, lease, now):
+    """Since when this process has seen the Lease with its current holder and resourceVersion (now, at first sight
+    or after any change)."""
+    holder = ((lease or {}).get("spec") or {}).get("holderIdentity")
+    version = ((lease or {}).get("metadata") or {}).get("resourceVersion")
+    seen = _WATCHED.get((namespace, name))
+    if seen is None or seen[:2] != (holder, version) or version is None:
+        seen = _WATCHED[(namespace, name)] = (holder, version, now)
+    return seen[2]
+
+
+def untimed_holding_note(spec, namespace, name, duration, expires):
+    """Why a Lease with no readable acquire or renew time still counts as held, until when, and what to do."""
+    shown = "renewTime %r, acquireTime %r" % (spec.get("renewTime"), spec.get("acquireTime"))
+    if duration is None:
+        return ("; the Lease has no readable acquire or renew time (%s) and no duration, so it counts as held: when you "
+                "know no run holds it, delete it (kubectl -n %s delete lease %s)" % (shown, namespace, name))
+    return ("; the Lease has no readable acquire or renew time (%s), so it counts as held until it is seen unchanged "
+            "for %d s (%s): until %s if nothing changes it. Wait that long (rolling_upgrade_lock_wait of at least %d s "
+            "looks again and then takes it over), or, when you know no run holds it, delete it (kubectl -n %s delete "
+            "lease %s)" % (shown, duration, "its leaseDurationSeconds" if spec.get("leaseDurationSeconds") == duration
+                           else "this run's lease duration", run_lock.format_time(expires), duration, namespace, name))
+
+
 def holding(spec):
     """Who holds a Lease and until when ({holder, expires_at}, empty strings when nobody does), for the diff."""
     spec = spec or {}
@@ -145,15 +175,19 @@ def apply_state(module, api_client):
             new_spec = new_lease_spec(None, spec.get("leaseDurationSeconds"), None, None,
                                       (lease.get("spec") or {}).get("leaseTransitions"))
         else:
-            action, expires = run_lock.decide(spec, holder, now)
+            since = watched_since(namespace, name, lease, now)
+            action, expires = run_lock.decide(spec, holder, now, watched_since=since,
+                                              own_duration=params["lease_duration"])
             if action == run_lock.WAIT:
                 result.update(action=action, held_by=spec["holderIdentity"],
                               expires_at=run_lock.format_time(expires) if expires else "")
+                untimed = "" if run_lock.renewed_at(spec) else untimed_holding_note(
+                    spec, namespace, name, run_lock.holding_seconds(spec, params["lease_duration"]), expires)
                 # Also in the result when not failing: a playbook that waits with `until` shows it when the
                 # wait runs out.
-                result["msg"] = ("another upgrade run holds Lease %s/%s: %s (until %s unless renewed)%s"
+                result["msg"] = ("another upgrade run holds Lease %s/%s: %s (until %s unless renewed)%s%s"
                                  % (namespace, name, spec["holderIdentity"], result["expires_at"] or "unknown",
-                                    live_processes_note(spec["holderIdentity"])))
+                                    untimed, live_processes_note(spec["holderIdentity"])))
                 if params["fail_when_held"]:
                     module.fail_json(**result)
                 return result

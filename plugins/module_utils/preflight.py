@@ -8,7 +8,7 @@ and PodDisruptionBudgets that allow no disruption now."""
 from __future__ import annotations
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import ROLE_CONTROL_PLANE
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import ROLE_CONTROL_PLANE, ROLE_WORKER
 
 
 class Verdict:
@@ -24,6 +24,7 @@ class Verdict:
         self.said_after = []
         self.surge_cap = None
         self.etcd = None
+        self.control_plane_left = False
 
 
 def _descriptions(items):
@@ -95,6 +96,36 @@ def _etcd_needs(read, etcd_endpoints):
                 retries=24 if unsure or in_flight > 0 else 0)
 
 
+# core.py's reason for a node whose instance the cloud found in no scaling group it listed.
+IN_NO_LISTED_GROUP = "in none of the listed scaling groups"
+
+
+def _searched_note(unknown, searched):
+    """Where the groups were looked for, when nodes are in none of them: a wrong subscription, project or region
+    finds other groups, or none, and says nothing else."""
+    if not searched or not any(IN_NO_LISTED_GROUP in (n.get("reason") or "") for n in unknown):
+        return ""
+    return (". The scaling groups were looked for in %s: when these nodes run in another, set it to theirs; when their "
+            "groups are there, check that the collection may read them" % searched)
+
+
+def whole_group_unavailable(read, max_unavailable):
+    """Warnings for the worker groups with nodes left to replace that max_unavailable would let lack every node at
+    once (it is as large as the group): said at the start, not found out when the group stands empty."""
+    warnings = []
+    for group in read.get("scaling_groups") or []:
+        serving = group.get("nodes_serving") or 0
+        if group.get("role") != ROLE_WORKER or not serving or not (group.get("outdated") or 0):
+            continue
+        if core.unavailable_limit(max_unavailable, serving) >= serving:
+            warnings.append(
+                "WARNING: rolling_upgrade_max_unavailable is %s, and scaling group %s has %d worker node(s): every one "
+                "of them may be drained and deleted before their heirs are Ready (only PodDisruptionBudgets hold a "
+                "drain back), so the group may have no node serving for a while; set it below %d to keep nodes "
+                "serving" % (max_unavailable, group.get("id"), serving, serving))
+    return warnings
+
+
 def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None, allow_unready_system_pods=False,
             check_mode=False):
     """The verdict on `read` (node_image_facts' result). A refusal stops at the first check that fails, as the
@@ -103,14 +134,17 @@ def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None, a
     `check_mode` they are said as where a real run would stop, and the plan goes on."""
     result = Verdict()
     control_plane_left = any(item.get("role") == ROLE_CONTROL_PLANE for item in read.get("replacement_order") or [])
+    result.control_plane_left = control_plane_left
     if read.get("quota") is not None:
         _quota(result, read["quota"], max_unavailable, control_plane_left)
         if result.refusal:
             return result
+    result.said.extend(whole_group_unavailable(read, max_unavailable))
     unknown = [n for n in (read.get("nodes") or {}).get("invalid") or [] if not n.get("out_of_scope")]
     if unknown:
-        result.refusal = "%d node(s) cannot be upgraded: %s" % (
-            len(unknown), "; ".join("%s: %s" % (n["name"], n["reason"]) for n in unknown))
+        result.refusal = "%d node(s) cannot be upgraded: %s%s" % (
+            len(unknown), "; ".join("%s: %s" % (n["name"], n["reason"]) for n in unknown),
+            _searched_note(unknown, read.get("searched")))
         return result
     nothing_in_flight = not (read.get("progress") or {}).get("in_flight")
     if nothing_in_flight and read.get("not_ready"):
@@ -135,6 +169,20 @@ def verdict(read, max_unavailable=0, etcd_preflight=True, etcd_endpoints=None, a
         result.said_after.append("%d PodDisruptionBudget(s) allow no disruption now and will block the drain of nodes "
                                  "running their pods until they do: %s" % (len(pdbs), blocking))
     return result
+
+
+# The role's variables of the etcd client certificate files, by connection option.
+ETCD_FILE_VARIABLES = {"ca_cert": "rolling_upgrade_etcd_ca_cert", "client_cert": "rolling_upgrade_etcd_client_cert",
+                       "client_key": "rolling_upgrade_etcd_client_key"}
+
+
+def etcd_files_refusal(problems):
+    """The refusal when a control-plane node is to be replaced and the etcd client files this controller removes its
+    member with are missing or unreadable (certificate_file_problems, named by ETCD_FILE_VARIABLES)."""
+    return ("a control-plane node is to be replaced, and this controller removes its etcd member with the etcd client "
+            "certificate files, but %s. Nothing was changed: set rolling_upgrade_etcd_ca_cert, "
+            "rolling_upgrade_etcd_client_cert and rolling_upgrade_etcd_client_key to files this controller may read, or "
+            "rolling_upgrade_etcd_delegate_to to a control-plane host that has them, and run again" % "; ".join(problems))
 
 
 def etcd_refusal(health):

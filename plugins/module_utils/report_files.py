@@ -9,10 +9,26 @@ import datetime
 import json
 import os
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import fleet, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import fleet, report, validate
 
 RUN_REPORT_NAME = "image-upgrade-report"
 FLEET_REPORT_NAME = "fleet-upgrade-report"
+
+
+def report_dir_problems(report_dir):
+    """The report directory (relative to where ansible-playbook started, as the run writes it), or the nearest
+    existing directory above it, writable now: the report is written last, after every node was replaced."""
+    path = os.path.abspath(os.path.expanduser(str(report_dir)))
+    if os.path.exists(path) and not os.path.isdir(path):
+        return [validate.report_dir_problem(report_dir, path, False)]
+    existing = path
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return [validate.report_dir_problem(report_dir, existing, False)]
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return [validate.report_dir_problem(report_dir, existing, True, missing=existing != path)]
+    return []
 
 
 def write_if_changed(path, text, check_mode, diffs=None):

@@ -85,37 +85,48 @@ def _read(doing, module, action):
         raise ReadFailed(doing, exc.result) from None
 
 
+def _reader(doing, *args, **kwargs):
+    """The InProcessModule of a read; options it refuses (a certificate file that does not exist) fail the read as
+    ReadFailed. ModuleFailed is a BaseException: let out of the start, it killed the worker with no message."""
+    try:
+        return base.InProcessModule(*args, **kwargs)
+    except base.ModuleFailed as exc:
+        raise ReadFailed(doing, exc.result) from None
+
+
 # -- the reads before a run, each as its module makes it -------------------------------------------------------
 def prepare(args, check_mode):
     """The image, the journal's target and the preflight's read, each as its module does it: `resolved` as
     csp_scaling_group (check mode, no group), `target` as upgrade_journal (check mode), `preflight` as
     node_image_facts on the target image (None when args["preflight"] is None)."""
     reads = {}
-    module = base.InProcessModule(dict(group_image.ARGUMENT_SPEC),
-                                  dict(cloud_params(args), image=args["image"], group=[]),
-                                  cloud=base.CLOUD_REQUIRED, check_mode=True)
-    reads["resolved"] = _read("resolve the image", module, lambda: group_image.apply_image(module))
+    doing = "resolve the image"
+    module = _reader(doing, dict(group_image.ARGUMENT_SPEC), dict(cloud_params(args), image=args["image"], group=[]),
+                     cloud=base.CLOUD_REQUIRED, check_mode=True)
+    reads["resolved"] = _read(doing, module, lambda: group_image.apply_image(module))
     where = args["journal"] or {}
-    module = base.InProcessModule(journal_store.ARGUMENT_SPEC, dict(
+    doing = "the upgrade's target image"
+    module = _reader(doing, journal_store.ARGUMENT_SPEC, dict(
         auth_params(args), name=where.get("name"), namespace=where.get("namespace"), image=args["image"],
         target_image=reads["resolved"]["image"], new_target=args["new_target"]),
         kube_auth=True, validate=journal_store.VALIDATE, check_mode=True)
-    reads["target"] = _read("the upgrade's target image", module,
-                            lambda: journal_store.apply_state(module, kube.build_api_client(module.params)))
+    reads["target"] = _read(doing, module, lambda: journal_store.apply_state(module, kube.build_api_client(module.params)))
     reads["preflight"] = None
     if args["preflight"] is not None:
         params = dict(auth_params(args), **cloud_params(args))
         params.update(args["preflight"], image=reads["target"]["target_image"])
-        module = base.InProcessModule(image_facts.argument_spec(), params, check_mode=check_mode)
-        reads["preflight"] = _read("read the nodes and the clouds", module, lambda: image_facts.facts(module))
+        doing = "read the nodes and the clouds"
+        module = _reader(doing, image_facts.argument_spec(), params, check_mode=check_mode)
+        reads["preflight"] = _read(doing, module, lambda: image_facts.facts(module))
     return reads
 
 
 def read_etcd(params):
     """The preflight's etcd read as etcd_member_info does it (its options, rules and result), in this process."""
-    module = base.InProcessModule(etcd.INFO_ARGUMENT_SPEC, dict(params), validate=etcd.validate_info, check_mode=True)
+    doing = "read the control-plane etcd members"
+    module = _reader(doing, etcd.INFO_ARGUMENT_SPEC, dict(params), validate=etcd.validate_info, check_mode=True)
     # An etcd error fails as the module's fail_from_exception() words it (InProcessModule.run).
-    return _read("read the control-plane etcd members", module, lambda: etcd.inspect_from_params(module.params))
+    return _read(doing, module, lambda: etcd.inspect_from_params(module.params))
 
 
 def take_lock(args, lock, check_mode):
@@ -174,6 +185,11 @@ class UpgradeRun:
                 self.say(line)
             if verdict.refusal:
                 raise executor.StepFailure(verdict.refusal, reason="preflight")
+            if verdict.control_plane_left and not args["etcd"]["delegated"]:
+                # Needed by the first control-plane member removal, after its heir was created: checked now.
+                unreadable = etcd.certificate_file_problems(args["etcd"], preflight.ETCD_FILE_VARIABLES)
+                if unreadable:
+                    raise executor.StepFailure(preflight.etcd_files_refusal(unreadable), reason="preflight")
             if verdict.surge_cap is not None:
                 self.started["surge_cap"] = verdict.surge_cap
             if verdict.etcd is not None and args["etcd"]["delegated"]:
@@ -287,6 +303,7 @@ class UpgradeRun:
             self.api_client = kube.build_api_client(args)
         except kube.KubeAuthError as exc:
             raise executor.StepFailure("cannot reach Kubernetes: %s" % exc)
+        kube.on_waiting(self.api_client, self.say)   # an API server outage is named while the run waits for it
         try:
             provider = factory.build_provider(args)
             canonical = None

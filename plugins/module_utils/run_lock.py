@@ -31,13 +31,16 @@ def format_time(moment):
 
 
 def parse_time(text):
-    if not text:
+    """A MicroTime, or None when it is missing or no time (an unreadable Lease time is no time)."""
+    if not text or not isinstance(text, str):
         return None
     text = text.replace("Z", "+00:00")
     try:
-        return datetime.datetime.fromisoformat(text)
+        moment = datetime.datetime.fromisoformat(text)
     except ValueError:
         return None
+    # A time without its zone is read as UTC, as the API server writes every time.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.timezone.utc)
 
 
 # Every module process of a run carries its holder identity in this environment variable (the role sets
@@ -149,6 +152,10 @@ def parse_holder(holder):
         pid, ticks = int(parts[1]), int(parts[2])
     except ValueError:
         return None
+    if pid <= 1:
+        # No playbook runs as PID 1 (init, or a container's entry point): such a holder names no run's process, and
+        # everything on the host is below PID 1. Its Lease's times decide, as for any identity not in this form.
+        return None
     fprint = parts[3] if len(parts) == 4 and parts[3] not in ("", "-") else None
     return parts[0], pid, ticks, fprint
 
@@ -198,16 +205,20 @@ def run_processes(holder, processes, own=()):
         return []
     _host, pid, ticks, fprint = parsed
     live = [proc for proc in processes if proc.get("state") not in ("Z", "X") and proc["pid"] not in own]
-    members = []
+    members, unsure = [], []
     for proc in live:
-        if proc["pid"] == pid and (ticks == 0 or proc["start"] == ticks):
+        if proc["pid"] == pid and proc["start"] == ticks:
             members.append(proc["pid"])
         elif proc.get("run") == holder:
             members.append(proc["pid"])
         elif fprint and proc.get("fingerprint") == fprint and proc["start"] >= ticks:
             members.append(proc["pid"])
+        elif proc["pid"] == pid and ticks == 0:
+            # No start time recorded: the PID may be any process's by now. It counts, but what runs below it is
+            # not the run's on that evidence alone (its own workers and modules are found above).
+            unsure.append(proc["pid"])
     below = _descendants(members, live) if members else set()
-    return sorted(below - set(own))
+    return sorted((below | set(unsure)) - set(own))
 
 
 def holder_is_dead_local_run(holder, hostname=None, processes=None, own=None):
@@ -228,17 +239,38 @@ def local_run_processes(holder):
     return run_processes(holder, processes, own_run_pids(processes, _ancestor_playbook_pid(fallback=False), os.getpid()))
 
 
-def decide(lease_spec, holder, now, is_dead=holder_is_dead_local_run):
+def renewed_at(lease_spec):
+    """When the Lease was last renewed (or else acquired), or None when neither time is there and readable."""
+    spec = lease_spec or {}
+    return parse_time(spec.get("renewTime")) or parse_time(spec.get("acquireTime"))
+
+
+def holding_seconds(lease_spec, own_duration=None):
+    """How long a holding lasts after a renewal: the Lease's leaseDurationSeconds, or `own_duration` (the asking
+    run's) when that is missing or no whole number above 0; None when neither is known."""
+    duration = (lease_spec or {}).get("leaseDurationSeconds")
+    if isinstance(duration, int) and not isinstance(duration, bool) and duration > 0:
+        return duration
+    return own_duration
+
+
+def decide(lease_spec, holder, now, is_dead=holder_is_dead_local_run, watched_since=None, own_duration=None):
     """What to do with the Lease whose spec is `lease_spec` (None when absent): ACQUIRE, RENEW,
-    TAKE_OVER or WAIT, and when the current holding expires (None if unknown)."""
+    TAKE_OVER or WAIT, and when the current holding expires (None if unknown).
+
+    Another holder's holding lasts its duration (`own_duration` when the Lease has none) after its renew time (or
+    else acquire time). When neither time is there or readable, it counts as held until it is provably stale:
+    `watched_since`, the moment since which the asker has seen this Lease unchanged (same holder, same
+    resourceVersion), at least that duration ago; until then it expires that long after `watched_since`, and never
+    while nobody watched it. A run on this host none of whose processes lives is stale at once, either way."""
     if lease_spec is None or not lease_spec.get("holderIdentity"):
         return ACQUIRE, None
     current = lease_spec["holderIdentity"]
-    renewed = parse_time(lease_spec.get("renewTime")) or parse_time(lease_spec.get("acquireTime"))
-    duration = lease_spec.get("leaseDurationSeconds") or 0
-    expires = renewed + datetime.timedelta(seconds=duration) if renewed else None
+    duration = holding_seconds(lease_spec, own_duration)
+    since = renewed_at(lease_spec) or watched_since
+    expires = since + datetime.timedelta(seconds=duration) if since is not None and duration is not None else None
     if current == holder:
         return RENEW, expires
-    if expires is None or expires <= now or is_dead(current):
+    if (expires is not None and expires <= now) or is_dead(current):
         return TAKE_OVER, expires
     return WAIT, expires

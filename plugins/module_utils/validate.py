@@ -333,6 +333,13 @@ def unknown_variables(names, known, prefix):
     return warnings
 
 
+def _role_variable_match(name, role_variables, prefix="rolling_upgrade_"):
+    """The role variable whose name without `prefix` is `name` or closest to it (max_unavailable is
+    rolling_upgrade_max_unavailable): compared whole, the shared prefix makes no short name look close."""
+    match = close_match(name, [known[len(prefix):] for known in role_variables if known.startswith(prefix)])
+    return prefix + match if match else None
+
+
 def unknown_playbook_variables(names, short_names, role_variables, ignored_prefixes=("ansible_", "awx_", "tower_", "_")):
     """Warnings for the extra variables in `names` that are neither a short playbook variable, nor a role
     variable (checked separately), nor Ansible's, AWX's or private; each with the closest short name."""
@@ -342,7 +349,8 @@ def unknown_playbook_variables(names, short_names, role_variables, ignored_prefi
             continue
         if name.startswith("rolling_upgrade_"):
             continue
-        match = close_match(name, short_names) or close_match(name, role_variables)
+        match = close_match(name, short_names) or _role_variable_match(name, role_variables) or close_match(
+            name, role_variables)
         warnings.append("extra variable %s is not a variable of this playbook (%s) and is ignored%s" % (
             name, ", ".join(sorted(short_names)), ("; did you mean %s?" % match) if match else ""))
     return warnings
@@ -424,6 +432,34 @@ def role_gate_problems(params):
                 "node): set rolling_upgrade_gate_after to none, or rolling_upgrade_max_unavailable to 0"
                 % (gate_after, unavailable)]
     return [p for p in [gate_looks_fit(params)] if p]
+
+
+def gate_tasks_file_problem(value, looked_in):
+    """rolling_upgrade_gate_tasks names a tasks file found nowhere `looked_in` says ("at <path>", or "in <the
+    directories the role's include looks in, in its order>"): the message, found at the start rather than at the first gate, after nodes were
+    replaced already."""
+    return ("rolling_upgrade_gate_tasks names the tasks file %s, which does not exist (looked for it %s): give the path "
+            "of your tasks file, absolute or relative to the playbook's directory (such as \"{{ playbook_dir }}"
+            "/checks/smoke.yml\"), or leave it empty for none" % (_shown(value), looked_in))
+
+
+def gate_tasks_content_problem(value, path, why):
+    """rolling_upgrade_gate_tasks names a file that is no tasks file (`why`): found at the start, not when the first
+    gate includes it, after nodes were replaced."""
+    return ("rolling_upgrade_gate_tasks names %s (%s), which is not a tasks file: %s; make it a YAML list of tasks, as "
+            "for include_tasks" % (_shown(value), path, why))
+
+
+def report_dir_problem(value, blocker, is_directory, missing=False):
+    """rolling_upgrade_report_dir cannot be written: `blocker` is the path itself when it is no directory, or the
+    nearest existing directory at or above it (above it: the directory is `missing`), which this user may not write.
+    Found at the start, not when the report is written at the end."""
+    if not is_directory:
+        why = "%s is not a directory" % blocker
+    else:
+        why = "this user may not write %s%s" % (blocker, ", where it would be created" if missing else "")
+    return ("rolling_upgrade_report_dir is %s, but the report could not be written there at the end: %s; set it to a "
+            "directory on the controller this user may write (it is created when missing)" % (_shown(value), why))
 
 
 # Variables the role had and no longer has, and what a run given one says: a value silently ignored could make a

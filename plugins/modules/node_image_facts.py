@@ -523,6 +523,14 @@ unready_system_pods:
       phase: Running
       why: container coredns CrashLoopBackOff
       description: "kube-system/coredns-5d78c9869d-x7k2p on worker-1 (Running: container coredns CrashLoopBackOff)"
+searched:
+  description:
+    - Where the scaling groups were looked for, in the words of the options that set it (the GCP project, the Azure
+      subscription and resource group, the AWS region); empty without O(provider). A node whose instance is in none of
+      the groups found may run in another.
+  returned: always
+  type: str
+  sample: AWS region eu-west-1 (aws.region or AWS_REGION)
 quota:
   description:
     - With O(report_quota), what the cloud quota means for the surge; null otherwise.

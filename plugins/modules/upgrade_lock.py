@@ -17,7 +17,12 @@ description:
     SIGKILL resumes at once). A run counts as alive while its ansible-playbook process, any worker it
     forked (recognised by the playbook's command line and environment, which forked workers keep), or any
     module carrying its holder identity in the environment variable C(KUBENODES_IMAGE_UPGRADE_RUN) is
-    alive. The role exports that variable to every task after it takes the lock.
+    alive. The role exports that variable to every task after it takes the lock. A holder recorded as PID 1 names no
+    run's process; its Lease's times decide.
+  - A Lease another holder has with no readable acquire or renew time counts as held until it is provably stale,
+    seen unchanged (the same holder and resourceVersion) for its C(leaseDurationSeconds) (else O(lease_duration)) by
+    the process that waits for it (the role's upgrade_step, during C(rolling_upgrade_lock_wait)). One call of this
+    module sees it once, so it never takes such a Lease over; delete the Lease when you know no run holds it.
   - Every write carries the resourceVersion it read, so two runs racing for a free Lease cannot both win.
 author:
   - kubenodes.image_upgrade maintainers (!UNKNOWN)

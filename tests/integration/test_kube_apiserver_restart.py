@@ -67,6 +67,8 @@ def test_module_calls_wait_for_a_restarting_apiserver(fresh_sandbox):
         thread.start()
     # In this process as well, through the modules' own client and path: the call is made while the port refuses.
     api = kube.build_api_client(handle.auth_args())
+    told = []
+    kube.on_waiting(api, told.append)   # as the upgrade run shows it (issue 28: an outage was silent)
     assert refuses(handle.apiserver)
     began = time.monotonic()
     nodes = kube.request(api, "GET", "/api/v1/nodes")
@@ -78,6 +80,11 @@ def test_module_calls_wait_for_a_restarting_apiserver(fresh_sandbox):
     assert nodes.get("kind") == "NodeList"
     assert waited > 1.0, "kube.request returned after %.1fs: it did not meet the API server down" % waited
     assert waited < kube.RETRY_SECONDS
+    if waited >= kube.WAIT_NOTICE_SECONDS + kube.RETRY_MAX_DELAY:   # a refused attempt came after the notice time
+        assert told, "waited %.1fs and said nothing" % waited
+    for line in told:
+        assert line.startswith("waiting for the Kubernetes API server %s for " % api.configuration.host), line
+        assert "Connection refused" in line, line
     control = results["control"]
     assert control["failed"] and "Connection refused" in control["msg"], control
     retried = results["retried"]
@@ -85,5 +92,5 @@ def test_module_calls_wait_for_a_restarting_apiserver(fresh_sandbox):
     assert retried["acquired"] and retried["held_by"] == "restart-test"
     held = kube.request(api, "GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/" + lease)
     assert held["spec"]["holderIdentity"] == "restart-test"
-    print("API server down %.1fs after it refused; in-process call waited %.1fs; restart %s"
-          % (time.monotonic() - down_at, waited, restart))
+    print("API server down %.1fs after it refused; in-process call waited %.1fs and said %r; restart %s"
+          % (time.monotonic() - down_at, waited, told, restart))

@@ -181,8 +181,12 @@ def test_validate_image(provider, images):
     with pytest.raises(base.InvalidReferenceError) as err:
         provider.validate_image("ubuntu-22.04")
     assert "AMI ID" in str(err.value)
-    with pytest.raises(base.NotFoundError):
+    with pytest.raises(base.NotFoundError) as err:
         provider.validate_image("ami-0123456789abcdef0")
+    # The region is named (issue 28 item 7: a wrong region said "does not exist in this region").
+    assert "does not exist in region %s" % provider.region in str(err.value) and provider.region, str(err.value)
+    assert "set aws.region or AWS_REGION to the image's region" in str(err.value)
+    assert provider.searched() == "AWS region %s (aws.region or AWS_REGION)" % provider.region
 
 
 def test_set_image_to_a_missing_image_changes_nothing(admin, provider, images):

@@ -43,8 +43,12 @@ def logins(admin, since):
 
 def test_arm_refuses_a_token_the_token_endpoint_did_not_issue(admin):
     static = az.from_params(dict(DEFAULTS, **admin.provider_options()["azure"]))
-    with pytest.raises(ProviderError, match="InvalidAuthenticationToken"):
+    with pytest.raises(ProviderError, match="InvalidAuthenticationToken") as failure:
         static.list_groups([admin.group])
+    # Resource Manager refused the token, not the login authority (issue 28 item 7): named as such.
+    message = str(failure.value)
+    assert "Azure Resource Manager at %s refused the token" % admin.endpoint.split("://", 1)[1].rstrip("/") in message, message
+    assert failure.value.code == "TOKEN_REFUSED" and "the Azure login refused" not in message, message
 
 
 def test_a_service_principal_logs_in_with_its_secret(admin):

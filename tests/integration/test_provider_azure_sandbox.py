@@ -6,6 +6,7 @@ import time
 import pytest
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import azure as az
+from tests.ansible_run import run_module
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -38,6 +39,17 @@ def test_created_vms_join_as_predicted_and_deleted_ones_leave(sandbox, cloud_adm
     node = _node(sandbox, heir.node_name)
     assert node.spec.provider_id == heir.provider_id
     assert provider.normalize_provider_id(node.spec.provider_id) == provider.normalize_provider_id(heir.provider_id)
+
+    # A wrong subscription finds none of the groups: the node is in none of the listed scaling groups, and where they
+    # were looked for is named (issue 28 item 7: the subscription was never named).
+    wrong = "00000000-0000-4000-8000-00000000beef"
+    cloud = admin.provider_options()
+    cloud["azure"] = dict(cloud["azure"], subscription_id=wrong)
+    facts = run_module("node_image_facts", dict(sandbox.auth_args(), image=image, **cloud))
+    assert not facts.get("failed"), facts.get("msg")
+    assert facts["searched"].startswith("Azure subscription %s (azure.subscription_id or AZURE_SUBSCRIPTION_ID)" % wrong)
+    [entry] = [n for n in facts["nodes"]["invalid"] if n["name"] == heir.node_name]
+    assert "in none of the listed scaling groups" in entry["reason"], entry
 
     assert provider.delete_instance(heir.provider_id) is True
     deadline = time.monotonic() + 120

@@ -320,13 +320,17 @@ def test_discovery_skips_a_group_it_cannot_read_but_an_explicit_one_fails(admin,
     ("projects/%s/global/images/does-not-exist" % PROJECT, base.NotFoundError),
     ("projects/%s/global/images/family/no-such-family" % PROJECT, base.NotFoundError),
     ("not-an-image", base.InvalidReferenceError),
+    # A full URL on a host that is not the Compute Engine API's: refused naming the host (issue 28 item 7).
+    ("https://images.example.com/compute/v1/projects/%s/global/images/node-old" % PROJECT, base.InvalidReferenceError),
 ])
 def test_bad_images_change_nothing(admin, provider, images, image, error):
     old = images[0]
     group = admin.create_group(_unique("bad"), "worker", 0, old)
     before = admin.state()
-    with pytest.raises(error):
+    with pytest.raises(error) as raised:
         provider.set_group_image(group, image)
+    if image.startswith("https://"):
+        assert "is on host images.example.com, which is not the Compute Engine API" in str(raised.value), raised.value
     after = admin.state()
     assert after["templates"] == before["templates"]
     assert after["groups"][group]["template"] == before["groups"][group]["template"]

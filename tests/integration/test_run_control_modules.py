@@ -67,6 +67,29 @@ def test_expired_lease_and_dead_local_run_are_taken_over(sandbox, namespace):
     assert resumed["acquired"] and resumed["action"] == "take-over", resumed
 
 
+def test_a_lease_with_no_time_or_held_by_pid_1_of_this_host_stays_held(sandbox, namespace):
+    """Issue 28 item 6: a Lease another holder has with no acquire or renew time was taken over at once; a holder
+    recorded as <this host>/1/... made every process of the host its own and told the user to stop them."""
+    coordination = k8s.CoordinationV1Api(sandbox.api_client())
+    coordination.create_namespaced_lease(namespace, k8s.V1Lease(
+        metadata=k8s.V1ObjectMeta(name="run-lock"), spec=k8s.V1LeaseSpec(holder_identity="awx-job-9", lease_duration_seconds=60)))
+    before = coordination.read_namespaced_lease("run-lock", namespace)
+    held = lock(sandbox, namespace, holder="run-e")
+    assert held["failed"] and not held["acquired"] and held["held_by"] == "awx-job-9", held
+    assert "no readable acquire or renew time" in held["msg"] and "seen unchanged for 60 s" in held["msg"], held["msg"]
+    assert "kubectl -n %s delete lease run-lock" % namespace in held["msg"], held["msg"]
+    after = coordination.read_namespaced_lease("run-lock", namespace)
+    assert after.metadata.resource_version == before.metadata.resource_version and after.spec.holder_identity == "awx-job-9"
+
+    pid_1 = "%s/1/0/-" % socket.gethostname()
+    after.spec.holder_identity, after.spec.renew_time = pid_1, datetime.datetime.now(datetime.timezone.utc)
+    coordination.replace_namespaced_lease("run-lock", namespace, after)
+    held = lock(sandbox, namespace, holder="run-f")
+    assert held["failed"] and held["held_by"] == pid_1, held
+    assert "still run on this host" not in held["msg"] and "stop them" not in held["msg"], held["msg"]
+    assert coordination.read_namespaced_lease("run-lock", namespace).spec.holder_identity == pid_1
+
+
 def test_lock_check_mode_writes_nothing(sandbox, namespace):
     coordination = k8s.CoordinationV1Api(sandbox.api_client())
     result = run_module("upgrade_lock", dict(sandbox.auth_args(), name="run-lock", namespace=namespace, holder="x"),
@@ -232,9 +255,17 @@ def test_journal_records_idempotently_and_reports(sandbox, namespace, tmp_path):
     assert malformed["failed"] and malformed["reason"] == "malformed_journal", malformed
     assert "is malformed (it holds list, not a JSON object)" in malformed["msg"]
     assert "delete configmap kubenodes-image-upgrade-journal" in malformed["msg"]
+    # A value of the wrong type deep inside (an int where a list is expected) is named, key and all, by every reader.
+    sandbox.core_v1().patch_namespaced_config_map("kubenodes-image-upgrade-journal", namespace, {"data": {
+        "journal.json": json.dumps({"image": "img-c", "nodes": {"w-0": {"evicted": 5}}})}})
+    for args in (dict(base, image="img-c", record={"passes": 1}), dict(base, state="report", report_dir=str(tmp_path))):
+        malformed = run_module("upgrade_journal", args)
+        assert malformed["failed"] and malformed["reason"] == "malformed_journal", malformed
+        assert ("journal ConfigMap %s/kubenodes-image-upgrade-journal is malformed (its nodes.w-0.evicted is 5, not a "
+                "list)" % namespace) in malformed["msg"] and "correct that key, or delete it" in malformed["msg"], malformed
 
     gone = run_module("upgrade_journal", dict(base, state="absent"), diff=True)
-    reset = {"before": {"malformed": "journal.json was not a JSON object"}, "after": {}}
+    reset = {"before": {"malformed": "its nodes.w-0.evicted is 5, not a list"}, "after": {}}
     assert gone["changed"] and gone["diff"] == reset, gone
     again = run_module("upgrade_journal", dict(base, state="absent"), diff=True)
     assert not again["changed"] and "diff" not in again

@@ -175,6 +175,8 @@ def test_fleet_canary_then_a_failed_gate_stops_the_later_batch_and_the_report_sa
 @pytest.mark.parametrize("where,value,expected", [
     ("extra", [1, 0], "fleet_batches item 2 is 0, which is no whole number from 1"),
     ("extra", ["150%"], "fleet_batches item 1 is '150%'"),
+    # A size ansible-core's serial cannot read at all: refused the same way, not an unexpected exception.
+    ("extra", "soon", "fleet_batches item 1 is 'soon', which is no whole number from 1"),
     # serial never sees an inventory variable: the batches it would make are not the ones the play runs.
     ("inventory", [2], "the play's serial did not get fleet_batches. Give fleet_batches (and fleet_hosts) as extra variables"),
 ])

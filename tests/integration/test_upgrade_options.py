@@ -96,13 +96,39 @@ def test_bad_options_are_refused_naming_the_rule_before_anything_changes(cluster
         "looks, but rolling_upgrade_gate_timeout is 600: it could never open; raise rolling_upgrade_gate_timeout, or "
         "lower rolling_upgrade_gate_looks or rolling_upgrade_gate_look_interval. Nothing was changed")
     assert uh.world(handle, values) == before
-    # Misspelt variables: a warning with the closest name; check mode then plans and changes nothing.
-    rc, output = uh.run_upgrade(dict(values, rolling_upgrade_max_surj=2, max_surj=2), tmp_path / "misspelt.log",
-                                timeout=RUN_TIMEOUT, check=True)
+    # A gate tasks file that does not exist: refused at the start, naming the variable, the path and where it was
+    # looked for (issue 28: found only at the first gate, after the control plane was replaced).
+    missing = tmp_path / "checks" / "smoke.yml"
+    rc, output = uh.run_upgrade(dict(values, rolling_upgrade_gate_after="batch", rolling_upgrade_gate_tasks=str(missing)),
+                                tmp_path / "missing-gate-tasks.log", timeout=RUN_TIMEOUT)
+    assert rc != 0, output[-4000:]
+    assert uh.fatal_message(output).startswith(
+        "rolling_upgrade_gate_tasks names the tasks file '%s', which does not exist (looked for it at %s)" % (missing, missing))
+    assert "Nothing was changed" in uh.fatal_message(output)
+    assert "Upgrade steps until every node runs the image" not in output
+    assert uh.world(handle, values) == before
+    # One that is no tasks file (YAML that does not parse, a mapping): refused at the start too, in check mode.
+    missing.parent.mkdir()
+    for content, why in (("- name: [unclosed\n", "which is not a tasks file: "),
+                         ("name: a task without its list\n", "it holds a mapping, not a list of tasks")):
+        missing.write_text(content)
+        rc, output = uh.run_upgrade(dict(values, rolling_upgrade_gate_after="batch", rolling_upgrade_gate_tasks=str(missing)),
+                                    tmp_path / "bad-gate-tasks.log", timeout=RUN_TIMEOUT, check=True)
+        assert rc != 0, output[-4000:]
+        message = uh.fatal_message(output)
+        assert message.startswith("rolling_upgrade_gate_tasks names '%s' (%s), which is not a tasks file: " % (missing, missing))
+        assert why in message and "Nothing was changed" in message, message
+    assert uh.world(handle, values) == before
+    # Misspelt variables: a warning with the closest name, also for a role variable's short name (max_unavailable);
+    # check mode then plans and changes nothing.
+    rc, output = uh.run_upgrade(dict(values, rolling_upgrade_max_surj=2, max_surj=2, max_unavailable=1),
+                                tmp_path / "misspelt.log", timeout=RUN_TIMEOUT, check=True)
     assert rc == 0, output[-4000:]
     flat = " ".join(output.split())
     assert "unknown variable rolling_upgrade_max_surj is ignored; did you mean rolling_upgrade_max_surge?" in flat
     assert "extra variable max_surj is not a variable of this playbook" in flat and "did you mean max_surge?" in flat
+    assert "extra variable max_unavailable is not a variable of this playbook" in flat
+    assert "did you mean rolling_upgrade_max_unavailable?" in flat
     assert uh.world(handle, values) == before
 
 

@@ -68,7 +68,7 @@ def task_results(output, suffix):
 
 
 @pytest.mark.timeout(900)
-def test_unhealthy_control_plane_etcd_stops_the_run_in_preflight_and_changes_nothing(upgrade_cluster):
+def test_unhealthy_control_plane_etcd_stops_the_run_in_preflight_and_changes_nothing(upgrade_cluster, tmp_path):
     handle, values, start = upgrade_cluster(CLOUD, control_planes=3, workers=1, groups=1)
     etcd = handle.cp_etcd()
     assert len(etcd["members"]) == 3 and all(m["running"] for m in etcd["members"].values()), etcd["members"]
@@ -117,6 +117,21 @@ def test_unhealthy_control_plane_etcd_stops_the_run_in_preflight_and_changes_not
     assert len(health["members"]) == 3 and all(h["healthy"] for h in health["health"])
     assert uh.world(handle, values) == before
     assert not uh.node_annotations_with_prefix(handle)
+
+    # Issue 28 item 1: an etcd CA file that does not exist killed the worker with no message (etcd preflight on), or
+    # was found at the first member removal, after the control-plane heir was created (off): refused at the start.
+    missing = str(tmp_path / "no-such-ca.crt")
+    for etcd_preflight in (True, False):
+        rc, output = run_playbook(uh.PLAYBOOK, extra_vars=dict(values, rolling_upgrade_etcd_ca_cert=missing,
+                                                               rolling_upgrade_etcd_preflight=etcd_preflight),
+                                  timeout=RUN_TIMEOUT)
+        failures = uh.failed_messages(output)
+        assert rc != 0 and len(failures) == 2 and STEP_TASK in failures[0], failures
+        assert all("rolling_upgrade_etcd_ca_cert %s does not exist or is not a file" % missing in f for f in failures)
+        assert "rolling_upgrade_etcd_delegate_to" in failures[0], failures
+        assert "The run had not begun: nothing was changed" in failures[1], failures
+        assert uh.world(handle, values) == before, "etcd preflight %s: a run with no CA file changed something" % etcd_preflight
+        assert not uh.node_annotations_with_prefix(handle)
 
 
 def wait_for_line(path, run, timeout):

@@ -378,7 +378,8 @@ class AwsProvider(ReadingMemo, CloudProvider):
         validate_group_id(group_id)
         found = [g for g in self._describe_groups([group_id]) if g.get("AutoScalingGroupName") == group_id]
         if not found:
-            raise NotFoundError("AWS auto scaling group %r does not exist in this region" % group_id, status=404)
+            raise NotFoundError("AWS auto scaling group %r does not exist in region %s (aws.region or AWS_REGION: "
+                                "set the region the group is in)" % (group_id, self.region), status=404)
         return found[0]
 
     def _template_version(self, template_id, template_name, version):
@@ -435,8 +436,8 @@ class AwsProvider(ReadingMemo, CloudProvider):
             described = self._describe_groups(names)
             missing = sorted(set(names) - {g.get("AutoScalingGroupName") for g in described})
             if missing:
-                raise NotFoundError("AWS auto scaling groups do not exist in this region: %s" % ", ".join(missing),
-                                    status=404)
+                raise NotFoundError("AWS auto scaling groups do not exist in region %s: %s (aws.region or AWS_REGION: "
+                                    "set the region the groups are in)" % (self.region, ", ".join(missing)), status=404)
         else:
             # Discovery: the whole region, narrowed to the groups carrying aws.group_tags.
             described = [g for g in self._describe_groups() if has_tags(g, self.group_tags)]
@@ -623,6 +624,9 @@ class AwsProvider(ReadingMemo, CloudProvider):
                                     "policy; point it at $Default first" % (group_id, version))
         return True
 
+    def searched(self):
+        return "AWS region %s (aws.region or AWS_REGION)" % self.region
+
     def validate_image(self, image):
         image = validate_image_reference(image)
         try:
@@ -630,8 +634,9 @@ class AwsProvider(ReadingMemo, CloudProvider):
         except NotFoundError:
             images = []
         if not images:
-            raise NotFoundError("AWS image %s does not exist in this region or is not shared with this account"
-                                % image, status=404)
+            raise NotFoundError("AWS image %s does not exist in region %s or is not shared with this account (an AMI "
+                                "belongs to one region: set aws.region or AWS_REGION to the image's region, or copy the "
+                                "image into %s)" % (image, self.region, self.region), status=404)
         state = images[0].get("State", "available")
         if state != "available":
             raise NotFoundError("AWS image %s is %s, not available" % (image, state))

@@ -527,9 +527,32 @@ def error_details(exc):
     return status, code or "", message
 
 
+def _answered_url(exc):
+    """The URL of the request an error answer refused ("" when the exception carries no answer: a login that failed
+    before any API call)."""
+    request = getattr(getattr(exc, "response", None), "request", None)
+    url = getattr(request, "url", None)
+    return url if isinstance(url, str) else ""
+
+
+def _url_host(url):
+    match = re.match(r"^[a-z]+://([^/?#]+)", url)
+    return match.group(1) if match else url
+
+
 def classify_error(exc, what, credential=None):
     """A ProviderError (or subclass) for an azure-core exception, with the retry decision made here.
     credential: what credential_summary() says of the credential in use, for a refused login."""
+    refused_url = _answered_url(exc)
+    if HAS_AZURE_SDK and isinstance(exc, ClientAuthenticationError) and refused_url and "/oauth2/" not in refused_url:
+        # The SDK raises the same error for a 401 from ARM: the login gave a token, and the API refused it.
+        status, code, message = error_details(exc)
+        answer = "HTTP %s%s: %s" % (status or 401, " %s" % code if code else "", message)
+        return ProviderError("%s: Azure Resource Manager at %s refused the token that the login gave %s (%s): the login "
+                             "itself succeeded. Check that azure.cloud_environment or azure.endpoint names this ARM "
+                             "endpoint (the token is for its audience), and that the credential's tenant is the "
+                             "subscription's" % (what, _url_host(refused_url), credential or "the credential", answer),
+                             status=401, code="TOKEN_REFUSED")
     if HAS_AZURE_SDK and isinstance(exc, ClientAuthenticationError):
         # Never retried: retrying a wrong password can lock the account.
         return ProviderError("%s: the Azure login refused %s: %s; correct that credential (in AWX: the Microsoft "
@@ -893,6 +916,11 @@ class AzureProvider(ReadingMemo, CloudProvider):
         self._vm_groups = {}    # normalized providerID of a Flexible VM: canonical group ID, from listings
         # Creates in one process go one at a time: each diffs the VM list around its own capacity change.
         self._create_lock = threading.Lock()
+
+    def searched(self):
+        return "Azure subscription %s (azure.subscription_id or AZURE_SUBSCRIPTION_ID)%s" % (
+            self.subscription_id, ", resource group %s (azure.resource_group)" % self.resource_group
+            if self.resource_group else "")
 
     # -- plumbing ---------------------------------------------------------------------------------
 

@@ -167,6 +167,12 @@ class CloudProvider(abc.ABC):
         how many more instances of each fit). A limit the identity may not read comes back unknown with
         the reason; reading quota never raises for that, since it is advice, not a step of the upgrade."""
 
+    def searched(self) -> str:
+        """Where the groups are looked for, in the words of the options that set it (such as "Azure subscription
+        <id> (azure.subscription_id)"): named when a node's instance is in none of them, which a wrong account,
+        project or region explains. Empty when the provider cannot tell."""
+        return ""
+
     def normalize_provider_id(self, provider_id) -> str:
         """A form of the providerID that compares equal across spellings (case, slashes)."""
         return provider_id.strip().lower()

@@ -270,6 +270,30 @@ def parse_image(image):
     return project, name, bool(family)
 
 
+# The hosts of the Compute Engine API: an image URL on another host (but gcp.endpoint's) names no image of this cloud.
+COMPUTE_HOSTS = ("www.googleapis.com", "compute.googleapis.com")
+
+
+def image_host_problem(image, endpoint=None):
+    """Why the host of a full image URL is not the Compute Engine API's (nor `endpoint`'s, gcp.endpoint), or None.
+    strip_url drops any host; an image given on another host would be read from GCE without a word."""
+    match = re.match(r"^https?://([^/]+)/compute/", (image or "").strip()) if isinstance(image, str) else None
+    if not match:
+        return None
+    host = match.group(1).lower()
+    allowed = set(COMPUTE_HOSTS)
+    endpoint_host = re.match(r"^https?://([^/]+)", (endpoint or "").strip())
+    if endpoint_host:
+        allowed.add(endpoint_host.group(1).lower())
+    if host in allowed:
+        return None
+    return ("the image URL %r is on host %s, which is not the Compute Engine API (%s%s): the image would be read from "
+            "GCE as %s instead; give projects/<project>/global/images/<name> (or .../images/family/<family>), or set "
+            "gcp.endpoint to that host's API" % (image, host, " or ".join(COMPUTE_HOSTS),
+                                                 " nor gcp.endpoint %s" % endpoint if endpoint else "",
+                                                 strip_url(image)))
+
+
 def canonical_image(project, name):
     return "projects/%s/global/images/%s" % (project, name)
 
@@ -533,7 +557,11 @@ class GceProvider(CloudProvider):
         self._memo = None   # within reading(): {"igm": {group ID: IGM}, "template": {URL: template}}
         self.skipped_groups = []   # (group, reason) that the last discovery by list_groups() passed over
 
+    def searched(self):
+        return "GCP project %s (gcp.project, or the credentials' project)" % self.project if self.project else ""
+
     # ---- plumbing ------------------------------------------------------------------------------------
+
     def _client(self, kind):
         client = self._clients.get(kind)
         if client is None:
@@ -976,6 +1004,9 @@ class GceProvider(CloudProvider):
 
     def validate_image(self, image):
         project, name, is_family = parse_image(image)
+        problem = image_host_problem(image, self.options.get("endpoint"))
+        if problem:
+            raise InvalidReferenceError(problem)
         client = self._client("ImagesClient")
         try:
             if is_family:

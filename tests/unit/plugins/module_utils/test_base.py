@@ -91,6 +91,15 @@ def test_describe_error_says_what_to_do():
     assert "run again" in msg and extra["retryable"] is True
 
 
+def test_data_of_an_unexpected_shape_is_not_called_a_connection_error():
+    """Issue 28 item 7: "TypeError: 'int' object is not iterable (check that the endpoint is reachable...)"."""
+    msg, extra = base.describe_error(TypeError("'int' object is not iterable"), "journal ConfigMap kube-system/j")
+    assert msg.startswith("journal ConfigMap kube-system/j: TypeError: 'int' object is not iterable (data read from")
+    assert "reachable" not in msg and "-vvv" in msg and extra["reason"] == "unexpected_error"
+    msg, extra = base.describe_error(OSError("connection refused"), "reading")
+    assert "reachable" in msg and extra["reason"] == "connection_error"
+
+
 # -- a kubeconfig dict that fails to load ---------------------------------------------------------------
 
 def test_kubeconfig_dict_that_fails_to_load_is_neither_quoted_nor_echoed(capsys):

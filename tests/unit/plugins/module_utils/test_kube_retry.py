@@ -5,6 +5,7 @@ clock and the sleep are the test's, so the bound is checked without waiting for 
 
 import http.server
 import json
+import re
 import socket
 import threading
 
@@ -243,3 +244,29 @@ def test_a_bad_bound_in_the_environment_is_named(monkeypatch, value):
         kube.build_api_client({"host": "https://127.0.0.1:1", "api_key": "t"})
     assert "KUBENODES_API_RETRY_SECONDS must be a number of seconds from 0 to 3600" in str(caught.value)
     assert repr(value) in str(caught.value)
+
+
+def test_a_run_is_told_while_a_call_waits_for_the_api_server(server):
+    """Issue 28 item 7: during an API server restart the progress said nothing for 20 s. The waiting is named (the
+    host, the cause, how long) after WAIT_NOTICE_SECONDS, then every WAIT_REPEAT_SECONDS; a call that gets its
+    answer sooner says nothing."""
+    port = free_port()
+    api = client_for("http://127.0.0.1:%d" % port)
+    told = []
+    kube.on_waiting(api, told.append)
+    fake = FakeTime()
+    with pytest.raises(kube.ApiCallError):
+        call(api, "GET", "/api/v1/nodes", fake=fake)
+    assert told, fake.delays
+    assert told[0].startswith("waiting for the Kubernetes API server http://127.0.0.1:%d for " % port), told
+    assert "Connection refused" in told[0] and "retrying for up to %ds" % kube.RETRY_SECONDS in told[0], told
+    assert len(told) <= kube.RETRY_SECONDS // kube.WAIT_REPEAT_SECONDS + 1, told
+    seconds = [int(re.search(r" for (\d+)s \(", line).group(1)) for line in told]
+    assert seconds[0] >= kube.WAIT_NOTICE_SECONDS and all(b - a >= kube.WAIT_REPEAT_SECONDS for a, b in zip(seconds, seconds[1:]))
+
+    server.script = [status(503, "restarting"), status(503, "restarting"), (200, {"kind": "NodeList"}, None)]
+    quiet = client_for("http://127.0.0.1:%d" % server.server_address[1])
+    kube.on_waiting(quiet, told.append)
+    before = len(told)
+    assert call(quiet, "GET", "/api/v1/nodes")["kind"] == "NodeList"
+    assert len(told) == before

@@ -181,3 +181,66 @@ def test_check_mode_says_where_a_real_run_would_stop_for_system_pods_and_goes_on
     # The option still says it in a warning, in check mode as in a real run.
     allowed = preflight.verdict(unready, allow_unready_system_pods=True, check_mode=True)
     assert allowed.refusal is None and allowed.said[0].startswith("WARNING: ")
+
+
+def test_max_unavailable_as_large_as_a_worker_group_is_warned_about_at_the_start():
+    """Issue 28 item 7: max_unavailable larger than a group was accepted without a word."""
+    groups = [{"id": "workers-a", "role": "worker", "nodes_serving": 2, "outdated": 2},
+              {"id": "workers-b", "role": "worker", "nodes_serving": 5, "outdated": 1},
+              {"id": "workers-done", "role": "worker", "nodes_serving": 1, "outdated": 0},
+              {"id": "cp", "role": "control-plane", "nodes_serving": 1, "outdated": 1}]
+    verdict = preflight.verdict(read(scaling_groups=groups), max_unavailable=3)
+    assert verdict.refusal is None
+    assert verdict.said == [
+        "WARNING: rolling_upgrade_max_unavailable is 3, and scaling group workers-a has 2 worker node(s): every one of "
+        "them may be drained and deleted before their heirs are Ready (only PodDisruptionBudgets hold a drain back), so "
+        "the group may have no node serving for a while; set it below 2 to keep nodes serving"]
+    assert [line.split(",")[1] for line in preflight.verdict(read(scaling_groups=groups), max_unavailable="100%").said] \
+        == [" and scaling group workers-a has 2 worker node(s): every one of them may be drained and deleted before "
+            "their heirs are Ready (only PodDisruptionBudgets hold a drain back)",
+            " and scaling group workers-b has 5 worker node(s): every one of them may be drained and deleted before "
+            "their heirs are Ready (only PodDisruptionBudgets hold a drain back)"]
+    for smaller in (0, 1, "50%"):
+        assert preflight.verdict(read(scaling_groups=groups), max_unavailable=smaller).said == [], smaller
+
+
+def test_a_control_plane_to_replace_is_known_to_the_verdict():
+    assert preflight.verdict(read()).control_plane_left is False
+    assert preflight.verdict(read(replacement_order=[{"name": "cp1", "role": "control-plane"}]),
+                             etcd_preflight=False).control_plane_left is True
+
+
+def test_missing_etcd_files_refuse_naming_the_role_variables_and_what_to_do(tmp_path):
+    """Issue 28 item 1: the etcd client files, needed by the first control-plane member removal, are checked at the
+    start (a missing CA file killed the worker with no message, or was found after the control-plane heir was made)."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd
+
+    present = tmp_path / "client.crt"
+    present.write_text("x")
+    files = dict(ca_cert=str(tmp_path / "ca.crt"), client_cert=str(present), client_key="")
+    problems = etcd.certificate_file_problems(files, preflight.ETCD_FILE_VARIABLES)
+    assert problems == ["rolling_upgrade_etcd_ca_cert %s does not exist or is not a file" % files["ca_cert"],
+                        "rolling_upgrade_etcd_client_key is not set"]
+    assert etcd.certificate_file_problems(files)[0].startswith("ca_cert %s does not exist" % files["ca_cert"])
+    refusal = preflight.etcd_files_refusal(problems[:1])
+    assert refusal.startswith("a control-plane node is to be replaced, and this controller removes its etcd member with "
+                              "the etcd client certificate files, but rolling_upgrade_etcd_ca_cert %s does not exist"
+                              % files["ca_cert"])
+    assert "Nothing was changed" in refusal and "rolling_upgrade_etcd_delegate_to" in refusal
+
+
+def test_nodes_in_no_listed_group_name_where_the_groups_were_looked_for():
+    """Issue 28 item 7: a wrong Azure subscription said "6 node(s) ... in none of the listed scaling groups" and never
+    named the subscription."""
+    invalid = [{"name": n, "reason": "its instance is in none of the listed scaling groups", "out_of_scope": False}
+               for n in ("a", "b")]
+    searched = "Azure subscription 0000-1111 (azure.subscription_id or AZURE_SUBSCRIPTION_ID)"
+    refusal = preflight.verdict(read(nodes={"invalid": invalid}, searched=searched)).refusal
+    assert refusal == ("2 node(s) cannot be upgraded: a: its instance is in none of the listed scaling groups; b: its "
+                       "instance is in none of the listed scaling groups. The scaling groups were looked for in Azure "
+                       "subscription 0000-1111 (azure.subscription_id or AZURE_SUBSCRIPTION_ID): when these nodes run in "
+                       "another, set it to theirs; when their groups are there, check that the collection may read them")
+    # Other reasons, or no word of where: as before.
+    other = [{"name": "c", "reason": "unknown provider ID", "out_of_scope": False}]
+    assert preflight.verdict(read(nodes={"invalid": other}, searched=searched)).refusal.endswith("c: unknown provider ID")
+    assert preflight.verdict(read(nodes={"invalid": invalid})).refusal.endswith("listed scaling groups")

@@ -180,3 +180,56 @@ def test_holder_pid_is_the_topmost_playbook_process_not_a_per_task_worker(tmp_pa
     found = words[words.index("found") + 1]
     assert worker_pid != playbook_pid
     assert found == playbook_pid, proc.stdout
+
+
+def untimed(holder="other", **fields):
+    return dict({"holderIdentity": holder, "leaseDurationSeconds": 300}, **fields)
+
+
+def test_a_foreign_lease_with_no_readable_time_is_held_until_watched_unchanged_for_its_duration():
+    """Issue 28 item 6: taken over at once before; now held until provably stale."""
+    for lease_spec in (untimed(), untimed(renewTime="yesterday"), untimed(acquireTime=12, renewTime=None)):
+        # Never watched: held, with no end known.
+        assert run_lock.decide(lease_spec, "me", NOW, is_dead=alive) == (run_lock.WAIT, None)
+        # Watched unchanged for less than its duration: held until the duration is up.
+        since = NOW - datetime.timedelta(seconds=299)
+        assert run_lock.decide(lease_spec, "me", NOW, is_dead=alive, watched_since=since) == (
+            run_lock.WAIT, since + datetime.timedelta(seconds=300))
+        # For its whole duration: provably stale.
+        since = NOW - datetime.timedelta(seconds=300)
+        assert run_lock.decide(lease_spec, "me", NOW, is_dead=alive, watched_since=since)[0] == run_lock.TAKE_OVER
+    # A readable renew time decides, whatever was watched.
+    assert run_lock.decide(spec("other", 100), "me", NOW, is_dead=alive, watched_since=NOW - datetime.timedelta(days=1))[0] \
+        == run_lock.WAIT
+    # A dead run of this host is stale at once, timed or not.
+    assert run_lock.decide(untimed(), "me", NOW, is_dead=lambda h: True)[0] == run_lock.TAKE_OVER
+
+
+def test_a_lease_with_no_duration_lasts_the_asking_runs_duration():
+    no_duration = {"holderIdentity": "other", "renewTime": run_lock.format_time(NOW - datetime.timedelta(seconds=100))}
+    assert run_lock.decide(no_duration, "me", NOW, is_dead=alive, own_duration=600) == (
+        run_lock.WAIT, NOW + datetime.timedelta(seconds=500))
+    assert run_lock.decide(dict(no_duration, leaseDurationSeconds="ten"), "me", NOW, is_dead=alive,
+                           own_duration=60)[0] == run_lock.TAKE_OVER
+    # Neither a time nor a duration: held (only a dead local run or a deleted Lease frees it).
+    assert run_lock.decide({"holderIdentity": "other"}, "me", NOW, is_dead=alive,
+                           watched_since=NOW - datetime.timedelta(days=30)) == (run_lock.WAIT, None)
+
+
+def test_a_holder_recorded_as_pid_1_names_no_process_of_this_host():
+    """Issue 28 item 6: `<this host>/1/...` made every process of the host (all below PID 1) count as the holder's."""
+    table = [proc(1, ppid=0, start=0), proc(100, ppid=1, start=5000), proc(101, ppid=100, start=5001)]
+    for holder in ("h1/1/0/-", "h1/1/0", "h1/0/0/-", "h1/-5/0/-"):
+        assert run_lock.parse_holder(holder) is None
+        assert run_lock.run_processes(holder, table) == []
+        # Judged by its Lease's times, never dead by the process table.
+        assert dead(holder, table) is False
+
+
+def test_a_holder_with_no_start_time_is_its_pid_alone_not_everything_below_it():
+    """A PID with no start time recorded may be any process's by now: judged by that process only."""
+    table = [proc(2, ppid=0, start=1), proc(300, ppid=2, start=50), proc(100, ppid=1, start=5000, fingerprint="f00d"),
+             proc(101, ppid=100, start=5001, fingerprint="f00d")]
+    assert run_lock.run_processes("h1/2/0/-", table) == [2]
+    # With its fingerprint, its own workers still count (found as the run's, not as below an unsure PID).
+    assert run_lock.run_processes("h1/2/0/f00d", table) == [2, 100, 101]

@@ -197,6 +197,20 @@ def test_unknown_playbook_variables():
     ]
 
 
+def test_a_short_name_of_a_role_variable_points_at_the_role_variable():
+    short = {"image", "provider", "max_surge"}
+    role = {"rolling_upgrade_max_unavailable", "rolling_upgrade_max_surge", "rolling_upgrade_timeout"}
+    warnings = validate.unknown_playbook_variables(["max_unavailable", "max_unavailabel", "timeout"], short, role)
+    assert warnings == [
+        "extra variable max_unavailabel is not a variable of this playbook (image, max_surge, provider) and is ignored; "
+        "did you mean rolling_upgrade_max_unavailable?",
+        "extra variable max_unavailable is not a variable of this playbook (image, max_surge, provider) and is ignored; "
+        "did you mean rolling_upgrade_max_unavailable?",
+        "extra variable timeout is not a variable of this playbook (image, max_surge, provider) and is ignored; "
+        "did you mean rolling_upgrade_timeout?",
+    ]
+
+
 def test_close_match():
     assert validate.close_match("imgae", ["image", "provider"]) == "image"
     assert validate.close_match("zzz", ["image", "provider"]) is None

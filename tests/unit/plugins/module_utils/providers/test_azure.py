@@ -512,3 +512,30 @@ def test_pick_new_vm_orders_flexible_vms_by_creation_time_not_by_their_random_na
     assert az.pick_new_vm(before, before, 1, 2) is None
     # names compare case-insensitively, as Azure's do
     assert az.pick_new_vm(before, [_flex_vm("FLEX_00000001", "2026-01-01T00:00:00Z")], 1, 2) is None
+
+
+def test_a_token_refused_by_resource_manager_is_not_called_a_refused_login():
+    """Issue 28 item 7: an ARM endpoint refusing a token was reported as the login authority refusing it."""
+    import types
+
+    from azure.core.exceptions import ClientAuthenticationError
+
+    refused = ClientAuthenticationError(message="InvalidAuthenticationTokenAudience: The access token has been obtained "
+                                                "for wrong audience")
+    refused.status_code = 401
+    refused.response = types.SimpleNamespace(request=types.SimpleNamespace(
+        url="https://arm.example.test:8443/subscriptions/s/providers/Microsoft.Compute/virtualMachineScaleSets"))
+    err = az.classify_error(refused, "listing scale sets", "service principal c (client secret) at login.example")
+    assert err.code == "TOKEN_REFUSED" and err.status == 401 and not err.retryable
+    message = str(err)
+    assert message.startswith("listing scale sets: Azure Resource Manager at arm.example.test:8443 refused the token that "
+                              "the login gave service principal c (client secret) at login.example (HTTP 401: "), message
+    assert "the login itself succeeded" in message and "azure.cloud_environment or azure.endpoint" in message
+    assert "the Azure login refused" not in message
+    # A login that failed (no answer from ARM, or the token endpoint's): the login is named, as before.
+    for login in (ClientAuthenticationError(message="AADSTS7000215: Invalid client secret"),):
+        assert str(az.classify_error(login, "listing", "service principal c")).startswith(
+            "listing: the Azure login refused service principal c: AADSTS7000215")
+    at_login = ClientAuthenticationError(message="AADSTS700016")
+    at_login.response = types.SimpleNamespace(request=types.SimpleNamespace(url="https://login.example/t/oauth2/v2.0/token"))
+    assert az.classify_error(at_login, "listing").code == "AUTH_FAILED"

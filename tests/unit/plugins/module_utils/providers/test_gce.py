@@ -371,3 +371,20 @@ def test_next_template_name_is_always_a_new_valid_name(name):
     following = gce.next_template_name(name)
     assert following != name
     assert re.match(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", following)
+
+
+def test_an_image_url_on_a_foreign_host_is_refused_naming_the_host():
+    """Issue 28 item 7: the host of an image URL was dropped without a word."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.gce import image_host_problem
+
+    path = "projects/p-123456/global/images/node-v2"
+    for ok in (path, "https://www.googleapis.com/compute/v1/" + path, "https://compute.googleapis.com/compute/beta/" + path):
+        assert image_host_problem(ok) is None, ok
+    assert image_host_problem("http://127.0.0.1:8089/compute/v1/" + path, "http://127.0.0.1:8089") is None
+    problem = image_host_problem("https://images.example.com/compute/v1/" + path)
+    assert problem.startswith("the image URL 'https://images.example.com/compute/v1/%s' is on host images.example.com, "
+                              "which is not the Compute Engine API (www.googleapis.com or compute.googleapis.com): the "
+                              "image would be read from GCE as %s instead" % (path, path)), problem
+    assert "or set gcp.endpoint to that host's API" in problem
+    foreign = image_host_problem("https://images.example.com/compute/v1/" + path, "http://127.0.0.1:1")
+    assert "nor gcp.endpoint http://127.0.0.1:1" in foreign
