@@ -10,8 +10,10 @@ asks Linux for a SIGHUP when its parent dies (prctl PR_SET_PDEATHSIG); elsewhere
 next look (os.getppid()).
 
 A stop is taken at a safe point: between two passes, or while the run only waits (`interruptible`). Never in
-the middle of a pass, whose steps each leave the cluster in a state the next run resumes from. The same signal
-a second time ends the process at once, as it would have without this watch."""
+the middle of a pass, whose steps each leave the cluster in a state the next run resumes from. A second SIGINT
+ends the process at once, as it would have without this watch (a person pressing Ctrl-C again at the worker). A
+second SIGTERM does not: ansible-playbook, stopping on Ctrl-C, sends its worker SIGTERM twice in a row (its task
+queue manager's cleanup runs twice), which must not cut short the run's own end."""
 
 from __future__ import annotations
 
@@ -86,8 +88,8 @@ class StopWatch(NoStop):
         return "SIGHUP received" if self.received else None
 
     def _on_signal(self, signum, _frame):
-        if signum in self.received and signum != signal.SIGHUP:
-            # Asked twice: stop now, as the process would have without this watch.
+        if signum == signal.SIGINT and signum in self.received:
+            # Ctrl-C twice: stop now, as the process would have without this watch.
             signal.signal(signum, self._previous.get(signum) or signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return

@@ -35,7 +35,7 @@ description:
     worker, and the death of ansible-playbook (a SIGKILL of its process group, as ansible-runner does when AWX
     cancels a job; Linux tells the worker at once, elsewhere it sees it at the next pass). The run then ends as a
     failed one does (see O(abort)), with its attempt recorded as V(stopped) and the cause, and fails with
-    RV(stopped); the same signal a second time ends the worker at once. When ansible-playbook is gone the worker
+    RV(stopped); a second SIGINT to the worker ends it at once. When ansible-playbook is gone the worker
     exits after that, as nobody is left to take its result.
   - An action plugin; it runs on the controller and ignores C(delegate_to). The modules it replaces in a
     pass stay available for playbooks that compose the steps themselves.

@@ -79,12 +79,12 @@ def test_ctrl_c_sigterm_and_the_death_of_the_playbook_each_stop_the_run_at_a_saf
         for index, (name, send, cause) in enumerate(stops, 1):
             # The first stop comes with a heir in flight; the others wherever the resumed run is.
             run, took = stop_in_a_slice(handle, values, tmp_path, name, send, watcher if index == 1 else None)
-            assert autoscaler_replicas(handle) == start["autoscaler_replicas"], "run %s left the autoscaler paused" % name
-            assert not uh.lease_holder(handle), "run %s kept the run lock" % name
             attempts = report(values)["attempts"]
-            assert len(attempts) == index and attempts[-1]["outcome"] == "stopped", attempts
+            assert len(attempts) == index and attempts[-1]["outcome"] == "stopped", (attempts, run.output()[-3000:])
             expected = cause % run.proc.pid if "%d" in cause else cause
             assert attempts[-1]["cause"] == "stopped from outside: %s" % expected, attempts[-1]
+            assert autoscaler_replicas(handle) == start["autoscaler_replicas"], "run %s left the autoscaler paused" % name
+            assert not uh.lease_holder(handle), "run %s kept the run lock" % name
             if name == "ctrl-c":
                 assert "User interrupted execution" in run.output(), run.output()[-3000:]
             print("run %s stopped in %.1f s" % (name, took))

@@ -50,7 +50,14 @@ def test_a_signal_outside_a_wait_lets_the_work_in_hand_finish(watch):
     assert finished == [True]
 
 
-def test_the_same_signal_twice_ends_the_process_as_it_would_have_without_the_watch(watch):
+def test_sigterm_twice_lets_the_run_end_itself(watch):
+    # ansible-playbook's cleanup on Ctrl-C terminates its workers twice (task_queue_manager.run and cleanup).
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert watch.received == [signal.SIGTERM, signal.SIGTERM] and watch.cause == "SIGTERM received"
+
+
+def test_sigint_twice_ends_the_process_as_it_would_have_without_the_watch(watch):
     os.kill(os.getpid(), signal.SIGINT)
     # The second one goes to the handler that was there before (pytest's: KeyboardInterrupt).
     with pytest.raises(KeyboardInterrupt):
