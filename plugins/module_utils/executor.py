@@ -165,6 +165,7 @@ class Executor:
         self.clock = clock
         self.sleep = sleep
         self.say = say or (lambda text: None)
+        self.last_progress = ""   # the last pass's progress line: a wait for the API server or the cloud extends it
         self.record_created = None   # callable(record) that writes report.created_record's record at once
         self.record_gate_owed = None  # callable() that records in the journal at once that a health gate is owed
         self.flush_journal = None     # callable() that writes what the passes journaled so far (else: at the slice's end)
@@ -581,7 +582,7 @@ class Executor:
             did.extend(result["did"])
             finished.extend(result["finished"])
             refused.extend(p for p in result["refused"] if p not in refused)
-            line = progress.progress_line(facts, self.passes)
+            line = self.last_progress = progress.progress_line(facts, self.passes)
             self.say(line)
             gate_due = self._gate_due(result, facts)
             # A delegated etcd read due before a control-plane heir (core.HEALTH_UNREAD): the role makes it.

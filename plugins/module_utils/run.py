@@ -303,7 +303,8 @@ class UpgradeRun:
             self.api_client = kube.build_api_client(args)
         except kube.KubeAuthError as exc:
             raise executor.StepFailure("cannot reach Kubernetes: %s" % exc)
-        kube.on_waiting(self.api_client, self.say)   # an API server outage is named while the run waits for it
+        # An API server or cloud that does not answer is named on the progress line while the run waits for it.
+        kube.on_waiting(self.api_client, self._waiting)
         try:
             provider = factory.build_provider(args)
             canonical = None
@@ -315,6 +316,7 @@ class UpgradeRun:
             raise executor.StepFailure("cannot use the %s provider with image %r: %s" % (args["provider"], options.image, exc))
         if canonical:
             options.image = canonical
+        provider.waiting_listener = self._waiting
         etcd_args = args["etcd"]
         remover, health = None, etcd_access.DelegatedEtcdHealth()
         if not etcd_args["delegated"]:
@@ -336,6 +338,11 @@ class UpgradeRun:
             self._connect_journal(engine)
         engine.flush_journal = self.flush
         self.engine = engine
+
+    def _waiting(self, line):
+        """A call waits for the API server or the cloud: the last pass's progress line, with what it waits for."""
+        last = getattr(self.engine, "last_progress", "") if self.engine is not None else ""
+        self.say("%s; %s" % (last, line) if last else line)
 
     def _connect_journal(self, engine):
         """The journal's records of this upgrade (created instances, start counts, delete-first, intents) for the
