@@ -429,6 +429,9 @@ class Executor:
                            if self._allowed(state, "delete_instance", item)]
         if not state.finishing:
             return
+        # Owed (and journaled) before the deletions: a run cut off after them, before its pass ended, still leaves the
+        # gate owed to the run that resumes.
+        self._owe_gate()
         ids = [i["provider_id"] for i in state.finishing if i.get("provider_id")]
         if ids:
             self._timed("cloud", self.cloud.delete, ids)
@@ -628,17 +631,22 @@ class Executor:
             else:
                 self.sleep(seconds)
 
-    def _gate_due(self, result, facts):
-        """Whether the role runs the health gate now: after each finished replacement, or once the batch in flight
-        finished (new creations are held meanwhile). The role runs it before the next slice, so it is owed no more."""
-        if not self.settings.gate_after or self.settings.check_mode:
-            return False
-        if result["finished"] and not self.gate_owed:
+    def _owe_gate(self):
+        """A replacement finished: with gate_after, a gate is owed (no heir is created until it ran)."""
+        if self.settings.gate_after and not self.gate_owed:
             self.gate_owed = True
             # Recorded at once (the role clears it when the gate passed): a run killed from here on, before the
             # gate is recorded as due, still owes it when resumed.
             if self.record_gate_owed is not None:
                 self._timed("kube", self.record_gate_owed)
+
+    def _gate_due(self, result, facts):
+        """Whether the role runs the health gate now: after each finished replacement, or once the batch in flight
+        finished (new creations are held meanwhile). The role runs it before the next slice, so it is owed no more."""
+        if not self.settings.gate_after or self.settings.check_mode:
+            return False
+        if result["finished"]:
+            self._owe_gate()
         due = self.gate_owed and (self.settings.gate_after == "replacement" or facts["done"]
                                   or not facts["budget"]["in_flight"])
         if due:

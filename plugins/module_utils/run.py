@@ -486,6 +486,7 @@ class UpgradeRun:
         try:
             with self.stop.interruptible():   # the gate only reads and waits
                 checked = self._module(gate, self._gate_options(baseline=self.gate_baseline), "health gate %s" % gate_id)
+                _fail_if_injected("gate")
         except executor.StepFailure as exc:
             self._journal(dict(gates={gate_id: dict(outcome="failed", ended=_stamp(_now()), failure=str(exc),
                                                     seconds=exc.details.get("seconds") or {})}))

@@ -695,6 +695,12 @@ def lease_holder(handle):
     return ((lease or {}).get("spec") or {}).get("holderIdentity") if lease and lease.get("kind") == "Lease" else None
 
 
+def journal(handle):
+    """The upgrade's journal record (the role's default ConfigMap)."""
+    stored = handle.kube().request("GET", "/api/v1/namespaces/kube-system/configmaps/kubenodes-image-upgrade-journal")
+    return json.loads(stored["data"]["journal.json"])
+
+
 def group_images(values):
     """{group id: image its new instances get}, read through the collection's own provider for the cloud
     (an SDK call to the emulator, as an operator's `describe` would be)."""
