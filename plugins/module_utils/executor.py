@@ -168,6 +168,8 @@ class Executor:
         self.last_progress = ""   # the last pass's progress line: a wait for the API server or the cloud extends it
         self.record_created = None   # callable(record) that writes report.created_record's record at once
         self.record_gate_owed = None  # callable() that records in the journal at once that a health gate is owed
+        # callable(facts) run once, on the first pass's plan before its first change (raises StepFailure to refuse)
+        self.before_first_change = None
         self.flush_journal = None     # callable() that writes what the passes journaled so far (else: at the slice's end)
         # callable(record) that writes progress.donors_gone_record's record at once (else it goes with self.journal,
         # which upgrade_step buffers until the slice ends: a kill before that lost the donor's replacement)
@@ -264,6 +266,9 @@ class Executor:
         self._check_timeout(state.facts)
         if self.settings.check_mode:
             return state.result(moved=False)
+        if self.before_first_change is not None:
+            check, self.before_first_change = self.before_first_change, None
+            check(state.facts)
         self._point_groups_at_image(state)
         self._write_plan_records(state)
         self._journal_donors_gone(state)

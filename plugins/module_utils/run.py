@@ -334,10 +334,21 @@ class UpgradeRun:
                                    cloud_access.CloudAccess(provider), etcd=remover, say=self.say, etcd_health=health,
                                    stop=self.stop)
         engine.passes = args["passes"]
+        if not etcd_args["delegated"] and not args["passes"] and not (args.get("start") or {}).get("preflight"):
+            # Without the start's preflight: the etcd files are checked on the first pass's plan, before any change.
+            engine.before_first_change = self._etcd_files_first
         if args.get("journal"):
             self._connect_journal(engine)
         engine.flush_journal = self.flush
         self.engine = engine
+
+    def _etcd_files_first(self, facts):
+        """Before the first change of a run that began without its preflight: a control-plane node to be replaced
+        needs the etcd client files to remove its member, so unreadable ones refuse the run now, not after its heir."""
+        if facts["budget"]["control_plane_first"]:
+            unreadable = etcd.certificate_file_problems(self.args["etcd"], preflight.ETCD_FILE_VARIABLES)
+            if unreadable:
+                raise executor.StepFailure(preflight.etcd_files_refusal(unreadable), reason="preflight")
 
     def _waiting(self, line):
         """A call waits for the API server or the cloud: the last pass's progress line, with what it waits for."""
