@@ -240,10 +240,12 @@ def classify_client_error(operation, code, message, status):
     return ProviderError(text, status=status, code=code, retryable=retryable)
 
 
-def launch_failure(activities, since):
-    """The failed launch activity of an ASG that started at or after `since` (epoch seconds), or None."""
+def launch_failure(activities, since, reported=()):
+    """The failed launch activity of an ASG that started at or after `since` (epoch seconds), or None. `reported`:
+    the ActivityIds of failures already answered for an earlier create (within the clock-skew allowance a failure
+    just before this create would otherwise be taken for its own)."""
     for activity in activities or ():
-        if activity.get("StatusCode") not in ("Failed", "Cancelled"):
+        if activity.get("StatusCode") not in ("Failed", "Cancelled") or activity.get("ActivityId") in reported:
             continue
         start = activity.get("StartTime")
         if isinstance(start, datetime.datetime):
@@ -349,6 +351,7 @@ class AwsProvider(ReadingMemo, CloudProvider):
                 client.meta.events.register("before-call", self._record_action)
         self.region = session.region_name
         self.create_timeout = create_timeout
+        self._reported_failures = set()   # ActivityIds of launch failures create_instance already raised
         self.group_tags = dict(group_tags or {})
         self.poll_interval = poll_interval
         self.retry_attempts = retry_attempts
@@ -551,8 +554,9 @@ class AwsProvider(ReadingMemo, CloudProvider):
                 )
             activities = self._call(self.autoscaling, "describe_scaling_activities", AutoScalingGroupName=group_id,
                                     MaxRecords=20).get("Activities", [])
-            failure = launch_failure(activities, started)
+            failure = launch_failure(activities, started, self._reported_failures)
             if failure is not None:
+                self._reported_failures.add(failure.get("ActivityId"))
                 message = failure.get("StatusMessage") or failure.get("Description") or "launch failed"
                 self._undo_desired(group_id, desired + 1, asg)
                 if is_quota_failure(message):

@@ -248,3 +248,9 @@ def test_a_member_in_standby_carries_a_named_problem_and_an_in_service_one_none(
     assert aws.lifecycle_problem("Warmed:Running") == ("AWS lifecycle state Warmed:Running: it is in the group's warm "
                                                        "pool; nothing is done to it until it is InService again")
     assert aws.lifecycle_problem("Warmed:Terminating:Wait") is None
+
+
+def test_a_launch_failure_already_reported_is_not_taken_for_the_next_create():
+    failed = {"ActivityId": "a1", "StatusCode": "Failed", "StartTime": 1000.0, "StatusMessage": "no capacity"}
+    assert aws.launch_failure([failed], since=1002.0) is failed      # within the clock-skew allowance
+    assert aws.launch_failure([failed], since=1002.0, reported={"a1"}) is None
