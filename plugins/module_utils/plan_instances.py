@@ -77,9 +77,10 @@ def _sort(inputs, arrivals, gkey, inst, entry):
     current = not inst.image or same(inst.image, inputs.target)
     deadline = format_time(inst.created_at + timeout) if inst.created_at else None
     refused = late_refusal(inst)
-    if refused and inst.state != FAILED:
+    if refused and current and inst.state != FAILED:
         # Accepted, then refused for quota or capacity (GCE retries it forever): never a joining heir. It is removed
         # and the surge held, as for a create refused at once, instead of waiting join_timeout to create it again.
+        # (On an old image it is someone else's scale-up: left to the rules below.)
         arrivals.delete_instances.append(replace(entry, quota_exceeded=True, reason=(
             "the cloud accepted it but cannot create it for quota or capacity: %s" % refused)))
         arrivals.count(arrivals.failed_count, gkey)
@@ -87,8 +88,7 @@ def _sort(inputs, arrivals, gkey, inst, entry):
         # A quota or capacity refusal can come late, on the instance (GCE, Azure): say so, so the
         # role holds the surge instead of creating the same refused instance again.
         errors = (inst.extra or {}).get("errors") or []
-        if refused and refused not in errors:
-            errors = list(errors) + [refused]
+        errors = errors or ([refused] if refused else [])
         reason = "the cloud failed to create it" + (": " + "; ".join(errors) if errors else "")
         arrivals.delete_instances.append(replace(entry, reason=reason, quota_exceeded=bool(
             refused or (inst.extra or {}).get("quota_exceeded"))))

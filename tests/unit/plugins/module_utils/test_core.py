@@ -555,6 +555,9 @@ def test_an_instance_the_cloud_accepted_then_refused_for_quota_is_no_joining_hei
     # Once it runs after all, the old errors are no refusal: it is a joining heir.
     w.instances["G1"][-1].state = RUNNING
     assert [j["node_name"] for j in w.plan(opts())["joining"]] == ["stuck"]
+    # On an old image it is someone else's scale-up (an autoscaler's, say): not ours to remove while it may join.
+    w.instances["G1"][-1].state, w.instances["G1"][-1].image = CREATING, OLD
+    assert [j["node_name"] for j in w.plan(opts())["joining"]] == ["stuck"]
 
 
 def test_a_vm_whose_allocation_failed_after_the_create_is_a_refusal_for_capacity():
