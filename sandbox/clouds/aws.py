@@ -447,8 +447,11 @@ class EmulatorApp:
 
     def _after(self, delay, action, *args):
         def run():
-            with self.lock:
-                action(*args)
+            try:
+                with self.lock:
+                    action(*args)
+            except Exception as exc:  # the group or instance went meanwhile (an admin deleted it): nothing left to do
+                print("aws emulator: %s%r: %s" % (action.__name__, args, exc), file=sys.stderr)
             self.changed.set()
         timer = threading.Timer(delay, run)
         timer.daemon = True
