@@ -696,9 +696,11 @@ class AzureEmulator:
 
     def admin_set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None,
                          fail_next=0, seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None,
-                         late_refusals=0):
+                         late_refusals=0, boot_delay=None):
         with self.lock:
             self.faults.late_refusals = int(late_refusals)
+            if boot_delay is not None:
+                self.boot_delay = float(boot_delay)
             if delete_delay is not None:
                 self.delete_delay = float(delete_delay)
             self.faults.deny = set(deny or ())
@@ -1333,18 +1335,20 @@ class Admin:
                                              "orchestration": orchestration})["group_id"]
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
-                   seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None, late_refusals=0):
+                   seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None, late_refusals=0,
+                   boot_delay=None):
         """never_boot / allocation_failure: scale set IDs or names ("*" for all) whose new VMs stay creating /
         end failed with AllocationFailed. late_refusals: the next N new VMs (of any scale set) end failed with
         AllocationFailed after the scale-out was accepted. fail_next: the next N resource requests fail with one of
         `codes`. deny: handler names (list_usages, list_skus, ...) answered 403 AuthorizationFailed. require_auth: ARM
         accepts only tokens issued by the emulator's token endpoint. delete_delay: seconds a deleted VM stays listed (provisioning
-        state Deleting), as on Azure, where a deletion takes tens of seconds; None keeps the emulator's setting."""
+        state Deleting), as on Azure, where a deletion takes tens of seconds; boot_delay: seconds from a scale-out to
+        the VM running (and the operation done); None keeps the emulator's setting (both)."""
         self._call("POST", "faults", {"error_rate": error_rate, "codes": list(codes), "latency": latency,
                                       "never_boot": list(never_boot), "quota": quota, "fail_next": fail_next,
                                       "seed": seed, "allocation_failure": list(allocation_failure),
                                       "deny": list(deny), "require_auth": require_auth, "delete_delay": delete_delay,
-                                      "late_refusals": late_refusals})
+                                      "late_refusals": late_refusals, "boot_delay": boot_delay})
 
     def create_service_principal(self, tenant, client_id, secret):
         """A service principal the token endpoint knows (client_credentials grant in `tenant`)."""
