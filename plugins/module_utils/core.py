@@ -128,7 +128,8 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     # 7. Leaving nodes: drain, etcd removal, deletion, each once the cross-checks agree (a node marked obsolete now is
     #    drained once its mark is written); a node they refuse is left alone, and so holds its slot in step 8.
     leaving = leaving_steps(inputs, census, marked=paired.plan.obsolete)
-    decided = Decided.joined(Decided(problems=corrected + held), cleared, repaired, paired, cached, copied, leaving)
+    decided = Decided.joined(Decided(problems=corrected + held + arrivals.problems), cleared, repaired, paired, cached,
+                             copied, leaving)
     # 8. Budgets and creations per group, control plane first and one at a time (plan_surge); in worker groups with
     #    max_unavailable, outdated nodes marked for removal before their heir (plan_delete_first).
     reports, budgets, in_flight = group_budgets(inputs, census, arrivals, decided.problems)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.drain import pod_key, pods_left_after_drain
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import RUNNING
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import DELETING, RUNNING, STATE_PROBLEM
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
     CONTROL_PLANE_LABEL, DEFAULT_PREFIX, KNOWN_DONOR_PHASES, PHASE_DELETING, PHASE_DRAINED, PHASE_DRAINING,
     PHASE_ETCD_REMOVED, PHASE_HEIR, PHASE_PAIRED, PHASE_REPLACED, AnnotationKeys, NodeInfo, default_normalize,
@@ -227,7 +227,10 @@ def _donor_instance_problems(step, info, donor_inst, target, complete, obsolete)
     if donor_inst is None and step in (STEP_CORDON, STEP_DRAIN, STEP_ETCD_REMOVAL) and complete:
         problems.append(_problem(name, step, "instance_missing", "the cloud does not list its instance %s"
                                  % (info.provider_id or "(no providerID)")))
-    if donor_inst is None or obsolete:
+    if donor_inst is None:
+        return problems
+    problems.extend(_state_problems(name, step, donor_inst, "its instance"))
+    if obsolete:
         return problems
     if not donor_inst.image:
         problems.append(_problem(name, step, "image_unknown", "the cloud does not say which image its "
@@ -236,6 +239,15 @@ def _donor_instance_problems(step, info, donor_inst, target, complete, obsolete)
         problems.append(_problem(name, step, "not_outdated", "the cloud says its instance already runs the "
                                  "target image %s; it is not outdated" % target))
     return problems
+
+
+def _state_problems(name, step, inst, what):
+    """A state the cloud reports for `inst` that no step may act on (AWS Standby, a GCE VM in repair): named, so the
+    pair is left alone until the cloud says otherwise. Not while the cloud deletes it: that is the step's own end."""
+    problem = (inst.extra or {}).get(STATE_PROBLEM)
+    if not problem or inst.state == DELETING:
+        return []
+    return [_problem(name, step, "instance_state", "%s: %s" % (what, problem))]
 
 
 def _pairing_problems(step, info, heir, heir_name, keys):
@@ -266,7 +278,7 @@ def _heir_instance_problems(step, info, heir_inst, donor_inst, heir_name, heir, 
     if heir_inst is None:
         return [_problem(name, step, "heir_instance_missing", "the cloud does not list the instance of its heir %s (%s)"
                          % (heir_name, heir.provider_id or "no providerID"))]
-    problems = []
+    problems = _state_problems(name, step, heir_inst, "the instance of its heir %s" % heir_name)
     if donor_inst is not None and not same(donor_inst.group_id, heir_inst.group_id):
         problems.append(_problem(name, step, "heir_other_group", "its heir %s is in scaling group %s, not in its group "
                                  "%s" % (heir_name, heir_inst.group_id, donor_inst.group_id)))

@@ -19,6 +19,13 @@ FAILED = "failed"          # the cloud gave up creating it
 UNKNOWN = "unknown"
 INSTANCE_STATES = (CREATING, RUNNING, DELETING, STOPPED, FAILED, UNKNOWN)
 
+# Keys of Instance.extra that the planner reads, the same on every cloud.
+# The cloud accepted the create, then refused the instance for quota or capacity (a GCE instance left CREATING with
+# QUOTA_EXCEEDED, an Azure VM whose allocation failed): the cloud's words, naming the quota or the capacity.
+REFUSED_FOR = "refused_for"
+# A state the cloud reports that no step may act on (AWS Standby, a GCE VM in repair): what it is, and what to do.
+STATE_PROBLEM = "state_problem"
+
 ROLE_CONTROL_PLANE = "control-plane"
 ROLE_WORKER = "worker"
 

@@ -1,15 +1,17 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
 """The planner's view of instances without a Node: joining within their deadline, being deleted already, failed
-(a late quota refusal included), past their join deadline, or orphans of an interrupted run (pure: no I/O)."""
+(a late quota or capacity refusal included), past their join deadline, orphans of an interrupted run, or held in a
+state the cloud reports that no step may act on (pure: no I/O)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Dict, List
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import DELETING, FAILED
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import InstanceWithoutNode
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
+    DELETING, FAILED, REFUSED_FOR, RUNNING, STATE_PROBLEM)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import InstanceWithoutNode, Problem
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import format_time, same
 
 
@@ -24,6 +26,8 @@ class Arrivals:
     joining_old: Dict[str, int] = field(default_factory=dict)   # joining on an old image: no heir, but capacity
     failed_count: Dict[str, int] = field(default_factory=dict)
     leaving_count: Dict[str, int] = field(default_factory=dict)
+    # Left alone in a state the cloud reports that no step may act on: they hold their slot (counted as failed).
+    problems: List[Problem] = field(default_factory=list)
 
     def count(self, counter, gkey):
         counter[gkey] = counter.get(gkey, 0) + 1
@@ -46,8 +50,24 @@ def instances_without_nodes(inputs, states, names):
     return arrivals
 
 
+def late_refusal(inst):
+    """The cloud's words when it accepted the create of `inst` and then refused it for quota or capacity, else None.
+    A refused instance that runs after all, or is being deleted, is no refusal any more."""
+    words = (inst.extra or {}).get(REFUSED_FOR)
+    if not words or inst.state in (RUNNING, DELETING):
+        return None
+    return str(words)
+
+
 def _sort(inputs, arrivals, gkey, inst, entry):
     timeout = float(inputs.options.join_timeout)
+    problem = (inst.extra or {}).get(STATE_PROBLEM)
+    if problem and inst.state != DELETING:
+        # Nothing is done to it (neither waited for as joining nor deleted) until the cloud says otherwise.
+        arrivals.problems.append(Problem(node=inst.node_name or inst.provider_id, step=None, code="instance_state",
+                                         message="instance %s: %s" % (inst.provider_id, problem), action="left alone"))
+        arrivals.count(arrivals.failed_count, gkey)
+        return
     if inst.state == DELETING:
         # Deletion requested: it still occupies the group until the cloud no longer lists it.
         arrivals.leaving.append(entry)
@@ -56,13 +76,22 @@ def _sort(inputs, arrivals, gkey, inst, entry):
     expired = inst.created_at is not None and inputs.now - inst.created_at > timeout
     current = not inst.image or same(inst.image, inputs.target)
     deadline = format_time(inst.created_at + timeout) if inst.created_at else None
-    if inst.state == FAILED:
-        # A quota or capacity refusal can come late, on the instance (GCE): say so, so the
+    refused = late_refusal(inst)
+    if refused and current and inst.state != FAILED:
+        # Accepted, then refused for quota or capacity (GCE retries it forever): never a joining heir. It is removed
+        # and the surge held, as for a create refused at once, instead of waiting join_timeout to create it again.
+        # (On an old image it is someone else's scale-up: left to the rules below.)
+        arrivals.delete_instances.append(replace(entry, quota_exceeded=True, reason=(
+            "the cloud accepted it but cannot create it for quota or capacity: %s" % refused)))
+        arrivals.count(arrivals.failed_count, gkey)
+    elif inst.state == FAILED:
+        # A quota or capacity refusal can come late, on the instance (GCE, Azure): say so, so the
         # role holds the surge instead of creating the same refused instance again.
         errors = (inst.extra or {}).get("errors") or []
+        errors = errors or ([refused] if refused else [])
         reason = "the cloud failed to create it" + (": " + "; ".join(errors) if errors else "")
-        arrivals.delete_instances.append(replace(entry, reason=reason,
-                                                 quota_exceeded=bool((inst.extra or {}).get("quota_exceeded"))))
+        arrivals.delete_instances.append(replace(entry, reason=reason, quota_exceeded=bool(
+            refused or (inst.extra or {}).get("quota_exceeded"))))
         arrivals.count(arrivals.failed_count, gkey)
     elif current and not expired:
         arrivals.joining.append(replace(entry, deadline=deadline))

@@ -9,7 +9,11 @@ WSGI layer that
   ServiceUnavailable; 400 as a ValidationError that will not change), latency, instances that never
   boot (EC2 pending, ASG Pending, no node joins), and a quota on instances (a launch over it fails the
   way AWS fails it: SetDesiredCapacity succeeds, the scaling activity fails with the vCPU-limit text),
-  and a launch delay (AWS launches asynchronously after a capacity raise; moto at once);
+  and a launch delay (AWS launches asynchronously after a capacity raise; moto at once), late refusals (the
+  next N launches fail for capacity: SetDesiredCapacity succeeds, the scaling activity fails with
+  InsufficientInstanceCapacity, no instance starts), and terminations that take time (terminate_delay: the
+  instance stays listed as Terminating, or Terminating:Wait when the group has a termination lifecycle hook,
+  while EC2 runs it, then Terminating:Proceed while EC2 shuts it down; moto removes it at once);
 - reports that quota through Service Quotas (GetServiceQuota ec2/L-1216C47A, answered here since moto knows
   only VPC quotas): the knob times the vCPUs of the sandbox's instance type, or a generous value when unset;
 - builds a launch template version made with SourceVersion from that version, as AWS does (moto keeps only
@@ -62,7 +66,7 @@ VCPU_QUOTA_CODE = "L-1216C47A"      # Running On-Demand Standard (A, C, D, H, I,
 GENEROUS_VCPU_QUOTA = 1152.0
 _SERVICE_QUOTAS_TARGET = "ServiceQuotasV20190624."
 ADMIN_ACTIONS = {
-    "autoscaling": {"CreateAutoScalingGroup", "DeleteAutoScalingGroup"},
+    "autoscaling": {"CreateAutoScalingGroup", "DeleteAutoScalingGroup", "PutLifecycleHook"},
     "ec2": {"CreateLaunchTemplate", "RegisterImage", "DeregisterImage", "RunInstances", "TerminateInstances",
             "DescribeSubnets", "DescribeVpcs", "CreateTags"},
 }
@@ -87,7 +91,20 @@ QUOTA_MESSAGE = ("You have requested more vCPU capacity than your current vCPU l
                  "bucket that the specified instance type belongs to. Please visit "
                  "http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit. "
                  "Launching EC2 instance failed.")
+# AWS's words for a launch it has no capacity for (the scaling activity's StatusMessage).
+CAPACITY_MESSAGE = ("We currently do not have sufficient %s capacity in the Availability Zone you requested (%s). Our "
+                    "system will be working on provisioning additional capacity. You can currently get %s capacity by "
+                    "not specifying an Availability Zone in your request or choosing %s. Launching EC2 instance failed.")
+TERMINATING_HOOK = "autoscaling:EC2_INSTANCE_TERMINATING"
+# Seconds a terminated instance stays listed (see Faults.terminate_delay): long enough for the provider's Terminating
+# branches and the planner's leaving instances to be read on the sandbox, short enough for CI (AWS takes tens of
+# seconds to minutes, more with a lifecycle hook).
+DEFAULT_TERMINATE_DELAY = 2.0
 _CREDENTIAL_RE = re.compile(r"Credential=[^/]+/[^/]+/(?P<region>[^/]+)/(?P<service>[^/]+)/aws4_request")
+
+
+_SET_DESIRED_ANSWER = ('<SetDesiredCapacityResponse xmlns="%s"><ResponseMetadata><RequestId>%s</RequestId>'
+                       '</ResponseMetadata></SetDesiredCapacityResponse>')
 
 
 def request_shape(service, method, path, params):
@@ -124,7 +141,7 @@ class Faults:
         self.set()
 
     def set(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
-            launch_delay=0.0, deny=()):
+            launch_delay=0.0, deny=(), late_refusals=0, terminate_delay=DEFAULT_TERMINATE_DELAY):
         if not 0.0 <= float(error_rate) <= 1.0:
             raise ValueError("error_rate must be between 0 and 1")
         unknown = [c for c in codes if int(c) not in _FAULTS["ec2"]]
@@ -141,6 +158,8 @@ class Faults:
         self.fail_next = int(fail_next)   # the next N requests fail, whatever error_rate says
         self.launch_delay = float(launch_delay)  # seconds between a capacity raise and the launch, as on AWS
         self.deny = set(deny or ())       # actions refused with AccessDenied (an identity without the permission)
+        self.late_refusals = int(late_refusals)   # the next N launches fail for capacity after the raise
+        self.terminate_delay = float(terminate_delay)   # seconds a terminated instance stays listed
 
     def draw(self):
         """The fault code for one request, or None."""
@@ -155,7 +174,7 @@ class Faults:
         return dict(error_rate=self.error_rate, codes=list(self.codes), latency=self.latency,
                     never_boot=sorted(self.never_boot) if not self.never_boot_next else self.never_boot_next,
                     quota=self.quota, fail_next=self.fail_next, launch_delay=self.launch_delay,
-                    deny=sorted(self.deny))
+                    deny=sorted(self.deny), late_refusals=self.late_refusals, terminate_delay=self.terminate_delay)
 
 
 class EmulatorApp:
@@ -283,12 +302,16 @@ class EmulatorApp:
         if action == "DescribeScalingActivities":
             return self._describe_activities(start_response, params)
         if action == "SetDesiredCapacity" and not admin:
-            refused = self._over_quota(params)
+            refused = self._over_quota(params) or (self._refuse_late(params) if self.faults.launch_delay <= 0 else None)
             if refused:
                 return self._respond(start_response, 200, refused)
             deferred = self._defer_launch(params)
             if deferred:
                 return self._respond(start_response, 200, deferred)
+        if action == "TerminateInstanceInAutoScalingGroup" and not admin and self.faults.terminate_delay > 0:
+            lingering = self._terminate_later(params)
+            if lingering:
+                return self._respond(start_response, 200, lingering)
 
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
@@ -346,17 +369,115 @@ class EmulatorApp:
                 return None
             # As on AWS the desired capacity is raised; the launch activity fails and nothing starts.
             group.desired_capacity = int(params.get("DesiredCapacity", "0"))
-            now = time.time()
-            message = QUOTA_MESSAGE % quota
-            self.activities.setdefault(name, []).insert(0, dict(
-                ActivityId=str(uuid.uuid4()), AutoScalingGroupName=name,
-                Description="Launching a new EC2 instance.  Status Reason: " + message,
-                Cause="At %s a user request explicitly set group desired capacity changing the desired capacity "
-                      "to %s." % (_iso(now), params.get("DesiredCapacity")),
-                StartTime=_iso(now), EndTime=_iso(now), StatusCode="Failed", StatusMessage=message, Progress="100",
-            ))
-        return ('<SetDesiredCapacityResponse xmlns="%s"><ResponseMetadata><RequestId>%s</RequestId>'
-                '</ResponseMetadata></SetDesiredCapacityResponse>' % (_NAMESPACES["autoscaling"], uuid.uuid4())).encode()
+            self._failed_launch(name, QUOTA_MESSAGE % quota, group.desired_capacity)
+        return (_SET_DESIRED_ANSWER % (_NAMESPACES["autoscaling"], uuid.uuid4())).encode()
+
+    def _refuse_late(self, params):
+        """With late_refusals owed: the SetDesiredCapacity answer after raising the desired capacity and recording
+        a launch that failed for capacity (InsufficientInstanceCapacity), else None."""
+        name = params.get("AutoScalingGroupName", "")
+        with self.lock:
+            asg_backend, _ = self._backends()
+            group = asg_backend.autoscaling_groups.get(name)
+            wanted = int(params.get("DesiredCapacity", "0"))
+            if self.faults.late_refusals <= 0 or group is None or wanted <= int(group.desired_capacity or 0):
+                return None
+            self.faults.late_refusals -= 1
+            group.desired_capacity = wanted
+            self._capacity_failure(group)
+        return (_SET_DESIRED_ANSWER % (_NAMESPACES["autoscaling"], uuid.uuid4())).encode()
+
+    def _capacity_failure(self, group):
+        zones = list(group.availability_zones or [self.region + "a"])
+        others = ", ".join(zones[1:]) or self.region + "b"
+        self._failed_launch(group.name, CAPACITY_MESSAGE % (INSTANCE_TYPE, zones[0], INSTANCE_TYPE, others),
+                            group.desired_capacity)
+
+    def _failed_launch(self, name, message, desired):
+        """Record a launch activity of group `name` that failed with `message` (lock held)."""
+        now = time.time()
+        self.activities.setdefault(name, []).insert(0, dict(
+            ActivityId=str(uuid.uuid4()), AutoScalingGroupName=name,
+            Description="Launching a new EC2 instance.  Status Reason: " + message,
+            Cause="At %s a user request explicitly set group desired capacity changing the desired capacity "
+                  "to %s." % (_iso(now), desired),
+            StartTime=_iso(now), EndTime=_iso(now), StatusCode="Failed", StatusMessage=message, Progress="100",
+        ))
+
+    def _terminate_later(self, params):
+        """TerminateInstanceInAutoScalingGroup as AWS does it: the answer comes at once with the activity in progress,
+        the desired capacity drops (when asked), and the instance stays a listed member (Terminating, or
+        Terminating:Wait when a termination lifecycle hook exists) for half of terminate_delay while EC2 runs it, then
+        Terminating:Proceed while EC2 shuts it down, and is gone at terminate_delay. None lets moto answer (an
+        instance in no group: moto's error)."""
+        instance_id = params.get("InstanceId", "")
+        decrement = params.get("ShouldDecrementDesiredCapacity", "false").lower() == "true"
+        with self.lock:
+            asg_backend, ec2_backend = self._backends()
+            found = next(((g, m) for g in asg_backend.autoscaling_groups.values() for m in g.instance_states
+                          if m.instance.id == instance_id), None)
+            if found is None:
+                return None
+            group, member = found
+            original = int(group.desired_capacity or 0)
+            if not member.lifecycle_state.startswith("Terminating"):
+                hooked = any(h.auto_scaling_group_name == group.name and h.lifecycle_transition == TERMINATING_HOOK
+                             for h in asg_backend.lifecycle_hooks.values())
+                member.lifecycle_state = "Terminating:Wait" if hooked else "Terminating"
+                if decrement:
+                    group.desired_capacity = original - 1
+                else:
+                    group.set_desired_capacity(group.desired_capacity)   # the group launches a replacement
+                    self._mark_new_instances()
+                self._after(self.faults.terminate_delay / 2, self._shut_down, group.name, instance_id)
+                self._after(self.faults.terminate_delay, self._terminated, group.name, instance_id)
+            now = _iso(time.time())
+            cause = "At %s instance %s was taken out of service in response to a user request%s" % (
+                now, instance_id, ", shrinking the capacity from %d to %d." % (original, group.desired_capacity)
+                if decrement else ".")
+        self.changed.set()
+        return ('<TerminateInstanceInAutoScalingGroupResponse xmlns="%s"><TerminateInstanceInAutoScalingGroupResult>'
+                '<Activity><ActivityId>%s</ActivityId><AutoScalingGroupName>%s</AutoScalingGroupName><Description>'
+                'Terminating EC2 instance: %s</Description><Cause>%s</Cause><StartTime>%s</StartTime><StatusCode>'
+                'InProgress</StatusCode><Progress>0</Progress><Details>{}</Details></Activity>'
+                '</TerminateInstanceInAutoScalingGroupResult><ResponseMetadata><RequestId>%s</RequestId>'
+                '</ResponseMetadata></TerminateInstanceInAutoScalingGroupResponse>'
+                % (_NAMESPACES["autoscaling"], uuid.uuid4(), _xml_escape(group.name), instance_id, _xml_escape(cause),
+                   now, uuid.uuid4())).encode()
+
+    def _after(self, delay, action, *args):
+        def run():
+            try:
+                with self.lock:
+                    action(*args)
+            except Exception as exc:  # the group or instance went meanwhile (an admin deleted it): nothing left to do
+                print("aws emulator: %s%r: %s" % (action.__name__, args, exc), file=sys.stderr)
+            self.changed.set()
+        timer = threading.Timer(delay, run)
+        timer.daemon = True
+        self.timers.append(timer)
+        timer.start()
+
+    def _member(self, group_name, instance_id):
+        asg_backend, _ = self._backends()
+        group = asg_backend.autoscaling_groups.get(group_name)
+        member = next((m for m in (group.instance_states if group else []) if m.instance.id == instance_id), None)
+        return group, member
+
+    def _shut_down(self, group_name, instance_id):
+        """The hook is done (or there is none): EC2 shuts the instance down."""
+        _group, member = self._member(group_name, instance_id)
+        if member is not None:
+            member.lifecycle_state = "Terminating:Proceed"
+            member.instance._state.name, member.instance._state.code = "shutting-down", 32
+
+    def _terminated(self, group_name, instance_id):
+        """The instance leaves the group and EC2 says terminated (the desired capacity was settled at the call)."""
+        asg_backend, ec2_backend = self._backends()
+        group, member = self._member(group_name, instance_id)
+        if member is not None:
+            asg_backend.detach_instances(group.name, [instance_id], should_decrement=False)
+        ec2_backend.terminate_instances([instance_id])
 
     def _service_quotas(self, environ, start_response, method, path, body, admin):
         """Service Quotas speaks JSON 1.1 (X-Amz-Target names the action). Only GetServiceQuota for EC2's
@@ -421,7 +542,11 @@ class EmulatorApp:
         def launch():
             with self.lock:
                 current = asg_backend.autoscaling_groups.get(name)
-                if current is not None:
+                if current is not None and self.faults.late_refusals > 0:
+                    # The launch fails now, after the raise was answered: no instance, a failed activity.
+                    self.faults.late_refusals -= 1
+                    self._capacity_failure(current)
+                elif current is not None:
                     current.set_desired_capacity(current.desired_capacity)
                     self._mark_new_instances()
             self.changed.set()
@@ -430,8 +555,7 @@ class EmulatorApp:
         timer.daemon = True
         self.timers.append(timer)
         timer.start()
-        return ('<SetDesiredCapacityResponse xmlns="%s"><ResponseMetadata><RequestId>%s</RequestId>'
-                '</ResponseMetadata></SetDesiredCapacityResponse>' % (_NAMESPACES["autoscaling"], uuid.uuid4())).encode()
+        return (_SET_DESIRED_ANSWER % (_NAMESPACES["autoscaling"], uuid.uuid4())).encode()
 
     def _describe_activities(self, start_response, params):
         name = params.get("AutoScalingGroupName")
@@ -650,16 +774,25 @@ class Admin:
         return name
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
-                   launch_delay=0.0, deny=()):
+                   launch_delay=0.0, deny=(), late_refusals=0, terminate_delay=DEFAULT_TERMINATE_DELAY):
         """Replace every fault knob. never_boot: group names and instance IDs, or an int (the next N
         launches); quota: how many instances may be pending or running in the region; fail_next: the next N requests
         fail with `codes` (deterministic, for tests); launch_delay: seconds from a capacity raise to the
-        launch (moto launches at once, AWS does not); deny: actions answered AccessDenied (e.g. GetServiceQuota)."""
+        launch (moto launches at once, AWS does not); deny: actions answered AccessDenied (e.g. GetServiceQuota);
+        late_refusals: the next N launches fail with InsufficientInstanceCapacity after the raise was accepted;
+        terminate_delay: seconds a terminated instance stays listed (Terminating[:Wait], then Terminating:Proceed)."""
         never_boot = never_boot if isinstance(never_boot, int) else list(never_boot)
         return self._http("POST", "/_kubenodes/faults", dict(error_rate=error_rate, codes=list(codes),
                                                              latency=latency, never_boot=never_boot, quota=quota,
                                                              fail_next=fail_next, launch_delay=launch_delay,
-                                                             deny=list(deny)))
+                                                             deny=list(deny), late_refusals=late_refusals,
+                                                             terminate_delay=terminate_delay))
+
+    def add_termination_hook(self, group, name="drain-hook", heartbeat_timeout=300):
+        """A termination lifecycle hook on `group`: its terminated instances then wait in Terminating:Wait."""
+        self.autoscaling.put_lifecycle_hook(LifecycleHookName=name, AutoScalingGroupName=group,
+                                            LifecycleTransition=TERMINATING_HOOK, HeartbeatTimeout=heartbeat_timeout,
+                                            DefaultResult="CONTINUE")
 
     def requests(self):
         return self._http("GET", "/_kubenodes/requests")

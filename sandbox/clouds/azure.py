@@ -30,7 +30,8 @@ after `boot_delay` and then call hooks.created(); deleted VMs call hooks.deleted
 
 Fault injection (Admin.set_faults): error_rate with codes (429/500/503), fail_next (the next N resource
 requests fail), latency, never_boot (scale sets whose new VMs stay "creating"), allocation_failure (their new
-VMs end "failed" with ProvisioningState/failed/AllocationFailed, and the operation fails), quota (most VMs in
+VMs end "failed" with ProvisioningState/failed/AllocationFailed, and the operation fails), late_refusals (the next
+N new VMs of any scale set end so), quota (most VMs in
 total; a scale-out beyond it gets 409 OperationNotAllowed "... exceeding approved ... quota", and the usage list
 reports it as the cores, family cores and virtualMachines limits; generous limits when unset), deny (handler names,
 e.g. list_usages, answered 403 AuthorizationFailed as for an identity without the permission).
@@ -264,6 +265,7 @@ class Faults:
         self.latency = 0.0
         self.never_boot = set()
         self.allocation_failure = set()
+        self.late_refusals = 0   # the next N new VMs of any scale set fail their allocation after the create
         self.quota = None
         self.deny = set()    # handler names answered 403 AuthorizationFailed
         self.require_auth = False   # ARM accepts only tokens the emulator's token endpoint issued
@@ -443,6 +445,13 @@ class AzureEmulator:
     def _marked(self, marks, vmss):
         return bool(marks) and ("*" in marks or vmss["name"].lower() in marks or self._vmss_id(vmss).lower() in marks)
 
+    def _late_refusal(self):
+        """Whether the next new VM is one the late_refusals knob still owes a failed allocation."""
+        if self.faults.late_refusals <= 0:
+            return False
+        self.faults.late_refusals -= 1
+        return True
+
     def _never_boots(self, vmss):
         marks = self.faults.never_boot
         return bool(marks) and ("*" in marks or vmss["name"].lower() in marks or self._vmss_id(vmss).lower() in marks)
@@ -471,7 +480,7 @@ class AzureEmulator:
                     "computer_name": computer_name,
                     "image": dict(vmss["profile"]["storageProfile"]["imageReference"]),
                     "model": vmss["model_version"],
-                    "allocation_fails": self._marked(self.faults.allocation_failure, vmss),
+                    "allocation_fails": self._marked(self.faults.allocation_failure, vmss) or self._late_refusal(),
                 }
                 touched.append(iid)
         else:
@@ -686,8 +695,12 @@ class AzureEmulator:
             return self._group_id(vmss)
 
     def admin_set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None,
-                         fail_next=0, seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None):
+                         fail_next=0, seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None,
+                         late_refusals=0, boot_delay=None):
         with self.lock:
+            self.faults.late_refusals = int(late_refusals)
+            if boot_delay is not None:
+                self.boot_delay = float(boot_delay)
             if delete_delay is not None:
                 self.delete_delay = float(delete_delay)
             self.faults.deny = set(deny or ())
@@ -1322,16 +1335,20 @@ class Admin:
                                              "orchestration": orchestration})["group_id"]
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
-                   seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None):
+                   seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None, late_refusals=0,
+                   boot_delay=None):
         """never_boot / allocation_failure: scale set IDs or names ("*" for all) whose new VMs stay creating /
-        end failed with AllocationFailed. fail_next: the next N resource requests fail with one of `codes`. deny: handler
-        names (list_usages, list_skus, ...) answered 403 AuthorizationFailed. require_auth: ARM accepts only
-        tokens issued by the emulator's token endpoint. delete_delay: seconds a deleted VM stays listed (provisioning
-        state Deleting), as on Azure, where a deletion takes tens of seconds; None keeps the emulator's setting."""
+        end failed with AllocationFailed. late_refusals: the next N new VMs (of any scale set) end failed with
+        AllocationFailed after the scale-out was accepted. fail_next: the next N resource requests fail with one of
+        `codes`. deny: handler names (list_usages, list_skus, ...) answered 403 AuthorizationFailed. require_auth: ARM
+        accepts only tokens issued by the emulator's token endpoint. delete_delay: seconds a deleted VM stays listed (provisioning
+        state Deleting), as on Azure, where a deletion takes tens of seconds; boot_delay: seconds from a scale-out to
+        the VM running (and the operation done); None keeps the emulator's setting (both)."""
         self._call("POST", "faults", {"error_rate": error_rate, "codes": list(codes), "latency": latency,
                                       "never_boot": list(never_boot), "quota": quota, "fail_next": fail_next,
                                       "seed": seed, "allocation_failure": list(allocation_failure),
-                                      "deny": list(deny), "require_auth": require_auth, "delete_delay": delete_delay})
+                                      "deny": list(deny), "require_auth": require_auth, "delete_delay": delete_delay,
+                                      "late_refusals": late_refusals, "boot_delay": boot_delay})
 
     def create_service_principal(self, tenant, client_id, secret):
         """A service principal the token endpoint knows (client_credentials grant in `tenant`)."""

@@ -14,7 +14,9 @@ disappear. Faults (Admin.set_faults): a rate or a count of requests answered wit
 instances that never boot, slow deletions (delete_delay: how long a deleted instance stays listed as
 DELETING), an instance quota that createInstances/resize refuse with QUOTA_EXCEEDED and that regions.get
 reports as the region's INSTANCES quota (limit the knob, usage the live instances; a generous limit when the
-knob is unset), and paths the caller may not read (deny: 403 forbidden, as for an identity without the
+knob is unset), late refusals (late_refusals: the next N instances createInstances accepts stay CREATING with
+lastAttempt QUOTA_EXCEEDED on IN_USE_ADDRESSES, retried for ever, as GCE refuses an instance after the request was
+accepted), and paths the caller may not read (deny: 403 forbidden, as for an identity without the
 permission).
 
 Run as `python -m sandbox.clouds.gce --state-dir DIR [--nodesim-url URL]` (see sandbox/clouds/__init__.py)
@@ -48,6 +50,8 @@ from sandbox import instance_hooks
 API = "https://www.googleapis.com/compute/v1/"
 DEFAULT_PROJECT = "kubenodes-sandbox"
 DEFAULT_REGION = "us-central1"
+# A per-instance quota the preflight does not read (external IPs): what a late refusal names.
+LATE_REFUSAL_MESSAGE = "Quota 'IN_USE_ADDRESSES' exceeded.  Limit: 8.0 in region %s."
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
@@ -117,7 +121,9 @@ class Faults:
         self.paths = ()             # when set, faults hit only paths containing one of these strings
         self.fail_after = False     # answer the error after applying the request (a lost answer)
         self.insert_delay = 0.1     # seconds a new instance reads "not found" (no instance resource yet)
-        self.delete_delay = 0.1     # seconds a deleted instance stays listed (currentAction DELETING, STOPPING)
+        # Seconds a deleted instance stays listed (currentAction DELETING, STOPPING). GCE takes tens of seconds; 2 s
+        # keeps CI fast yet lists it for at least the pass after the deletion, so the lingering path runs every time.
+        self.delete_delay = 2.0
         self.list_lag = 0.0         # seconds a new managed instance is missing from listManagedInstances
         self.page_size = 0          # when set, list pages hold at most this many items
         self.require_auth = False   # API calls need a bearer token issued at /token or added by the admin
@@ -125,6 +131,10 @@ class Faults:
         # How a quota refusal shows: "operation" fails createInstances/resize with QUOTA_EXCEEDED; "instance"
         # accepts it and leaves the instances CREATING with lastAttempt errors, as a MIG that keeps retrying.
         self.quota_mode = "operation"
+        # The next N instances createInstances accepts are refused late, each on its own: CREATING for ever with
+        # lastAttempt QUOTA_EXCEEDED on a quota the region's quota list does not show (LATE_REFUSAL_MESSAGE), as a
+        # MIG that retries an instance GCE refuses after the request was accepted.
+        self.late_refusals = 0
         self.seed = None            # when set, the error_rate draws repeat from run to run
         self._count = itertools.count()
         self._rng = random.Random()
@@ -388,18 +398,21 @@ class GceState:
         return any(fnmatch.fnmatchcase(target, pattern) for pattern in self.faults.never_boot
                    for target in (name, key[3], group_id))
 
-    def _add_instances(self, key, names, blocked_by=None):
+    def _add_instances(self, key, names, blocked_by=None, late=False):
+        """New managed instances; with blocked_by, each stays CREATING with that QUOTA_EXCEEDED error until the
+        instance quota frees (late: for ever, and a regional MIG chose its zone before the attempt failed, so the
+        instance has its URL and can be deleted)."""
         igm = self.igms[key]
         now = time.time()
         for name in names:
             if blocked_by:
                 # A zonal MIG knows the instance URL already; a regional one has not picked the zone yet.
-                zone = key[2] if key[1] == "zones" else ""
+                zone = key[2] if key[1] == "zones" else (self._pick_zone(key) if late else "")
                 igm["_managed"][name] = {
                     "name": name, "id": _numeric_id(key[0], "pending", name), "currentAction": "CREATING",
                     "instance": API + "projects/%s/zones/%s/instances/%s" % (key[0], zone, name) if zone else "",
                     "version": {"instanceTemplate": igm["instanceTemplate"]}, "_zone": zone,
-                    "_created": now, "_never_boot": self._never_boots(key, name), "_blocked": True,
+                    "_created": now, "_never_boot": self._never_boots(key, name), "_blocked": True, "_late": late,
                     "_errors": [{"code": "QUOTA_EXCEEDED", "message": blocked_by}],
                     "_insert_at": float("inf"), "_running_at": float("inf")}
                 igm["targetSize"] += 1
@@ -480,7 +493,7 @@ class GceState:
                                 events.append(("deleted", ("gce://%s/%s/%s" % ikey,)))
                         continue
                     if managed.get("_blocked"):
-                        if not self._quota_allows_one(key[0]):
+                        if managed.get("_late") or not self._quota_allows_one(key[0]):
                             continue
                         # Quota freed: the MIG's next attempt succeeds.
                         zone = self._pick_zone(key)
@@ -958,7 +971,12 @@ def _igm_routes(kind, var):
                                         target, ("QUOTA_EXCEEDED", 403, exc.message))
             state._add_instances(key, names, blocked_by=exc.message)
             return state._operation(p, kind, scope[var], "compute.instanceGroupManagers.createInstances", target)
-        state._add_instances(key, names)
+        refused = names[:max(0, int(state.faults.late_refusals))]
+        if refused:
+            state.faults.late_refusals -= len(refused)
+            region = scope[var] if kind == "regions" else scope[var].rsplit("-", 1)[0]
+            state._add_instances(key, refused, blocked_by=LATE_REFUSAL_MESSAGE % region, late=True)
+        state._add_instances(key, names[len(refused):])
         return state._operation(p, kind, scope[var], "compute.instanceGroupManagers.createInstances", target)
 
     @route("POST", base + "/{m}/deleteInstances", {"requestId"}, {"instances", "skipInstancesOnValidationError"})
@@ -1255,7 +1273,7 @@ class Admin:
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, **more):
         """Replace every fault knob (unnamed ones go back to their defaults). Extra knobs: fail_next,
-        boot_delay, op_delay, delete_delay, paths, seed (repeatable error_rate draws)."""
+        boot_delay, op_delay, delete_delay, paths, seed (repeatable error_rate draws), quota_mode, late_refusals."""
         return self._call("POST", "faults", dict(reset=True, error_rate=error_rate, codes=list(codes), latency=latency,
                                                  never_boot=list(never_boot), quota=quota, **more))
 

@@ -132,11 +132,16 @@ def test_create_then_delete_joins_and_leaves_through_hooks(emulator, admin, prov
     assert hook["node_name"] == created.node_name and hook["group_id"] == group and hook["role"] == "worker"
 
     assert provider.delete_instance(created.provider_id) is True
-    assert provider.delete_instance(created.provider_id) is False      # idempotent
-    remaining = provider.list_instances(group)
-    assert created.provider_id not in [i.provider_id for i in remaining] and len(remaining) == 1
+    assert provider.delete_instance(created.provider_id) is False      # idempotent: AWS terminates it already
+    # As on AWS the instance stays a listed member while it terminates (the emulator's terminate_delay, 2 s by
+    # default), and EC2 still runs it at first: it is leaving, and the group shrank at once.
+    leaving = {i.provider_id: i for i in provider.list_instances(group)}[created.provider_id]
+    assert leaving.state == base.DELETING and leaving.extra["lifecycle_state"] == "Terminating", leaving
+    assert leaving.extra["ec2_state"] == "running" and created.provider_id not in hooks.down
     assert provider.list_groups([group])[0].target_size == 1          # the group shrank
     _until(lambda: created.provider_id in hooks.down, what="deleted hook")
+    _until(lambda: len(provider.list_instances(group)) == 1, what="the terminated instance to go")
+    assert created.provider_id not in [i.provider_id for i in provider.list_instances(group)]
     # an instance that never existed is already gone
     assert provider.delete_instance("aws:///us-east-1a/i-0123456789abcdef0") is False
 
@@ -270,7 +275,8 @@ def test_never_boot_instances_stay_creating_and_never_join(emulator, admin, prov
     # it can still be deleted, and that launches no replacement
     assert provider.delete_instance(created.provider_id) is True
     expected = {pid for pid in listed if pid != created.provider_id} | {second.provider_id}
-    assert {i.provider_id for i in provider.list_instances(group)} == expected
+    assert {i.provider_id for i in provider.list_instances(group) if i.state != base.DELETING} == expected
+    _until(lambda: {i.provider_id for i in provider.list_instances(group)} == expected, what="only the others listed")
 
 
 def test_quota_refusal_is_a_quota_error_and_frees_nothing(admin, provider, images):
@@ -289,6 +295,48 @@ def test_quota_refusal_is_a_quota_error_and_frees_nothing(admin, provider, image
     assert provider.list_groups([group])[0].target_size == 1
     admin.set_faults(quota=live + 1)
     assert provider.create_instance(group).group_id == group
+
+
+@pytest.mark.parametrize("launch_delay", [0.0, 0.4])
+def test_a_launch_that_fails_for_capacity_after_the_raise_is_a_quota_error_naming_the_capacity(
+        admin, provider, images, launch_delay):
+    """Issue 26: SetDesiredCapacity is accepted, then the launch fails with InsufficientInstanceCapacity (at once, or
+    when the delayed launch comes): no instance, a QuotaError that names the capacity, the raise undone."""
+    group = _group(admin, images, size=1)
+    admin.set_faults(late_refusals=1, launch_delay=launch_delay)
+    before = [i.provider_id for i in provider.list_instances(group)]
+    with pytest.raises(base.QuotaError) as err:
+        provider.create_instance(group)
+    assert "do not have sufficient t3.micro capacity in the Availability Zone" in str(err.value), str(err.value)
+    assert group in str(err.value)
+    assert [i.provider_id for i in provider.list_instances(group)] == before
+    assert provider.list_groups([group])[0].target_size == 1
+    # One refusal only: the next launch works.
+    assert provider.create_instance(group).group_id == group
+
+
+def test_a_termination_lifecycle_hook_keeps_the_instance_in_terminating_wait_then_proceed(
+        emulator, admin, provider, images):
+    group = _group(admin, images, size=2)
+    admin.add_termination_hook(group)
+    admin.set_faults(terminate_delay=1.0)
+    victim = provider.list_instances(group)[0]
+    assert provider.delete_instance(victim.provider_id) is True
+    states = {i.provider_id: i for i in provider.list_instances(group)}
+    assert states[victim.provider_id].extra["lifecycle_state"] == "Terminating:Wait"
+    assert states[victim.provider_id].state == base.DELETING
+    assert provider.list_groups([group])[0].target_size == 1
+    seen = set()
+
+    def gone():
+        listed = {i.provider_id: i for i in provider.list_instances(group)}
+        if victim.provider_id in listed:
+            seen.add((listed[victim.provider_id].extra["lifecycle_state"], listed[victim.provider_id].extra["ec2_state"]))
+        return victim.provider_id not in listed
+    _until(gone, timeout=10, what="the terminated instance to go")
+    # After the hook, EC2 shuts it down while the group still lists it; its node left with it.
+    assert ("Terminating:Proceed", "shutting-down") in seen, seen
+    _until(lambda: victim.provider_id in emulator.hooks_record.down, what="deleted hook")
 
 
 def test_discovery_narrowed_by_group_tags(admin, images):

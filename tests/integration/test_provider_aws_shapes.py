@@ -9,6 +9,7 @@ Re-record after a deliberate change with KUBENODES_RECORD_SHAPES=1.
 import json
 import os
 import pathlib
+import time
 
 import pytest
 import requests
@@ -55,6 +56,11 @@ def _exercise(provider, admin):
         "LaunchTemplateId": described["LaunchTemplate"]["LaunchTemplateId"], "Version": "1"})
     assert provider.set_group_image(group, next_image)  # pinned to the old version: moved to $Default
     provider.delete_instance(created.provider_id)
+    provider.delete_instance(created.provider_id)       # terminating (the emulator's terminate_delay): nothing sent
+    deadline = time.monotonic() + 30
+    while created.provider_id in [i.provider_id for i in provider.list_instances(group)]:
+        assert time.monotonic() < deadline, "the terminated instance is still listed"
+        time.sleep(0.2)
     provider.delete_instance(created.provider_id)       # gone: describe_instances by ID
     admin.set_faults(quota=0)
     with pytest.raises(base.QuotaError):

@@ -382,9 +382,21 @@ def test_allocation_failure_shows_as_a_failed_instance_with_its_reason(admin, pr
     assert failed.state == FAILED
     assert failed.extra["error_code"] == "AllocationFailed" and failed.extra["capacity_refusal"] is True
     assert "sufficient capacity" in failed.extra["error_message"]
+    assert failed.extra["refused_for"].startswith("AllocationFailed: Allocation failed. We do not have sufficient")
     assert inst.provider_id not in [h["provider_id"] for h in emulator.recorded_hooks.created_calls]
     # a failed VM can be deleted like any other
     assert provider.delete_instance(inst.provider_id) is True
+
+
+def test_late_refusals_fail_the_allocation_of_the_next_new_vms_only(admin, provider):
+    group_id, _vms = running_group(admin, provider, size=1)
+    admin.set_faults(late_refusals=1)
+    refused, booted = provider.create_instance(group_id), provider.create_instance(group_id)
+    states = provider.wait_running([refused.provider_id, booted.provider_id], timeout=10)
+    assert states[refused.provider_id] == FAILED
+    listed = {i.provider_id: i for i in provider.list_instances(group_id)}
+    assert listed[refused.provider_id].extra["refused_for"].startswith("AllocationFailed: ")
+    assert provider.wait_running([booted.provider_id], timeout=10) == {booted.provider_id: RUNNING}
 
 
 def test_quota_refusal_is_a_quota_error_and_creates_nothing(admin, provider, emulator):

@@ -475,6 +475,24 @@ def test_a_mig_that_keeps_retrying_for_quota_reports_it_per_instance(admin, prov
     assert [i.provider_id for i in booted] == [inst.provider_id] and "errors" not in booted[0].extra
 
 
+def test_an_instance_refused_late_names_the_quota_and_can_be_deleted(admin, provider, images):
+    """Issue 26: createInstances accepted (its operation succeeds), then the instance is refused for a quota the
+    region's quota list does not show; a regional MIG picked its zone first, so the instance can be deleted."""
+    group = admin.create_group(_unique("late"), "worker", 1, images[0], region="us-central1")
+    admin.set_faults(late_refusals=1, boot_delay=0.2)
+    refused = provider.create_instance(group)
+    second = provider.create_instance(group)
+    listed = {i.name: i for i in provider.list_instances(group)}
+    words = "QUOTA_EXCEEDED: Quota 'IN_USE_ADDRESSES' exceeded.  Limit: 8.0 in region us-central1."
+    assert listed[refused.name].state == base.CREATING and listed[refused.name].extra["refused_for"] == words
+    assert listed[refused.name].provider_id.startswith("gce://%s/us-central1-" % PROJECT)
+    # Only the next instance was refused; the one after it boots.
+    _wait_for(lambda: [i for i in provider.list_instances(group) if i.name == second.name and i.state == base.RUNNING])
+    assert "refused_for" not in {i.name: i for i in provider.list_instances(group)}[second.name].extra
+    assert provider.delete_instance(listed[refused.name].provider_id) is True
+    _wait_for(lambda: refused.name not in [i.name for i in provider.list_instances(group)])
+
+
 def test_an_operation_past_its_deadline_fails_clearly(admin, images):
     old = images[0]
     group = admin.create_group(_unique("deadline"), "worker", 0, old)

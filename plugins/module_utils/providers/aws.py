@@ -24,7 +24,7 @@ from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
-    CREATING, DELETING, RUNNING, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER, Group, Instance,
+    CREATING, DELETING, RUNNING, STATE_PROBLEM, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER, Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, ReadingMemo, with_retries,
@@ -177,10 +177,43 @@ def instance_state(asg_lifecycle, ec2_state):
     return state
 
 
+# Lifecycle states in which someone or something other than this collection holds the instance: no step acts on it.
+_HELD_LIFECYCLES = {
+    "Standby": "it is in standby (taken out of service by a user: ExitStandby puts it back)",
+    "EnteringStandby": "it is entering standby (taken out of service by a user: ExitStandby puts it back)",
+    "Quarantined": "AWS quarantined it",
+    "ReplacingRootVolume": "AWS is replacing its root volume (instance refresh)",
+    "RootVolumeReplaced": "AWS replaced its root volume and has not put it back in service yet",
+}
+
+
+def lifecycle_problem(asg_lifecycle):
+    """What no step may act on in an ASG lifecycle state, in words, else None: standby, quarantine, a root volume
+    replacement, or the warm pool (an instance there is no serving member, and cannot be terminated by
+    TerminateInstanceInAutoScalingGroup)."""
+    lifecycle = asg_lifecycle or ""
+    if instance_state(lifecycle, "running") == DELETING:
+        return None
+    why = _HELD_LIFECYCLES.get(lifecycle.split(":")[0])
+    if why is None and lifecycle.startswith("Warmed:"):
+        why = "it is in the group's warm pool"
+    if why is None:
+        return None
+    return "AWS lifecycle state %s: %s; nothing is done to it until it is InService again" % (lifecycle, why)
+
+
 def has_tags(asg, wanted):
     """Whether the ASG carries every tag of `wanted` (a None or empty value matches any value)."""
     have = {t.get("Key"): t.get("Value") for t in asg.get("Tags") or ()}
     return all(key in have and (value in (None, "") or have[key] == str(value)) for key, value in wanted.items())
+
+
+def _member_extra(member, ec2_state):
+    extra = dict(lifecycle_state=member.get("LifecycleState"), health_status=member.get("HealthStatus"),
+                 ec2_state=ec2_state)
+    if lifecycle_problem(member.get("LifecycleState")):
+        extra[STATE_PROBLEM] = lifecycle_problem(member.get("LifecycleState"))
+    return extra
 
 
 def launch_template_of(asg):
@@ -207,10 +240,12 @@ def classify_client_error(operation, code, message, status):
     return ProviderError(text, status=status, code=code, retryable=retryable)
 
 
-def launch_failure(activities, since):
-    """The failed launch activity of an ASG that started at or after `since` (epoch seconds), or None."""
+def launch_failure(activities, since, reported=()):
+    """The failed launch activity of an ASG that started at or after `since` (epoch seconds), or None. `reported`:
+    the ActivityIds of failures already answered for an earlier create (within the clock-skew allowance a failure
+    just before this create would otherwise be taken for its own)."""
     for activity in activities or ():
-        if activity.get("StatusCode") not in ("Failed", "Cancelled"):
+        if activity.get("StatusCode") not in ("Failed", "Cancelled") or activity.get("ActivityId") in reported:
             continue
         start = activity.get("StartTime")
         if isinstance(start, datetime.datetime):
@@ -316,6 +351,7 @@ class AwsProvider(ReadingMemo, CloudProvider):
                 client.meta.events.register("before-call", self._record_action)
         self.region = session.region_name
         self.create_timeout = create_timeout
+        self._reported_failures = set()   # ActivityIds of launch failures create_instance already raised
         self.group_tags = dict(group_tags or {})
         self.poll_interval = poll_interval
         self.retry_attempts = retry_attempts
@@ -466,8 +502,7 @@ class AwsProvider(ReadingMemo, CloudProvider):
                 state=instance_state(member.get("LifecycleState"), ec2_state),
                 created_at=_epoch((ec2 or {}).get("LaunchTime")),
                 name=instance_id,
-                extra=dict(lifecycle_state=member.get("LifecycleState"), health_status=member.get("HealthStatus"),
-                           ec2_state=ec2_state),
+                extra=_member_extra(member, ec2_state),
             ))
         # Instances the ASG has already let go but EC2 still shuts down: deletion under way.
         for instance_id, ec2 in sorted(ec2_view.items()):
@@ -520,8 +555,9 @@ class AwsProvider(ReadingMemo, CloudProvider):
                 )
             activities = self._call(self.autoscaling, "describe_scaling_activities", AutoScalingGroupName=group_id,
                                     MaxRecords=20).get("Activities", [])
-            failure = launch_failure(activities, started)
+            failure = launch_failure(activities, started, self._reported_failures)
             if failure is not None:
+                self._reported_failures.add(failure.get("ActivityId"))
                 message = failure.get("StatusMessage") or failure.get("Description") or "launch failed"
                 self._undo_desired(group_id, desired + 1, asg)
                 if is_quota_failure(message):

@@ -42,7 +42,8 @@ from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
-    CREATING, DELETING, FAILED, RUNNING, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER, Group, Instance,
+    CREATING, DELETING, FAILED, REFUSED_FOR, RUNNING, STATE_PROBLEM, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER,
+    Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, ReadingMemo, reference_shape_problem,
@@ -340,8 +341,10 @@ def _status_codes(vm):
 
 
 _PROVISIONING_STATES = {"creating": CREATING, "deleting": DELETING, "failed": FAILED}
+# The power states Azure documents (learn.microsoft.com/azure/virtual-machines/states-billing); PowerState/unknown is
+# no state to act on (vm_state_problem names it).
 _POWER_STATES = {
-    "powerstate/running": RUNNING, "powerstate/starting": CREATING,
+    "powerstate/creating": CREATING, "powerstate/running": RUNNING, "powerstate/starting": CREATING,
     "powerstate/stopping": STOPPED, "powerstate/stopped": STOPPED,
     "powerstate/deallocating": STOPPED, "powerstate/deallocated": STOPPED,
 }
@@ -367,6 +370,17 @@ def vm_state(vm):
         # Listed without an instance view: a succeeded VM runs unless someone stopped it.
         return RUNNING
     return UNKNOWN
+
+
+def vm_state_problem(vm):
+    """What no step may act on in a VM that vm_state() cannot read (unknown), in words, else None."""
+    if vm_state(vm) != UNKNOWN:
+        return None
+    provisioning = (vm.get("properties") or {}).get("provisioningState") or "(none)"
+    power = [c for c in _status_codes(vm) if c.startswith("powerstate/")]
+    return ("Azure reports provisioningState %s and power state %s, which this collection cannot read as creating, "
+            "running, stopped, failed or deleting; nothing is done to it until Azure reports another state"
+            % (provisioning, power[0].split("/", 1)[1] if power else "(none)"))
 
 
 def _parse_time(value):
@@ -405,6 +419,11 @@ def instance_from_vm(vm, group_id):
              "latest_model_applied": props.get("latestModelApplied")}
     if state == FAILED:
         extra.update(failure_details(vm))
+        if extra.get("capacity_refusal"):
+            # Accepted, then refused: the planner holds the surge as for a create refused at once.
+            extra[REFUSED_FOR] = ("%s: %s" % (extra["error_code"], extra["error_message"])).rstrip(": ")
+    if vm_state_problem(vm):
+        extra[STATE_PROBLEM] = vm_state_problem(vm)
     return Instance(
         provider_id=provider_id_from_vm_id(vm["id"]),
         node_name=computer_name,

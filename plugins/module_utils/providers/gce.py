@@ -34,7 +34,8 @@ from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
-    CREATING, DELETING, FAILED, ROLE_CONTROL_PLANE, ROLE_WORKER, RUNNING, STOPPED, UNKNOWN, Group, Instance,
+    CREATING, DELETING, FAILED, REFUSED_FOR, ROLE_CONTROL_PLANE, ROLE_WORKER, RUNNING, STATE_PROBLEM, STOPPED, UNKNOWN,
+    Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, reference_shape_problem,
@@ -362,6 +363,29 @@ def instance_state(current_action, instance_status, has_errors=False):
             "", "NONE", "VERIFYING", "STARTING", "RESUMING", "REFRESHING", "RESTARTING"):
         return CREATING
     return UNKNOWN
+
+
+def state_problem(current_action, instance_status):
+    """What no step may act on in a managed instance's currentAction and instanceStatus, in words, else None: the
+    pairs instance_state() cannot decide (unknown), such as a VM in repair."""
+    if instance_state(current_action, instance_status) != UNKNOWN:
+        return None
+    action = (current_action or "").upper().replace("UNDEFINED_CURRENT_ACTION", "") or "(none)"
+    status = (instance_status or "").upper().replace("UNDEFINED_INSTANCE_STATUS", "") or "(none)"
+    if status == "REPAIRING":
+        return ("GCE reports instanceStatus REPAIRING (currentAction %s): the VM is being repaired after a host error; "
+                "nothing is done to it until it runs again" % action)
+    return ("GCE reports currentAction %s with instanceStatus %s, which this collection cannot read as creating, "
+            "running, stopped or deleting; nothing is done to it until GCE reports another state" % (action, status))
+
+
+def late_refusal(errors, state):
+    """The quota or capacity errors of a managed instance's last attempt while it is still being created (the MIG
+    accepted createInstances and retries the instance for ever), in the API's words; None otherwise."""
+    if state not in (CREATING, FAILED):
+        return None
+    refused = ["%s: %s" % (code, message) for code, message in errors if code in QUOTA_CODES]
+    return "; ".join(refused) or None
 
 
 def role_of(labels, name):
@@ -805,16 +829,21 @@ class GceProvider(CloudProvider):
             errors = [(e.code, e.message) for e in mi.last_attempt.errors.errors] if mi.last_attempt else []
             extra = {"current_action": mi.current_action, "instance_status": mi.instance_status, "zone": zone,
                      "template": strip_url(mi.version.instance_template)}
+            state = instance_state(mi.current_action, mi.instance_status, bool(errors))
             if errors:
                 extra["errors"] = ["%s: %s" % e for e in errors]
                 extra["quota_exceeded"] = any(code in QUOTA_CODES for code, dummy in errors)
+                if late_refusal(errors, state):
+                    extra[REFUSED_FOR] = late_refusal(errors, state)
+            if state_problem(mi.current_action, mi.instance_status):
+                extra[STATE_PROBLEM] = state_problem(mi.current_action, mi.instance_status)
             listed.add(name)
             if name in recent:
                 recent[name].extra["seen"] = True   # the API lists it: from now on its word is final
             instances.append(Instance(
                 provider_id=provider_id_of(ref.project, zone, name) if zone else "",
                 node_name=name, group_id=ref.id, image=images.get(strip_url(mi.version.instance_template), ""),
-                state=instance_state(mi.current_action, mi.instance_status, bool(errors)),
+                state=state,
                 # No instance resource yet ("not found"): the time this object asked for it, if it did.
                 created_at=created.get(name) or (recent[name].created_at if name in recent else None),
                 name=name, extra=extra))

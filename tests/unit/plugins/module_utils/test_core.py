@@ -533,3 +533,74 @@ def test_deleting_is_read_from_older_runs_but_never_recorded():
     with pytest.raises(core.PlanInputError, match="deleting"):
         core.phase_patch(node, core.PHASE_DELETING, core.DEFAULT_PREFIX, 0)
     assert core.PHASE_DELETING in core.KNOWN_DONOR_PHASES and core.PHASE_DELETING not in core.DONOR_PHASES
+
+
+def test_an_instance_the_cloud_accepted_then_refused_for_quota_is_no_joining_heir_but_a_refusal():
+    """Issue 26: GCE leaves such an instance CREATING with QUOTA_EXCEEDED and retries it for ever; waiting join_timeout
+    for it and then creating another would loop. It is removed at once, as a refusal naming the quota."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    words = "QUOTA_EXCEEDED: Quota 'CPUS' exceeded.  Limit: 24.0 in region us-central1."
+    w.instances["G1"].append(Instance(
+        provider_id="x://stuck", node_name="stuck", group_id="G1", image=NEW, state=CREATING, created_at=w.now,
+        extra={"errors": [words], "quota_exceeded": True, "refused_for": words}))
+    result = w.plan(opts())
+    assert result["joining"] == []
+    [deletion] = result["plan"]["delete_instances"]
+    assert deletion["node_name"] == "stuck" and deletion["quota_exceeded"] is True
+    assert deletion["reason"] == ("the cloud accepted it but cannot create it for quota or capacity: QUOTA_EXCEEDED: "
+                                  "Quota 'CPUS' exceeded.  Limit: 24.0 in region us-central1.")
+    # It holds its slot until it is gone: no second heir while it is being removed.
+    assert result["plan"]["create"] == []
+    # Once it runs after all, the old errors are no refusal: it is a joining heir.
+    w.instances["G1"][-1].state = RUNNING
+    assert [j["node_name"] for j in w.plan(opts())["joining"]] == ["stuck"]
+    # On an old image it is someone else's scale-up (an autoscaler's, say): not ours to remove while it may join.
+    w.instances["G1"][-1].state, w.instances["G1"][-1].image = CREATING, OLD
+    assert [j["node_name"] for j in w.plan(opts())["joining"]] == ["stuck"]
+
+
+def test_a_vm_whose_allocation_failed_after_the_create_is_a_refusal_for_capacity():
+    """Azure: provisioning Failed with AllocationFailed; the provider says refused_for, not the GCE quota key."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    w.instances["G1"].append(Instance(
+        provider_id="x://vm3", node_name="vm3", group_id="G1", image=NEW, state=FAILED, created_at=w.now,
+        extra={"error_code": "AllocationFailed", "capacity_refusal": True,
+               "refused_for": "AllocationFailed: Allocation failed. We do not have sufficient capacity"}))
+    [deletion] = w.plan(opts())["plan"]["delete_instances"]
+    assert deletion["quota_exceeded"] is True
+    assert deletion["reason"] == ("the cloud failed to create it: AllocationFailed: Allocation failed. We do not have "
+                                  "sufficient capacity")
+
+
+def test_an_instance_in_a_state_no_step_may_act_on_is_left_alone_and_named():
+    """An instance without a Node that the cloud reports in standby (AWS) or in repair (GCE): neither waited for as
+    joining nor deleted, named as a problem, and it keeps its slot."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    w.instances["G1"].append(Instance(
+        provider_id="x://standby", node_name="standby", group_id="G1", image=NEW, state=RUNNING,
+        created_at=w.now - 31 * 60, extra={"state_problem": "AWS lifecycle state Standby: it is in standby"}))
+    result = w.plan(opts())
+    assert result["joining"] == [] and result["plan"]["delete_instances"] == []
+    [problem] = [p for p in result["problems"] if p["code"] == "instance_state"]
+    assert problem["node"] == "standby" and problem["action"] == "left alone"
+    assert problem["message"] == "instance x://standby: AWS lifecycle state Standby: it is in standby"
+    assert result["plan"]["create"] == []
+    # Being deleted, it is leaving as any other instance.
+    w.instances["G1"][-1].state = DELETING
+    assert [i["node_name"] for i in w.plan(opts())["leaving_instances"]] == ["standby"]
+
+
+def test_a_donor_whose_instance_is_in_a_state_no_step_may_act_on_is_not_drained():
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    _joined(w, "new-1", "G1")
+    w.apply(w.plan(opts()))
+    assert [d["name"] for d in w.plan(opts())["plan"]["drain"]] == ["old-1"]
+    w.instance_of("old-1").extra["state_problem"] = "GCE reports instanceStatus REPAIRING (currentAction NONE)"
+    result = w.plan(opts())
+    assert result["plan"]["drain"] == []
+    messages = [p["message"] for p in result["problems"] if p["code"] == "instance_state"]
+    assert messages == ["node old-1: its instance: GCE reports instanceStatus REPAIRING (currentAction NONE)"], messages

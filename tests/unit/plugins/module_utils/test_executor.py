@@ -177,13 +177,19 @@ def test_delegated_etcd_removal_is_handed_back_and_nothing_is_deleted():
     assert again["finished"] == ["cp-old"] and again["etcd_due"] == []
 
 
-def test_refused_creates_hold_the_surge_for_the_rest_of_the_run():
+def _four_outdated(max_surge):
+    """(world, executor, what it says) with four outdated workers in one group on the image already."""
     w = World([group("G1", image=NEW)])
     for i in range(4):
         w.add_node("old-%d" % i, "G1", OLD)
-    ex = w.executor(opts(max_surge=3))
+    ex = w.executor(opts(max_surge=max_surge))
     said = []
     ex.say = said.append
+    return w, ex, said
+
+
+def test_refused_creates_hold_the_surge_for_the_rest_of_the_run():
+    w, ex, said = _four_outdated(3)
 
     def refuse_after_one(group_id, count, create=ex.cloud.create):
         made, _refused = create(group_id, 1)
@@ -195,6 +201,23 @@ def test_refused_creates_hold_the_surge_for_the_rest_of_the_run():
     w.tick()
     facts, _nodes = ex.read()
     assert facts["budget"]["max_surge_total"] == 1 and facts["plan"]["create"] == []
+
+
+def test_a_heir_the_cloud_accepted_then_refused_for_quota_holds_the_surge_and_is_removed():
+    """Issue 26: GCE accepted both creates, then left one CREATING with QUOTA_EXCEEDED. The next pass removes it and
+    holds the surge at the one still in flight, naming the quota; no third heir is created meanwhile."""
+    w, ex, said = _four_outdated(2)
+    ex.run_pass()
+    made = [i for i in w.instances["G1"] if i.node_name.startswith("n")]
+    assert len(made) == 2
+    refused = made[1]
+    refused.extra = {"refused_for": "QUOTA_EXCEEDED: Quota 'CPUS' exceeded.  Limit: 24.0 in region us-central1."}
+    second = ex.run_pass()
+    assert refused.provider_id not in [i.provider_id for i in w.instances["G1"]], "the refused instance stays"
+    assert ex.settings.surge_cap == 1
+    assert steps(second, "create") == []
+    [warning] = [line for line in said if "the cloud refused new instances" in line]
+    assert "Quota 'CPUS' exceeded" in warning and "at most 1 replacement(s)" in warning
 
 
 def test_a_slice_waits_the_poll_interval_only_when_nothing_moved():

@@ -239,3 +239,18 @@ def test_groups_are_described_at_most_fifty_names_a_call_every_page_of_each():
     described = provider._describe_groups(names)
     assert [g["AutoScalingGroupName"] for g in described] == names
     assert calls == [(50, None), (50, "t"), (50, None), (20, None)]
+
+
+def test_a_member_in_standby_carries_a_named_problem_and_an_in_service_one_none():
+    held = aws._member_extra({"InstanceId": "i-0123456789abcdef0", "LifecycleState": "Standby"}, "running")
+    assert held["state_problem"].startswith("AWS lifecycle state Standby: it is in standby")
+    assert "state_problem" not in aws._member_extra({"LifecycleState": "InService"}, "running")
+    assert aws.lifecycle_problem("Warmed:Running") == ("AWS lifecycle state Warmed:Running: it is in the group's warm "
+                                                       "pool; nothing is done to it until it is InService again")
+    assert aws.lifecycle_problem("Warmed:Terminating:Wait") is None
+
+
+def test_a_launch_failure_already_reported_is_not_taken_for_the_next_create():
+    failed = {"ActivityId": "a1", "StatusCode": "Failed", "StartTime": 1000.0, "StatusMessage": "no capacity"}
+    assert aws.launch_failure([failed], since=1002.0) is failed      # within the clock-skew allowance
+    assert aws.launch_failure([failed], since=1002.0, reported={"a1"}) is None

@@ -232,8 +232,11 @@ def test_failed_instance_says_why():
     assert inst.state == FAILED
     assert inst.extra["error_code"] == "AllocationFailed" and inst.extra["capacity_refusal"] is True
     assert inst.extra["error_message"] == "no capacity"
+    # The planner's key for a refusal that came after the create was accepted (it holds the surge).
+    assert inst.extra["refused_for"] == "AllocationFailed: no capacity"
     vm["properties"]["instanceView"]["statuses"][0]["code"] = "ProvisioningState/failed/OSProvisioningTimedOut"
     assert az.instance_from_vm(vm, "g").extra["capacity_refusal"] is False
+    assert "refused_for" not in az.instance_from_vm(vm, "g").extra
     assert az.failure_details(_vm(1, statuses=["PowerState/running"])) == {}
 
 

@@ -388,3 +388,16 @@ def test_an_image_url_on_a_foreign_host_is_refused_naming_the_host():
     assert "or set gcp.endpoint to that host's API" in problem
     foreign = image_host_problem("https://images.example.com/compute/v1/" + path, "http://127.0.0.1:1")
     assert "nor gcp.endpoint http://127.0.0.1:1" in foreign
+
+
+def test_a_late_refusal_is_the_quota_errors_of_an_instance_still_being_created():
+    errors = [("QUOTA_EXCEEDED", "Quota 'CPUS' exceeded.  Limit: 24.0 in region us-central1."),
+              ("CONDITION_NOT_MET", "something else")]
+    assert gce.late_refusal(errors, base.CREATING) == "QUOTA_EXCEEDED: Quota 'CPUS' exceeded.  Limit: 24.0 in region " \
+                                                      "us-central1."
+    assert gce.late_refusal(errors, base.FAILED).startswith("QUOTA_EXCEEDED")
+    assert gce.late_refusal([("ZONE_RESOURCE_POOL_EXHAUSTED", "no room")], base.CREATING) == \
+        "ZONE_RESOURCE_POOL_EXHAUSTED: no room"
+    # Errors of an earlier attempt on a VM that runs now, or errors that are not quota or capacity: no refusal.
+    assert gce.late_refusal(errors, base.RUNNING) is None
+    assert gce.late_refusal([("CONDITION_NOT_MET", "x")], base.CREATING) is None
