@@ -11,7 +11,7 @@ import os
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    artifacts, autoscaler, drain, etcd, executor, gate, image_facts, kube, lease, node_state, progress, run,
+    artifacts, autoscaler, drain, drain_policy, etcd, executor, gate, image_facts, kube, lease, node_state, progress, run,
     stop_signals)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
@@ -121,6 +121,9 @@ def _refuse_inconsistent(args):
     if args["start"] and not args["lock"]:
         raise AnsibleActionFail("start takes the run lock, but lock is not set: give lock (its name and namespace "
                                 "at least); nothing was changed")
+    ladder = drain_policy.policy_problems((args.get("drain") or {}).get("policies"), "drain.policies")
+    if ladder:
+        raise AnsibleActionFail("%s; nothing was changed" % "; ".join(ladder))
 
 
 def _one_call(upgrade, args, check_mode):

@@ -60,6 +60,9 @@ DRAIN_ARG_SPEC = dict(
     wait_timeout=dict(type="int", default=600),
     on_timeout=dict(type="str", choices=[ON_TIMEOUT_FAIL, ON_TIMEOUT_FORCE, ON_TIMEOUT_CONTINUE], default=ON_TIMEOUT_FAIL),
     not_before=dict(type="str"),
+    # The drain ladder (drain_policy.py): rules by namespace and labels, each with when its pods are deleted without
+    # eviction and when they are forced. Options of their own, as a list of dictionaries (drain_policy.POLICY_SPEC).
+    policies=dict(type="list", elements="dict", default=[]),
 )
 
 # Phases in which the eviction API ignores PDBs (pods that do not count as healthy anyway).

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as core
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_policy, kube
 
 # Kubernetes is reached one way (kube.py): these names are kube's, kept here for the callers of drain_api.
 REQUEST_TIMEOUT = kube.REQUEST_TIMEOUT
@@ -165,7 +165,13 @@ def recorded_drain_start(node, annotation):
 def drain_deadline(drain_start, not_before, wait_timeout):
     """A drain gets wait_timeout from when it began, or from not_before when that is later (a drain an
     earlier, stopped run began gets a full timeout again)."""
-    return max(drain_start, not_before or drain_start) + wait_timeout
+    return ladder_start(drain_start, not_before) + wait_timeout
+
+
+def ladder_start(drain_start, not_before):
+    """What a drain's wait_timeout and its ladder (drain_policy.py) count from: when it began, or not_before when
+    that is later (a drain a stopped run began starts again in full)."""
+    return max(drain_start, not_before or drain_start)
 
 
 def cordon_for_drain(api_client, node_name, annotation, drain_start):
@@ -198,6 +204,8 @@ class DrainSettings:
     deadline: float = 0.0
     on_timeout: str = core.ON_TIMEOUT_FAIL
     max_delay: float = 5.0
+    policies: list = field(default_factory=list)   # the drain ladder (drain_policy.py)
+    started: Optional[float] = None                 # when the drain began (the ladder counts from it)
 
 
 @dataclass
@@ -238,6 +246,32 @@ def survey(api_client, node_name, settings):
 def _skipped(decisions):
     return [core.pod_ref(d.namespace, d.name, reason=d.causes[0], message=d.message)
             for d in decisions if d.action == core.SKIP]
+
+
+def _ladder_steps(api_client, settings, pods, decisions, elapsed, report):
+    """The drain ladder's later steps (drain_policy.py): pods whose rule says to delete them now go without the
+    Eviction API (their grace period kept), and pods to force go with grace 0, also when they are terminating
+    already. Each is named in report.forced with its step and rule. Returns the keys of the pods it took."""
+    steps = {}
+    for decision in decisions:
+        if decision.action not in (core.EVICT, core.TERMINATING):
+            continue
+        step, rule = drain_policy.step_for(pods[decision.key], settings.policies, elapsed)
+        if step == drain_policy.FORCE or (step == drain_policy.DELETE and decision.action == core.EVICT):
+            steps[decision.key] = (step, rule)
+    if not steps:
+        return set()
+    outcomes = run_bounded(lambda key: delete_pod(api_client, key[0], key[1],
+                                                  0 if steps[key][0] == drain_policy.FORCE else settings.grace_period),
+                           sorted(steps), settings.concurrency)
+    taken, named = set(), {(f["namespace"], f["pod"], f.get("step")) for f in report.forced}
+    for outcome in outcomes:
+        key = (outcome.namespace, outcome.name)
+        taken.add(key)
+        step, rule = steps[key]
+        if (outcome.accepted or outcome.gone) and key + (step,) not in named:
+            report.forced.append(core.pod_ref(*key, step=step, policy=rule))
+    return taken
 
 
 def _eviction_round(api_client, settings, pods, to_evict, report):
@@ -310,6 +344,9 @@ def drain_node(api_client, node_name, settings, now=time.time, sleep=time.sleep,
                 return _on_timeout(api_client, node_name, settings, report, pods)
             return report
         report.rounds += 1
+        if settings.policies:
+            laddered = _ladder_steps(api_client, settings, pods, decisions, now() - (settings.started or now()), report)
+            to_evict = [d for d in to_evict if d.key not in laddered]
         if to_evict:
             last_blocked, retry_after, went = _eviction_round(api_client, settings, pods, to_evict, report)
         else:

@@ -120,7 +120,9 @@ class KubeAccess:
         deadline = drain_api.drain_deadline(start, self.not_before, wait_timeout)
         settings = drain_api.DrainSettings(options=self.drain_options, grace_period=p.get("terminate_grace_period"),
                                            concurrency=int(p.get("eviction_concurrency") or 10), wait=False,
-                                           deadline=deadline, on_timeout=p.get("on_timeout") or drain_core.ON_TIMEOUT_FAIL)
+                                           deadline=deadline, on_timeout=p.get("on_timeout") or drain_core.ON_TIMEOUT_FAIL,
+                                           policies=p.get("policies") or [],
+                                           started=drain_api.ladder_start(start, self.not_before))
         try:
             first = drain_api.survey(self.client, name, settings)
             if recorded is None:
@@ -133,7 +135,7 @@ class KubeAccess:
             raise StepFailure(drain_api.timeout_message(name, deadline, wait_timeout, report), step="drain", node=name,
                               reason=drain_core.REASON_TIMEOUT, blocked=report.blocked, pending=report.pending)
         return dict(drained=report.drained, evicted=report.evicted, blocked=report.blocked, pending=report.pending,
-                    reason=report.reason, drain_started=drain_api.format_timestamp(start))
+                    forced=report.forced, reason=report.reason, drain_started=drain_api.format_timestamp(start))
 
     def delete_node(self, node):
         """True when the Node is gone; False when its claim changed since this pass read it (the next pass

@@ -13,6 +13,7 @@ import traceback
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import crosschecks
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as core
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api as api
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_policy
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.kube import KubeAuthError, build_api_client
 
@@ -38,6 +39,7 @@ OPTION_RULES = dict(
     wait_timeout=option_rules.seconds,
     wait_sleep=option_rules.positive_number,
     annotation_prefix=option_rules.annotation_prefix,
+    policies=lambda n, v: "; ".join(drain_policy.policy_problems(v, n)) or None,
 )
 
 
@@ -141,7 +143,7 @@ class DrainModule:
             api.uncordon(self.client, self.node_name, self.annotation)
         self.finish(changed=cordoned, unschedulable=False, reason=core.REASON_UNCORDONED)
 
-    def settings(self, deadline):
+    def settings(self, deadline, started=None):
         p = self.params
         return api.DrainSettings(
             options=core.DrainOptions(ignore_daemonsets=p["ignore_daemonsets"],
@@ -154,6 +156,8 @@ class DrainModule:
             deadline=deadline,
             on_timeout=p["on_timeout"],
             max_delay=p["wait_sleep"],
+            policies=p["policies"] or [],
+            started=started,
         )
 
     def refuse(self, refused, cordoned_before):
@@ -171,7 +175,7 @@ class DrainModule:
         drain_start = recorded_start or self.started
         deadline = (self.started + self.params["wait_timeout"] if self.params["wait"]
                     else api.drain_deadline(drain_start, self.not_before, self.params["wait_timeout"]))
-        settings = self.settings(deadline)
+        settings = self.settings(deadline, api.ladder_start(drain_start, self.not_before))
         self.result.update(drain_started=api.format_timestamp(drain_start), deadline=api.format_timestamp(deadline))
 
         # The first list comes before any change: a bad selector or a refused pod changes nothing.

@@ -202,6 +202,9 @@ def _add_drains(nodes, drain_results, stamp, attempt):
             continue
         entry = nodes.setdefault(name, {"phases": {}})
         entry["evicted"] = ["%s/%s" % (p.get("namespace"), p.get("pod")) for p in result.get("evicted") or []]
+        if result.get("forced"):
+            # Pods the drain ladder deleted without eviction or forced, each with its step and rule.
+            entry["forced"] = [forced_label(p) for p in result["forced"]]
         started = result.get("drain_started") or stamp
         entry["phases"].setdefault("draining", started)
         if result.get("drained"):
@@ -211,6 +214,12 @@ def _add_drains(nodes, drain_results, stamp, attempt):
         if result.get("reason") == "pdb_blocked":
             # Seconds this drain has waited so far; the journal keeps the largest value it sees.
             entry["waits"] = {"pdb_seconds": int((_parse(stamp) - _parse(started)).total_seconds())}
+
+
+def forced_label(pod):
+    """How the journal and the report name a pod the drain took past eviction: namespace/pod (step, rule)."""
+    how = ", ".join(filter(None, (pod.get("step") or "deleted on timeout", pod.get("policy"))))
+    return "%s/%s (%s)" % (pod.get("namespace"), pod.get("pod"), how)
 
 
 def donors_gone_record(facts, stamp):

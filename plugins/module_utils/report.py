@@ -110,6 +110,8 @@ def _merge_node(entry, seen):
         entry["evicted_count"] = max(int(entry["evicted_count"]), len(seen_evicted))
     else:
         entry["evicted"] = sorted(set(entry.get("evicted") or []) | seen_evicted)
+    if seen.get("forced"):
+        entry["forced"] = sorted(set(entry.get("forced") or []) | set(seen["forced"]))
     for counter in ("waits", "retries"):
         totals = entry.setdefault(counter, {})
         for key, value in (seen.get(counter) or {}).items():
@@ -447,6 +449,7 @@ def _node_row(name, entry, end):
         "total_seconds": int((last - first).total_seconds()) if first and last else 0,
         "pods_evicted": max(len(entry.get("evicted") or []), int(entry.get("evicted_count") or 0)),
         "evicted": list(entry.get("evicted") or []),
+        "forced": list(entry.get("forced") or []),
         "waits": dict(entry.get("waits") or {}),
         "retries": {step: count(value) for step, value in (entry.get("retries") or {}).items() if count(value)},
         "done": is_finished(entry),
@@ -541,6 +544,8 @@ def _markdown_node(row):
     lines = ["| %s | %s | %s | %s | %s | %s | %d | %s | %s |" % (
         row["node"], row["heir"] or "-", row["group"] or "-", row["role"] or "-", _duration(row["total_seconds"]),
         phases or "-", row["pods_evicted"], waits, retries)]
+    if row.get("forced"):
+        lines.append("| | | | | | deleted past eviction: %s | | | |" % ", ".join(row["forced"]).replace("|", "/"))
     if row["error"]:
         lines.append("| | | | | | error: %s | | | |" % row["error"].replace("|", "/"))
     return lines

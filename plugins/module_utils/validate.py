@@ -16,6 +16,8 @@ from __future__ import annotations
 import difflib
 import re
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_policy
+
 DEFAULT_PREFIX = "image-upgrade.kubenodes.io"
 # The option annotation_prefix, as every module and action that reads the upgrade's annotations takes it (a copy each).
 ANNOTATION_PREFIX_SPEC = dict(type="str", default=DEFAULT_PREFIX)
@@ -373,6 +375,7 @@ ROLE_RULES = {
     "rolling_upgrade_drain_on_timeout": lambda n, v: one_of(n, v, ("fail", "force", "continue")),
     "rolling_upgrade_drain_grace_period": optional_seconds,
     "rolling_upgrade_drain_concurrency": lambda n, v: integer(n, v, 1, MAX_EVICTION_CONCURRENCY),
+    "rolling_upgrade_drain_policies": lambda n, v: "; ".join(drain_policy.policy_problems(v, n)) or None,
     "rolling_upgrade_pass_delay": lambda n, v: seconds(n, v, minimum=0, maximum=3600),
     "rolling_upgrade_timeout": seconds,
     "rolling_upgrade_etcd_endpoints": lambda n, v: non_empty_strings(n, v, "etcd client URLs"),

@@ -128,6 +128,20 @@ options:
     type: str
     choices: [fail, force, continue]
     default: fail
+  policies:
+    description:
+      - The drain ladder - rules, each a dictionary with C(name) (required, unique), C(namespaces) (a list; empty or
+        left out is any), C(match_labels) (a mapping every label of which the pod must carry), C(delete_after) and
+        C(force_after) (seconds from when the drain began - O(not_before) when that is later - or left out for
+        never). The first rule that matches a pod is its rule.
+      - A pod whose rule's C(delete_after) has passed is deleted without the Eviction API, which B(bypasses
+        PodDisruptionBudgets), keeping its grace period; once C(force_after) has passed it is deleted with grace
+        period 0, also when it is already terminating. Each is returned in RV(forced) with its step and rule.
+      - A pod no rule matches is only evicted until O(wait_timeout), when O(on_timeout) decides. The rules are
+        checked before anything is changed.
+    type: list
+    elements: dict
+    default: []
   annotation_prefix:
     description:
       - Prefix (a DNS subdomain) of the annotation that records when the drain started.
@@ -317,7 +331,9 @@ skipped_pods:
       description: Details.
       type: str
 forced:
-  description: Pods deleted without eviction because of O(on_timeout=force).
+  description:
+    - Pods deleted without eviction because of O(on_timeout=force), or by a rule of O(policies) (then with
+      C(step) V(delete) or V(force) and C(policy), the rule's name).
   returned: always
   type: list
   elements: dict

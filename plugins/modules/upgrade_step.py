@@ -141,6 +141,13 @@ options:
       not_before:
         description: RFC 3339 UTC time; a drain that began earlier gets its full timeout from then.
         type: str
+      policies:
+        description:
+          - The drain ladder, as M(kubenodes.image_upgrade.node_drain)'s O(kubenodes.image_upgrade.node_drain#module:policies)
+            (rules with name, namespaces, match_labels, delete_after, force_after). Checked before anything changes.
+        type: list
+        elements: dict
+        default: []
   etcd:
     description:
       - How the etcd member of a drained control-plane donor is removed.

@@ -468,3 +468,35 @@ def test_not_before_gives_a_new_run_a_full_timeout_on_an_old_drain(sandbox, kube
     assert renewed["drain_started"] == first["drain_started"] and renewed["deadline"] > now
     bad = drain(sandbox, donor, not_before="yesterday")
     assert bad["failed"] and "RFC 3339" in bad["msg"]
+
+
+def test_the_drain_ladder_deletes_and_forces_exactly_the_pods_its_rules_name(sandbox, kube, namespace, new_nodes):
+    """Issue 23 item 5: three workloads whose PodDisruptionBudgets allow no disruption. The rule "cache" deletes its
+    pods without eviction after 1 s, the rule "batch" forces its pods (grace 0) after 1 s, and the database, which no
+    rule names, is only evicted: blocked until the timeout. Bad rules are refused before anything changes."""
+    group = unique_group()
+    [donor] = new_nodes(1, group=group)
+    for app in ("cache", "batch", "db"):
+        create_deployment(kube, namespace, app, 1, group)
+        create_pdb(kube, namespace, app, {"app": app}, min_available=1)
+    wait_running_on(kube, namespace, donor, 3)
+    for app in ("cache", "batch", "db"):
+        wait_pdb_observed(kube, namespace, app, 0)
+    on_donor = {p["metadata"]["labels"]["app"]: p["metadata"]["name"] for p in pods_on(kube, namespace, donor)}
+
+    backwards = drain(sandbox, donor, policies=[{"name": "batch", "match_labels": {"app": "batch"}, "delete_after": 5,
+                                                 "force_after": 1}])
+    assert backwards["failed"] and backwards["reason"] == "invalid_argument", backwards
+    assert "policies[0] (batch): force_after (1) comes before delete_after (5)" in backwards["msg"], backwards["msg"]
+    assert not is_cordoned(kube, donor)
+
+    rules = [{"name": "cache", "namespaces": [namespace], "match_labels": {"app": "cache"}, "delete_after": 1},
+             {"name": "batch", "match_labels": {"app": "batch"}, "force_after": 1},
+             {"name": "elsewhere", "namespaces": ["kube-system"], "delete_after": 0}]
+    result = drain(sandbox, donor, wait=True, wait_timeout=5, wait_sleep=1, on_timeout="continue", policies=rules)
+    assert result["failed"] is False and result["reason"] == "timeout", result
+    assert sorted((f["pod"], f["step"], f["policy"]) for f in result["forced"]) == sorted(
+        [(on_donor["cache"], "delete", "cache"), (on_donor["batch"], "force", "batch")]), result["forced"]
+    assert names(result["blocked"]) == [on_donor["db"]] and result["evicted"] == [], result
+    wait_until("the cache and batch pods to go", lambda: sorted(p["metadata"]["name"] for p in pods_on(
+        kube, namespace, donor)) == [on_donor["db"]], timeout=30)

@@ -249,3 +249,24 @@ def test_api_seconds_keep_each_executors_largest_total_and_add_up_over_executors
     assert "- time in API calls (within the above): the cloud 3s, evictions 3s, etcd 0s, Kubernetes 0s" in \
         report.render_markdown(summary)
     assert report.summarize(_two_replacements())["api_seconds"] is None
+
+
+def test_pods_the_drain_ladder_took_past_eviction_are_named_in_the_report_with_step_and_rule():
+    """Issue 23 item 5: every forced step is named in the report."""
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import progress
+
+    nodes = {}
+    progress._add_drains(nodes, [{"node": "w-0", "drained": False, "drain_started": "2026-11-30T10:00:00Z",
+                                  "evicted": [{"namespace": "shop", "pod": "web-1"}],
+                                  "forced": [{"namespace": "shop", "pod": "cache-1", "step": "delete", "policy": "cache"},
+                                             {"namespace": "jobs", "pod": "b-1", "step": "force", "policy": "batch"},
+                                             {"namespace": "db", "pod": "db-0"}]}],
+                         "2026-11-30T10:05:00Z", "run#1")   # pylint: disable=protected-access
+    assert nodes["w-0"]["forced"] == ["shop/cache-1 (delete, cache)", "jobs/b-1 (force, batch)",
+                                      "db/db-0 (deleted on timeout)"]
+    journal = report.merge(report.new_journal("img", "2026-11-30T10:00:00Z"), {"nodes": nodes})
+    report.merge(journal, {"nodes": {"w-0": {"forced": ["shop/cache-1 (delete, cache)"]}}})
+    summary = report.summarize(journal, now=report.parse_time("2026-11-30T10:06:00Z"))
+    [row] = summary["nodes"]
+    assert row["forced"] == ["db/db-0 (deleted on timeout)", "jobs/b-1 (force, batch)", "shop/cache-1 (delete, cache)"]
+    assert "deleted past eviction: db/db-0 (deleted on timeout), jobs/b-1 (force, batch)" in report.render_markdown(summary)
