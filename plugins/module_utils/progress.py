@@ -202,6 +202,10 @@ def _add_drains(nodes, drain_results, stamp, attempt):
             continue
         entry = nodes.setdefault(name, {"phases": {}})
         entry["evicted"] = ["%s/%s" % (p.get("namespace"), p.get("pod")) for p in result.get("evicted") or []]
+        owners = {"%s/%s" % (p.get("namespace"), p.get("pod")): "%s/%s" % (p.get("namespace"), p["owner"])
+                  for p in result.get("evicted") or [] if p.get("owner")}
+        if owners:
+            entry["evicted_owners"] = owners
         started = result.get("drain_started") or stamp
         entry["phases"].setdefault("draining", started)
         if result.get("drained"):

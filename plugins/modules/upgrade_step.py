@@ -79,6 +79,25 @@ options:
       - Seconds a heir must have been Ready before its donor is drained.
     type: int
     default: 0
+  lb_drain_seconds:
+    description:
+      - Seconds a leaving node carries the label C(node.kubernetes.io/exclude-from-external-load-balancers) before
+        its etcd member and its instance go, so connections the clouds' load balancers still hold to it can finish.
+        The label and the moment it was set (annotation C(<annotation_prefix>/lb-excluded-since)) are written before
+        its drain cordons it, so the wait runs during the drain and a resumed run does not wait again from zero.
+      - V(0) sets no label and holds nothing. The role's default is V(300), the AWS ELB deregistration delay.
+    type: int
+    default: 0
+  taint_to_be_replaced:
+    description:
+      - Put the C(PreferNoSchedule) taint C(<annotation_prefix>/to-be-replaced) on every node this run will replace,
+        from its first pass, so a pod evicted from one donor is placed on a node that stays rather than on another
+        outdated node that would evict it again. It comes off every node that stays (no longer to be replaced, and
+        every node when the run finishes, fails or is stopped; a later run takes off what a killed one left). Each
+        change is recorded in the journal (C(replacing_taints)).
+      - V(false) sets none and takes off any the collection left.
+    type: bool
+    default: true
   max_unavailable:
     description:
       - Worker nodes a scaling group may lack while they are replaced delete-first (drained and deleted before
