@@ -24,6 +24,8 @@ PLANNER_ARG_SPEC = dict(
     copy_taints=dict(type="bool", default=False),
     heir_ready_seconds=dict(type="int", default=0),
     lb_drain_seconds=dict(type="int", default=0),
+    canary=dict(type="bool", default=False),
+    canary_soak_seconds=dict(type="int", default=0),
     max_unavailable=dict(type="raw", default=0),
 )
 

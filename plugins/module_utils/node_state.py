@@ -192,6 +192,8 @@ def planner_options(params):
         max_unavailable=params.get("max_unavailable", 0),
         no_surge=bool(params.get("no_surge")),
         lb_drain_seconds=params.get("lb_drain_seconds") or 0,
+        canary=bool(params.get("canary")),
+        canary_soak_seconds=params.get("canary_soak_seconds") or 0,
     )
 
 

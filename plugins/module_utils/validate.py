@@ -305,6 +305,7 @@ SURGE_RULES = {
     "join_timeout": seconds,
     "heir_ready_seconds": lambda n, v: seconds(n, v, minimum=0),
     "lb_drain_seconds": lambda n, v: seconds(n, v, minimum=0, maximum=3600),
+    "canary_soak_seconds": lambda n, v: seconds(n, v, minimum=0),
 }
 PREFIX_RULES = {"annotation_prefix": annotation_prefix}
 PLANNER_RULES = dict(SURGE_RULES, annotation_prefix=annotation_prefix, image=image, exclude_labels=label_keys,

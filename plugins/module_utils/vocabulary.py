@@ -261,6 +261,8 @@ class Options:
     max_unavailable: object = 0     # worker nodes a group may lack while replaced delete-first (see _DeleteFirst)
     no_surge: bool = False          # the quota leaves no room for one more instance: no heir beyond the start count
     lb_drain_seconds: float = 0     # how long a leaving node is out of the load balancers before it goes (0: no label)
+    canary: bool = False            # a worker group's first replacement goes alone (plan_surge.canary_hold)
+    canary_soak_seconds: float = 0  # ... and its heir Ready that long before the group goes to its full surge
 
     def taints_not_copied(self):
         """Taint keys never copied to a heir: the excluded ones and this collection's own taint on nodes to be replaced."""

@@ -82,6 +82,17 @@ options:
         planned for draining. Until then the donor is listed in RV(plan.waiting_for_heir).
     type: int
     default: 0
+  canary:
+    description:
+      - Plan a canary in each worker group whose surge limit is above 1 - one heir at a time (the others listed in
+        RV(plan.create_blocked) with a reason that starts with C(canary)) until the group holds a finished replacement
+        of this upgrade whose node has been Ready for O(canary_soak_seconds).
+    type: bool
+    default: false
+  canary_soak_seconds:
+    description: Seconds the canary's node must have been Ready before its group plans its full surge.
+    type: int
+    default: 0
   lb_drain_seconds:
     description:
       - Seconds a leaving node carries the label C(node.kubernetes.io/exclude-from-external-load-balancers) before

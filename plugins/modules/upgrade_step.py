@@ -79,6 +79,19 @@ options:
       - Seconds a heir must have been Ready before its donor is drained.
     type: int
     default: 0
+  canary:
+    description:
+      - A worker group whose surge limit is above 1 first replaces one node alone, and goes to its full surge only
+        once that replacement is done (its donor gone, so a health gate, when one is set, ran after it) and its heir
+        has been Ready for O(canary_soak_seconds). At a surge of 1 every replacement goes alone anyway.
+      - The role's default is V(true) (C(rolling_upgrade_canary)).
+    type: bool
+    default: false
+  canary_soak_seconds:
+    description:
+      - How long the canary's heir must have been Ready (the role passes C(rolling_upgrade_soak_seconds)).
+    type: int
+    default: 0
   lb_drain_seconds:
     description:
       - Seconds a leaving node carries the label C(node.kubernetes.io/exclude-from-external-load-balancers) before

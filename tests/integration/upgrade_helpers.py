@@ -49,6 +49,9 @@ FAST = {
     "rolling_upgrade_timeout": 900,
     # Short chains of passes, so every run also crosses from one chain to the next (tasks/passes.yml).
     "_rolling_upgrade_passes_per_chain": 3,
+    # The tests of a surge above 1 count on the full surge from the first pass; the canary (on by default) is in the
+    # unit tests of plan_surge.
+    "rolling_upgrade_canary": False,
 }
 
 

@@ -179,3 +179,51 @@ def test_report_counts_evictions_per_pod_and_per_owner():
     counted = report.summarize(journal)["evictions"]
     assert counted == {"by_name": {"ns/db-0": 2, "ns/web-1": 1, "ns/web-2": 1},
                        "by_owner": {"ns/ReplicaSet/web-x": 2, "ns/StatefulSet/db": 2}, "most_by_name": 2}
+
+
+# ---------------------------------------------------------------------------------------------------- the canary
+
+def _creations(result):
+    return sum(c["count"] for c in result["plan"]["create"])
+
+
+def test_the_canary_holds_a_group_at_one_until_its_first_replacement_is_done_and_soaked():
+    w = World([group("G1", image=NEW)])
+    for number in range(4):
+        w.add_node("old-%d" % number, "G1", OLD)
+    options = opts(max_surge=3, canary=True, canary_soak_seconds=30)
+    first = w.plan(options)
+    assert _creations(first) == 1
+    assert [b["reason"] for b in first["plan"]["create_blocked"]] == []
+    history = []
+    for _pass in range(40):
+        result = w.plan(options)
+        history.append((w.now, result["budget"]["in_flight"], result["progress"]["done"]))
+        if result["progress"]["done"] >= 1 and result["budget"]["in_flight"] > 1:
+            break
+        w.apply(result)
+        w.tick()
+    in_flight = [f for _t, f, _d in history]
+    # One in flight until the first replacement was done, then the full surge.
+    done_at = next(i for i, (_t, _f, d) in enumerate(history) if d >= 1)
+    assert max(in_flight[:done_at]) == 1 and in_flight[-1] > 1, history
+    # ... and not before its heir had been Ready for the soak.
+    replaced = [s for s in w.nodes.values() if s["metadata"]["annotations"].get(P + "phase") == "replaced"]
+    ready_since = core.parse_time(replaced[0]["status"]["conditions"][0]["lastTransitionTime"])
+    assert history[-1][0] - ready_since >= 30, (history[-1], ready_since)
+
+
+def test_the_canary_says_why_it_holds_and_is_off_at_surge_one_or_when_disabled():
+    w = World([group("G1", image=NEW)])
+    for number in range(4):
+        w.add_node("old-%d" % number, "G1", OLD)
+    w.apply(w.plan(opts(max_surge=3, canary=True)))
+    held = w.plan(opts(max_surge=3, canary=True))
+    assert held["plan"]["create"] == []
+    assert held["plan"]["create_blocked"][0]["reason"].startswith("canary: the group's first replacement goes alone")
+    assert _creations(w.plan(opts(max_surge=3))) == 2
+    fresh = World([group("G1", image=NEW)])
+    for number in range(4):
+        fresh.add_node("old-%d" % number, "G1", OLD)
+    assert _creations(fresh.plan(opts(max_surge=1, canary=True))) == 1
+    assert _creations(fresh.plan(opts(max_surge=3))) == 3
