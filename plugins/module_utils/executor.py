@@ -275,7 +275,6 @@ class Executor:
         self._mark_nodes_to_replace(state)
         self._create_heirs(state)
         self._uncordon_given_back(state)
-        self._exclude_from_load_balancers(state)
         self._drain_donors(state)
         self._remove_etcd_members(state)
         self._delete_finished_donors(state)
@@ -372,11 +371,11 @@ class Executor:
         if record and self.journal is not None:
             self._timed("kube", self.journal, {"replacing_taints": record})
 
-    def _exclude_from_load_balancers(self, state):
-        """The exclude-from-external-load-balancers label, with its moment, on the leaving nodes the plan names (before
-        their drain cordons them): their deletion waits lb_drain_seconds from that moment (plan_leaving)."""
+    def _exclude_from_load_balancers(self, state, names):
+        """The exclude-from-external-load-balancers label, with its moment, on these leaving nodes (before their drain
+        cordons them): their etcd member and instance wait lb_drain_seconds from that moment (plan_leaving)."""
         keys = core.AnnotationKeys(state.facts["annotation_prefix"])
-        for name in state.plan.get("exclude_from_lb") or []:
+        for name in names:
             node = state.nodes.get(name)
             if node is None:
                 continue
@@ -429,6 +428,11 @@ class Executor:
         """One eviction round on each donor the guard allows; each drain's phase is written, a finished one's
         donor goes on to etcd and deletion in this pass (state.drained_now)."""
         to_drain = [item for item in state.plan["drain"] if self._allowed(state, "drain", item)]
+        # Out of the load balancers first: the drains the guard allows, and nodes a run without the label drained.
+        draining = {item["name"] for item in state.plan["drain"]}
+        labelled = set(state.plan.get("exclude_from_lb") or [])
+        self._exclude_from_load_balancers(state, [i["name"] for i in to_drain if i["name"] in labelled]
+                                          + sorted(labelled - draining))
         for item in to_drain:
             # Written before the drain cordons the node: a kill right after the cordon then leaves a node whose phase
             # says this upgrade cordoned it, so a pair broken later gives the capacity back (the plan's uncordon).

@@ -398,9 +398,7 @@ class UpgradeRun:
         lock. Returns the report (summary, files)."""
         finish = self.args["finish"]
         self._autoscaler(finish["autoscaler"], "restored")
-        self._as_far_as_it_goes("the taint %s could not be taken off every node (the next run takes it off the nodes it "
-                                "does not replace)" % core.AnnotationKeys(self.args["annotation_prefix"]).to_be_replaced,
-                                self.take_replacing_taints_off)
+        self._taints_off_as_far_as_it_goes()
         now = _stamp(_now())
         run = (self.args.get("journal") or {}).get("run")
         record = dict(finished=now, passes=self.engine.passes)
@@ -444,9 +442,7 @@ class UpgradeRun:
             self._as_far_as_it_goes("the cluster-autoscaler could not be restored (its replicas before the run are in "
                                     "the annotation %s/paused-replicas of its Deployment)" % self.args["annotation_prefix"],
                                     self._autoscaler, finish["autoscaler"], "restored")
-        self._as_far_as_it_goes("the taint %s could not be taken off every node (the next run takes it off the nodes it "
-                                "does not replace)" % core.AnnotationKeys(self.args["annotation_prefix"]).to_be_replaced,
-                                self.take_replacing_taints_off)
+        self._taints_off_as_far_as_it_goes()
         self._as_far_as_it_goes("the %s attempt could not be recorded in the journal" % outcome, self._record_end, record)
         written = None
         if finish:
@@ -455,6 +451,12 @@ class UpgradeRun:
         if self.args.get("lock") and self.args["lock"].get("holder"):
             self._as_far_as_it_goes("the run lock could not be released (it expires on its own)", self._lock, "absent")
         return dict(summary=written["summary"], files=written["files"]) if written else None
+
+    def _taints_off_as_far_as_it_goes(self):
+        # A taint left behind only makes the scheduler prefer other nodes; the next run takes it off (warned, not failed).
+        self._as_far_as_it_goes("the taint %s could not be taken off every node (the next run takes it off the nodes it "
+                                "does not replace)" % core.AnnotationKeys(self.args["annotation_prefix"]).to_be_replaced,
+                                self.take_replacing_taints_off)
 
     def take_replacing_taints_off(self):
         """The PreferNoSchedule taint of the nodes to be replaced (leaving_marks) off every node that carries it, as the

@@ -63,8 +63,7 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     stored = handle.kube().request("GET", "/api/v1/namespaces/kube-system/configmaps/kubenodes-image-upgrade-journal")
     taints = json.loads(stored["data"]["journal.json"]).get("replacing_taints") or {}
     assert set(start["node_names"]) <= {name for name, seen in taints.items() if seen.get("set")}, taints
-    assert not [n["metadata"]["name"] for n in uh.nodes(handle)
-                if any(t.get("key") == uh.PREFIX + "/to-be-replaced" for t in n["spec"].get("taints") or [])]
+    assert not uh.replacing_tainted(handle)
     # Each replacement's steps as Events on its Nodes (rolling_upgrade_events), once each.
     ours = [e for e in handle.kube().request("GET", "/api/v1/namespaces/default/events")["items"]
             if (e.get("source") or {}).get("component") == "kubenodes-image-upgrade"]

@@ -68,6 +68,12 @@ def nodes(handle):
     return handle.kube().request("GET", "/api/v1/nodes").get("items", [])
 
 
+def replacing_tainted(handle):
+    """The nodes that carry the collection's PreferNoSchedule taint on nodes to be replaced (issue 23)."""
+    return sorted(n["metadata"]["name"] for n in nodes(handle)
+                  if any(t.get("key") == PREFIX + "/to-be-replaced" for t in n["spec"].get("taints") or []))
+
+
 def live_instances(handle):
     return [i for i in handle.nodesim.instances() if i["state"] != "deleted"]
 

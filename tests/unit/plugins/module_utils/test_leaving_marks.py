@@ -103,6 +103,16 @@ def test_the_heir_never_takes_our_taint_even_with_copy_taints():
 
 # ---------------------------------------------------------------------------------- out of the load balancers
 
+def _paired_donor():
+    """old-1 paired with new-1, Ready: its drain is next."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    w.add_node("new-1", "G1", NEW, annotations={P + "donor": "old-1", P + "phase": "heir"})
+    w.nodes["old-1"]["metadata"]["annotations"][P + "heir"] = "new-1"
+    w.record_phase("old-1", core.PHASE_PAIRED)
+    return w
+
+
 def _drained_donor(w, labelled_at=None):
     """old-1 drained, its heir new-1 Ready; labelled out of the load balancers at `labelled_at` (None: not labelled)."""
     w.add_node("old-1", "G1", OLD)
@@ -151,11 +161,7 @@ def test_a_donor_drained_without_the_label_gets_it_first_and_its_hold_counts_fro
 
 
 def test_a_donor_to_drain_is_labelled_before_its_drain_and_released_when_it_stays():
-    w = World([group("G1", image=NEW)])
-    w.add_node("old-1", "G1", OLD)
-    w.add_node("new-1", "G1", NEW, annotations={P + "donor": "old-1", P + "phase": "heir"})
-    w.nodes["old-1"]["metadata"]["annotations"][P + "heir"] = "new-1"
-    w.record_phase("old-1", core.PHASE_PAIRED)
+    w = _paired_donor()
     plan = w.plan(opts(lb_drain_seconds=30), created=_created(w))["plan"]
     assert [d["name"] for d in plan["drain"]] == ["old-1"] and plan["exclude_from_lb"] == ["old-1"]
     w.patch_node("old-1", leaving_marks.lb_exclusion_entry(w.nodes["old-1"], KEYS, w.now))
@@ -227,3 +233,21 @@ def test_the_canary_says_why_it_holds_and_is_off_at_surge_one_or_when_disabled()
         fresh.add_node("old-%d" % number, "G1", OLD)
     assert _creations(fresh.plan(opts(max_surge=1, canary=True))) == 1
     assert _creations(fresh.plan(opts(max_surge=3))) == 3
+
+
+def test_the_executor_labels_before_the_drain_and_deletes_only_after_the_hold():
+    w = _paired_donor()
+    ex = w.executor(opts(lb_drain_seconds=10), created=_created(w))
+    first = ex.run_pass()
+    steps = [(d["step"], d.get("name")) for d in first["did"]]
+    assert steps.index(("exclude_from_lb", "old-1")) < steps.index(("drain", "old-1")), steps
+    assert "old-1" in w.nodes and core.LB_EXCLUDE_LABEL in w.nodes["old-1"]["metadata"]["labels"]
+    labelled_at = w.now
+    while "old-1" in w.nodes:
+        result = ex.run_pass()
+        if "old-1" in w.nodes:
+            assert [h["name"] for h in result["facts"]["plan"]["waiting_for_lb"]] == ["old-1"]
+            # The wait ends when the hold does, not a poll later.
+            assert ex.wait_seconds(result) <= labelled_at + 10 - w.now + 0.1
+            w.now += 1
+    assert w.now - labelled_at >= 10
