@@ -461,17 +461,17 @@ class UpgradeRun:
     def take_replacing_taints_off(self):
         """The PreferNoSchedule taint of the nodes to be replaced (leaving_marks) off every node that carries it, as the
         run ends (done, failed or stopped): every node stays until a run taints again those it will replace."""
-        if self.api_client is None:
-            return
         keys = core.AnnotationKeys(self.args["annotation_prefix"])
         record, moment = {}, _stamp(_now())
         try:
-            for node in kube.list_nodes(self.api_client):
+            # The role's rescue calls abort in a run of its own, which built no client yet.
+            api_client = self.api_client or kube.build_api_client(self.args)
+            for node in kube.list_nodes(api_client):
                 if leaving_marks.has_replacing_taint(node, keys):
-                    status = node_state.write_node(self.api_client, node, leaving_marks.untaint_entry(keys))[0]
+                    status = node_state.write_node(api_client, node, leaving_marks.untaint_entry(keys))[0]
                     if status == "changed":
                         record[node["metadata"]["name"]] = {"removed": moment}
-        except (kube.ApiException, node_state.NodeWriteError) as exc:
+        except (kube.ApiException, kube.KubeAuthError, node_state.NodeWriteError) as exc:
             raise executor.StepFailure(kube.api_error_message(exc) if isinstance(exc, kube.ApiException) else str(exc))
         if record and self.args.get("journal"):
             self._journal({"replacing_taints": record})
