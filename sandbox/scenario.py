@@ -40,6 +40,8 @@ def role_vars(state_dir, cloud, image_ref, report_dir=None, **overrides):
         # A simulated node joins in seconds: short pauses and gates keep the run quick.
         "rolling_upgrade_pass_delay": 2,
         "rolling_upgrade_heir_ready_seconds": 2,
+        # No cloud load balancer here: a short hold keeps the run quick (the role's 300 s is for real clouds).
+        "rolling_upgrade_lb_drain_seconds": 2,
         "rolling_upgrade_join_timeout": 300,
         "rolling_upgrade_drain_timeout": 300,
         "rolling_upgrade_timeout": 1800,

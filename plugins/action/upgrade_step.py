@@ -77,6 +77,7 @@ def argument_spec():
     spec = kube.auth_argument_spec(dict(
         image_facts.PLANNER_ARG_SPEC,
         image_resolved=dict(type="bool", default=False),
+        taint_to_be_replaced=dict(type="bool", default=True),
         drain=dict(type="dict", default={}, options=drain.DRAIN_ARG_SPEC),
         etcd=dict(type="dict", default={}, options=ETCD_SPEC),
         lock=dict(type="dict", options=lease.RUN_LOCK_SPEC),

@@ -38,7 +38,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
 )
 # The vocabulary and the cross-checks live in their own files; core re-exports them (its callers use core.<name>).
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (  # pylint: disable=unused-import
-    DEFAULT_PREFIX, REFERENCE_PREFIX, CONTROL_PLANE_LABEL, DEFAULT_JOIN_TIMEOUT, INTENT_WINDOW, PHASE_PAIRED,
+    DEFAULT_PREFIX, REFERENCE_PREFIX, CONTROL_PLANE_LABEL, DEFAULT_JOIN_TIMEOUT, INTENT_WINDOW, LB_EXCLUDE_LABEL, PHASE_PAIRED,
     PHASE_DRAINING, PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING, DONOR_PHASES, KNOWN_DONOR_PHASES, PHASE_HEIR,
     PHASE_REPLACED, _POINT_OF_NO_RETURN, OUTDATED, UP_TO_DATE, DONOR, HEIR, NEW, OBSOLETE, INVALID, NODE_GROUPS,
     PlanInputError, AnnotationKeys, same, is_reserved_label, copyable_labels, copyable_taints, labels_to_copy,

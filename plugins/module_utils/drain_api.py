@@ -297,13 +297,22 @@ def _eviction_round(api_client, settings, pods, to_evict, report):
         key = (outcome.namespace, outcome.name)
         if outcome.accepted and key not in evicted_keys:
             evicted_keys.add(key)
-            report.evicted.append(core.pod_ref(*key))
+            report.evicted.append(core.pod_ref(*key, owner=_owner(pods[key])))
         elif not (outcome.accepted or outcome.gone):
             blocked.append(core.blocker(pods[key], pdbs, outcome.message, outcome.causes, outcome.status))
             if outcome.retry_after:
                 retry_after = max(retry_after or 0, outcome.retry_after)
     blocked.sort(key=lambda b: (b["namespace"], b["pod"]))
     return blocked, retry_after, sum(1 for o in outcomes if o.accepted or o.gone)
+
+
+def _owner(pod):
+    """`Kind/name` of the pod's controller (a Deployment's pods: their ReplicaSet), or None: the report counts the
+    evictions per owner, since a Deployment's pod evicted comes back under another name."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return "%s/%s" % (ref.get("kind"), ref.get("name"))
+    return None
 
 
 def _what_is_left(decisions, last_blocked):

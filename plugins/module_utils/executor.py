@@ -45,7 +45,9 @@ import dataclasses
 import time
 import uuid
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views, hold_points, progress, stop_signals
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
+    core, facts_views, hold_points, leaving_marks, progress, stop_signals)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_leaving import lb_hold_until
 
 # Seconds between looks while everything waits (a heir joining, a PDB, a deletion): short, because the
 # next step should follow a change within about this long.
@@ -73,7 +75,8 @@ class Settings:
 
     def __init__(self, options, scaling_groups=None, timeout=None, started=None, poll=DEFAULT_POLL,
                  etcd_endpoints=None, check_mode=False, surge_cap=None, journal_run=None, created=None,
-                 start_counts=None, removed_first=None, refills=None, gate_after=None, gate_owed=False, intents=None):
+                 start_counts=None, removed_first=None, refills=None, gate_after=None, gate_owed=False, intents=None,
+                 taint_to_be_replaced=False):
         self.options = options
         self.scaling_groups = list(scaling_groups or [])
         self.timeout = timeout
@@ -98,6 +101,8 @@ class Settings:
         # The journal says a gate is owed (a replacement finished since the last gate passed): a resumed run holds
         # new heirs until the batch in flight finished and the gate ran, as the run it resumes would have.
         self.gate_owed = bool(gate_owed)
+        # The PreferNoSchedule taint on the nodes to be replaced (leaving_marks); off: every such taint is taken off.
+        self.taint_to_be_replaced = bool(taint_to_be_replaced)
 
 
 def planner_options(settings):
@@ -273,6 +278,7 @@ class Executor:
         self._write_plan_records(state)
         self._journal_donors_gone(state)
         self._write_node_patches(state)
+        self._mark_nodes_to_replace(state)
         self._create_heirs(state)
         self._uncordon_given_back(state)
         self._drain_donors(state)
@@ -357,6 +363,43 @@ class Executor:
                 self.say("heir %s replaces %s instead of %s: %s"
                          % (repair["name"], repair["donor"], repair["instead_of"], repair["reason"]))
 
+    def _mark_nodes_to_replace(self, state):
+        """The PreferNoSchedule taint on the nodes to be replaced before any heir is created, so that a pod evicted from
+        a donor avoids them; off every node that stays (leaving_marks.taint_writes). Each change is journaled."""
+        keys = core.AnnotationKeys(state.facts["annotation_prefix"])
+        writes = leaving_marks.taint_writes(state.nodes, state.facts, keys, self.settings.taint_to_be_replaced)
+        moment, record = core.format_time(self.clock()), {}
+        for name, entry in writes.items():
+            status, after = self._timed("kube", self.kube.write_node, state.nodes[name], entry)
+            if status == "changed":
+                state.nodes[name] = after
+                record[name] = {"removed" if entry.get("drop_taints") else "set": moment}
+        if record and self.journal is not None:
+            self._timed("kube", self.journal, {"replacing_taints": record})
+
+    def _exclude_from_load_balancers(self, state, names):
+        """The exclude-from-external-load-balancers label, with its moment, on these leaving nodes (before their drain
+        cordons them): their etcd member and instance wait lb_drain_seconds from that moment (plan_leaving)."""
+        keys = core.AnnotationKeys(state.facts["annotation_prefix"])
+        for name in names:
+            node = state.nodes.get(name)
+            if node is None:
+                continue
+            status, after = self._timed("kube", self.kube.write_node, node,
+                                        leaving_marks.lb_exclusion_entry(node, keys, self.clock()))
+            if status == "changed":
+                state.nodes[name] = after
+                state.did.append(dict(step="exclude_from_lb", name=name))
+
+    def _out_of_lb_long_enough(self, state, item):
+        """Whether a node drained in this pass has been out of the load balancers for lb_drain_seconds (else the plan
+        holds its etcd member and its instance in a later pass, plan.waiting_for_lb)."""
+        node = state.nodes.get(item["name"]) or {}
+        meta = node.get("metadata") or {}
+        until = lb_hold_until(meta.get("labels"), meta.get("annotations"), core.AnnotationKeys(state.facts["annotation_prefix"]),
+                              self.settings.options.lb_drain_seconds)
+        return until is not None and until <= self.clock()
+
     def _create_heirs(self, state):
         """The plan's creations (none while a health gate is owed), each recorded as an intent before and as
         this upgrade's own after; a quota refusal, or a heir the cloud gave up on for quota, holds the surge."""
@@ -379,14 +422,23 @@ class Executor:
 
     def _uncordon_given_back(self, state):
         """Nodes our drain cordoned whose pair broke since: their capacity goes back."""
+        keys = core.AnnotationKeys(state.facts["annotation_prefix"])
         for name in state.plan["uncordon"]:
             self._timed("kube", self.kube.uncordon, name)
             state.did.append(dict(step="uncordon", name=name))
+            released = leaving_marks.lb_release_entry(state.nodes.get(name) or {}, keys)
+            if released is not None:   # back in the load balancers too
+                self._timed("kube", self.kube.write_node, state.nodes[name], released)
 
     def _drain_donors(self, state):
         """One eviction round on each donor the guard allows; each drain's phase is written, a finished one's
         donor goes on to etcd and deletion in this pass (state.drained_now)."""
         to_drain = [item for item in state.plan["drain"] if self._allowed(state, "drain", item)]
+        # Out of the load balancers first: the drains the guard allows, and nodes a run without the label drained.
+        draining = {item["name"] for item in state.plan["drain"]}
+        labelled = set(state.plan.get("exclude_from_lb") or [])
+        self._exclude_from_load_balancers(state, [i["name"] for i in to_drain if i["name"] in labelled]
+                                          + sorted(labelled - draining))
         for item in to_drain:
             # Written before the drain cordons the node: a kill right after the cordon then leaves a node whose phase
             # says this upgrade cordoned it, so a pair broken later gives the capacity back (the plan's uncordon).
@@ -398,7 +450,7 @@ class Executor:
             self._record_phase(state.nodes, item["name"], phase)
             state.did.append(dict(step="drain", name=item["name"], drained=bool(outcome.get("drained")),
                                   evicted=len(outcome.get("evicted") or [])))
-            if outcome.get("drained"):
+            if outcome.get("drained") and self._out_of_lb_long_enough(state, item):
                 state.drained_now.append(item)
 
     def _remove_etcd_members(self, state):
@@ -618,6 +670,10 @@ class Executor:
         seconds = float(self.settings.poll)
         if any(d.get("pending") and not d.get("blocked") for d in result["drains"]):
             seconds = min(seconds, DRAIN_POLL)
+        for item in result["facts"]["plan"].get("waiting_for_lb") or []:
+            until = core.parse_time(item.get("until"))
+            if until is not None:
+                seconds = min(seconds, max(until - self.clock(), 0.0) + GATE_MARGIN)
         hold = float(self.settings.options.heir_ready_seconds or 0)
         for item in result["facts"]["plan"].get("waiting_for_heir") or []:
             since = core.parse_time(item.get("heir_ready_since")) if item.get("heir_ready") else None

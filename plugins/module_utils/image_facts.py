@@ -23,6 +23,9 @@ PLANNER_ARG_SPEC = dict(
     exclude_labels=dict(type="list", elements="str", default=[]),
     copy_taints=dict(type="bool", default=False),
     heir_ready_seconds=dict(type="int", default=0),
+    lb_drain_seconds=dict(type="int", default=0),
+    canary=dict(type="bool", default=False),
+    canary_soak_seconds=dict(type="int", default=0),
     max_unavailable=dict(type="raw", default=0),
 )
 

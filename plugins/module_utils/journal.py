@@ -46,7 +46,7 @@ class MalformedJournal(Exception):
 # of the fields of each value of an object (an object of entries). A value of another type would fail deep inside a
 # reader (an int where a list is iterated): it is named, key and all, when the journal is read.
 _NODE_SHAPE = {"group": "string", "heir": "string", "role": "string", "error": "string", "phases": "object",
-               "evicted": "list", "evicted_count": "number", "waits": "object", "retries": "object"}
+               "evicted": "list", "evicted_count": "number", "evicted_owners": "object", "waits": "object", "retries": "object"}
 _ATTEMPT_SHAPE = {"started": "string", "ended": "string", "outcome": "string", "passes": "number",
                   "api_seconds": "object"}
 _GATE_SHAPE = {"seconds": "object"}
@@ -54,6 +54,7 @@ JOURNAL_SHAPE = {
     "image": "string", "target_image": "string", "started": "string", "finished": "string", "passes": "number",
     "nodes": _NODE_SHAPE, "attempts": _ATTEMPT_SHAPE, "gates": _GATE_SHAPE, "instances_removed": {},
     "instances_created": {}, "start_counts": "object", "removed_first": {}, "refills": "object", "create_intents": {},
+    "replacing_taints": {},
 }
 _TYPES = {"object": (dict, "an object"), "list": (list, "a list"), "string": (str, "a string"),
           "number": ((int, float), "a number")}

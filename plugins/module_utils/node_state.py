@@ -97,22 +97,22 @@ def pending_changes(node, entry):
     annotations = {k: v for k, v in (entry.get("annotations") or {}).items()
                    if (v is None and k in have_ann) or (v is not None and have_ann.get(k) != v)}
     labels = {k: v for k, v in (entry.get("labels") or {}).items() if have_labels.get(k) != v}
-    wanted_taints = entry.get("taints")
-    taints = _merged_taints(node, wanted_taints) if wanted_taints is not None else None
+    wanted_taints, dropped = entry.get("taints"), entry.get("drop_taints")
+    taints = _merged_taints(node, wanted_taints or [], dropped) if wanted_taints is not None or dropped else None
     return annotations, labels, taints
 
 
-def _merged_taints(node, wanted_taints):
-    """The node's taints with the wanted ones added or their values set (by key and effect), or None when that
-    changes nothing."""
+def _merged_taints(node, wanted_taints, dropped=()):
+    """The node's taints with the wanted ones added or their values set (by key and effect) and those whose key is
+    in `dropped` taken off, or None when that changes nothing."""
     current = list((node.get("spec") or {}).get("taints") or [])
     ident = {(t.get("key"), t.get("effect")): t for t in current}
-    merged = list(current)
+    merged = [t for t in current if t.get("key") not in set(dropped or ())]
     for taint in wanted_taints:
         key = (taint.get("key"), taint.get("effect"))
         if key not in ident:
             merged.append(taint)
-        elif ident[key].get("value") != taint.get("value"):
+        elif ident[key].get("value") != taint.get("value") and ident[key] in merged:
             merged[merged.index(ident[key])] = taint
     return merged if merged != current else None
 
@@ -191,6 +191,9 @@ def planner_options(params):
         heir_ready_seconds=params.get("heir_ready_seconds") or 0,
         max_unavailable=params.get("max_unavailable", 0),
         no_surge=bool(params.get("no_surge")),
+        lb_drain_seconds=params.get("lb_drain_seconds") or 0,
+        canary=bool(params.get("canary")),
+        canary_soak_seconds=params.get("canary_soak_seconds") or 0,
     )
 
 

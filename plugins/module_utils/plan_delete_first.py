@@ -122,7 +122,7 @@ def mark_removed_first(inputs, census, decisions):
         for s in decision.remove:
             out.plan.record_removed_first[s.name] = RemovedFirstRecord(
                 group=group_id, since=inputs.stamp, labels=copyable_labels(s.info.labels, options.exclude_labels),
-                taints=copyable_taints(s.info.taints, options.exclude_labels) if options.copy_taints else [])
+                taints=copyable_taints(s.info.taints, options.taints_not_copied()) if options.copy_taints else [])
             census.final[s.name] = OBSOLETE
             out.plan.obsolete.append(s.name)
             out.plan.delete_first.append(RemovedFirst(name=s.name, group=group_id, provider_id=s.info.provider_id))

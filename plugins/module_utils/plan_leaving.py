@@ -11,11 +11,11 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosscheck
     CHECKS, STEP_CORDON, STEP_DRAIN, STEP_ETCD_REMOVAL, STEP_INSTANCE_DELETION, STEP_NODE_DELETION, _problem,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import (
-    Decided, Drain, EtcdRemoval, NodeDeletion, WaitingForHeir,
+    Decided, Drain, EtcdRemoval, LoadBalancerHold, NodeDeletion, WaitingForHeir,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
-    DONOR, HEIR, INVALID, KNOWN_DONOR_PHASES, OBSOLETE, OUTDATED, PHASE_DRAINED, PHASE_DRAINING, PHASE_PAIRED,
-    format_time,
+    DONOR, HEIR, INVALID, KNOWN_DONOR_PHASES, LB_EXCLUDE_LABEL, OBSOLETE, OUTDATED, PHASE_DRAINED, PHASE_DRAINING,
+    PHASE_PAIRED, format_time, parse_time,
 )
 
 
@@ -54,6 +54,11 @@ def _leave(inputs, census, s, cat, out):
             # What follows a drain rides along, so a drain that finishes at once goes on in the same pass.
             out.plan.drain.append(Drain(name=s.name, reason=cat, **gate, control_plane=s.info.control_plane,
                                         node_ip=ip, provider_id=s.info.provider_id, group=s.group_id))
+            # Out of the load balancers from the drain's start: their hold runs while the pods are evicted.
+            if lb_hold_until(s.info.labels, s.info.annotations, inputs.keys, inputs.options.lb_drain_seconds) is None:
+                out.plan.exclude_from_lb.append(s.name)
+    elif phase == PHASE_DRAINED and _held_for_lb(inputs, s, out):
+        pass
     elif phase == PHASE_DRAINED and s.info.control_plane:
         if _agreed(inputs, census, s, cat, out, STEP_ETCD_REMOVAL):
             out.plan.etcd_remove.append(EtcdRemoval(name=s.name, node_ip=ip, provider_id=s.info.provider_id,
@@ -61,6 +66,31 @@ def _leave(inputs, census, s, cat, out):
     elif _agreed(inputs, census, s, cat, out, STEP_INSTANCE_DELETION, STEP_NODE_DELETION):
         out.plan.delete_nodes.append(NodeDeletion(name=s.name, provider_id=s.info.provider_id, group=s.group_id,
                                                   control_plane=s.info.control_plane))
+
+
+def lb_hold_until(labels, annotations, keys, seconds):
+    """When a leaving node's hold out of the load balancers ends (epoch seconds): its lb-excluded-since annotation plus
+    `seconds`, or 0.0 when there is no hold (`seconds` 0); None when it does not carry the label and the annotation
+    yet (they are written first, and the hold counts from then)."""
+    if not float(seconds or 0):
+        return 0.0
+    since = parse_time((annotations or {}).get(keys.lb_excluded_since))
+    if since is None or LB_EXCLUDE_LABEL not in (labels or {}):
+        return None
+    return since + float(seconds)
+
+
+def _held_for_lb(inputs, s, out):
+    """Whether drained node `s` waits out of the load balancers before its etcd member and its instance go (labelled
+    first when a run before this one drained it without the label)."""
+    until = lb_hold_until(s.info.labels, s.info.annotations, inputs.keys, inputs.options.lb_drain_seconds)
+    if until is None:
+        out.plan.exclude_from_lb.append(s.name)
+    elif until <= inputs.now:
+        return False
+    since = s.info.annotations.get(inputs.keys.lb_excluded_since) if until else None
+    out.plan.waiting_for_lb.append(LoadBalancerHold(name=s.name, since=since, until=format_time(until) if until else None))
+    return True
 
 
 def _heir_gate(inputs, census, s, cat):

@@ -272,7 +272,7 @@ def copy_labels(inputs, census):
         if d is None:
             continue
         labels = labels_to_copy(d.info.labels, s.info.labels, options.exclude_labels)
-        taints = taints_to_copy(d.info.taints, s.info.taints, options.exclude_labels) if options.copy_taints else []
+        taints = taints_to_copy(d.info.taints, s.info.taints, options.taints_not_copied()) if options.copy_taints else []
         if labels or taints:
             out.plan.label_copies.append(LabelCopy(heir=s.name, donor=d.name, labels=labels, taints=taints))
             if labels:

@@ -21,7 +21,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_input
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_plan import CreateBlocked, Creation
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
     DONOR, HEIR, INVALID, NODE_GROUPS, OBSOLETE, OUTDATED, PHASE_DELETING, PHASE_DRAINED, PHASE_ETCD_REMOVED,
-    PHASE_HEIR, UP_TO_DATE, same, surge_limit,
+    PHASE_HEIR, PHASE_REPLACED, UP_TO_DATE, same, surge_limit,
 )
 
 
@@ -159,8 +159,29 @@ def _decide(inputs, census, arrivals, report, budget, cp_in_flight, cluster_room
         return Decision(reason="waiting for the control plane to be replaced first")
     if report["role"] == ROLE_CONTROL_PLANE:
         return _control_plane_decision(inputs, census, budget, cp_in_flight, surge)
+    held = canary_hold(inputs, census, report, budget)
+    if held:
+        count = min(want, max(0, 1 - budget.in_flight))
+        return Decision(count, None if count else held)
     count = min(want, max(0, budget.limit - budget.in_flight))
     return Decision(count, None if count else "surge budget used (%d of %d in flight)" % (budget.in_flight, budget.limit))
+
+
+def canary_hold(inputs, census, report, budget):
+    """Why a worker group stays at one replacement in flight (the canary), or None: with options.canary and a surge
+    limit above 1, until one of its nodes is a finished replacement of this upgrade (its donor gone, so a health gate,
+    when one is set, ran after it) that has been Ready for canary_soak_seconds. At a surge of 1 every replacement goes
+    alone anyway."""
+    options = inputs.options
+    if not options.canary or budget.limit <= 1:
+        return None
+    soak = float(options.canary_soak_seconds or 0)
+    for s in census.by_group.get(group_key(report["id"]), []):
+        if (census.final[s.name] == UP_TO_DATE and s.phase == PHASE_REPLACED and same(s.image, inputs.target)
+                and s.info.ready and (s.info.ready_since is None or inputs.now - s.info.ready_since >= soak)):
+            return None
+    return ("canary: the group's first replacement goes alone; full surge (%d) once it is done and its heir has been "
+            "Ready for %ss (rolling_upgrade_canary)" % (budget.limit, int(soak)))
 
 
 def _control_plane_decision(inputs, census, budget, cp_in_flight, surge):

@@ -79,7 +79,7 @@ def refill_done(inputs, census, s, out):
     slot = _refill_slot(inputs, census, s, out)
     entry = inputs.removed_first.get(slot) or {}
     labels = labels_to_copy(entry.get("labels") or {}, s.info.labels, options.exclude_labels)
-    taints = taints_to_copy(entry.get("taints") or [], s.info.taints, options.exclude_labels) if options.copy_taints else []
+    taints = taints_to_copy(entry.get("taints") or [], s.info.taints, options.taints_not_copied()) if options.copy_taints else []
     if labels or taints:
         out.plan.label_copies.append(LabelCopy(heir=s.name, donor=slot, labels=labels, taints=taints))
         if labels:

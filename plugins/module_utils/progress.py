@@ -205,6 +205,10 @@ def _add_drains(nodes, drain_results, stamp, attempt):
         if result.get("forced"):
             # Pods the drain ladder deleted without eviction or forced, each with its step and rule.
             entry["forced"] = [forced_label(p) for p in result["forced"]]
+        owners = {"%s/%s" % (p.get("namespace"), p.get("pod")): "%s/%s" % (p.get("namespace"), p["owner"])
+                  for p in result.get("evicted") or [] if p.get("owner")}
+        if owners:
+            entry["evicted_owners"] = owners
         started = result.get("drain_started") or stamp
         entry["phases"].setdefault("draining", started)
         if result.get("drained"):

@@ -89,6 +89,9 @@ def merge(journal, record):
         del journal["attempts"]
     _merge_gates(journal, record)
     _merge_first_records(journal, record)
+    # The PreferNoSchedule taint on the nodes to be replaced (leaving_marks): per node when it was set and taken off.
+    for name, seen in (record.get("replacing_taints") or {}).items():
+        journal.setdefault("replacing_taints", {}).setdefault(name, {}).update(seen or {})
     return journal
 
 
@@ -112,6 +115,8 @@ def _merge_node(entry, seen):
         entry["evicted"] = sorted(set(entry.get("evicted") or []) | seen_evicted)
     if seen.get("forced"):
         entry["forced"] = sorted(set(entry.get("forced") or []) | set(seen["forced"]))
+    if seen.get("evicted_owners"):
+        entry.setdefault("evicted_owners", {}).update(seen["evicted_owners"])
     for counter in ("waits", "retries"):
         totals = entry.setdefault(counter, {})
         for key, value in (seen.get(counter) or {}).items():
@@ -258,6 +263,7 @@ def compact(journal):
         if "evicted_count" not in entry:
             entry["evicted_count"] = len(entry.get("evicted") or [])
             entry["evicted"] = []
+        entry.pop("evicted_owners", None)
         entry["retries"] = {step: count(value) for step, value in (entry.get("retries") or {}).items()}
     return journal
 
@@ -423,12 +429,28 @@ def summarize(journal, now=None):
         "nodes_replaced": sum(1 for r in rows if r["done"]),
         "nodes_total": len(rows),
         "pods_evicted": sum(r["pods_evicted"] for r in rows),
+        "evictions": evictions(journal),
         "nodes": rows,
         "instances_removed": [dict(provider_id=pid, **info) for pid, info in sorted((journal.get("instances_removed") or {}).items())],
         "time_breakdown": time_breakdown(journal, now),
         "api_seconds": api_seconds(journal),
         "gates": gate_rows(journal),
     }
+
+
+def evictions(journal):
+    """How often each pod was evicted: by name (`namespace/pod`; above 1 only for a pod that keeps its name, such as a
+    StatefulSet's) and by owner (`namespace/Kind/name`: a Deployment's pods under their ReplicaSet, whose evicted pods
+    come back under new names); `most_by_name`, the largest count by name. A compacted entry keeps no names."""
+    by_name, by_owner = {}, {}
+    for entry in (journal.get("nodes") or {}).values():
+        owners = entry.get("evicted_owners") or {}
+        for pod in entry.get("evicted") or []:
+            by_name[pod] = by_name.get(pod, 0) + 1
+            if owners.get(pod):
+                by_owner[owners[pod]] = by_owner.get(owners[pod], 0) + 1
+    return {"by_name": dict(sorted(by_name.items())), "by_owner": dict(sorted(by_owner.items())),
+            "most_by_name": max(by_name.values()) if by_name else 0}
 
 
 def _node_row(name, entry, end):

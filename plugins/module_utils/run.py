@@ -23,7 +23,7 @@ import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
     artifacts, autoscaler, base, core, etcd, etcd_access, executor, gate, group_image, hold_points, image_facts, kube,
-    lease, node_state, preflight, progress, report, stop_signals)
+    lease, leaving_marks, node_state, preflight, progress, report, stop_signals)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_access, kube_access
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
@@ -329,7 +329,8 @@ class UpgradeRun:
                                      started=args["started"], poll=args["poll_interval"],
                                      etcd_endpoints=etcd_args["endpoints"], check_mode=self.check_mode,
                                      surge_cap=args["surge_cap"], journal_run=(args.get("journal") or {}).get("run"),
-                                     gate_after=None if args["gate_after"] == "none" else args["gate_after"])
+                                     gate_after=None if args["gate_after"] == "none" else args["gate_after"],
+                                     taint_to_be_replaced=args["taint_to_be_replaced"])
         engine = executor.Executor(settings, kube_access.KubeAccess(self.api_client, options.annotation_prefix, args["drain"]),
                                    cloud_access.CloudAccess(provider), etcd=remover, say=self.say, etcd_health=health,
                                    stop=self.stop)
@@ -415,6 +416,7 @@ class UpgradeRun:
         lock. Returns the report (summary, files)."""
         finish = self.args["finish"]
         self._autoscaler(finish["autoscaler"], "restored")
+        self._taints_off_as_far_as_it_goes()
         now = _stamp(_now())
         run = (self.args.get("journal") or {}).get("run")
         record = dict(finished=now, passes=self.engine.passes)
@@ -458,6 +460,7 @@ class UpgradeRun:
             self._as_far_as_it_goes("the cluster-autoscaler could not be restored (its replicas before the run are in "
                                     "the annotation %s/paused-replicas of its Deployment)" % self.args["annotation_prefix"],
                                     self._autoscaler, finish["autoscaler"], "restored")
+        self._taints_off_as_far_as_it_goes()
         self._as_far_as_it_goes("the %s attempt could not be recorded in the journal" % outcome, self._record_end, record)
         written = None
         if finish:
@@ -466,6 +469,30 @@ class UpgradeRun:
         if self.args.get("lock") and self.args["lock"].get("holder"):
             self._as_far_as_it_goes("the run lock could not be released (it expires on its own)", self._lock, "absent")
         return dict(summary=written["summary"], files=written["files"]) if written else None
+
+    def _taints_off_as_far_as_it_goes(self):
+        # A taint left behind only makes the scheduler prefer other nodes; the next run takes it off (warned, not failed).
+        self._as_far_as_it_goes("the taint %s could not be taken off every node (the next run takes it off the nodes it "
+                                "does not replace)" % core.AnnotationKeys(self.args["annotation_prefix"]).to_be_replaced,
+                                self.take_replacing_taints_off)
+
+    def take_replacing_taints_off(self):
+        """The PreferNoSchedule taint of the nodes to be replaced (leaving_marks) off every node that carries it, as the
+        run ends (done, failed or stopped): every node stays until a run taints again those it will replace."""
+        keys = core.AnnotationKeys(self.args["annotation_prefix"])
+        record, moment = {}, _stamp(_now())
+        try:
+            # The role's rescue calls abort in a run of its own, which built no client yet.
+            api_client = self.api_client or kube.build_api_client(self.args)
+            for node in kube.list_nodes(api_client):
+                if leaving_marks.has_replacing_taint(node, keys):
+                    status = node_state.write_node(api_client, node, leaving_marks.untaint_entry(keys))[0]
+                    if status == "changed":
+                        record[node["metadata"]["name"]] = {"removed": moment}
+        except (kube.ApiException, kube.KubeAuthError, node_state.NodeWriteError) as exc:
+            raise executor.StepFailure(kube.api_error_message(exc) if isinstance(exc, kube.ApiException) else str(exc))
+        if record and self.args.get("journal"):
+            self._journal({"replacing_taints": record})
 
     def _record_end(self, record):
         _fail_if_injected("abort")

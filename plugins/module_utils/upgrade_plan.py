@@ -145,6 +145,16 @@ class WaitingForHeir(_Record):
 
 
 @dataclass
+class LoadBalancerHold(_Record):
+    """A drained node out of the load balancers (LB_EXCLUDE_LABEL) for less than lb_drain_seconds: its etcd member and
+    its instance stay until `until`, so connections the load balancers still hold to it can finish."""
+
+    name: str
+    since: Optional[str]
+    until: Optional[str]
+
+
+@dataclass
 class EtcdRemoval(_Record):
     """A drained control-plane donor whose etcd member goes."""
 
@@ -277,6 +287,8 @@ class Plan(_Record):
     create_blocked: List[object] = field(default_factory=list)  # CreateBlocked, GroupShort
     drain: List[Drain] = field(default_factory=list)
     waiting_for_heir: List[WaitingForHeir] = field(default_factory=list)
+    exclude_from_lb: List[str] = field(default_factory=list)     # leaving nodes to label out of the load balancers
+    waiting_for_lb: List[LoadBalancerHold] = field(default_factory=list)
     etcd_remove: List[EtcdRemoval] = field(default_factory=list)
     delete_nodes: List[NodeDeletion] = field(default_factory=list)
     delete_instances: List[InstanceWithoutNode] = field(default_factory=list)

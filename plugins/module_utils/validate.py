@@ -306,6 +306,8 @@ SURGE_RULES = {
     "max_unavailable": max_unavailable,
     "join_timeout": seconds,
     "heir_ready_seconds": lambda n, v: seconds(n, v, minimum=0),
+    "lb_drain_seconds": lambda n, v: seconds(n, v, minimum=0, maximum=3600),
+    "canary_soak_seconds": lambda n, v: seconds(n, v, minimum=0),
 }
 PREFIX_RULES = {"annotation_prefix": annotation_prefix}
 PLANNER_RULES = dict(SURGE_RULES, annotation_prefix=annotation_prefix, image=image, exclude_labels=label_keys,
@@ -370,6 +372,7 @@ ROLE_RULES = {
     "rolling_upgrade_max_unavailable": max_unavailable,
     "rolling_upgrade_join_timeout": seconds,
     "rolling_upgrade_heir_ready_seconds": lambda n, v: seconds(n, v, minimum=0),
+    "rolling_upgrade_lb_drain_seconds": lambda n, v: seconds(n, v, minimum=0, maximum=3600),
     "rolling_upgrade_drain_timeout": lambda n, v: seconds(n, v, hint=(
         "to wait with no limit, set rolling_upgrade_drain_on_timeout to continue")),
     "rolling_upgrade_drain_on_timeout": lambda n, v: one_of(n, v, ("fail", "force", "continue")),

@@ -23,6 +23,8 @@ DEFAULT_JOIN_TIMEOUT = 30 * 60
 # the create made. Clouds stamp an instance within seconds of the create call; someone else's scale-up a minute
 # later is not taken. An instance stamped later is left alone (capacity), never taken: the safe side.
 INTENT_WINDOW = 45
+# Kubernetes' own label that takes a node out of the cloud load balancers' backends (the service controller acts on it).
+LB_EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 # Donor phases, in order. The role records each one (node_pair `phases`) after the step succeeded.
 PHASE_PAIRED = "paired"
@@ -80,6 +82,10 @@ class AnnotationKeys:
         self.phase_since = prefix + "/phase-since"
         self.phase_history = prefix + "/phase-history"
         self.started_at = prefix + "/started-at"
+        # When a leaving node got the exclude-from-external-load-balancers label (its hold before deletion counts from it).
+        self.lb_excluded_since = prefix + "/lb-excluded-since"
+        # The PreferNoSchedule taint on nodes this run will replace: pods evicted elsewhere avoid them (moved once).
+        self.to_be_replaced = prefix + "/to-be-replaced"
 
     def short(self, key):
         return key[len(self.prefix) + 1:] if key.startswith(self.prefix + "/") else key
@@ -254,6 +260,13 @@ class Options:
     heir_ready_seconds: float = 0   # how long a heir must have been Ready before its donor is drained
     max_unavailable: object = 0     # worker nodes a group may lack while replaced delete-first (see _DeleteFirst)
     no_surge: bool = False          # the quota leaves no room for one more instance: no heir beyond the start count
+    lb_drain_seconds: float = 0     # how long a leaving node is out of the load balancers before it goes (0: no label)
+    canary: bool = False            # a worker group's first replacement goes alone (plan_surge.canary_hold)
+    canary_soak_seconds: float = 0  # ... and its heir Ready that long before the group goes to its full surge
+
+    def taints_not_copied(self):
+        """Taint keys never copied to a heir: the excluded ones and this collection's own taint on nodes to be replaced."""
+        return tuple(self.exclude_labels or ()) + (AnnotationKeys(self.annotation_prefix).to_be_replaced,)
 
     def validate(self):
         if not isinstance(self.image, str) or not self.image.strip() or any(c.isspace() for c in self.image.strip()):
@@ -266,4 +279,6 @@ class Options:
         unavailable_limit(self.max_unavailable, 1)
         if self.join_timeout is None or float(self.join_timeout) <= 0:
             raise PlanInputError("join_timeout must be a positive number of seconds, got %r" % (self.join_timeout,))
+        if isinstance(self.lb_drain_seconds, bool) or not isinstance(self.lb_drain_seconds, (int, float)) or self.lb_drain_seconds < 0:
+            raise PlanInputError("lb_drain_seconds must be a number of seconds, 0 or more, got %r" % (self.lb_drain_seconds,))
         return AnnotationKeys(self.annotation_prefix)

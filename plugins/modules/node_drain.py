@@ -246,7 +246,8 @@ drained:
   sample: false
 evicted:
   description:
-    - Pods whose eviction (or deletion) the API accepted during this task.
+    - Pods whose eviction (or deletion) the API accepted during this task, each with C(pod), C(namespace) and, for a pod
+      with a controller, C(owner) (C(Kind/name), a Deployment's pod its ReplicaSet).
     - In check mode, the pods that would be evicted now.
   returned: always
   type: list

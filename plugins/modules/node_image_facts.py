@@ -82,6 +82,26 @@ options:
         planned for draining. Until then the donor is listed in RV(plan.waiting_for_heir).
     type: int
     default: 0
+  canary:
+    description:
+      - Plan a canary in each worker group whose surge limit is above 1 - one heir at a time (the others listed in
+        RV(plan.create_blocked) with a reason that starts with C(canary)) until the group holds a finished replacement
+        of this upgrade whose node has been Ready for O(canary_soak_seconds).
+    type: bool
+    default: false
+  canary_soak_seconds:
+    description: Seconds the canary's node must have been Ready before its group plans its full surge.
+    type: int
+    default: 0
+  lb_drain_seconds:
+    description:
+      - Seconds a leaving node carries the label C(node.kubernetes.io/exclude-from-external-load-balancers) before
+        its etcd member and its instance go, so connections the clouds' load balancers still hold to it can finish.
+        Until then the node is listed in RV(plan.waiting_for_lb), and a leaving node without the label (and its
+        moment, annotation C(<annotation_prefix>/lb-excluded-since)) in RV(plan.exclude_from_lb).
+      - V(0) sets no label and holds nothing. The role's default is V(300), the AWS ELB deregistration delay.
+    type: int
+    default: 0
   max_unavailable:
     description:
       - Worker nodes a scaling group may lack while they are replaced delete-first, an integer or a percentage of
@@ -330,6 +350,16 @@ plan:
           heir has not been Ready for longer than O(join_timeout) since the pairing.
       type: list
       elements: dict
+    exclude_from_lb:
+      description: Leaving nodes to label out of the load balancers (with the moment) before their drain, or, when
+        drained without it, before their deletion (O(lb_drain_seconds)).
+      type: list
+      elements: str
+    waiting_for_lb:
+      description: Drained nodes out of the load balancers for less than O(lb_drain_seconds) (C(name), C(since),
+        C(until)); their etcd member and their instance stay until C(until).
+      type: list
+      elements: dict
     etcd_remove:
       description: Drained control-plane nodes whose etcd member goes next (C(name), C(node_ip)), for
         etcd_member_remove, with C(provider_id) and C(group) for the deletion that follows.
@@ -401,6 +431,8 @@ plan:
     create_blocked: []
     drain: [{name: w-0, reason: donor, heir: w-4, heir_ready: true}]
     waiting_for_heir: []
+    exclude_from_lb: []
+    waiting_for_lb: []
     etcd_remove: []
     delete_nodes: []
     delete_instances: []

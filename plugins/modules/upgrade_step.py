@@ -79,6 +79,38 @@ options:
       - Seconds a heir must have been Ready before its donor is drained.
     type: int
     default: 0
+  canary:
+    description:
+      - A worker group whose surge limit is above 1 first replaces one node alone, and goes to its full surge only
+        once that replacement is done (its donor gone, so a health gate, when one is set, ran after it) and its heir
+        has been Ready for O(canary_soak_seconds). At a surge of 1 every replacement goes alone anyway.
+      - The role's default is V(true) (C(rolling_upgrade_canary)).
+    type: bool
+    default: false
+  canary_soak_seconds:
+    description:
+      - How long the canary's heir must have been Ready (the role passes C(rolling_upgrade_soak_seconds)).
+    type: int
+    default: 0
+  lb_drain_seconds:
+    description:
+      - Seconds a leaving node carries the label C(node.kubernetes.io/exclude-from-external-load-balancers) before
+        its etcd member and its instance go, so connections the clouds' load balancers still hold to it can finish.
+        The label and the moment it was set (annotation C(<annotation_prefix>/lb-excluded-since)) are written before
+        its drain cordons it, so the wait runs during the drain and a resumed run does not wait again from zero.
+      - V(0) sets no label and holds nothing. The role's default is V(300), the AWS ELB deregistration delay.
+    type: int
+    default: 0
+  taint_to_be_replaced:
+    description:
+      - Put the C(PreferNoSchedule) taint C(<annotation_prefix>/to-be-replaced) on every node this run will replace,
+        from its first pass, so a pod evicted from one donor is placed on a node that stays rather than on another
+        outdated node that would evict it again. It comes off every node that stays (no longer to be replaced, and
+        every node when the run finishes, fails or is stopped; a later run takes off what a killed one left). Each
+        change is recorded in the journal (C(replacing_taints)).
+      - V(false) sets none and takes off any the collection left.
+    type: bool
+    default: true
   max_unavailable:
     description:
       - Worker nodes a scaling group may lack while they are replaced delete-first (drained and deleted before

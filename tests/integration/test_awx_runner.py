@@ -64,7 +64,8 @@ def survey_and_template_vars(values, **more):
     settings; never a credential."""
     gcp = {k: v for k, v in values["rolling_upgrade_gcp"].items() if k in ("endpoint", "ca_bundle")}
     answers = {"image": values["rolling_upgrade_image"], "provider": "gcp", "max_surge": "1", "gcp": gcp}
-    for name in ("rolling_upgrade_pass_delay", "rolling_upgrade_heir_ready_seconds", "rolling_upgrade_join_timeout",
+    for name in ("rolling_upgrade_pass_delay", "rolling_upgrade_heir_ready_seconds", "rolling_upgrade_lb_drain_seconds",
+                 "rolling_upgrade_join_timeout",
                  "rolling_upgrade_drain_timeout", "rolling_upgrade_drain_force", "rolling_upgrade_copy_labels_exclude",
                  "rolling_upgrade_lock_duration", "rolling_upgrade_timeout", "_rolling_upgrade_passes_per_chain",
                  "rolling_upgrade_scaling_groups", "rolling_upgrade_preflight",

@@ -72,6 +72,12 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     assert spent["cloud_seconds"] > 0, spent
     assert summary["api_seconds"] is not None, summary["api_seconds"]
     assert not uh.lease_holder(handle), "the run lock was not released"
+    # Issue 23: every node to replace carried the PreferNoSchedule taint (the journal says when it was set), and no node
+    # is left with it.
+    stored = handle.kube().request("GET", "/api/v1/namespaces/kube-system/configmaps/kubenodes-image-upgrade-journal")
+    taints = json.loads(stored["data"]["journal.json"]).get("replacing_taints") or {}
+    assert set(start["node_names"]) <= {name for name, seen in taints.items() if seen.get("set")}, taints
+    assert not uh.replacing_tainted(handle)
     # Each replacement's steps as Events on its Nodes (rolling_upgrade_events), once each.
     ours = [e for e in handle.kube().request("GET", "/api/v1/namespaces/default/events")["items"]
             if (e.get("source") or {}).get("component") == "kubenodes-image-upgrade"]

@@ -116,6 +116,8 @@ def test_pdb_that_blocks_forever_stops_the_run_naming_pod_and_pdb_then_resumes(u
     # The run stopped with the pod still in place: nothing was forced past the PDB.
     assert uh.wait_pod_running(kube, namespace, "app=guarded", worker, timeout=5) == pod
     assert not uh.lease_holder(handle), "the stopped run kept the run lock"
+    # The stopped run took its PreferNoSchedule taint off every node (issue 23); the resumed run puts it back.
+    assert not uh.replacing_tainted(handle)
 
     kube.request("DELETE", "/apis/policy/v1/namespaces/%s/poddisruptionbudgets/never-disrupt" % namespace, ok=(200,))
     # The first run after the fix finishes: it gets a full drain timeout again (node_drain not_before).

@@ -49,6 +49,9 @@ FAST = {
     "rolling_upgrade_timeout": 900,
     # Short chains of passes, so every run also crosses from one chain to the next (tasks/passes.yml).
     "_rolling_upgrade_passes_per_chain": 3,
+    # The tests of a surge above 1 count on the full surge from the first pass; the canary (on by default) is in the
+    # unit tests of plan_surge.
+    "rolling_upgrade_canary": False,
 }
 
 
@@ -63,6 +66,12 @@ def is_ready(node):
 
 def nodes(handle):
     return handle.kube().request("GET", "/api/v1/nodes").get("items", [])
+
+
+def replacing_tainted(handle):
+    """The nodes that carry the collection's PreferNoSchedule taint on nodes to be replaced (issue 23)."""
+    return sorted(n["metadata"]["name"] for n in nodes(handle)
+                  if any(t.get("key") == PREFIX + "/to-be-replaced" for t in n["spec"].get("taints") or []))
 
 
 def live_instances(handle):

@@ -26,7 +26,7 @@ Beyond that, for the world property tests (test_executor_worlds.py), the world c
 
 import copy
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, facts_views, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, facts_views, node_state, report
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CREATING, DELETING, RUNNING, Group, Instance)
 
@@ -310,7 +310,7 @@ class World:
         for key, expected in entry.get("expect", {}).items():
             if ann.get(key) != expected:
                 return "skipped", copy.deepcopy(node)
-        for key, value in entry["annotations"].items():
+        for key, value in (entry.get("annotations") or {}).items():
             if value is None:
                 ann.pop(key, None)
             else:
@@ -320,8 +320,11 @@ class World:
                 node["metadata"]["labels"].pop(key, None)
             else:
                 node["metadata"]["labels"][key] = value
-        if "taints" in entry:
-            node["spec"]["taints"] = entry["taints"]
+        if "taints" in entry or entry.get("drop_taints"):
+            # As node_state.write_node: wanted taints added (by key and effect), dropped keys taken off.
+            taints = node_state.pending_changes(node, entry)[2]
+            if taints is not None:
+                node["spec"]["taints"] = taints
         return "changed", copy.deepcopy(node)
 
     def record_phase(self, name, phase):
