@@ -260,7 +260,7 @@ class ActionModule(action_base.KubenodesActionBase):
         _RUNS.clear()
         shown, artifact = upgrade.check_mode_plan(facts)
         display.display("plan (check mode, nothing changed):")
-        for part in ("progress", "order", "groups", "how", "pdbs", "gates"):
+        for part in ("progress", "order", "groups", "how", "cloud_settings", "pdbs", "gates"):
             if part in shown:
                 display.display("  " + shown[part])
         display.display("  the next pass: %s" % json.dumps(shown["next_pass"], sort_keys=True, default=str))

@@ -45,7 +45,8 @@ import dataclasses
 import time
 import uuid
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, facts_views, hold_points, progress, stop_signals
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
+    cloud_settings, core, facts_views, hold_points, progress, stop_signals)
 
 # Seconds between looks while everything waits (a heir joining, a PDB, a deletion): short, because the
 # next step should follow a change within about this long.
@@ -98,6 +99,8 @@ class Settings:
         # The journal says a gate is owed (a replacement finished since the last gate passed): a resumed run holds
         # new heirs until the batch in flight finished and the gate ran, as the run it resumes would have.
         self.gate_owed = bool(gate_owed)
+        # The cloud settings this upgrade changed ({key: entry}, the journal's cloud_settings): set back at its end.
+        self.cloud_settings = {}
 
 
 def planner_options(settings):
@@ -171,6 +174,9 @@ class Executor:
         # callable(record) that writes progress.donors_gone_record's record at once (else it goes with self.journal,
         # which upgrade_step buffers until the slice ends: a kill before that lost the donor's replacement)
         self.record_donors_gone = None
+        # callable(record) that writes cloud_settings.changed_record's record at once, before the settings change;
+        # raises StepFailure when it cannot (a killed run would then not know what to put back)
+        self.record_settings = None
         self.passes = 0
         self.last_read = None     # (nodes, groups) of this executor's last read, for a plan again after set_group_image
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
@@ -263,6 +269,7 @@ class Executor:
         self._check_timeout(state.facts)
         if self.settings.check_mode:
             return state.result(moved=False)
+        self._neutralise_cloud_settings(state)
         self._point_groups_at_image(state)
         self._write_plan_records(state)
         self._journal_donors_gone(state)
@@ -301,6 +308,36 @@ class Executor:
             state.facts.setdefault("problems", []).append(problem)
             self.say("WARNING: " + problem["message"])
         return problem is None
+
+    def settings_judged(self, facts):
+        """cloud_settings.judge on the groups in scope of this executor's last read (facts' scaling_groups)."""
+        groups = (self.last_read or (None, None))[1] or []
+        rows = {r["id"]: r for r in facts.get("scaling_groups") or []}
+        max_unavailable = self.settings.options.max_unavailable
+        return cloud_settings.judge([g for g in groups if g.id in rows], self.settings.cloud_settings, lambda g: (
+            cloud_settings.unavailable(max_unavailable, rows[g.id].get("role"), g.target_size)))
+
+    def _neutralise_cloud_settings(self, state):
+        """Before the first change to a group: the settings with which its cloud would act on it by itself set to
+        their neutral value (cloud_settings.py), the values found journaled first; a setting that cannot be changed
+        safely stops the run here, before anything else of the pass."""
+        if self.cloud is None or state.facts.get("done"):
+            return
+        judged = self.settings_judged(state.facts)
+        if judged["refusals"]:
+            raise StepFailure("%s. Nothing in the cloud was changed" % "; ".join(judged["refusals"]),
+                              reason="cloud_setting")
+        if judged["changes"]:
+            record = cloud_settings.changed_record(
+                judged["changes"], time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock())))
+            if self.record_settings is not None:
+                self.record_settings(record)
+            self.settings.cloud_settings.update(record["cloud_settings"])
+        for change in judged["changes"] + judged["again"]:
+            self._timed("cloud", self.cloud.set_setting, change["group"], change["name"], change["neutral"])
+            state.did.append(dict(step="set_cloud_setting", group=change["group"], setting=change["name"],
+                                  value=change["neutral"], was=change["original"]))
+            self.say("set %s" % cloud_settings.describe(change))
 
     def _point_groups_at_image(self, state):
         items = state.plan["set_group_image"]
