@@ -8,14 +8,16 @@ import time
 import pytest
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_settings
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import aws, base, gce
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import aws, azure, base, gce
+from sandbox.clouds import azure as azure_emu
 from sandbox.clouds.aws import AwsEmulator
 from sandbox.clouds.gce import GceEmulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-REDISTRIBUTION, AZ_REBALANCE, MIN_SIZE = (cloud_settings.GCE_REDISTRIBUTION, cloud_settings.AWS_AZ_REBALANCE,
-                                          cloud_settings.AWS_MIN_SIZE)
+REDISTRIBUTION, AZ_REBALANCE, MIN_SIZE, UPGRADE_POLICY = (
+    cloud_settings.GCE_REDISTRIBUTION, cloud_settings.AWS_AZ_REBALANCE, cloud_settings.AWS_MIN_SIZE,
+    cloud_settings.AZURE_UPGRADE_POLICY)
 
 
 def _eventually(predicate, timeout=10.0):
@@ -26,6 +28,14 @@ def _eventually(predicate, timeout=10.0):
             return value
         time.sleep(0.05)
     raise AssertionError("condition not met within %ss" % timeout)
+
+
+def _serve(emulator):
+    """An in-process emulator, started for the module and stopped after it."""
+    try:
+        yield emulator.start()
+    finally:
+        emulator.stop()
 
 
 def _zone(provider_id):
@@ -48,8 +58,7 @@ def _replace_one(provider, group_id):
 # ---- AWS --------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def aws_emulator():
-    with AwsEmulator() as emu:
-        yield emu
+    yield from _serve(AwsEmulator())
 
 
 @pytest.fixture
@@ -117,8 +126,7 @@ def test_aws_min_size_refuses_a_decrementing_terminate_until_lowered(aws_admin, 
 # ---- GCE --------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def gce_emulator():
-    with GceEmulator() as emu:
-        yield emu
+    yield from _serve(GceEmulator())
 
 
 @pytest.fixture
@@ -161,3 +169,69 @@ def test_gce_proactive_redistribution_deletes_an_undrained_vm_unless_the_run_set
     assert gce_provider.set_run_setting(guarded, REDISTRIBUTION, "PROACTIVE") is True
     with pytest.raises(base.ProviderError, match="no setting"):
         gce_provider.set_run_setting(zonal, REDISTRIBUTION, "NONE")
+
+
+# ---- Azure ------------------------------------------------------------------------------------------------------
+class _Hooks:
+    def __init__(self):
+        self.gone = []
+
+    def created(self, *args, **kwargs):
+        pass
+
+    def deleted(self, provider_id):
+        self.gone.append(provider_id)
+
+
+@pytest.fixture(scope="module")
+def azure_emulator(tmp_path_factory):
+    yield from _serve(azure_emu.AzureEmulator(str(tmp_path_factory.mktemp("azure")), hooks=_Hooks(), boot_delay=0.2,
+                                              delete_delay=0.2))
+
+
+@pytest.fixture
+def azure_admin(azure_emulator):
+    admin = azure_emu.Admin(azure_emulator.info())
+    admin.set_faults(upgrade_delay=0.2)   # the Automatic policy's reimage 0.2 s after the model changed
+    yield admin
+    admin.set_faults()
+
+
+@pytest.fixture
+def azure_provider(azure_admin):
+    options = {name: spec.get("default") for name, spec in azure.ARG_SPEC.items()}
+    options.update(azure_admin.provider_options()["azure"])
+    return azure.from_params(options)
+
+
+def _running(provider, group_id, size):
+    return _eventually(lambda: len([i for i in provider.list_instances(group_id) if i.state == base.RUNNING]) == size)
+
+
+def test_azure_automatic_upgrade_policy_reimages_every_vm_unless_the_run_sets_manual(
+        azure_emulator, azure_admin, azure_provider):
+    old, new = azure_admin.create_image("policy-old"), azure_admin.create_image("policy-new")
+    exposed = azure_admin.create_group("policy-auto", "worker", 2, old, upgrade_policy="Automatic")
+    _running(azure_provider, exposed, 2)
+    assert azure_provider.list_groups([exposed])[0].settings == {UPGRADE_POLICY: "Automatic"}
+    # The default of such a set: pointing it at the image reimages both VMs at once, their Nodes gone undrained.
+    assert azure_provider.set_group_image(exposed, new) is True
+    vms = [i.provider_id for i in azure_provider.list_instances(exposed)]
+    _eventually(lambda: set(vms) <= set(azure_emulator.hooks.gone))
+    reimaged = next(s for s in azure_admin.state()["scale_sets"] if s["name"] == "policy-auto")["reimaged"]
+    assert len(reimaged) == 2 and reimaged[0]["at"] == reimaged[1]["at"], reimaged
+
+    # Manual for the run: the image changes for new VMs only; Automatic back now would reimage the old ones.
+    guarded = azure_admin.create_group("policy-guarded", "worker", 2, old, upgrade_policy="Automatic")
+    _running(azure_provider, guarded, 2)
+    assert azure_provider.set_run_setting(guarded, UPGRADE_POLICY, "Manual") is True
+    assert azure_provider.set_run_setting(guarded, UPGRADE_POLICY, "Manual") is False
+    assert azure_provider.set_group_image(guarded, new) is True
+    time.sleep(0.6)
+    state = next(s for s in azure_admin.state()["scale_sets"] if s["name"] == "policy-guarded")
+    assert state["reimaged"] == [] and state["properties"]["upgradePolicy"] == {"mode": "Manual"}
+    problem = azure_provider.restore_problem(guarded, UPGRADE_POLICY, "Automatic")
+    assert problem and problem.startswith("2 VM(s) are not on the scale set's latest model"), problem
+    assert azure_provider.restore_problem(exposed, UPGRADE_POLICY, "Automatic") is None   # all on the latest model
+    rolling = azure_admin.create_group("policy-rolling", "worker", 1, old, upgrade_policy="Rolling")
+    assert azure_provider.list_groups([rolling])[0].settings == {UPGRADE_POLICY: "Rolling"}

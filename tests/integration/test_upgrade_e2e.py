@@ -35,15 +35,16 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
         # the call that hands the removal over ends the slice that drained the control-plane donor, so its diff is shown.
         overrides["rolling_upgrade_etcd_delegate_to"] = "etcd-host"
         extra_args = ("--diff",)
-    if cloud == "gcp":
-        # Regional worker groups, whose proactive instance redistribution (GCE's default there) the run sets to NONE.
-        overrides["worker_group_options"] = {"region": "us-central1"}
+    # Worker groups whose cloud acts on them by itself (cloud_settings.py): regional MIGs (GCE's proactive
+    # redistribution is their default), scale sets with an Automatic upgrade policy; every ASG spans three zones.
+    overrides["worker_group_options"] = {"gcp": {"region": "us-central1"}, "azure": {"upgrade_policy": "Automatic"},
+                                         "aws": None}[cloud]
     handle, values, start = upgrade_cluster(cloud, **overrides)
     settings = uh.group_settings(values)
     rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT, extra_args=extra_args)
     assert rc == 0, output[-6000:]
     # The cloud settings that act on a group by themselves were neutralised for the run and are back as they were.
-    neutralised = {"gcp": ("updatePolicy.instanceRedistributionType", 2), "aws": ("AZRebalance", 3), "azure": (None, 0)}
+    neutralised = {"gcp": ("updatePolicy.instanceRedistributionType", 2), "aws": ("AZRebalance", 3), "azure": ("upgradePolicy.mode", 2)}
     rows = uh.assert_settings_restored(values, settings)
     assert [r["setting"] for r in rows] == [neutralised[cloud][0]] * neutralised[cloud][1], rows
     for row in rows:
