@@ -88,6 +88,7 @@ def argument_spec():
         passes=dict(type="int", default=0),
         surge_cap=dict(type="int"),
         gate_after=dict(type="str", choices=["none", "batch", "replacement"], default="none"),
+        cloud_settings=dict(type="str", choices=["neutralise", "leave"], default="neutralise"),
         gate=dict(type="dict", default={}, options=GATE_SPEC),
         gate_ran=dict(type="dict"),
         reference=dict(type="str"),

@@ -101,6 +101,8 @@ class Settings:
         self.gate_owed = bool(gate_owed)
         # The cloud settings this upgrade changed ({key: entry}, the journal's cloud_settings): set back at its end.
         self.cloud_settings = {}
+        # rolling_upgrade_cloud_settings leave: none is changed, each one that would act is named once.
+        self.leave_cloud_settings = False
 
 
 def planner_options(settings):
@@ -177,6 +179,7 @@ class Executor:
         # callable(record) that writes cloud_settings.changed_record's record at once, before the settings change;
         # raises StepFailure when it cannot (a killed run would then not know what to put back)
         self.record_settings = None
+        self.settings_left = set()   # the settings this run named as left (rolling_upgrade_cloud_settings leave)
         self.passes = 0
         self.last_read = None     # (nodes, groups) of this executor's last read, for a plan again after set_group_image
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
@@ -324,6 +327,13 @@ class Executor:
         if self.cloud is None or state.facts.get("done"):
             return
         judged = self.settings_judged(state.facts)
+        if self.settings.leave_cloud_settings:
+            left = [cloud_settings.describe(c) for c in judged["changes"]] + judged["refusals"]
+            for text in (t for t in left if t not in self.settings_left):
+                self.settings_left.add(text)
+                self.say("WARNING: left as it is (rolling_upgrade_cloud_settings leave), the cloud may act on its own: %s"
+                         % text)
+            return
         if judged["refusals"]:
             raise StepFailure("%s. Nothing in the cloud was changed" % "; ".join(judged["refusals"]),
                               reason="cloud_setting")

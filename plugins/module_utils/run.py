@@ -332,6 +332,7 @@ class UpgradeRun:
                                    cloud_access.CloudAccess(provider), etcd=remover, say=self.say, etcd_health=health,
                                    stop=self.stop)
         engine.passes = args["passes"]
+        settings.leave_cloud_settings = args["cloud_settings"] == "leave"
         if args.get("journal"):
             self._connect_journal(engine)
         engine.flush_journal = self.flush
@@ -532,9 +533,14 @@ class UpgradeRun:
         )
         if self.engine is not None:
             judged = self.engine.settings_judged(facts)
-            shown["cloud_settings"] = "Cloud settings the run changes until it ends: %s" % (
-                "; ".join("would set %s" % cloud_settings.describe(c) for c in judged["changes"]) or "none")
-            if judged["refusals"]:
+            if args["cloud_settings"] == "leave":
+                shown["cloud_settings"] = "Cloud settings: left as they are (rolling_upgrade_cloud_settings leave), so the " \
+                    "cloud may act on its own through: %s" % ("; ".join(
+                        [cloud_settings.describe(c) for c in judged["changes"]] + judged["refusals"]) or "none")
+            else:
+                shown["cloud_settings"] = "Cloud settings the run changes until it ends: %s" % (
+                    "; ".join("would set %s" % cloud_settings.describe(c) for c in judged["changes"]) or "none")
+            if judged["refusals"] and args["cloud_settings"] != "leave":
                 shown["cloud_settings"] += ". The run would refuse: %s" % "; ".join(judged["refusals"])
         pdbs = read.get("blocking_pdbs") or []
         if pdbs:

@@ -156,3 +156,17 @@ def test_a_journal_that_cannot_be_written_leaves_the_settings_as_they_are():
     with pytest.raises(executor.StepFailure, match="unwritable"):
         ex.run_pass()
     assert w.groups["G1"].settings == {cs.GCE_REDISTRIBUTION: "PROACTIVE"}
+
+
+def test_with_leave_nothing_is_changed_nor_refused_and_each_setting_is_named_once():
+    w = _world({cs.AWS_AZ_REBALANCE: "active", cs.AZURE_UPGRADE_POLICY: "Rolling"})
+    said = []
+    ex = w.executor(core.Options(image=NEW.lower()))
+    ex.say = said.append
+    ex.settings.leave_cloud_settings = True
+    ex.record_settings = lambda record: pytest.fail("nothing is journaled when nothing changes")
+    ex.run_pass()
+    ex.run_pass()
+    assert w.groups["G1"].settings == {cs.AWS_AZ_REBALANCE: "active", cs.AZURE_UPGRADE_POLICY: "Rolling"}
+    warned = [line for line in said if "rolling_upgrade_cloud_settings leave" in line]
+    assert len(warned) == 2 and any("AZRebalance of G1 from active to suspended" in line for line in warned), warned
