@@ -110,3 +110,18 @@ notes:
     deletions, creations of named objects, evictions). E(KUBENODES_API_RETRY_SECONDS) sets another bound
     (C(0) turns retries off).
 """
+
+    # The same options in one dictionary, for a module whose own options take their names (etcd_member_remove,
+    # where ca_cert, client_cert and client_key are etcd's).
+    CLUSTER = r"""
+options:
+  cluster:
+    description:
+      - The Kubernetes options, as in M(kubenodes.image_upgrade.node_delete), for the cluster whose Node the
+        module looks at. When left out, the in-cluster configuration is tried, then C(~/.kube/config), and the
+        E(K8S_AUTH_*) variables apply.
+    type: dict
+    suboptions:
+""" + "\n".join(
+        ("    " + line) if line.strip() else line
+        for line in DOCUMENTATION.split("options:\n", 1)[1].split("\nrequirements:", 1)[0].replace("O(", "O(cluster.").splitlines())

@@ -216,23 +216,33 @@ def _option_secrets(spec, params):
     return found
 
 
-def secret_values(spec, params):
-    """Every value of `params` (raw or validated) that must never appear in output."""
-    params = params if isinstance(params, dict) else {}
-    found = _option_secrets(spec, params)
+def _kube_option_secrets(params):
+    """Secrets in a kubeconfig given as data or as files, and in key files (the Kubernetes client key, or etcd's
+    under the same name), that the option spec cannot mark."""
+    found = set()
     kubeconfig = params.get("kubeconfig")
     if isinstance(kubeconfig, (dict, list)):
         found.update(secrets_in(kubeconfig))
     elif isinstance(kubeconfig, str):
         found.update(secrets_in(kubeconfig))     # a kubeconfig pasted inline as JSON
         found.update(kubeconfig_file_secrets(kubeconfig))
+    for name in ("client_key", "key_file"):
+        if isinstance(params.get(name), str):
+            found.update(key_file_secrets(params[name]))
+    return found
+
+
+def secret_values(spec, params):
+    """Every value of `params` (raw or validated) that must never appear in output."""
+    params = params if isinstance(params, dict) else {}
+    found = _option_secrets(spec, params)
+    # The Kubernetes options, at the top or in etcd_member_remove's cluster dictionary.
+    for kube_params in (params, params.get("cluster") if isinstance(params.get("cluster"), dict) else {}):
+        found.update(_kube_option_secrets(kube_params))
     gcp = params.get("gcp")
     if isinstance(gcp, dict):
         found.update(secrets_in(gcp.get("service_account_contents")))
         found.update(secrets_in(_read_small(gcp["service_account_file"]) if gcp.get("service_account_file") else None))
-    for name in ("client_key", "key_file"):
-        if isinstance(params.get(name), str):
-            found.update(key_file_secrets(params[name]))
     return {s for s in found if isinstance(s, str) and s.strip()}
 
 

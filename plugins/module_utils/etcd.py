@@ -15,6 +15,7 @@ This file imports without requests; callers check HAS_REQUESTS first.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import copy
 import ipaddress
 import os
@@ -23,6 +24,7 @@ import time
 import traceback
 from urllib.parse import urlsplit
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import crosschecks, drain_api, kube
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate as option_rules
 
 try:
@@ -134,6 +136,10 @@ REMOVE_ARGUMENT_SPEC = connection_argument_spec(dict(
     force=dict(type="bool", default=False),
     on_refusal=dict(type="str", choices=["fail", "wait"], default="fail"),
     timeout=dict(type="int", default=60),
+    cluster_check=dict(type="bool", default=True),
+    # The Kubernetes options in a dictionary of their own: etcd's ca_cert, client_cert and client_key have the
+    # same names as kubernetes.core's.
+    cluster=dict(type="dict", options=copy.deepcopy(kube.AUTH_ARG_SPEC)),
 ))
 REMOVE_SELECTORS = ["node_ip", "peer_url", "member_name"]
 
@@ -170,9 +176,12 @@ def remove_from_params(module):
     """etcd_member_remove's result for its module (a KubenodesModule on REMOVE_ARGUMENT_SPEC): a refusal fails it
     with the checks' evidence; a wait and a member found absent are warnings."""
     params = module.params
+    node_check = None
+    if params["cluster_check"]:
+        node_check = functools.partial(_node_check_from_cluster, module, params["node_name"])
     removal = MemberRemoval(client_from_params(params), timeout=params["timeout"], force=params["force"],
                             allow_learner=params["allow_learner"], expected_member_count=params["expected_member_count"],
-                            warn=module.warn, on_refusal=params["on_refusal"])
+                            warn=module.warn, on_refusal=params["on_refusal"], node_check=node_check)
     try:
         result = removal.run(peer_url=params["peer_url"], member_name=params["member_name"], node_ip=params["node_ip"],
                              node_name=params["node_name"], check_mode=module.check_mode)
@@ -186,6 +195,62 @@ def remove_from_params(module):
         result["diff"] = {"before": {"members": member_labels(result["members_before"])},
                           "after": {"members": member_labels(result["members_after"])}}
     return result
+
+
+def _node_check_from_cluster(module, node_name, target):
+    """cluster_check: node_drained_check with the Nodes and pods of the cluster the option cluster names; a cluster
+    that cannot be read fails the module, naming the option, before anything is removed."""
+    try:
+        api_client = kube.build_api_client(module.params["cluster"] or {})
+        nodes = kube.list_nodes(api_client)
+        return node_drained_check(nodes, lambda name: drain_api.list_pods_on_node(api_client, name), target, node_name)
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_from_exception(exc, "reading the cluster's Nodes and pods before removing an etcd member "
+                                   "(cluster_check, with the Kubernetes options in cluster; set cluster_check=false "
+                                   "only when the member's node is gone or its cluster cannot be reached)",
+                                   changed=False)
+
+
+def member_nodes(nodes, target, node_name=None):
+    """The Nodes that are `target`'s: the one named node_name when given, else those named as the member, else
+    those with an address on the host of one of its peer or client URLs."""
+    if node_name:
+        return [n for n in nodes if n["metadata"]["name"] == node_name]
+    named = [n for n in nodes if target.get("name") and n["metadata"]["name"] == target["name"]]
+    if named:
+        return named
+    hosts = set()
+    for url in target.get("peer_urls", []) + target.get("client_urls", []):
+        try:
+            hosts.add(normalize_url(url)[1])
+        except ValueError:
+            continue
+    return [n for n in nodes if hosts & {_canonical_host(a.get("address", "")) for a in
+                                         ((n.get("status") or {}).get("addresses") or [])}]
+
+
+def _canonical_host(address):
+    try:
+        return ipaddress.ip_address(address).compressed
+    except ValueError:
+        return address.lower()
+
+
+def node_drained_check(nodes, pods_on, target, node_name=None):
+    """The cluster's side of removing `target` (the node_drained check): the member's Node, when the cluster still
+    has one, must be cordoned and run no pod a drain would have evicted, since removing the member of a node that
+    serves takes its etcd away from under it. A member without a Node (its node is gone) passes."""
+    problems = []
+    for node in member_nodes(nodes, target, node_name):
+        name = node["metadata"]["name"]
+        if not (node.get("spec") or {}).get("unschedulable"):
+            problems.append("node %s is not cordoned, so it was not drained" % name)
+            continue
+        problems.extend(p["message"] for p in crosschecks.pods_left_problems(name, pods_on(name), step="etcd-removal"))
+    if problems:
+        return _check("node_drained", False, "%s: drain the node first (node_drain state=drained); cluster_check=false "
+                      "removes the member without looking at the cluster" % "; ".join(problems))
+    return _check("node_drained", True, "the member's node is gone, or cordoned and drained")
 
 
 def inspect_from_params(params):
@@ -900,7 +965,8 @@ class MemberRemoval:
     """
 
     def __init__(self, client, timeout=60.0, force=False, allow_learner=False, expected_member_count=None,
-                 warn=None, clock=time.monotonic, sleep=time.sleep, poll_interval=0.5, on_refusal="fail"):
+                 warn=None, clock=time.monotonic, sleep=time.sleep, poll_interval=0.5, on_refusal="fail",
+                 node_check=None):
         if on_refusal not in REFUSAL_ACTIONS:
             raise ValueError("on_refusal must be one of %s, got %r" % (", ".join(REFUSAL_ACTIONS), on_refusal))
         self.on_refusal = on_refusal
@@ -914,6 +980,8 @@ class MemberRemoval:
         self.sleep = sleep
         self.poll_interval = poll_interval
         self.deadline = None
+        # node_check(member): the cluster's node_drained check of the member to remove, or None to skip it.
+        self.node_check = node_check
 
     def _remaining(self):
         return self.deadline - self.clock()
@@ -942,6 +1010,8 @@ class MemberRemoval:
         result["member"] = target
 
         members, health, checks = self._gather_and_check(list_endpoint, members, target)
+        if self.node_check is not None:
+            checks = checks + [self.node_check(target)]
         for check in checks:
             check["enforced"] = not self.force
         result.update(members_before=members, health=_ordered(members, health), checks=checks)

@@ -170,8 +170,11 @@ class Executor:
         self.clock = clock
         self.sleep = sleep
         self.say = say or (lambda text: None)
+        self.last_progress = ""   # the last pass's progress line: a wait for the API server or the cloud extends it
         self.record_created = None   # callable(record) that writes report.created_record's record at once
         self.record_gate_owed = None  # callable() that records in the journal at once that a health gate is owed
+        # callable(facts) run once, on the first pass's plan before its first change (raises StepFailure to refuse)
+        self.before_first_change = None
         self.flush_journal = None     # callable() that writes what the passes journaled so far (else: at the slice's end)
         # callable(record) that writes progress.donors_gone_record's record at once (else it goes with self.journal,
         # which upgrade_step buffers until the slice ends: a kill before that lost the donor's replacement)
@@ -272,6 +275,9 @@ class Executor:
         self._check_timeout(state.facts)
         if self.settings.check_mode:
             return state.result(moved=False)
+        if self.before_first_change is not None:
+            check, self.before_first_change = self.before_first_change, None
+            check(state.facts)
         self._neutralise_cloud_settings(state)
         self._point_groups_at_image(state)
         self._write_plan_records(state)
@@ -475,6 +481,9 @@ class Executor:
                            if self._allowed(state, "delete_instance", item)]
         if not state.finishing:
             return
+        # Owed (and journaled) before the deletions: a run cut off after them, before its pass ended, still leaves the
+        # gate owed to the run that resumes.
+        self._owe_gate()
         ids = [i["provider_id"] for i in state.finishing if i.get("provider_id")]
         if ids:
             self._timed("cloud", self.cloud.delete, ids)
@@ -628,7 +637,7 @@ class Executor:
             did.extend(result["did"])
             finished.extend(result["finished"])
             refused.extend(p for p in result["refused"] if p not in refused)
-            line = progress.progress_line(facts, self.passes)
+            line = self.last_progress = progress.progress_line(facts, self.passes)
             self.say(line)
             gate_due = self._gate_due(result, facts)
             # A delegated etcd read due before a control-plane heir (core.HEALTH_UNREAD): the role makes it.
@@ -674,17 +683,22 @@ class Executor:
             else:
                 self.sleep(seconds)
 
-    def _gate_due(self, result, facts):
-        """Whether the role runs the health gate now: after each finished replacement, or once the batch in flight
-        finished (new creations are held meanwhile). The role runs it before the next slice, so it is owed no more."""
-        if not self.settings.gate_after or self.settings.check_mode:
-            return False
-        if result["finished"] and not self.gate_owed:
+    def _owe_gate(self):
+        """A replacement finished: with gate_after, a gate is owed (no heir is created until it ran)."""
+        if self.settings.gate_after and not self.gate_owed:
             self.gate_owed = True
             # Recorded at once (the role clears it when the gate passed): a run killed from here on, before the
             # gate is recorded as due, still owes it when resumed.
             if self.record_gate_owed is not None:
                 self._timed("kube", self.record_gate_owed)
+
+    def _gate_due(self, result, facts):
+        """Whether the role runs the health gate now: after each finished replacement, or once the batch in flight
+        finished (new creations are held meanwhile). The role runs it before the next slice, so it is owed no more."""
+        if not self.settings.gate_after or self.settings.check_mode:
+            return False
+        if result["finished"]:
+            self._owe_gate()
         due = self.gate_owed and (self.settings.gate_after == "replacement" or facts["done"]
                                   or not facts["budget"]["in_flight"])
         if due:

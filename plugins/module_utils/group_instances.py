@@ -2,13 +2,14 @@
 # Apache License 2.0 (see LICENSE)
 """csp_node's work (and csp_node_info's listing): create instances in a cloud scaling group, or delete named ones
 from it, through one provider (providers/), refusing before any deletion an instance that is not where it was looked
-for, or that is not outdated (outdated_for). The executor's cloud port is cloud_access.py."""
+for, that is not outdated (outdated_for), or whose Node the cluster shows still serving (cluster_check). The
+executor's cloud port is cloud_access.py."""
 
 from __future__ import annotations
 
 import time
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import validate
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import crosschecks, drain_api, kube, validate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, factory
 
 ARGUMENT_SPEC = dict(
@@ -21,6 +22,7 @@ ARGUMENT_SPEC = dict(
     wait=dict(type="bool", default=False),
     wait_timeout=dict(type="int", default=600),
     wait_sleep=dict(type="int", default=5),
+    cluster_check=dict(type="bool", default=True),
 )
 REQUIRED_IF = [("state", "present", ["group"])]
 OPTION_RULES = dict(count=lambda n, v: validate.integer(n, v, 1, validate.MAX_NODES), wait_timeout=validate.seconds,
@@ -233,6 +235,48 @@ def _refuse_not_outdated(module, targets):
                          reason="inconsistent", problems=refused, deleted=[], changed=False)
 
 
+def cluster_problems(nodes, pods_on, targets, normalize):
+    """Before deleting instances with state=absent: the Node of each target instance (matched by providerID) must
+    be cordoned and run no pod a drain would have evicted, since the pods of an instance deleted under them go
+    without eviction. An instance with no Node (it never joined, or its Node is deleted) is the cloud's alone.
+    `nodes` are the cluster's Nodes, pods_on(name) the pods bound to one (listed only for a cordoned node)."""
+    by_provider_id = {normalize(n["spec"]["providerID"]): n for n in nodes if (n.get("spec") or {}).get("providerID")}
+    problems = []
+    for key in sorted(targets):
+        node = by_provider_id.get(key)
+        if node is None:
+            continue
+        name = node["metadata"]["name"]
+        if not (node.get("spec") or {}).get("unschedulable"):
+            problems.append(dict(node=name, step="instance-deletion", code="not_cordoned", message=(
+                "instance %s is node %s, which is not cordoned, so it was not drained" % (targets[key].provider_id,
+                                                                                          name))))
+            continue
+        problems.extend(crosschecks.pods_left_problems(name, pods_on(name), step="instance-deletion"))
+    return problems
+
+
+def _refuse_serving(module, provider, targets):
+    """cluster_check: refuse every deletion while a target's Node is not cordoned and emptied."""
+    if not module.params["cluster_check"] or not targets:
+        return
+    try:
+        api_client = kube.build_api_client(module.params)
+        nodes = kube.list_nodes(api_client)
+        problems = cluster_problems(nodes, lambda name: drain_api.list_pods_on_node(api_client, name), targets,
+                                    provider.normalize_provider_id)
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_from_exception(exc, "reading the cluster's Nodes and pods before deleting instances (cluster_check;"
+                                   " set cluster_check=false only to delete instances whose pods may go without "
+                                   "eviction)", deleted=[], changed=False)
+    if problems:
+        undrained = sorted({p["node"] for p in problems})
+        module.fail_json(msg="refusing to delete any instance: %s. Drain %s first with node_drain (state=drained), "
+                         "which cordons and empties a node; cluster_check=false deletes without looking at the "
+                         "cluster" % ("; ".join(p["message"] for p in problems), ", ".join(undrained)),
+                         reason="serving", problems=problems, deleted=[], changed=False)
+
+
 def _delete(module, provider, targets):
     """(deleted providerIDs, the instances found); an instance the cloud deletes already is found, not deleted."""
     deleted, found = [], []
@@ -270,6 +314,7 @@ def ensure_absent(module, provider, cloud):
     if missing_ids or missing_names:
         _refuse_elsewhere(module, provider, group, scope, missing_ids, missing_names)
     _refuse_not_outdated(module, targets)
+    _refuse_serving(module, provider, {k: i for k, i in targets.items() if i.state != base.DELETING})
     deleted, found = _delete(module, provider, targets)
     if module.params["wait"] and found and not module.check_mode:
         wanted = {provider.normalize_provider_id(i.provider_id) for i in found}

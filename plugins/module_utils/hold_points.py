@@ -42,6 +42,7 @@ POINTS = (
 # The run's own moments (module_utils/run.py), for failures only.
 RUN_POINTS = (
     "begin",             # the autoscaler paused and the attempt recorded; no pass yet
+    "gate",              # inside a health gate: its checks ran, it is not recorded as passed yet
     "finish",            # the upgrade done, the autoscaler restored, the journal closed; the report not written yet
     "abort",             # a failed run's own end: the attempt's journal record fails too
 )

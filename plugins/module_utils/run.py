@@ -303,7 +303,8 @@ class UpgradeRun:
             self.api_client = kube.build_api_client(args)
         except kube.KubeAuthError as exc:
             raise executor.StepFailure("cannot reach Kubernetes: %s" % exc)
-        kube.on_waiting(self.api_client, self.say)   # an API server outage is named while the run waits for it
+        # An API server or cloud that does not answer is named on the progress line while the run waits for it.
+        kube.on_waiting(self.api_client, self._waiting)
         try:
             provider = factory.build_provider(args)
             canonical = None
@@ -315,6 +316,7 @@ class UpgradeRun:
             raise executor.StepFailure("cannot use the %s provider with image %r: %s" % (args["provider"], options.image, exc))
         if canonical:
             options.image = canonical
+        provider.waiting_listener = self._waiting
         etcd_args = args["etcd"]
         remover, health = None, etcd_access.DelegatedEtcdHealth()
         if not etcd_args["delegated"]:
@@ -333,10 +335,26 @@ class UpgradeRun:
                                    stop=self.stop)
         engine.passes = args["passes"]
         settings.leave_cloud_settings = args["cloud_settings"] == "leave"
+        if not etcd_args["delegated"] and not args["passes"] and not (args.get("start") or {}).get("preflight"):
+            # Without the start's preflight: the etcd files are checked on the first pass's plan, before any change.
+            engine.before_first_change = self._etcd_files_first
         if args.get("journal"):
             self._connect_journal(engine)
         engine.flush_journal = self.flush
         self.engine = engine
+
+    def _etcd_files_first(self, facts):
+        """Before the first change of a run that began without its preflight: a control-plane node to be replaced
+        needs the etcd client files to remove its member, so unreadable ones refuse the run now, not after its heir."""
+        if facts["budget"]["control_plane_first"]:
+            unreadable = etcd.certificate_file_problems(self.args["etcd"], preflight.ETCD_FILE_VARIABLES)
+            if unreadable:
+                raise executor.StepFailure(preflight.etcd_files_refusal(unreadable), reason="preflight")
+
+    def _waiting(self, line):
+        """A call waits for the API server or the cloud: the last pass's progress line, with what it waits for."""
+        last = getattr(self.engine, "last_progress", "") if self.engine is not None else ""
+        self.say("%s; %s" % (last, line) if last else line)
 
     def _connect_journal(self, engine):
         """The journal's records of this upgrade (created instances, start counts, delete-first, intents) for the
@@ -485,6 +503,7 @@ class UpgradeRun:
         try:
             with self.stop.interruptible():   # the gate only reads and waits
                 checked = self._module(gate, self._gate_options(baseline=self.gate_baseline), "health gate %s" % gate_id)
+                _fail_if_injected("gate")
         except executor.StepFailure as exc:
             self._journal(dict(gates={gate_id: dict(outcome="failed", ended=_stamp(_now()), failure=str(exc),
                                                     seconds=exc.details.get("seconds") or {})}))

@@ -29,10 +29,10 @@ options:
         providerID the cloud is asked which group the instance belongs to (GCE its C(created-by) metadata, Azure
         the VM's scale set, AWS DescribeAutoScalingInstances), so a group the discovery does not find counts
         too; a node name is looked for in the discovered groups.
-      - V(absent) does not look at the cluster - drain the node first (M(kubenodes.image_upgrade.node_drain)), since
-        the pods of an instance deleted under them go without eviction; give O(outdated_for) to refuse instances
-        that run the target image. M(kubenodes.image_upgrade.node_delete) then removes the Node, and refuses one
-        that was not drained.
+      - V(absent) looks at the cluster first (O(cluster_check)) - drain the node first
+        (M(kubenodes.image_upgrade.node_drain)), since the pods of an instance deleted under them go without
+        eviction; give O(outdated_for) to refuse instances that run the target image.
+        M(kubenodes.image_upgrade.node_delete) then removes the Node, and refuses one that was not drained.
     type: str
     choices: [present, absent]
     default: present
@@ -86,7 +86,20 @@ options:
       - Seconds between two looks at the scaling group while waiting.
     type: int
     default: 5
+  cluster_check:
+    description:
+      - With O(state=absent), before anything is deleted, the Node of each instance (matched by its providerID) is
+        read with the Kubernetes options. A Node that is not cordoned, or that still runs pods other than
+        DaemonSet, mirror and finished pods, was not drained, so the task fails naming each such node and deletes
+        nothing (C(reason=serving), RV(problems)). An instance without a Node (it never joined, or its Node is
+        gone) is not held back.
+      - The task also fails, deleting nothing, when the cluster cannot be read. V(false) deletes without looking
+        at the cluster, for instances whose cluster is gone or unreachable, at the cost that their pods go
+        without eviction.
+    type: bool
+    default: true
 extends_documentation_fragment:
+  - kubenodes.image_upgrade.kube_auth
   - kubenodes.image_upgrade.cloud_provider
   - kubenodes.image_upgrade.gcp
   - kubenodes.image_upgrade.azure
@@ -215,6 +228,15 @@ other_group:
   elements: dict
   sample: [{requested: "aws:///eu-west-1a/i-0123456789abcdef0", provider_id: "aws:///eu-west-1a/i-0123456789abcdef0",
             node_name: "", group: other-workers}]
+problems:
+  description:
+    - When the task failed with C(reason=serving) (O(cluster_check)) or C(reason=inconsistent) (O(outdated_for)),
+      why each instance was refused. C(reason=serving) entries name the node, the step, a stable code
+      (C(not_cordoned), C(pods_left)) and a message.
+  returned: on failure with reason serving or inconsistent
+  type: list
+  elements: raw
+  sample: [{node: w-1, step: instance-deletion, code: not_cordoned, message: "instance ... is node w-1, which is not cordoned"}]
 quota_exceeded:
   description: With O(state=present), whether the cloud refused a create for quota or capacity.
   returned: when state is present
@@ -239,7 +261,8 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.base impor
 
 
 def main():
-    module = KubenodesModule(argument_spec=group_instances.ARGUMENT_SPEC, cloud=CLOUD_REQUIRED, supports_check_mode=True,
+    module = KubenodesModule(argument_spec=group_instances.ARGUMENT_SPEC, kube_auth=True, cloud=CLOUD_REQUIRED,
+                             supports_check_mode=True,
                              required_if=group_instances.REQUIRED_IF, validate=validate.checker(group_instances.OPTION_RULES))
     group_instances.run(module)
 

@@ -35,8 +35,10 @@ author:
   - kubenodes.image_upgrade maintainers (!UNKNOWN)
 requirements:
   - requests
+  - kubernetes (with O(cluster_check))
 extends_documentation_fragment:
   - kubenodes.image_upgrade.etcd_connection
+  - kubenodes.image_upgrade.kube_auth.cluster
 options:
   node_ip:
     description:
@@ -106,6 +108,17 @@ options:
         retrying while etcd refuses membership changes.
     type: int
     default: 60
+  cluster_check:
+    description:
+      - Before anything is removed, the Node of the member (the one named O(node_name), else the one named as the
+        member, else the one with an address on the host of its peer or client URLs) is read with the Kubernetes
+        options in O(cluster). A Node that is not cordoned, or still runs pods other than DaemonSet, mirror and
+        finished pods, serves, so taking its etcd away would break it - the check C(node_drained) fails, the task
+        fails naming the node (unless O(force)), and nothing is removed. A member whose node is gone passes.
+      - The task fails, removing nothing, when the cluster cannot be read. V(false) skips the check, for a member
+        whose cluster is gone or cannot be reached.
+    type: bool
+    default: true
 attributes:
   check_mode:
     support: full

@@ -60,27 +60,27 @@ def test_create_waits_until_running_then_delete_is_idempotent(cloud):
 
     # by providerID, in check mode first
     victim = created["provider_ids"][0]
-    checked = run_module("csp_node", dict(cloud.options, state="absent", provider_id=[victim], group=group), check=True,
+    checked = run_module("csp_node", dict(cloud.options, state="absent", cluster_check=False, provider_id=[victim], group=group), check=True,
                          diff=True)
     assert not checked["failed"], checked.get("msg")
     assert checked["changed"] is True and checked["deleted"] == [victim]
     assert checked["diff"] == {"before": {"instances": [victim]}, "after": {"instances": []}}, checked
     assert victim in _ids(cloud, group)
-    gone = run_module("csp_node", dict(cloud.options, state="absent", provider_id=[victim], wait=True,
+    gone = run_module("csp_node", dict(cloud.options, state="absent", cluster_check=False, provider_id=[victim], wait=True,
                                        wait_timeout=120, wait_sleep=1))
     assert not gone["failed"], gone.get("msg")
     assert gone["changed"] is True and gone["deleted"] == [victim]
     assert victim not in _ids(cloud, group)
-    again = run_module("csp_node", dict(cloud.options, state="absent", provider_id=[victim]), diff=True)
+    again = run_module("csp_node", dict(cloud.options, state="absent", cluster_check=False, provider_id=[victim]), diff=True)
     assert not again["failed"], again.get("msg")
     assert again["changed"] is False and again["already_absent"] == [victim] and "diff" not in again
 
     # by node name
     name = created["node_names"][1]
-    by_name = run_module("csp_node", dict(cloud.options, state="absent", group=group, node_name=[name]))
+    by_name = run_module("csp_node", dict(cloud.options, state="absent", cluster_check=False, group=group, node_name=[name]))
     assert not by_name["failed"], by_name.get("msg")
     assert by_name["changed"] is True and by_name["deleted"] == [created["provider_ids"][1]]
-    again = run_module("csp_node", dict(cloud.options, state="absent", group=group, node_name=[name]))
+    again = run_module("csp_node", dict(cloud.options, state="absent", cluster_check=False, group=group, node_name=[name]))
     assert again["changed"] is False and again["already_absent"] == [name]
 
 
@@ -118,12 +118,17 @@ def test_bad_input_fails_clearly_and_changes_nothing(cloud):
     assert missing_group["failed"] and "group" in missing_group["msg"]
     bad_count = run_module("csp_node", dict(cloud.options, state="present", group=group, count=0))
     assert bad_count["failed"] and "count" in bad_count["msg"]
-    no_target = run_module("csp_node", dict(cloud.options, state="absent", group=group))
+    no_target = run_module("csp_node", dict(cloud.options, state="absent", cluster_check=False, group=group))
     assert no_target["failed"] and "provider_id or node_name" in no_target["msg"]
-    name_without_group = run_module("csp_node", dict(cloud.options, state="absent", node_name=["x"]))
+    name_without_group = run_module("csp_node", dict(cloud.options, state="absent", cluster_check=False, node_name=["x"]))
     assert name_without_group["failed"] and "needs group" in name_without_group["msg"]
     # one good providerID and one malformed one: nothing is deleted
-    mixed = run_module("csp_node", dict(cloud.options, state="absent", group=group,
+    mixed = run_module("csp_node", dict(cloud.options, state="absent", cluster_check=False, group=group,
                                         provider_id=[before[0], "not-a-provider-id"]))
     assert mixed["failed"] and "not-a-provider-id" in mixed["msg"]
+    # Issue 28: the cluster check cannot read the cluster, so nothing is deleted and the option is named.
+    blind = run_module("csp_node", dict(cloud.options, state="absent", group=group, provider_id=[before[0]],
+                                        kubeconfig="/nonexistent/kubeconfig"))
+    assert blind["failed"] and not blind.get("changed") and "cluster_check" in blind["msg"], blind
+    assert "/nonexistent/kubeconfig" in blind["msg"], blind["msg"]
     assert _ids(cloud, group) == before

@@ -25,7 +25,18 @@ def test_remove_a_control_plane_nodes_member_through_the_sandbox(sandbox, new_no
     running = [n for n, m in info["members"].items() if m["running"]]
     assert set(cps) <= set(running)
     args = dict(endpoints=info["endpoints"], ca_cert=info["ca"], client_cert=info["cert"], client_key=info["key"],
-                node_ip=donor_ip, expected_member_count=len(info["members"]), timeout=90, request_timeout=3)
+                node_ip=donor_ip, expected_member_count=len(info["members"]), timeout=90, request_timeout=3,
+                cluster=sandbox.auth_args())
+
+    # Issue 28: the member's Node (found by its address) is not cordoned, so it still serves: refused, naming the
+    # node and the option, and nothing is removed (force would go on, with a warning).
+    serving = run_module("etcd_member_remove", args)
+    assert serving["failed"] and not serving.get("changed"), serving
+    [drained] = [c for c in serving["checks"] if c["name"] == "node_drained"]
+    assert drained["passed"] is False and donor in drained["message"] and "not cordoned" in drained["message"], drained
+    assert "cluster_check=false" in serving["msg"], serving["msg"]
+    assert sandbox.cp_etcd()["members"][donor]["running"] is True
+    core.patch_node(donor, {"spec": {"unschedulable": True}})
 
     predicted = run_module("etcd_member_remove", args, check=True)
     assert not predicted["failed"], predicted.get("msg")

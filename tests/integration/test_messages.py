@@ -47,7 +47,7 @@ def test_an_instance_in_another_group_is_not_already_absent(sandbox, cloud_admin
     [(instance, _state)] = admin.group_instances(home)
     cloud = admin.provider_options()
     for target in (dict(node_name=[instance]), dict(provider_id=["aws:///%s/%s" % (admin.region + "a", instance)])):
-        result = run_module("csp_node", dict(cloud, state="absent", group=other, **target))
+        result = run_module("csp_node", dict(cloud, state="absent", cluster_check=False, group=other, **target))
         assert result["failed"] and result["reason"] == "other_group", result
         assert "is not in scaling group %s but in %s" % (other, home) in result["msg"], result["msg"]
         assert "Set group" in result["msg"] and result["deleted"] == []
@@ -56,7 +56,7 @@ def test_an_instance_in_another_group_is_not_already_absent(sandbox, cloud_admin
     undiscovered = dict(cloud, aws=dict(cloud["aws"], group_tags={"kubenodes-msg": tag}))
     provider_id = "aws:///%s/%s" % (admin.region + "a", instance)
     for scope, searched in ((dict(group=other), "scaling group %s" % other), ({}, "the scaling groups searched (none found)")):
-        result = run_module("csp_node", dict(undiscovered, state="absent", provider_id=[provider_id], **scope))
+        result = run_module("csp_node", dict(undiscovered, state="absent", cluster_check=False, provider_id=[provider_id], **scope))
         assert result["failed"] and result["reason"] == "other_group", result
         assert "%s is not in %s but in %s" % (provider_id, searched, home) in result["msg"], result["msg"]
         assert result["other_group"] == [dict(requested=provider_id, provider_id=provider_id, node_name="", group=home)]

@@ -156,8 +156,23 @@ def test_with_the_cloud_a_node_whose_instance_still_runs_is_refused(sandbox, clo
         assert "still exists in scaling group %s" % group in refused["msg"] and donor in refused["msg"], refused["msg"]
         assert "csp_node state=absent" in refused["msg"] and exists(sandbox, donor)
 
+        # Issue 28: csp_node state=absent reads the cluster too. The heir is not cordoned, and a pod bound to the
+        # cordoned donor shows it was not emptied: both are refused, in check mode as well, and nothing is deleted.
+        instances = sorted(i for i, _state in admin.group_instances(group))
+        serving = run_module("csp_node", dict(cloud, state="absent", group=group, node_name=[heir, donor],
+                                              **sandbox.auth_args()), check=True)
+        assert serving["failed"] and serving["reason"] == "serving", serving
+        assert [(p["node"], p["code"]) for p in serving["problems"]] == [(heir, "not_cordoned")], serving
+        assert "node_drain" in serving["msg"] and "cluster_check=false" in serving["msg"], serving["msg"]
+        bound_pod(sandbox, namespace, donor, "early")
+        undrained = run_module("csp_node", dict(cloud, state="absent", group=group, node_name=[donor],
+                                                **sandbox.auth_args()))
+        assert undrained["failed"] and [p["code"] for p in undrained["problems"]] == ["pods_left"], undrained
+        assert "%s/early" % namespace in undrained["msg"] and not undrained["changed"], undrained["msg"]
+        assert sorted(i for i, _state in admin.group_instances(group)) == instances
+        delete_pods(sandbox, namespace, ["early"])
         gone = run_module("csp_node", dict(cloud, state="absent", group=group, node_name=[donor], wait=True,
-                                           wait_timeout=120, wait_sleep=1))
+                                           wait_timeout=120, wait_sleep=1, **sandbox.auth_args()))
         assert not gone.get("failed"), gone
         # Issue 28: the cloud agrees now, but a pod still bound to the node shows it was not drained.
         bound_pod(sandbox, namespace, donor, "late")
@@ -169,6 +184,6 @@ def test_with_the_cloud_a_node_whose_instance_still_runs_is_refused(sandbox, clo
         assert not deleted.get("failed") and donor in deleted["deleted"] + deleted["absent"], deleted
         assert not exists(sandbox, donor) and exists(sandbox, heir)
     finally:
-        run_module("csp_node", dict(cloud, state="absent", group=group, node_name=[heir]))
+        run_module("csp_node", dict(cloud, state="absent", cluster_check=False, group=group, node_name=[heir]))
         for name in (donor, heir):
             sandbox.kube().request("DELETE", "/api/v1/nodes/" + name, ok=(200, 202, 404))

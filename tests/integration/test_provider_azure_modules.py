@@ -102,18 +102,18 @@ def test_csp_node_absent_by_name_and_provider_id_is_idempotent(admin, emulator):
     by_id = "azure://" + vms[1]["id"].replace("/resourceGroups/%s/" % emu.RESOURCE_GROUP,
                                               "/resourceGroups/%s/" % emu.RESOURCE_GROUP.lower())
 
-    checked = run_module("csp_node", args(admin, state="absent", group=group_id, node_name=[by_name],
+    checked = run_module("csp_node", args(admin, state="absent", cluster_check=False, group=group_id, node_name=[by_name],
                                           provider_id=[by_id]), check=True)
     assert checked["changed"] is True and len(checked["deleted"]) == 2
     assert capacity(emulator, group_id) == 3
 
-    result = run_module("csp_node", args(admin, state="absent", group=group_id, node_name=[by_name],
+    result = run_module("csp_node", args(admin, state="absent", cluster_check=False, group=group_id, node_name=[by_name],
                                          provider_id=[by_id.lower()], wait=True, wait_timeout=60, wait_sleep=1))
     assert not result["failed"], result.get("msg")
     assert result["changed"] is True and len(result["deleted"]) == 2
     assert capacity(emulator, group_id) == 1
 
-    again = run_module("csp_node", args(admin, state="absent", group=group_id, node_name=[by_name], provider_id=[by_id]))
+    again = run_module("csp_node", args(admin, state="absent", cluster_check=False, group=group_id, node_name=[by_name], provider_id=[by_id]))
     assert not again["failed"] and again["changed"] is False
     assert sorted(again["already_absent"]) == sorted([by_name, by_id])
 
@@ -127,12 +127,12 @@ def test_csp_node_absent_by_the_provider_id_of_a_flexible_vm_alone(admin, emulat
     provider_id = "azure://" + vm["id"].replace("/resourceGroups/%s/" % emu.RESOURCE_GROUP,
                                                 "/resourceGroups/%s/" % emu.RESOURCE_GROUP.lower())
     assert "/providers/Microsoft.Compute/virtualMachines/" in provider_id
-    result = run_module("csp_node", args(admin, state="absent", provider_id=[provider_id], wait=True, wait_timeout=60,
+    result = run_module("csp_node", args(admin, state="absent", cluster_check=False, provider_id=[provider_id], wait=True, wait_timeout=60,
                                          wait_sleep=1))
     assert not result["failed"], result.get("msg")
     assert result["changed"] is True and len(result["deleted"]) == 1
     assert capacity(emulator, group_id) == 1
-    again = run_module("csp_node", args(admin, state="absent", provider_id=[provider_id]))
+    again = run_module("csp_node", args(admin, state="absent", cluster_check=False, provider_id=[provider_id]))
     assert not again["failed"] and again["changed"] is False and again["already_absent"] == [provider_id]
 
 
@@ -150,7 +150,7 @@ def test_csp_node_absent_names_the_scale_set_of_a_vm_the_discovery_does_not_find
                                                 "/resourceGroups/%s/" % emu.RESOURCE_GROUP.lower())
     options = admin.provider_options()
     options["azure"]["resource_group"] = "rg-without-them"
-    result = run_module("csp_node", dict(options, state="absent", group=other, provider_id=[provider_id]))
+    result = run_module("csp_node", dict(options, state="absent", cluster_check=False, group=other, provider_id=[provider_id]))
     assert result["failed"] and result["reason"] == "other_group", result
     assert "%s is not in scaling group %s but in " % (provider_id, other) in result["msg"], result["msg"]
     assert [e["group"].lower() for e in result["other_group"]] == [home.lower()], result["other_group"]
@@ -173,7 +173,7 @@ def test_csp_node_quota_is_reported_not_failed(admin, emulator):
 
 @pytest.mark.parametrize("extra,expected", [
     (dict(group="workers"), "virtualMachineScaleSets/<scale-set>"),
-    (dict(state="absent", provider_id=["aws:///eu-west-1a/i-0123"]), "virtualMachines/<instance-id>"),
+    (dict(state="absent", cluster_check=False, provider_id=["aws:///eu-west-1a/i-0123"]), "virtualMachines/<instance-id>"),
 ])
 def test_csp_node_bad_references_fail_clearly(admin, extra, expected):
     result = run_module("csp_node", args(admin, **extra))

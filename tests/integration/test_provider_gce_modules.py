@@ -95,7 +95,7 @@ def test_csp_node_on_a_regional_group_create_wait_then_delete_by_node_name(admin
     assert project == DEFAULT_PROJECT and zone.startswith("us-central1-") and name == node_name
     assert created["instances"][0]["state"] == "running"
 
-    deleted = run_module("csp_node", dict(admin.provider_options(), state="absent", group=group,
+    deleted = run_module("csp_node", dict(admin.provider_options(), state="absent", cluster_check=False, group=group,
                                           node_name=[node_name]))
     assert not deleted["failed"], deleted.get("msg")
     assert deleted["changed"] is True
@@ -103,7 +103,7 @@ def test_csp_node_on_a_regional_group_create_wait_then_delete_by_node_name(admin
     while time.monotonic() < deadline and provider_id in {i.provider_id for i in _provider(admin).list_instances(group)}:
         time.sleep(0.2)
     assert provider_id not in {i.provider_id for i in _provider(admin).list_instances(group)}
-    again = run_module("csp_node", dict(admin.provider_options(), state="absent", group=group,
+    again = run_module("csp_node", dict(admin.provider_options(), state="absent", cluster_check=False, group=group,
                                         node_name=[node_name]))
     assert not again["failed"], again.get("msg")
     assert again["changed"] is False
@@ -118,7 +118,7 @@ def test_csp_node_absent_names_the_group_of_an_instance_the_discovery_does_not_f
     near = admin.create_group(_unique("near"), "worker", 0, admin.create_image(_unique("img")), zone="us-central1-a")
     [instance] = _provider(elsewhere).list_instances(home)
     for scope, searched in ((dict(group=near), "scaling group %s" % near), ({}, "the scaling groups searched (")):
-        result = run_module("csp_node", dict(admin.provider_options(), state="absent", provider_id=[instance.provider_id],
+        result = run_module("csp_node", dict(admin.provider_options(), state="absent", cluster_check=False, provider_id=[instance.provider_id],
                                              **scope))
         assert result["failed"] and result["reason"] == "other_group", result
         assert "%s is not in %s" % (instance.provider_id, searched) in result["msg"], result["msg"]

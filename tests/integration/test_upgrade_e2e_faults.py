@@ -5,6 +5,7 @@ at the end (every node on the image, nothing orphaned, the autoscaler restored, 
 1 control plane and 2 workers in 2 worker groups on Azure, whose emulator logs each answer's status."""
 
 import collections
+import re
 
 import pytest
 
@@ -33,6 +34,10 @@ def test_upgrade_finishes_while_a_tenth_of_cloud_calls_fail(upgrade_cluster, tmp
     assert total >= 30, "too few cloud calls to mean anything: %s" % dict(statuses)
     # About a tenth of the calls failed, with every code among them (seeded: the draw is reproducible).
     assert sum(injected.values()) >= 0.05 * total and all(injected.values()), dict(statuses)
+    # Issue 28: a call the cloud failed and the provider tries again is named on the progress line, with the cause.
+    waits = re.findall(r"pass \d+: \d+/\d+ nodes on the image[^\n]*; waiting for the azure cloud API \(([^\n]*)", output)
+    assert waits and any(str(code) in line for line in waits for code in FAULT_CODES), output[-6000:]
+    assert all(re.search(r"trying again in \d+s \(attempt \d of \d\)", line) for line in waits), waits
     watcher.check(start, max_surge=1)
     uh.assert_upgraded(handle, values, start)
     assert uh.lease_holder(handle) is None, "the run lock was not released"

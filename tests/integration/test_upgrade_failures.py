@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 RUN_TIMEOUT = 300
 
 # In the order an upgrade reaches them: the control plane's replacement first, then the worker's.
-FAILURES = ["begin", "set-group-image", "create", "drain", "etcd-remove", "delete-instance", "delete-node",
+# The health gate after the control plane's replacement comes between them.
+FAILURES = ["begin", "set-group-image", "create", "drain", "etcd-remove", "delete-instance", "delete-node", "gate",
             "drain,abort", "finish"]
 
 
@@ -41,6 +42,9 @@ def test_a_failure_at_every_moment_of_the_run_ends_it_the_same_way_and_the_next_
     handle, values, start = upgrade_cluster("gcp", control_planes=1, workers=1, groups=1)
     assert set(hold_points.POINTS) | set(hold_points.RUN_POINTS) == {p for f in FAILURES for p in f.split(",")}
     assert start["autoscaler_replicas"] > 0
+    # A health gate after each batch, as short as it goes: one look, no soak.
+    values.update(rolling_upgrade_gate_after="batch", rolling_upgrade_soak_seconds=0, rolling_upgrade_gate_looks=1,
+                  rolling_upgrade_gate_look_interval=1, rolling_upgrade_gate_timeout=120)
     watcher = uh.Watcher(handle, etcd=True)
     watcher.start()
     try:
@@ -66,6 +70,11 @@ def test_a_failure_at_every_moment_of_the_run_ends_it_the_same_way_and_the_next_
                 assert ended[-1]["outcome"] != "failed", ended[-1]
             else:
                 assert ended[-1]["outcome"] == "failed" and "injected failure at %s" % first in ended[-1]["cause"], ended[-1]
+            if first == "gate":
+                # The gate recorded its own failure, and stays due: the next run runs it first.
+                recorded = uh.journal(handle)
+                assert recorded["gate_due"] is True, recorded
+                assert [g["outcome"] for g in recorded["gates"].values()] == ["failed"], recorded["gates"]
         rc, output = uh.run_upgrade(values, tmp_path / "last.log", timeout=RUN_TIMEOUT)
     finally:
         watcher.stop()

@@ -9,7 +9,6 @@ Each gate opens only after its checks passed at LOOKS looks in a row, LOOK_INTER
 LOOKS looks in a row after the pod's last turn to Ready."""
 
 import datetime
-import json
 import pathlib
 import threading
 import time
@@ -24,7 +23,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 RUN_TIMEOUT = 600
 SOAK = 12
 LOOKS, LOOK_INTERVAL = 3, 2
-JOURNAL = "/api/v1/namespaces/kube-system/configmaps/kubenodes-image-upgrade-journal"
 
 USER_CHECKS = """\
 - name: Smoke test | is the service switched off
@@ -46,10 +44,6 @@ def gate_events(handle):
         if (item.get("source") or {}).get("component") == "kubenodes-image-upgrade" and item["reason"].startswith("UpgradeGate"):
             found.setdefault(item["involvedObject"]["name"], []).append((item["reason"], item["type"], item["message"]))
     return found
-
-
-def journal(handle):
-    return json.loads(handle.kube().request("GET", JOURNAL)["data"]["journal.json"])
 
 
 def seconds(text):
@@ -90,7 +84,7 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     assert len(old_workers & set(nodes)) == 1, sorted(nodes)
     assert len(in_group) == 2 and len(uh.live_instances(handle)) == len(start["instances"]), sorted(nodes)
     [heir] = [n for n in in_group if n["metadata"]["name"] not in old_workers]
-    first = journal(handle)
+    first = uh.journal(handle)
     assert first["gate_due"] is True
     [gate] = first["gates"].values()
     assert gate["outcome"] == "failed" and "smoke test failed" in gate["failure"]
@@ -108,7 +102,7 @@ def test_a_failing_user_gate_stops_the_run_after_a_soaked_batch_and_the_next_run
     rc, text = uh.run_upgrade(values, tmp_path / "second.log", timeout=RUN_TIMEOUT)
     assert rc == 0, text[-3000:]
     uh.assert_upgraded(handle, values, start, groups=upgraded)
-    final = journal(handle)
+    final = uh.journal(handle)
     assert final["gate_due"] is False
     gates = [final["gates"][k] for k in sorted(final["gates"])]
     assert [g["outcome"] for g in gates] == ["failed", "passed", "passed"], gates
@@ -226,19 +220,19 @@ def test_a_run_killed_with_a_part_finished_batch_runs_the_owed_gate_before_the_n
         wait_until("deletion of %s" % finishing, lambda: finishing not in names(), RUN_TIMEOUT, run)
         assert guarded in names(), "the guarded worker's drain did not wait for its PodDisruptionBudget"
         # The gate is owed from the moment the replacement finished, in the journal (not only in the run's memory).
-        wait_until("gate owed in the journal", lambda: journal(handle).get("gate_owed") is True, 20, run)
+        wait_until("gate owed in the journal", lambda: uh.journal(handle).get("gate_owed") is True, 20, run)
     except BaseException:
         run.close()
         raise
     killed = run.kill()
-    assert killed and "gates" not in journal(handle), journal(handle).get("gates")
+    assert killed and "gates" not in uh.journal(handle), uh.journal(handle).get("gates")
     assert later in names()
 
     kube.request("DELETE", pdb + "/hold", ok=(200,))
     rc, text = uh.run_upgrade(values, tmp_path / "resumed.log", timeout=RUN_TIMEOUT)
     assert rc == 0, text[-3000:]
     uh.assert_upgraded(handle, values, start, groups=upgraded)
-    final = journal(handle)
+    final = uh.journal(handle)
     assert final["gate_owed"] is False and final["gate_due"] is False
     gates = [final["gates"][k] for k in sorted(final["gates"])]
     assert [g["outcome"] for g in gates] == ["passed", "passed"], gates

@@ -132,6 +132,16 @@ def test_unhealthy_control_plane_etcd_stops_the_run_in_preflight_and_changes_not
         assert "The run had not begun: nothing was changed" in failures[1], failures
         assert uh.world(handle, values) == before, "etcd preflight %s: a run with no CA file changed something" % etcd_preflight
         assert not uh.node_annotations_with_prefix(handle)
+    # Without the start's preflight (rolling_upgrade_preflight false) the files are checked on the first pass's plan,
+    # before its first change: the run began (the autoscaler paused, then restored; the lock taken, then released).
+    rc, output = run_playbook(uh.PLAYBOOK, extra_vars=dict(values, rolling_upgrade_etcd_ca_cert=missing,
+                                                           rolling_upgrade_preflight=False), timeout=RUN_TIMEOUT)
+    failures = uh.failed_messages(output)
+    assert rc != 0 and "rolling_upgrade_etcd_ca_cert %s does not exist or is not a file" % missing in failures[0], failures
+    after = uh.world(handle, values)
+    assert after.pop("autoscaler")[1] == before["autoscaler"][1]
+    assert after == {k: v for k, v in before.items() if k != "autoscaler"}, "preflight off: a run with no CA file changed something"
+    assert not uh.node_annotations_with_prefix(handle)
 
 
 def wait_for_line(path, run, timeout):

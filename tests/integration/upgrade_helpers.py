@@ -713,6 +713,12 @@ def assert_settings_restored(values, before, report_dir=None):
     return rows
 
 
+def journal(handle):
+    """The upgrade's journal record (the role's default ConfigMap)."""
+    stored = handle.kube().request("GET", "/api/v1/namespaces/kube-system/configmaps/kubenodes-image-upgrade-journal")
+    return json.loads(stored["data"]["journal.json"])
+
+
 def group_images(values):
     """{group id: image its new instances get}, read through the collection's own provider for the cloud
     (an SDK call to the emulator, as an operator's `describe` would be)."""

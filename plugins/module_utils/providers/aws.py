@@ -362,7 +362,8 @@ class AwsProvider(ReadingMemo, CloudProvider):
             except botocore.exceptions.BotoCoreError as exc:
                 raise ProviderError("AWS %s failed: %s" % (operation, exc))
 
-        return with_retries(once, attempts=self.retry_attempts, base_delay=self.retry_base_delay, sleep=self._sleep)
+        return with_retries(once, attempts=self.retry_attempts, base_delay=self.retry_base_delay, sleep=self._sleep,
+                            on_wait=self.waiting)
 
     def _describe_groups(self, names=None):
         """The groups named (every group when None), in calls of at most DESCRIBE_GROUPS_NAMES names each (the API's

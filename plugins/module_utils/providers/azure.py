@@ -955,7 +955,7 @@ class AzureProvider(ReadingMemo, CloudProvider):
                 if error.retryable and wait and attempts[0] < self.retries:
                     time.sleep(min(wait, 60.0))
                 raise error from exc
-        return with_retries(once, attempts=self.retries, base_delay=self.retry_base_delay)
+        return with_retries(once, attempts=self.retries, base_delay=self.retry_base_delay, on_wait=self.waiting)
 
     def _wait(self, what, poller):
         """Wait for a long-running operation within the timeout; errors mapped."""

@@ -126,6 +126,15 @@ class CloudProvider(abc.ABC):
     never one per node."""
 
     name = "abstract"
+    # Told, with a line naming the cloud and the cause, while a call waits to be tried again (see waiting): the
+    # upgrade shows it on its progress line.
+    waiting_listener = None
+
+    def waiting(self, error, attempt, attempts, delay):
+        """with_retries' on_wait: the cloud did not answer, or answered with throttling or a server error."""
+        if self.waiting_listener is not None:
+            self.waiting_listener("waiting for the %s cloud API (%s): trying again in %.0fs (attempt %d of %d)"
+                                  % (self.name, error, delay, attempt + 1, attempts))
 
     def reading(self):
         """A context within which the provider may reuse what it read (GCE: each instance group manager and
@@ -210,15 +219,19 @@ def zone_imbalance(counts):
             % ", ".join("%s: %d" % item for item in sorted(counts.items())))
 
 
-def with_retries(call, attempts=5, base_delay=0.5, max_delay=8.0, sleep=time.sleep):
-    """Call `call()` and retry ProviderError with retryable=True, with jittered exponential backoff.
-    Anything else, or the last failure, propagates."""
+def with_retries(call, attempts=5, base_delay=0.5, max_delay=8.0, sleep=time.sleep, on_wait=None):
+    """Call `call()` and retry ProviderError with retryable=True, with jittered exponential backoff; before each
+    wait, on_wait(error, attempt, attempts, delay) is told (CloudProvider.waiting). Anything else, or the last
+    failure, propagates."""
     for attempt in range(attempts):
         try:
             return call()
         except ProviderError as exc:
             if not exc.retryable or attempt == attempts - 1:
                 raise
-            delay = min(max_delay, base_delay * (2 ** attempt))
-            sleep(random.uniform(delay / 2, delay))
+            longest = min(max_delay, base_delay * (2 ** attempt))
+            delay = random.uniform(longest / 2, longest)
+            if on_wait is not None:
+                on_wait(exc, attempt + 1, attempts, delay)
+            sleep(delay)
     raise AssertionError("unreachable")

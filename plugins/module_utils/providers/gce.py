@@ -613,7 +613,7 @@ class GceProvider(CloudProvider):
             except (google.auth.exceptions.RefreshError, google.auth.exceptions.InvalidOperation) as exc:
                 raise self._auth_error(doing, exc)
         return with_retries(attempt, attempts=self.retry_attempts, base_delay=self.retry_base_delay,
-                            sleep=self._sleep)
+                            sleep=self._sleep, on_wait=self.waiting)
 
     def _auth_error(self, doing, exc):
         """What a failed credential refresh means for each auth_kind (google-auth refreshes after a 401)."""

@@ -348,3 +348,37 @@ def test_absent_member_problem_counts_members_with_the_member_in():
     problem = etcd.absent_member_problem(members, "node_ip 10.0.0.3", 2)
     assert "no etcd member matches node_ip 10.0.0.3" in problem and "expected_member_count is 2" in problem
     assert "https://10.0.0.2:2380" in problem and "etcdctl member list" in problem
+
+
+# -- etcd_member_remove's cluster_check: the member's Node must be cordoned and drained (issue 28) ------------------
+
+def _node(name, address, cordoned=False):
+    spec = {"unschedulable": True} if cordoned else {}
+    return {"metadata": {"name": name}, "spec": spec,
+            "status": {"addresses": [{"type": "InternalIP", "address": address}]}}
+
+
+def _member(name, ip):
+    return {"name": name, "peer_urls": ["https://%s:2380" % ip], "client_urls": ["https://%s:2379" % ip] if name else []}
+
+
+def test_member_nodes_by_node_name_then_member_name_then_address():
+    nodes = [_node("cp-1", "10.0.0.1"), _node("cp-2", "10.0.0.2"), _node("other", "2001:db8::1")]
+    assert [n["metadata"]["name"] for n in etcd.member_nodes(nodes, _member("cp-1", "10.0.0.2"), "cp-2")] == ["cp-2"]
+    assert [n["metadata"]["name"] for n in etcd.member_nodes(nodes, _member("cp-1", "10.0.0.2"))] == ["cp-1"]
+    assert [n["metadata"]["name"] for n in etcd.member_nodes(nodes, _member("", "10.0.0.2"))] == ["cp-2"]
+    assert [n["metadata"]["name"] for n in etcd.member_nodes(nodes, _member("m", "[2001:DB8:0::1]"))] == ["other"]
+    assert etcd.member_nodes(nodes, _member("gone", "10.0.0.9")) == []
+
+
+def test_node_drained_check_refuses_a_serving_node_and_passes_a_drained_or_missing_one():
+    pods = {"cp-1": [{"metadata": {"name": "web", "namespace": "apps"}, "spec": {}, "status": {"phase": "Running"}}],
+            "cp-2": []}
+    serving = etcd.node_drained_check([_node("cp-1", "10.0.0.1")], pods.get, _member("cp-1", "10.0.0.1"))
+    assert serving["name"] == "node_drained" and serving["passed"] is False
+    assert "cp-1 is not cordoned" in serving["message"] and "cluster_check=false" in serving["message"]
+    busy = etcd.node_drained_check([_node("cp-1", "10.0.0.1", cordoned=True)], pods.get, _member("cp-1", "10.0.0.1"))
+    assert busy["passed"] is False and "apps/web" in busy["message"]
+    drained = etcd.node_drained_check([_node("cp-2", "10.0.0.2", cordoned=True)], pods.get, _member("cp-2", "10.0.0.2"))
+    assert drained["passed"] is True
+    assert etcd.node_drained_check([], pods.get, _member("cp-3", "10.0.0.3"))["passed"] is True

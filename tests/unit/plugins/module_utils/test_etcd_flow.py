@@ -307,3 +307,30 @@ def test_no_match_with_fewer_members_than_expected_is_already_gone():
     assert result["changed"] is False and result["member"] is None and client.removed == []
     assert "no etcd member matches node_ip 10.0.0.2 or node_name 'b'" in result["msg"], result["msg"]
     assert "node_ip names no member" in result["msg"] and "etcd lists 2 member(s)" in result["msg"]
+
+
+def test_a_member_whose_node_serves_is_refused_even_with_on_refusal_wait_and_checked_in_check_mode():
+    """cluster_check (issue 28): the node_drained check runs with the others, in check mode too; it is not one that
+    passes by itself, so on_refusal=wait refuses; force goes on with a warning naming it."""
+    clock = FakeClock()
+    members = [raw(1, "a"), raw(2, "b"), raw(3, "c")]
+    seen = []
+
+    def serving(member):
+        seen.append(member["name"])
+        return etcd._check("node_drained", False, "node b is not cordoned, so it was not drained")
+
+    for options in (dict(), dict(on_refusal="wait")):
+        client = ScriptedClient(members)
+        with pytest.raises(etcd.RemovalRefused) as caught:
+            flow(client, clock, node_check=serving, **options)[0].run(member_name="b", check_mode=True)
+        assert "node_drained failed" in str(caught.value) and "node b is not cordoned" in str(caught.value)
+        assert client.removed == []
+    assert seen == ["b", "b"]
+    client = ScriptedClient(members)
+    removal, warnings = flow(client, clock, node_check=serving, force=True)
+    assert removal.run(member_name="b")["changed"] is True and client.removed == ["2"]
+    assert "node_drained" in warnings[0]
+    drained = ScriptedClient(members)
+    flow(drained, clock, node_check=lambda member: etcd._check("node_drained", True, "drained"))[0].run(member_name="b")
+    assert drained.removed == ["2"]

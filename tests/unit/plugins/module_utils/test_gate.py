@@ -257,6 +257,29 @@ def test_a_gate_owed_when_a_run_is_killed_mid_batch_holds_the_resumed_runs_heirs
     assert len(forgetful.created) == 3 and held[0] in forgetful.nodes
 
 
+def test_a_replacement_finished_by_a_run_cut_off_before_its_journal_still_owes_the_gate():
+    """A run deletes the donor's Node and fails (or is killed) before its pass ends (run_pass alone: no _gate_due
+    after it): the gate was journaled as owed before the deletions, so the next run hands it back before the next
+    heir. (Issue 28: it was owed only after the pass, and a failure at the Node's deletion skipped the gate.)"""
+    w = World([group("G1")])
+    for index in range(2):
+        w.add_node("old-%d" % index, "G1", OLD)
+    cut_off = w.executor(opts(max_surge=1), gate_after="batch")
+    recorded = []
+    cut_off.record_gate_owed = lambda: recorded.append(sorted(w.nodes))
+    for _look in range(200):
+        result = cut_off.run_pass()
+        if result["finished"]:
+            break
+        if not result["moved"]:
+            w.tick()
+    assert result["finished"] and len(w.created) == 1
+    assert len(recorded) == 1 and set(result["finished"]) <= set(recorded[0]), recorded   # before the deletion
+    resumed = w.executor(opts(max_surge=1), gate_after="batch", gate_owed=True)
+    due = resumed.run_slice(seconds=30)
+    assert due["gate_due"] and len(w.created) == 1, (due["facts"].get("donors_gone"), w.created)
+
+
 def test_a_gate_owed_is_ignored_without_gates_and_in_check_mode():
     w = World([group("G1")])
     w.add_node("old-0", "G1", OLD)

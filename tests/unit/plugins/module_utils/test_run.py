@@ -4,6 +4,7 @@ read made through a control-plane host, abort of a run that had not begun)."""
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -55,3 +56,14 @@ def test_abort_of_a_run_that_had_not_begun_changes_nothing():
     # No journal.run: the run failed before it began (the preflight, the lock); no module is called.
     runner, said = upgrade(journal=dict(name="j", namespace="kube-system", events=False))
     assert runner.abort("the cause") is None and said == []
+
+
+def test_a_wait_for_the_api_server_or_the_cloud_extends_the_last_progress_line():
+    """Issue 28: an outage was silent, then said on a line of its own; now it is on the progress line."""
+    upgrading, said = upgrade()
+    upgrading._waiting("waiting for the gcp cloud API (503): trying again in 2s (attempt 2 of 5)")
+    assert said == ["waiting for the gcp cloud API (503): trying again in 2s (attempt 2 of 5)"]   # no pass yet
+    upgrading.engine = SimpleNamespace(last_progress="pass 4: 2/9 nodes on the image (22%)")
+    upgrading._waiting("waiting for the Kubernetes API server https://127.0.0.1:6443 for 5s (Connection refused)")
+    assert said[-1] == ("pass 4: 2/9 nodes on the image (22%); waiting for the Kubernetes API server "
+                        "https://127.0.0.1:6443 for 5s (Connection refused)")
