@@ -56,12 +56,13 @@ def role_vars(state_dir, cloud, image_ref, report_dir=None, **overrides):
 
 
 def prepare(state_dir, cloud, control_planes=3, workers=6, groups=2, workloads=True, say=print,
-            azure_orchestration=None, **overrides):
-    """Seed the cluster on image A through `cloud` (Azure scale sets in `azure_orchestration` mode), create image B;
-    return the role variables."""
+            azure_orchestration=None, worker_group_options=None, **overrides):
+    """Seed the cluster on image A through `cloud` (Azure scale sets in `azure_orchestration` mode, worker groups with
+    `worker_group_options`, seed.seed_nodes), create image B; return the role variables."""
     handle = cli.Sandbox(state_dir)
     seed.seed(handle.state, control_planes=control_planes, workers=workers, worker_groups=groups, cloud=cloud,
-              image=IMAGE_A, workloads=workloads, timeout=300, say=say, azure_orchestration=azure_orchestration)
+              image=IMAGE_A, workloads=workloads, timeout=300, say=say, azure_orchestration=azure_orchestration,
+              worker_group_options=worker_group_options)
     image_b = admin_of(handle.state, cloud).create_image(IMAGE_B)
     say("image B in %s: %s" % (cloud, image_b))
     return role_vars(state_dir, cloud, image_b, **overrides)

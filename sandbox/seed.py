@@ -38,9 +38,11 @@ def split_evenly(total, parts):
 # ---------------------------------------------------------------- nodes
 
 def seed_nodes(state, control_planes, workers, worker_groups, cloud="none", image="image-a", say=print,
-               azure_orchestration=None):
+               azure_orchestration=None, worker_group_options=None):
     """Create the groups and instances; return [{"id", "role", "size", "names"?}] (names known for cloud none).
-    azure_orchestration: "Uniform" (the emulator's default) or "Flexible", for cloud "azure" only."""
+    azure_orchestration: "Uniform" (the emulator's default) or "Flexible", for cloud "azure" only.
+    worker_group_options: more arguments of the emulator's Admin.create_group for the worker groups (a GCE region,
+    an AWS min_size)."""
     if azure_orchestration and cloud != "azure":
         raise ValueError("azure_orchestration=%s applies to cloud azure, not %s; leave it out or seed through azure"
                          % (azure_orchestration, cloud))
@@ -78,10 +80,10 @@ def seed_nodes(state, control_planes, workers, worker_groups, cloud="none", imag
     for name, role, size in plan:
         if size <= 0:
             continue
+        more = dict(worker_group_options or {}) if role == "worker" else {}
         if azure_orchestration:
-            group_id = admin.create_group(name, role, size, image_ref, orchestration=azure_orchestration)
-        else:
-            group_id = admin.create_group(name, role, size, image_ref)
+            more["orchestration"] = azure_orchestration
+        group_id = admin.create_group(name, role, size, image_ref, **more)
         groups.append({"id": group_id, "role": role, "size": size})
         say("group %s: %d %s instance(s) on %s" % (group_id, size, role, image_ref))
     return groups
@@ -232,12 +234,12 @@ def wait_pods_running(state, count, timeout, say=print):
 
 
 def seed(state, control_planes=3, workers=6, worker_groups=2, cloud="none", image="image-a", workloads=True,
-         timeout=600, say=print, azure_orchestration=None, **workload_sizes):
+         timeout=600, say=print, azure_orchestration=None, worker_group_options=None, **workload_sizes):
     """Nodes, then workloads; wait for everything to be Ready/Running. Returns a summary dict."""
     started = time.monotonic()
     already_ready = count_ready_nodes(state)
     groups = seed_nodes(state, control_planes, workers, worker_groups, cloud=cloud, image=image, say=say,
-                        azure_orchestration=azure_orchestration)
+                        azure_orchestration=azure_orchestration, worker_group_options=worker_group_options)
     total = control_planes + workers
     wait_nodes(state, already_ready + total, timeout, say=say)
     summary = {"cloud": cloud, "image": image, "groups": groups, "nodes": total,

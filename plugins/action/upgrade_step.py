@@ -89,6 +89,7 @@ def argument_spec():
         passes=dict(type="int", default=0),
         surge_cap=dict(type="int"),
         gate_after=dict(type="str", choices=["none", "batch", "replacement"], default="none"),
+        cloud_settings=dict(type="str", choices=["neutralise", "leave"], default="neutralise"),
         gate=dict(type="dict", default={}, options=GATE_SPEC),
         gate_ran=dict(type="dict"),
         reference=dict(type="str"),
@@ -264,7 +265,7 @@ class ActionModule(action_base.KubenodesActionBase):
         _RUNS.clear()
         shown, artifact = upgrade.check_mode_plan(facts)
         display.display("plan (check mode, nothing changed):")
-        for part in ("progress", "order", "groups", "how", "pdbs", "gates"):
+        for part in ("progress", "order", "groups", "how", "cloud_settings", "pdbs", "gates"):
             if part in shown:
                 display.display("  " + shown[part])
         display.display("  the next pass: %s" % json.dumps(shown["next_pass"], sort_keys=True, default=str))

@@ -37,6 +37,13 @@ class CloudAccess:
         except base.ProviderError as exc:
             raise StepFailure("setting the image of %s to %s failed: %s" % (group_id, image, exc), step="set_group_image")
 
+    def set_setting(self, group_id, name, value):
+        """One of the group's cloud settings (cloud_settings.py) set to `value`."""
+        try:
+            return self.provider.set_run_setting(group_id, name, value)
+        except base.ProviderError as exc:
+            raise StepFailure("setting %s of %s to %s failed: %s" % (name, group_id, value, exc), step="set_cloud_setting")
+
     def create(self, group_id, count):
         created = []
         for _attempt in range(count):

@@ -46,7 +46,7 @@ import time
 import uuid
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    core, facts_views, hold_points, leaving_marks, progress, stop_signals)
+    cloud_settings, core, facts_views, hold_points, leaving_marks, progress, stop_signals)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_leaving import lb_hold_until
 
 # Seconds between looks while everything waits (a heir joining, a PDB, a deletion): short, because the
@@ -103,6 +103,10 @@ class Settings:
         self.gate_owed = bool(gate_owed)
         # The PreferNoSchedule taint on the nodes to be replaced (leaving_marks); off: every such taint is taken off.
         self.taint_to_be_replaced = bool(taint_to_be_replaced)
+        # The cloud settings this upgrade changed ({key: entry}, the journal's cloud_settings): set back at its end.
+        self.cloud_settings = {}
+        # rolling_upgrade_cloud_settings leave: none is changed, each one that would act is named once.
+        self.leave_cloud_settings = False
 
 
 def planner_options(settings):
@@ -179,6 +183,10 @@ class Executor:
         # callable(record) that writes progress.donors_gone_record's record at once (else it goes with self.journal,
         # which upgrade_step buffers until the slice ends: a kill before that lost the donor's replacement)
         self.record_donors_gone = None
+        # callable(record) that writes cloud_settings.changed_record's record at once, before the settings change;
+        # raises StepFailure when it cannot (a killed run would then not know what to put back)
+        self.record_settings = None
+        self.settings_left = set()   # the settings this run named as left (rolling_upgrade_cloud_settings leave)
         self.passes = 0
         self.last_read = None     # (nodes, groups) of this executor's last read, for a plan again after set_group_image
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
@@ -274,6 +282,7 @@ class Executor:
         if self.before_first_change is not None:
             check, self.before_first_change = self.before_first_change, None
             check(state.facts)
+        self._neutralise_cloud_settings(state)
         self._point_groups_at_image(state)
         self._write_plan_records(state)
         self._journal_donors_gone(state)
@@ -313,6 +322,43 @@ class Executor:
             state.facts.setdefault("problems", []).append(problem)
             self.say("WARNING: " + problem["message"])
         return problem is None
+
+    def settings_judged(self, facts):
+        """cloud_settings.judge on the groups in scope of this executor's last read (facts' scaling_groups)."""
+        groups = (self.last_read or (None, None))[1] or []
+        rows = {r["id"]: r for r in facts.get("scaling_groups") or []}
+        max_unavailable = self.settings.options.max_unavailable
+        return cloud_settings.judge([g for g in groups if g.id in rows], self.settings.cloud_settings, lambda g: (
+            cloud_settings.unavailable(max_unavailable, rows[g.id].get("role"), g.target_size)))
+
+    def _neutralise_cloud_settings(self, state):
+        """Before the first change to a group: the settings with which its cloud would act on it by itself set to
+        their neutral value (cloud_settings.py), the values found journaled first; a setting that cannot be changed
+        safely stops the run here, before anything else of the pass."""
+        if self.cloud is None or state.facts.get("done"):
+            return
+        judged = self.settings_judged(state.facts)
+        if self.settings.leave_cloud_settings:
+            left = [cloud_settings.describe(c) for c in judged["changes"]] + judged["refusals"]
+            for text in (t for t in left if t not in self.settings_left):
+                self.settings_left.add(text)
+                self.say("WARNING: left as it is (rolling_upgrade_cloud_settings leave), the cloud may act on its own: %s"
+                         % text)
+            return
+        if judged["refusals"]:
+            raise StepFailure("%s. Nothing in the cloud was changed" % "; ".join(judged["refusals"]),
+                              reason="cloud_setting")
+        if judged["changes"]:
+            record = cloud_settings.changed_record(
+                judged["changes"], time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock())))
+            if self.record_settings is not None:
+                self.record_settings(record)
+            self.settings.cloud_settings.update(record["cloud_settings"])
+        for change in judged["changes"] + judged["again"]:
+            self._timed("cloud", self.cloud.set_setting, change["group"], change["name"], change["neutral"])
+            state.did.append(dict(step="set_cloud_setting", group=change["group"], setting=change["name"],
+                                  value=change["neutral"], was=change["original"]))
+            self.say("set %s" % cloud_settings.describe(change))
 
     def _point_groups_at_image(self, state):
         items = state.plan["set_group_image"]

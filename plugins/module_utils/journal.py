@@ -14,7 +14,8 @@ import gzip
 import json
 import time
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import events, kube, report, report_files, target, validate
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
+    cloud_settings, events, kube, report, report_files, target, validate)
 
 
 class JournalConflict(Exception):
@@ -55,6 +56,7 @@ JOURNAL_SHAPE = {
     "nodes": _NODE_SHAPE, "attempts": _ATTEMPT_SHAPE, "gates": _GATE_SHAPE, "instances_removed": {},
     "instances_created": {}, "start_counts": "object", "removed_first": {}, "refills": "object", "create_intents": {},
     "replacing_taints": {},
+    "cloud_settings": {"group": "string", "name": "string", "changed": "string", "restored": "string", "held": "string"},
 }
 _TYPES = {"object": (dict, "an object"), "list": (list, "a list"), "string": (str, "a string"),
           "number": ((int, float), "a number")}
@@ -244,7 +246,9 @@ def record_observation(module, api_client):
             except target.TargetConflict as exc:
                 module.fail_json(msg=str(exc), reason="target_conflict", journal=journal)
         if decision["new_journal"]:
-            journal = report.new_journal(params["image"], params["record"].get("started"))
+            # The cloud settings a killed run changed stay to be restored by the new upgrade's end.
+            journal = report.merge(report.new_journal(params["image"], params["record"].get("started")),
+                                   cloud_settings.carried(journal))
         if decision["target_image"]:
             journal["target_image"] = decision["target_image"]
         merged = report.merge(report.merge(journal, params["record"]), intended)

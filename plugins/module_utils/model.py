@@ -42,6 +42,9 @@ class Group:
     # What the cloud calls it, for the plan: "GCE managed instance group (regional)", "Azure VM scale set
     # (Flexible orchestration)", "AWS auto scaling group".
     kind: Optional[str] = None
+    # The settings with which the cloud acts on the group by itself during a run ({name: value}, as
+    # cloud_settings.py names them), read with the group; only those the cloud has for this kind of group.
+    settings: dict = field(default_factory=dict)
 
     def to_dict(self):
         return asdict(self)

@@ -17,6 +17,8 @@ import html
 import json
 import uuid
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_settings
+
 # Phases in the order a replacement goes through them; unknown phases sort after these, by time.
 # creating: the heir's instance was created (the cloud's time); joined: the heir's Node registered; heir-ready:
 # it turned Ready. They come before the donor's own phases, so the timeline has no gap while a heir is made.
@@ -92,6 +94,7 @@ def merge(journal, record):
     # The PreferNoSchedule taint on the nodes to be replaced (leaving_marks): per node when it was set and taken off.
     for name, seen in (record.get("replacing_taints") or {}).items():
         journal.setdefault("replacing_taints", {}).setdefault(name, {}).update(seen or {})
+    cloud_settings.merge(journal, record)
     return journal
 
 
@@ -435,6 +438,7 @@ def summarize(journal, now=None):
         "time_breakdown": time_breakdown(journal, now),
         "api_seconds": api_seconds(journal),
         "gates": gate_rows(journal),
+        "cloud_settings": cloud_settings.rows(journal),
     }
 
 
@@ -516,6 +520,7 @@ def render_markdown(summary):
         lines += _markdown_node(row)
     lines += _markdown_removed(summary.get("instances_removed") or [])
     lines += _markdown_gates(summary.get("gates") or [])
+    lines += _markdown_cloud_settings(summary.get("cloud_settings") or [])
     lines += _markdown_attempts(summary.get("attempts") or [])
     lines.append("")
     return "\n".join(lines)
@@ -580,6 +585,18 @@ def _markdown_removed(removed):
              "| instance | group | reason |", "|---|---|---|"]
     return lines + ["| %s | %s | %s |" % (i["provider_id"], i.get("group") or "-", (i.get("reason") or "-").replace("|", "/"))
                     for i in removed]
+
+
+def _markdown_cloud_settings(settings):
+    if not settings:
+        return []
+    lines = ["", "Cloud settings this upgrade changed for its runs (restored at the end; see docs/cloud-settings.md):", "",
+             "| group | setting | before | during the run | changed | restored |", "|---|---|---|---|---|---|"]
+    for row in settings:
+        restored = row["restored"] or ("not yet: %s" % row["held"] if row["held"] else "not yet")
+        cells = (row["group"], row["setting"], row["original"], row["neutral"], row["changed"] or "-", restored.replace("|", "/"))
+        lines.append("| %s | %s | %s | %s | %s | %s |" % cells)
+    return lines
 
 
 def _markdown_gates(gates):

@@ -22,8 +22,8 @@ import json
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    artifacts, autoscaler, base, core, etcd, etcd_access, executor, gate, group_image, hold_points, image_facts, kube,
-    lease, leaving_marks, node_state, preflight, progress, report, stop_signals)
+    artifacts, autoscaler, base, cloud_settings, core, etcd, etcd_access, executor, gate, group_image, hold_points,
+    image_facts, kube, lease, leaving_marks, node_state, preflight, progress, report, stop_signals)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_access, kube_access
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
@@ -335,6 +335,7 @@ class UpgradeRun:
                                    cloud_access.CloudAccess(provider), etcd=remover, say=self.say, etcd_health=health,
                                    stop=self.stop)
         engine.passes = args["passes"]
+        settings.leave_cloud_settings = args["cloud_settings"] == "leave"
         if not etcd_args["delegated"] and not args["passes"] and not (args.get("start") or {}).get("preflight"):
             # Without the start's preflight: the etcd files are checked on the first pass's plan, before any change.
             engine.before_first_change = self._etcd_files_first
@@ -365,6 +366,7 @@ class UpgradeRun:
             settings.created, settings.start_counts = journal_store.created_record(recorded)
             settings.removed_first, settings.refills = journal_store.delete_first_record(recorded)
             settings.intents = journal_store.intents_record(recorded)
+            settings.cloud_settings = dict((recorded or {}).get("cloud_settings") or {})
         except journal_store.MalformedJournal as exc:
             raise executor.StepFailure("journal: %s" % exc, reason="malformed_journal")
         if self.check_mode:
@@ -382,6 +384,7 @@ class UpgradeRun:
         # Donors found gone are journaled at once too: the same pass promotes their heirs, which forgets their
         # names, so a kill before the slice's journal would leave them out of the report.
         engine.record_donors_gone = self._record_donors_gone
+        engine.record_settings = self._record_settings
 
     # -- begin, slices, finish -----------------------------------------------------------------------------
     def begin(self):
@@ -415,6 +418,7 @@ class UpgradeRun:
         """The upgrade is done: restore the autoscaler, close the journal, write the report and release the run
         lock. Returns the report (summary, files)."""
         finish = self.args["finish"]
+        self.restore_cloud_settings()
         self._autoscaler(finish["autoscaler"], "restored")
         self._taints_off_as_far_as_it_goes()
         now = _stamp(_now())
@@ -454,6 +458,8 @@ class UpgradeRun:
             failed = dict(outcome="failed", ended=ended, failure=cause, seconds=dict(gate_ran.get("seconds") or {}))
             record["gates"] = {gate_ran["id"]: failed}
         finish = self.args.get("finish") or {}
+        self._as_far_as_it_goes("the cloud settings this run changed could not be restored (they are in the journal's "
+                                "cloud_settings; the next run's end restores them)", self.restore_cloud_settings)
         if finish.get("autoscaler"):
             # What begin paused comes back whatever ended the run: restoring a Deployment that was never paused
             # changes nothing, and the next run pauses it again.
@@ -571,6 +577,17 @@ class UpgradeRun:
                 "set_group_image", "create", "create_blocked", "delete_first", "pairs", "drain", "etcd_remove",
                 "delete_nodes", "delete_instances")},
         )
+        if self.engine is not None:
+            judged = self.engine.settings_judged(facts)
+            if args["cloud_settings"] == "leave":
+                shown["cloud_settings"] = "Cloud settings: left as they are (rolling_upgrade_cloud_settings leave), so the " \
+                    "cloud may act on its own through: %s" % ("; ".join(
+                        [cloud_settings.describe(c) for c in judged["changes"]] + judged["refusals"]) or "none")
+            else:
+                shown["cloud_settings"] = "Cloud settings the run changes until it ends: %s" % (
+                    "; ".join("would set %s" % cloud_settings.describe(c) for c in judged["changes"]) or "none")
+            if judged["refusals"] and args["cloud_settings"] != "leave":
+                shown["cloud_settings"] += ". The run would refuse: %s" % "; ".join(judged["refusals"])
         pdbs = read.get("blocking_pdbs") or []
         if pdbs:
             shown["pdbs"] = "PodDisruptionBudgets allowing no disruption now: %s" % ", ".join(
@@ -663,6 +680,63 @@ class UpgradeRun:
             self.warn("the instances just created (%s) could not be recorded in the journal ConfigMap %s/%s as this "
                       "upgrade's own: %s. A later run will not remove them as surplus" % (
                           ", ".join(sorted(record.get("instances_created") or {})), where["namespace"], where["name"], exc))
+
+    def _record_settings(self, record):
+        """Write the cloud settings about to change, with the values found, into the journal before they change: a
+        run killed right after still puts them back. Without that record nothing is changed."""
+        where = self.args["journal"]
+        try:
+            journal_store.merge_record(self.api_client, where["name"], where["namespace"], self.args["image"], record,
+                                       "the cloud settings about to change")
+        except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
+            raise executor.StepFailure(
+                "the cloud settings this run must change (%s) could not be recorded in the journal ConfigMap %s/%s "
+                "first: %s. Nothing was changed in the cloud; make the journal writable for the run's identity "
+                "(rbac.yml) and run again" % (", ".join(sorted(record["cloud_settings"])), where["namespace"],
+                                              where["name"], exc), reason="journal_unwritable")
+
+    def restore_cloud_settings(self):
+        """Put back the cloud settings this upgrade changed (the journal's cloud_settings, or this run's own without
+        a journal), each as far as it goes: one changed by someone else since is left as they set it; one whose
+        restoring would make the cloud act on the group at once (provider.restore_problem), or that the cloud
+        refuses, stays as the run set it, named in a warning and in the journal, for a later run's end. Returns
+        the entries restored."""
+        where = self.args.get("journal")
+        if where:
+            recorded = (self._journal({}).get("journal") or {}).get("cloud_settings")
+        else:
+            recorded = self.engine.settings.cloud_settings if self.engine is not None else {}
+        entries = cloud_settings.to_restore(recorded)
+        if not entries:
+            return []
+        provider = self.engine.cloud.provider if self.engine is not None else None
+        restored = []
+        for entry in entries:
+            try:
+                provider = provider or factory.build_provider(self.args)
+                problem = provider.restore_problem(entry["group"], entry["name"], entry["original"])
+                if problem is None:
+                    current = provider.list_groups([entry["group"]])[0].settings.get(entry["name"])
+                    if current == entry["neutral"]:
+                        provider.set_run_setting(entry["group"], entry["name"], entry["original"])
+                        self.say("restored %s of %s to %s" % (entry["name"], entry["group"], entry["original"]))
+                    else:
+                        self.say("%s of %s is %s now, not the %s this run set: left as it is" % (
+                            entry["name"], entry["group"], current, entry["neutral"]))
+            except provider_base.ProviderError as exc:
+                problem = "the cloud refused: %s" % exc
+            if problem is None:
+                record = cloud_settings.restored_record(entry, _stamp(_now()))
+                restored.append(entry)
+            else:
+                record = cloud_settings.held_record(entry, problem)
+                self.warn("%s of %s stays %s, as this run set it, not %s as before: %s. The next run's end tries again"
+                          % (entry["name"], entry["group"], entry["neutral"], entry["original"], problem))
+            if where:
+                self._journal(record)
+            else:
+                cloud_settings.merge({"cloud_settings": self.engine.settings.cloud_settings}, record)
+        return restored
 
     def _record_donors_gone(self, record):
         """Write progress.donors_gone_record's record into the journal at once; a failure is a warning and the

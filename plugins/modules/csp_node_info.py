@@ -111,12 +111,14 @@ provider_ids:
   elements: str
   sample: [aws:///us-east-1a/i-0123456789abcdef0]
 groups:
-  description: The scaling groups reported (ID, name, image, role, target size, and C(kind), what the cloud calls it).
+  description:
+    - The scaling groups reported (ID, name, image, role, target size, C(kind), what the cloud calls it, and
+      C(settings), the settings with which the cloud acts on the group by itself, docs/cloud-settings.md).
   returned: always
   type: list
   elements: dict
   sample: [{id: workers, name: workers, image: ami-0123456789abcdef0, role: worker, target_size: 3,
-            kind: AWS auto scaling group}]
+            kind: AWS auto scaling group, settings: {AZRebalance: active, MinSize: 0}}]
 resource_actions:
   description:
     - The AWS API actions called, with O(aws.debug_botocore_endpoint_logs=true) (as amazon.aws returns them).

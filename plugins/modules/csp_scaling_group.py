@@ -100,6 +100,14 @@ groups:
       description: What the cloud calls the group, for example V(Azure VM scale set (Flexible orchestration\)).
       type: str
       sample: AWS auto scaling group
+    settings:
+      description:
+        - The group's settings with which the cloud acts on it by itself during an upgrade, by name, as the run reads
+          and neutralises them (docs/cloud-settings.md) - V(updatePolicy.instanceRedistributionType) of a regional GCE
+          group, V(AZRebalance) (V(active) or V(suspended), for a group in several zones) and V(MinSize) of an AWS
+          group, V(upgradePolicy.mode) of an Azure scale set; empty where the group has none.
+      type: dict
+      sample: {AZRebalance: active, MinSize: 0}
 changed_groups:
   description: IDs of the groups whose image was changed (or would be, in check mode).
   returned: always

@@ -124,6 +124,19 @@ options:
     type: list
     elements: str
     default: []
+  cloud_settings:
+    description:
+      - What the run does with the settings with which a cloud acts on a scaling group by itself (docs/cloud-settings.md).
+      - V(neutralise) - before its first change to a group, set each such setting of the group to what the run needs
+        (a regional MIG's updatePolicy.instanceRedistributionType to V(NONE), an ASG's C(AZRebalance) process
+        suspended and its C(MinSize) lowered as far as delete-first needs, a scale set's upgradePolicy.mode
+        V(Automatic) to V(Manual)), recording the values found in the journal first; put them back when the
+        upgrade is done (O(finish)), when it stops (O(abort)), or at the end of the run after a killed one. A setting
+        that cannot be changed safely (upgradePolicy.mode V(Rolling)) stops the run before anything changes.
+      - V(leave) - change none of them; each one that would act is named in a warning once per run.
+    type: str
+    choices: [neutralise, leave]
+    default: neutralise
   exclude_labels:
     description:
       - Label (and taint) keys never copied from donor to heir.
@@ -463,7 +476,9 @@ options:
         default: {}
   finish:
     description:
-      - When the upgrade is done (RV(done)), in the same call - restore the cluster-autoscaler, close the journal
+      - When the upgrade is done (RV(done)), in the same call - put back the cloud settings the upgrade changed
+        (O(cloud_settings); one changed by someone else since is left as it is, one the cloud would act on at once
+        stays as the run set it, with a warning), restore the cluster-autoscaler, close the journal
         (C(finished), C(passes), this attempt's outcome V(done)), write the report to O(finish.report_dir) and
         release the run lock O(lock), with the code of M(kubenodes.image_upgrade.autoscaler_pause),
         M(kubenodes.image_upgrade.upgrade_journal) (C(state=report) too) and M(kubenodes.image_upgrade.upgrade_lock)
@@ -481,12 +496,13 @@ options:
         default: {}
   abort:
     description:
-      - The cause of a stop - end a run that began and stopped (the role's rescue), instead of a slice - restore the
+      - The cause of a stop - end a run that began and stopped (the role's rescue), instead of a slice - put back the
+        cloud settings the upgrade changed (O(cloud_settings)), restore the
         cluster-autoscaler O(finish.autoscaler) (a Deployment that was not paused is left as it is), record this
         attempt (O(journal.run)) as V(failed) in the journal with the cause (and O(gate_ran) as a failed gate), write
         the report so far to O(finish.report_dir) (with O(finish)) and release the run lock O(lock) (with its
         C(holder)), each as far as it goes; a step that fails is a warning. The report is RV(report), and the report with the cause the
-        job's artifacts (C(image_upgrade), docs/awx.md); nothing is read from the cloud.
+        job's artifacts (C(image_upgrade), docs/awx.md); the cloud is read only for the settings to put back.
       - Nothing without O(journal.run) (the run had not begun), and nothing in check mode.
     type: str
 extends_documentation_fragment:

@@ -19,6 +19,12 @@ WSGI layer that
 - builds a launch template version made with SourceVersion from that version, as AWS does (moto keeps only
   the data sent, so an image update would lose the instance type);
 - refuses the actions named in the deny knob as AWS refuses an identity without the permission;
+- launches each group's instances into its emptiest zone, as AWS balances them (moto picks a zone at random);
+- acts as AWS does on its own (on by default, as on AWS): AZRebalance, after a terminate that lowered the
+  desired capacity left the zones more than one instance apart, terminates an instance in the fullest zone
+  (rebalance_delay seconds later, no drain) and launches one in the emptiest, unless the group suspended
+  AZRebalance (knob az_rebalance=False: never); and refuses a terminate that would lower the desired capacity
+  below MinSize with AWS's ValidationError (moto lowers it);
 - watches the auto scaling groups and calls instance_hooks.created/deleted as instances start running
   and go away, so nodes join the sandbox cluster.
 
@@ -55,7 +61,8 @@ BASE_IMAGE = "ami-12c6146b"   # built into moto: no 1300-image listing needed
 # What the collection's AWS provider sends. Admin (and only Admin) may also use ADMIN_ACTIONS.
 SUPPORTED_ACTIONS = {
     "autoscaling": {"DescribeAutoScalingGroups", "SetDesiredCapacity", "DescribeScalingActivities",
-                    "DescribeAutoScalingInstances", "TerminateInstanceInAutoScalingGroup", "UpdateAutoScalingGroup"},
+                    "DescribeAutoScalingInstances", "TerminateInstanceInAutoScalingGroup", "UpdateAutoScalingGroup",
+                    "SuspendProcesses", "ResumeProcesses"},
     "ec2": {"DescribeInstances", "DescribeLaunchTemplateVersions", "CreateLaunchTemplateVersion",
             "ModifyLaunchTemplate", "DescribeImages", "DescribeInstanceTypes"},
     "servicequotas": {"GetServiceQuota"},
@@ -100,6 +107,9 @@ TERMINATING_HOOK = "autoscaling:EC2_INSTANCE_TERMINATING"
 # branches and the planner's leaving instances to be read on the sandbox, short enough for CI (AWS takes tens of
 # seconds to minutes, more with a lifecycle hook).
 DEFAULT_TERMINATE_DELAY = 2.0
+MIN_SIZE_MESSAGE = ("Currently, desiredSize equals minSize (%d). Terminating instance without replacement will violate "
+                    "group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower "
+                    "group's min size.")
 _CREDENTIAL_RE = re.compile(r"Credential=[^/]+/[^/]+/(?P<region>[^/]+)/(?P<service>[^/]+)/aws4_request")
 
 
@@ -141,7 +151,8 @@ class Faults:
         self.set()
 
     def set(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
-            launch_delay=0.0, deny=(), late_refusals=0, terminate_delay=DEFAULT_TERMINATE_DELAY):
+            launch_delay=0.0, deny=(), late_refusals=0, terminate_delay=DEFAULT_TERMINATE_DELAY, az_rebalance=True,
+            rebalance_delay=1.0):
         if not 0.0 <= float(error_rate) <= 1.0:
             raise ValueError("error_rate must be between 0 and 1")
         unknown = [c for c in codes if int(c) not in _FAULTS["ec2"]]
@@ -160,6 +171,8 @@ class Faults:
         self.deny = set(deny or ())       # actions refused with AccessDenied (an identity without the permission)
         self.late_refusals = int(late_refusals)   # the next N launches fail for capacity after the raise
         self.terminate_delay = float(terminate_delay)   # seconds a terminated instance stays listed
+        self.az_rebalance = bool(az_rebalance)        # AWS's AZRebalance process, where the group did not suspend it
+        self.rebalance_delay = float(rebalance_delay)  # seconds from the unbalancing terminate to the rebalance
 
     def draw(self):
         """The fault code for one request, or None."""
@@ -174,7 +187,8 @@ class Faults:
         return dict(error_rate=self.error_rate, codes=list(self.codes), latency=self.latency,
                     never_boot=sorted(self.never_boot) if not self.never_boot_next else self.never_boot_next,
                     quota=self.quota, fail_next=self.fail_next, launch_delay=self.launch_delay,
-                    deny=sorted(self.deny), late_refusals=self.late_refusals, terminate_delay=self.terminate_delay)
+                    deny=sorted(self.deny), late_refusals=self.late_refusals, terminate_delay=self.terminate_delay,
+                    az_rebalance=self.az_rebalance, rebalance_delay=self.rebalance_delay)
 
 
 class EmulatorApp:
@@ -191,7 +205,8 @@ class EmulatorApp:
         self.seen_instances = set()
         self.never_booted = set()
         self.changed = threading.Event()
-        self.timers = []                    # deferred launches (launch_delay)
+        self.timers = []                    # deferred launches (launch_delay) and rebalances
+        self.rebalances = []                # what AZRebalance terminated: {group, terminated, zone, at}
 
     # -- moto's state ---------------------------------------------------------------------------------
 
@@ -301,6 +316,15 @@ class EmulatorApp:
 
         if action == "DescribeScalingActivities":
             return self._describe_activities(start_response, params)
+        decrementing = action == "TerminateInstanceInAutoScalingGroup" and \
+            params.get("ShouldDecrementDesiredCapacity", "").lower() == "true"
+        rebalanced = None   # the group AZRebalance looks at after this terminate
+        if decrementing:
+            refused = self._below_min_size(params.get("InstanceId", ""))
+            if refused:
+                return self._respond(start_response, 400, refused)
+            with self.lock:
+                rebalanced = getattr(self._group_of(params.get("InstanceId", "")), "name", None)
         if action == "SetDesiredCapacity" and not admin:
             refused = self._over_quota(params) or (self._refuse_late(params) if self.faults.launch_delay <= 0 else None)
             if refused:
@@ -311,6 +335,8 @@ class EmulatorApp:
         if action == "TerminateInstanceInAutoScalingGroup" and not admin and self.faults.terminate_delay > 0:
             lingering = self._terminate_later(params)
             if lingering:
+                if rebalanced:   # AZRebalance looks once the lingering instance is gone
+                    self._rebalance_later(rebalanced, self.faults.terminate_delay + self.faults.rebalance_delay)
                 return self._respond(start_response, 200, lingering)
 
         environ["wsgi.input"] = io.BytesIO(body)
@@ -335,6 +361,8 @@ class EmulatorApp:
         if action in _MUTATING:
             self.changed.set()
         status = int(captured["status"].split()[0])
+        if rebalanced and status == 200:
+            self._rebalance_later(rebalanced, self.faults.rebalance_delay)
         if status >= 500 and payload.lstrip()[:1] == b"<" and b"<html" in payload[:200].lower():
             # moto answers an HTML page for what it does not implement; AWS answers XML.
             return self._respond(start_response, 500, error_xml(service, "InternalFailure",
@@ -557,6 +585,48 @@ class EmulatorApp:
         timer.start()
         return (_SET_DESIRED_ANSWER % (_NAMESPACES["autoscaling"], uuid.uuid4())).encode()
 
+    def _group_of(self, instance_id):
+        asg_backend, _ = self._backends()
+        return next((g for g in list(asg_backend.autoscaling_groups.values())
+                     if any(s.instance.id == instance_id for s in g.instance_states)), None)
+
+    def _below_min_size(self, instance_id):
+        """AWS's answer to a terminate that would lower the desired capacity below MinSize, or None."""
+        with self.lock:
+            group = self._group_of(instance_id)
+            if group is None or int(group.desired_capacity or 0) > int(group.min_size or 0):
+                return None
+            return error_xml("autoscaling", "ValidationError", MIN_SIZE_MESSAGE % int(group.min_size or 0))
+
+    def _rebalance_later(self, name, delay):
+        if self.faults.az_rebalance:
+            timer = threading.Timer(delay, self._rebalance, (name,))
+            timer.daemon = True
+            self.timers.append(timer)
+            timer.start()
+
+    def _rebalance(self, name):
+        """AWS's AZRebalance on one group: zones more than one instance apart lose their fullest zone's oldest
+        instance (no drain) and the group launches one in the emptiest, unless the group suspended AZRebalance."""
+        with self.lock:
+            asg_backend, ec2_backend = self._backends()
+            group = asg_backend.autoscaling_groups.get(name)
+            if group is None or not self.faults.az_rebalance or \
+                    "AZRebalance" in [p["ProcessName"] for p in group.suspended_processes]:
+                return
+            zones = {zone: [] for zone in group.availability_zones}
+            for state in group.instance_states:
+                zones.setdefault(state.instance.placement.zone, []).append(state.instance.id)
+            fullest = max(sorted(zones), key=lambda z: len(zones[z]))
+            if len(zones[fullest]) - min(len(v) for v in zones.values()) <= 1:
+                return
+            victim = zones[fullest][0]
+            asg_backend.detach_instances(name, [victim], should_decrement=False)   # moto launches the replacement
+            ec2_backend.terminate_instances([victim])
+            self._mark_new_instances()
+            self.rebalances.append(dict(group=name, terminated=victim, zone=fullest, at=time.time()))
+        self.changed.set()
+
     def _describe_activities(self, start_response, params):
         name = params.get("AutoScalingGroupName")
         limit = int(params.get("MaxRecords", "100") or 100)
@@ -596,6 +666,9 @@ class EmulatorApp:
             elif path == "/_kubenodes/never-booted" and method == "GET":
                 with self.lock:
                     result = sorted(self.never_booted)
+            elif path == "/_kubenodes/rebalances" and method == "GET":
+                with self.lock:
+                    result = list(self.rebalances)
             else:
                 return self._respond(start_response, 404, b'{"error": "unknown admin path"}', "application/json")
         except (TypeError, ValueError) as exc:
@@ -650,6 +723,30 @@ def _count_pending_as_active():
     asg_models.FakeAutoScalingGroup.active_instances = active_instances
 
 
+def _launch_into_emptiest_zone():
+    """AWS launches a group's instances into its zones evenly; moto picks one at random for each launch. Each new
+    instance goes to the zone holding the fewest of the group's instances (the first of those in the group's order)."""
+    from moto.autoscaling import models as asg_models
+
+    original = getattr(asg_models.FakeAutoScalingGroup.replace_autoscaling_group_instances, "kubenodes_original", None) \
+        or asg_models.FakeAutoScalingGroup.replace_autoscaling_group_instances
+
+    def replace_autoscaling_group_instances(group, count_needed, propagated_tags):
+        zones = list(group.availability_zones)
+        try:
+            for _ in range(count_needed):
+                load = {zone: 0 for zone in zones}
+                for state in group.instance_states:
+                    load[state.instance.placement.zone] = load.get(state.instance.placement.zone, 0) + 1
+                group.availability_zones = [min(zones, key=lambda z: load.get(z, 0))] if zones else zones
+                original(group, 1, dict(propagated_tags))
+        finally:
+            group.availability_zones = zones
+
+    replace_autoscaling_group_instances.kubenodes_original = original
+    asg_models.FakeAutoScalingGroup.replace_autoscaling_group_instances = replace_autoscaling_group_instances
+
+
 def _merged(base, override):
     """Launch template data `override` laid over `base`, as AWS merges a version over its SourceVersion."""
     merged = dict(base)
@@ -687,6 +784,7 @@ class AwsEmulator:
                 pass
 
         _count_pending_as_active()
+        _launch_into_emptiest_zone()
         self.app = EmulatorApp(DomainDispatcherApplication(create_backend_app), self.region, self.hooks)
         self.server = make_server(self.host, self.port, self.app, threaded=True, request_handler=QuietHandler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="aws-emulator")
@@ -757,7 +855,7 @@ class Admin:
     def create_image(self, name):
         return self.ec2.register_image(Name=name, Description="sandbox image %s" % name)["ImageId"]
 
-    def create_group(self, name, role, size, image, max_size=None, zones=None):
+    def create_group(self, name, role, size, image, max_size=None, zones=None, min_size=0):
         zones = zones or [self.region + suffix for suffix in ("a", "b", "c")]
         template = self.ec2.create_launch_template(
             LaunchTemplateName=name + "-template",
@@ -766,7 +864,7 @@ class Admin:
         self.autoscaling.create_auto_scaling_group(
             AutoScalingGroupName=name,
             LaunchTemplate={"LaunchTemplateId": template["LaunchTemplateId"], "Version": "$Default"},
-            MinSize=0, MaxSize=max_size if max_size is not None else size + 10, DesiredCapacity=size,
+            MinSize=min_size, MaxSize=max_size if max_size is not None else size + 10, DesiredCapacity=size,
             AvailabilityZones=zones,
             Tags=[{"Key": ROLE_TAG, "Value": role, "PropagateAtLaunch": True, "ResourceId": name,
                    "ResourceType": "auto-scaling-group"}],
@@ -774,19 +872,23 @@ class Admin:
         return name
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
-                   launch_delay=0.0, deny=(), late_refusals=0, terminate_delay=DEFAULT_TERMINATE_DELAY):
+                   launch_delay=0.0, deny=(), late_refusals=0, terminate_delay=DEFAULT_TERMINATE_DELAY, az_rebalance=True,
+                   rebalance_delay=1.0):
         """Replace every fault knob. never_boot: group names and instance IDs, or an int (the next N
         launches); quota: how many instances may be pending or running in the region; fail_next: the next N requests
         fail with `codes` (deterministic, for tests); launch_delay: seconds from a capacity raise to the
         launch (moto launches at once, AWS does not); deny: actions answered AccessDenied (e.g. GetServiceQuota);
         late_refusals: the next N launches fail with InsufficientInstanceCapacity after the raise was accepted;
-        terminate_delay: seconds a terminated instance stays listed (Terminating[:Wait], then Terminating:Proceed)."""
+        terminate_delay: seconds a terminated instance stays listed (Terminating[:Wait], then Terminating:Proceed);
+        az_rebalance: AWS's AZRebalance on groups that do not suspend it, rebalance_delay seconds after the
+        decrementing terminate that unbalanced the zones."""
         never_boot = never_boot if isinstance(never_boot, int) else list(never_boot)
         return self._http("POST", "/_kubenodes/faults", dict(error_rate=error_rate, codes=list(codes),
                                                              latency=latency, never_boot=never_boot, quota=quota,
                                                              fail_next=fail_next, launch_delay=launch_delay,
                                                              deny=list(deny), late_refusals=late_refusals,
-                                                             terminate_delay=terminate_delay))
+                                                             terminate_delay=terminate_delay, az_rebalance=az_rebalance,
+                                                             rebalance_delay=rebalance_delay))
 
     def add_termination_hook(self, group, name="drain-hook", heartbeat_timeout=300):
         """A termination lifecycle hook on `group`: its terminated instances then wait in Terminating:Wait."""
@@ -802,6 +904,10 @@ class Admin:
 
     def never_booted(self):
         return self._http("GET", "/_kubenodes/never-booted")
+
+    def rebalances(self):
+        """What AZRebalance terminated: [{group, terminated, zone, at}]."""
+        return self._http("GET", "/_kubenodes/rebalances")
 
     def group_instances(self, name):
         """(instance ID, lifecycle state) of the group's instances, straight from the emulator."""

@@ -36,6 +36,11 @@ total; a scale-out beyond it gets 409 OperationNotAllowed "... exceeding approve
 reports it as the cores, family cores and virtualMachines limits; generous limits when unset), deny (handler names,
 e.g. list_usages, answered 403 AuthorizationFailed as for an identity without the permission).
 
+Upgrade policies act as on Azure (knob upgrade_policies, on by default; upgrade_delay seconds): once a scale set's
+model image changed, one with upgradePolicy.mode Automatic reimages every VM not on the latest model at once (its
+Node goes, no drain, and joins again on the new image), one with Rolling reimages them one at a time; Manual does
+nothing. Admin create_group(..., upgrade_policy="Automatic") makes such a set (Manual by default, ARM's default).
+
 Entra ID's token endpoint, on the same HTTPS port (point the credential's authority at the endpoint, with instance
 discovery disabled: azure.adfs_authority_url and azure.disable_instance_discovery of the modules):
 
@@ -270,6 +275,8 @@ class Faults:
         self.deny = set()    # handler names answered 403 AuthorizationFailed
         self.require_auth = False   # ARM accepts only tokens the emulator's token endpoint issued
         self.fail_next = 0
+        self.upgrade_policies = True   # Automatic and Rolling upgrade policies reimage VMs on a model change
+        self.upgrade_delay = 1.0       # seconds from the model change to the reimage (Rolling: between VMs)
         self.rng = random.Random(7)
 
 
@@ -357,6 +364,7 @@ class AzureEmulator:
                     elif vm["state"] == "deleting" and vm["delete_at"] <= now:
                         del vmss["vms"][iid]
                         deleted.append(self._provider_id(vmss, iid))
+                deleted.extend(self._upgrade_by_policy(vmss, now))
             for op in self.operations.values():
                 if op["status"] == "InProgress" and self._operation_done(op, now):
                     op["status"] = "Failed" if self._operation_failed(op) else "Succeeded"
@@ -368,6 +376,29 @@ class AzureEmulator:
             self._hook("created", *args)
         for provider_id in deleted:
             self._hook("deleted", provider_id)
+
+    def _upgrade_by_policy(self, vmss, now):
+        """An Automatic (all at once) or Rolling (one VM per upgrade_delay) upgrade policy after the model's image
+        changed: a running VM on an older model is reimaged to the latest, its Node gone until it boots again.
+        Returns the providerIDs whose Nodes go."""
+        mode = (vmss.get("upgradePolicy") or {}).get("mode")
+        changed = vmss.get("model_changed_at")
+        if not self.faults.upgrade_policies or mode not in ("Automatic", "Rolling") or changed is None \
+                or now - changed < self.faults.upgrade_delay:
+            return []
+        stale = [iid for iid in self._ordered(vmss) if vmss["vms"][iid]["state"] == "running"
+                 and vmss["vms"][iid]["model"] != vmss["model_version"]]
+        if mode == "Rolling":
+            stale = stale[:1]
+            vmss["model_changed_at"] = now   # the next batch after another upgrade_delay
+        gone = []
+        for iid in stale:
+            vm = vmss["vms"][iid]
+            vm.update(state="creating", boot_at=now + self.boot_delay, model=vmss["model_version"],
+                      image=dict(vmss["profile"]["storageProfile"]["imageReference"]))
+            vmss.setdefault("reimaged", []).append(dict(vm=iid, at=now))
+            gone.append(self._provider_id(vmss, iid))
+        return gone
 
     def _operation_done(self, op, now):
         if now < op["not_before"]:
@@ -564,6 +595,7 @@ class AzureEmulator:
         if reference:
             vmss["profile"]["storageProfile"]["imageReference"] = dict(reference)
             vmss["model_version"] += 1
+            vmss["model_changed_at"] = time.time()
         if "tags" in body:
             vmss["tags"] = dict(body["tags"] or {})
         if properties.get("upgradePolicy"):
@@ -681,10 +713,10 @@ class AzureEmulator:
                 raise ArmError(400, "InvalidParameter", "unknown image kind %r" % kind)
         return _canonical_id(ref) if ref.startswith("/") else ref
 
-    def admin_create_group(self, name, role, size, image, orchestration="Uniform"):
+    def admin_create_group(self, name, role, size, image, orchestration="Uniform", upgrade_policy="Manual"):
         reference = _reference_of(image)
         body = {"location": LOCATION, "tags": {ROLE_TAG: role}, "sku": {"name": VM_SIZE, "capacity": int(size)},
-                "properties": {"orchestrationMode": orchestration, "upgradePolicy": {"mode": "Manual"},
+                "properties": {"orchestrationMode": orchestration, "upgradePolicy": {"mode": upgrade_policy},
                                "virtualMachineProfile": {
                                    "osProfile": {"computerNamePrefix": name.lower(), "adminUsername": "azureuser"},
                                    "storageProfile": {"imageReference": reference}}}}
@@ -696,11 +728,13 @@ class AzureEmulator:
 
     def admin_set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None,
                          fail_next=0, seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None,
-                         late_refusals=0, boot_delay=None):
+                         late_refusals=0, boot_delay=None, upgrade_policies=True, upgrade_delay=1.0):
         with self.lock:
             self.faults.late_refusals = int(late_refusals)
             if boot_delay is not None:
                 self.boot_delay = float(boot_delay)
+            self.faults.upgrade_policies = bool(upgrade_policies)
+            self.faults.upgrade_delay = float(upgrade_delay)
             if delete_delay is not None:
                 self.delete_delay = float(delete_delay)
             self.faults.deny = set(deny or ())
@@ -717,7 +751,8 @@ class AzureEmulator:
 
     def admin_state(self):
         with self.lock:
-            return {"scale_sets": [dict(self.vmss_json(v), vms=[self.vm_json(v, i, True) for i in self._ordered(v)])
+            return {"scale_sets": [dict(self.vmss_json(v), vms=[self.vm_json(v, i, True) for i in self._ordered(v)],
+                                        reimaged=list(v.get("reimaged") or []))
                                    for v in self.scale_sets.values()]}
 
     # -- ARM handlers (lock held; return (status, body, headers)) --------------------------------------
@@ -1270,7 +1305,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif name == "groups" and req.method == "POST":
                 self._send(200, {"group_id": emulator.admin_create_group(
                     body["name"], body.get("role", "worker"), body.get("size", 0), body["image"],
-                    orchestration=body.get("orchestration", "Uniform"))})
+                    orchestration=body.get("orchestration", "Uniform"), upgrade_policy=body.get("upgrade_policy", "Manual"))})
             elif name == "faults" and req.method == "POST":
                 emulator.admin_set_faults(**body)
                 self._send(200, {})
@@ -1329,26 +1364,30 @@ class Admin:
         """kind: gallery (a Compute Gallery image version), managed, community, shared or marketplace."""
         return self._call("POST", "images", {"name": name, "kind": kind})["image"]
 
-    def create_group(self, name, role, size, image, orchestration="Uniform"):
-        """A scale set of `size` VMs on `image`; orchestration "Uniform" (default) or "Flexible"."""
+    def create_group(self, name, role, size, image, orchestration="Uniform", upgrade_policy="Manual"):
+        """A scale set of `size` VMs on `image`; orchestration "Uniform" (default) or "Flexible"; upgrade_policy
+        Manual (ARM's default), Automatic or Rolling."""
         return self._call("POST", "groups", {"name": name, "role": role, "size": size, "image": image,
-                                             "orchestration": orchestration})["group_id"]
+                                             "orchestration": orchestration, "upgrade_policy": upgrade_policy})["group_id"]
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
                    seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None, late_refusals=0,
-                   boot_delay=None):
+                   boot_delay=None, upgrade_policies=True, upgrade_delay=1.0):
         """never_boot / allocation_failure: scale set IDs or names ("*" for all) whose new VMs stay creating /
         end failed with AllocationFailed. late_refusals: the next N new VMs (of any scale set) end failed with
         AllocationFailed after the scale-out was accepted. fail_next: the next N resource requests fail with one of
         `codes`. deny: handler names (list_usages, list_skus, ...) answered 403 AuthorizationFailed. require_auth: ARM
         accepts only tokens issued by the emulator's token endpoint. delete_delay: seconds a deleted VM stays listed (provisioning
         state Deleting), as on Azure, where a deletion takes tens of seconds; boot_delay: seconds from a scale-out to
-        the VM running (and the operation done); None keeps the emulator's setting (both)."""
+        the VM running (and the operation done); None keeps the emulator's setting (both). upgrade_policies: Automatic
+        and Rolling upgrade policies reimage VMs upgrade_delay seconds after the model's image changed (off: every set
+        acts as Manual)."""
         self._call("POST", "faults", {"error_rate": error_rate, "codes": list(codes), "latency": latency,
                                       "never_boot": list(never_boot), "quota": quota, "fail_next": fail_next,
                                       "seed": seed, "allocation_failure": list(allocation_failure),
                                       "deny": list(deny), "require_auth": require_auth, "delete_delay": delete_delay,
-                                      "late_refusals": late_refusals, "boot_delay": boot_delay})
+                                      "late_refusals": late_refusals, "boot_delay": boot_delay,
+                                      "upgrade_policies": upgrade_policies, "upgrade_delay": upgrade_delay})
 
     def create_service_principal(self, tenant, client_id, secret):
         """A service principal the token endpoint knows (client_credentials grant in `tenant`)."""

@@ -135,6 +135,11 @@ class Faults:
         # lastAttempt QUOTA_EXCEEDED on a quota the region's quota list does not show (LATE_REFUSAL_MESSAGE), as a
         # MIG that retries an instance GCE refuses after the request was accepted.
         self.late_refusals = 0
+        # GCE's proactive instance redistribution (the default of a regional group): when a group's zones have been
+        # more than one VM apart this long, it deletes a VM in the fullest zone (no drain) and creates one in the
+        # emptiest. Off: such groups stay as they are, as with updatePolicy.instanceRedistributionType NONE.
+        self.redistribution = True
+        self.redistribution_delay = 1.0
         self.seed = None            # when set, the error_rate draws repeat from run to run
         self._count = itertools.count()
         self._rng = random.Random()
@@ -184,6 +189,7 @@ class GceState:
         # kept out of the request log, whose shapes tests compare.
         self.user_agents = collections.Counter()
         self.request_ids = {}   # requestId -> operation key, so a retried mutation is not applied twice
+        self.redistributions = []   # what proactive redistribution deleted: {group, deleted, zone, at}
         self.service_accounts = {}   # client_email -> public key PEM (the key JSON holds the private key)
         self.tokens = set()          # bearer tokens the API accepts when faults.require_auth is on
         self.token_grants = []       # the verified claims of every JWT assertion exchanged at /token
@@ -274,7 +280,7 @@ class GceState:
             return "projects/%s/global/images/%s" % (project, name)
 
     def admin_create_group(self, name, role, size, image, project=DEFAULT_PROJECT, zone=None, region=None,
-                           update_policy="OPPORTUNISTIC", versions=1):
+                           update_policy="OPPORTUNISTIC", versions=1, redistribution="PROACTIVE"):
         with self.lock:
             if zone and region:
                 raise ApiError(400, "give zone or region, not both")
@@ -309,6 +315,8 @@ class GceState:
                 igm["region"] = API + "projects/%s/regions/%s" % (project, region)
                 igm["distributionPolicy"] = {"zones": [{"zone": API + "projects/%s/zones/%s-%s" % (project, region, z)}
                                                        for z in "abc"], "targetShape": "EVEN"}
+                # Regional groups only; PROACTIVE is GCE's default.
+                igm["updatePolicy"]["instanceRedistributionType"] = redistribution
             if versions > 1:   # a canary update in progress: several versions, no top-level template
                 igm["versions"] = [dict(igm["versions"][0], name="v%d" % i) for i in range(versions)]
             self.igms[key] = igm
@@ -354,6 +362,7 @@ class GceState:
                         for key, igm in self.igms.items()},
                     "templates": sorted(n for _, n in self.templates),
                     "images": sorted(n for _, n in self.images),
+                    "redistributions": list(self.redistributions),
                     "faults": self.faults.as_dict()}
 
     # ---- instance lifecycle --------------------------------------------------------------------------
@@ -520,11 +529,38 @@ class GceState:
                                                        managed.get("_image", ""), igm["_role"], managed["_zone"])))
                     elif instance["status"] == "PROVISIONING" and now >= (managed["_insert_at"] + managed["_running_at"]) / 2:
                         instance["status"] = "STAGING"
+                self._redistribute(key, igm, now)
         for kind, args in events:
             try:
                 getattr(self.hooks, kind)(*args)
             except Exception as exc:  # the simulator being down must not break the cloud
                 print("gce emulator: hook %s%r failed: %s" % (kind, args, exc), file=sys.stderr)
+
+    def _redistribute(self, key, igm, now):
+        """Proactive instance redistribution of a regional group (faults.redistribution): zones more than one VM
+        apart for redistribution_delay seconds make the group delete its oldest VM in the fullest zone, without
+        a drain, and create one in the emptiest (its target size stays)."""
+        policy = (igm.get("updatePolicy") or {}).get("instanceRedistributionType")
+        if key[1] != "regions" or not self.faults.redistribution or policy != "PROACTIVE":
+            igm.pop("_unbalanced_since", None)
+            return
+        zones = {_basename(z["zone"]): [] for z in igm["distributionPolicy"]["zones"]}
+        for name, managed in igm["_managed"].items():
+            if managed["currentAction"] != "DELETING" and managed["_zone"] in zones:
+                zones[managed["_zone"]].append(name)
+        fullest = max(sorted(zones), key=lambda z: len(zones[z]))
+        if len(zones[fullest]) - min(len(v) for v in zones.values()) <= 1:
+            igm.pop("_unbalanced_since", None)
+            return
+        since = igm.setdefault("_unbalanced_since", now)
+        if now - since < float(self.faults.redistribution_delay):
+            return
+        del igm["_unbalanced_since"]
+        victim = min(zones[fullest], key=lambda n: (igm["_managed"][n]["_created"], n))
+        self._delete_managed(key, victim)
+        self._add_instances(key, [self._random_name(key)])
+        self.redistributions.append(dict(group="projects/%s/%s/%s/instanceGroupManagers/%s" % key, deleted=victim,
+                                         zone=fullest, at=now))
 
     # ---- views ---------------------------------------------------------------------------------------
     def managed_view(self, managed):
@@ -931,6 +967,26 @@ def _igm_routes(kind, var):
     @route("GET", base + "/{m}")
     def get_igm(state, q, body, p, m, **scope):
         return state.igm_view(_igm_key(state, p, kind, scope[var], m))
+
+    @route("PATCH", base + "/{m}", {"requestId"}, {"updatePolicy"})
+    def patch_igm(state, q, body, p, m, **scope):
+        """A merge patch; only updatePolicy.instanceRedistributionType is served (what the collection changes)."""
+        key = _igm_key(state, p, kind, scope[var], m)
+        wanted = body.get("updatePolicy") or {}
+        unknown = set(wanted) - {"instanceRedistributionType"}
+        if unknown or not isinstance(wanted, dict):
+            raise ApiError(400, "Invalid value for field 'resource.updatePolicy': the emulator serves only "
+                                "instanceRedistributionType, not %s." % sorted(unknown))
+        value = wanted.get("instanceRedistributionType")
+        if value is not None:
+            if value not in ("PROACTIVE", "NONE"):
+                raise ApiError(400, "Invalid value for field 'resource.updatePolicy.instanceRedistributionType': "
+                                    "'%s'." % value)
+            if kind == "zones" and value == "PROACTIVE":
+                raise ApiError(400, "Invalid value for field 'resource.updatePolicy.instanceRedistributionType': "
+                                    "'PROACTIVE'. Proactive redistribution is supported only by regional groups.")
+            state.igms[key]["updatePolicy"]["instanceRedistributionType"] = value
+        return state._operation(p, kind, scope[var], "compute.instanceGroupManagers.patch", state.igm_url(key))
 
     @route("POST", base + "/{m}/listManagedInstances", LIST_QUERY, set())
     def list_managed(state, q, body, p, m, **scope):

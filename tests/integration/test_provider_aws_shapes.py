@@ -62,6 +62,13 @@ def _exercise(provider, admin):
         assert time.monotonic() < deadline, "the terminated instance is still listed"
         time.sleep(0.2)
     provider.delete_instance(created.provider_id)       # gone: describe_instances by ID
+    # The cloud settings a run neutralises and restores (cloud_settings.py).
+    provider.set_run_setting(group, "AZRebalance", "suspended")
+    provider.restore_problem(group, "AZRebalance", "active")
+    provider.set_run_setting(group, "AZRebalance", "active")
+    provider.set_run_setting(group, "MinSize", 1)
+    provider.restore_problem(group, "MinSize", 0)
+    provider.set_run_setting(group, "MinSize", 0)
     admin.set_faults(quota=0)
     with pytest.raises(base.QuotaError):
         provider.create_instance(group)                 # scaling activities

@@ -564,6 +564,10 @@ def _sdk_scenario(admin, provider, emulator):
         provider.validate_image(admin.create_image(unique("shape"), kind=kind))
     provider.set_group_image(group_id, admin.create_image(unique("shape")))
     provider.delete_instance(inst.provider_id)
+    # The cloud setting a run neutralises and restores (cloud_settings.py).
+    provider.set_run_setting(group_id, "upgradePolicy.mode", "Automatic")
+    provider.restore_problem(group_id, "upgradePolicy.mode", "Automatic")
+    provider.set_run_setting(group_id, "upgradePolicy.mode", "Manual")
     sub, rg, name = az.parse_group_id(group_id)
     client = provider.client()
     client.virtual_machine_scale_set_vms.get_instance_view(rg, name, "0")

@@ -64,6 +64,10 @@ def _exercise_every_call(admin, provider):
         provider.delete_instance(created.provider_id, group_id=group)
         existing = [i for i in provider.list_instances(group) if i.state == "running"][0]
         gce.GceProvider(admin.provider_options()["gcp"]).delete_instance(existing.provider_id)  # reads created-by
+    # The cloud setting a run neutralises (cloud_settings.py): proactive redistribution, regional groups only.
+    provider.set_run_setting(regional, "updatePolicy.instanceRedistributionType", "NONE")
+    provider.restore_problem(regional, "updatePolicy.instanceRedistributionType", "PROACTIVE")
+    provider.set_run_setting(regional, "updatePolicy.instanceRedistributionType", "PROACTIVE")
     return [_shape(r) for r in admin.requests()]
 
 

@@ -43,12 +43,24 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
         # the call that hands the removal over ends the slice that drained the control-plane donor, so its diff is shown.
         overrides["rolling_upgrade_etcd_delegate_to"] = "etcd-host"
         extra_args = ("--diff",)
+    # Worker groups whose cloud acts on them by itself (cloud_settings.py): regional MIGs (GCE's proactive
+    # redistribution is their default), scale sets with an Automatic upgrade policy; every ASG spans three zones.
+    overrides["worker_group_options"] = {"gcp": {"region": "us-central1"}, "azure": {"upgrade_policy": "Automatic"},
+                                         "aws": None}[cloud]
     handle, values, start = upgrade_cluster(cloud, **overrides)
+    settings = uh.group_settings(values)
     handle.cloud(cloud).set_faults(late_refusals=1)
     rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT, extra_args=extra_args)
     assert rc == 0, output[-6000:]
     [held] = [line for line in output.splitlines() if "WARNING: the cloud refused new instances for quota or capacity" in line]
     assert LATE_REFUSAL_WORDS[cloud] in held and "at most 1 replacement(s)" in held, held
+    # The cloud settings that act on a group by themselves were neutralised for the run and are back as they were.
+    neutralised = {"gcp": ("updatePolicy.instanceRedistributionType", 2), "aws": ("AZRebalance", 3), "azure": ("upgradePolicy.mode", 2)}
+    rows = uh.assert_settings_restored(values, settings)
+    assert [r["setting"] for r in rows] == [neutralised[cloud][0]] * neutralised[cloud][1], rows
+    for row in rows:
+        assert "set %s of %s from %s to %s for the run" % (row["setting"], row["group"], row["original"], row["neutral"]) in output
+        assert "restored %s of %s to %s" % (row["setting"], row["group"], row["original"]) in output
     passes = [int(found[0]) for found in uh.PROGRESS.findall(output)]
     assert passes and passes == list(range(1, len(passes) + 1)), "one progress line per pass: %s" % passes
     assert "3/3 nodes on the image" in output

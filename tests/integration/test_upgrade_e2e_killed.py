@@ -156,7 +156,10 @@ HELD_SEQUENCE = hold_points.POINTS + ("create", "drain", "delete-instance", "del
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
 def test_step_engine_held_and_killed_at_every_destructive_step_and_resumed(upgrade_cluster, cloud, tmp_path):
-    handle, values, start = upgrade_cluster(cloud)
+    # GCE's worker groups regional: their proactive redistribution is neutralised too (cloud_settings.py).
+    handle, values, start = upgrade_cluster(cloud, worker_group_options={"region": "us-central1"} if cloud == "gcp" else None)
+    settings = uh.group_settings(values)
+    killed_with = None   # the cloud settings as the first killed run left them
     watcher = uh.Watcher(handle, etcd=True)
     watcher.start()
     kills = []
@@ -182,6 +185,7 @@ def test_step_engine_held_and_killed_at_every_destructive_step_and_resumed(upgra
                               passes[-1] if passes else "in its first pass"))
             finally:
                 run.kill()
+            killed_with = killed_with or uh.group_settings(values)
             run.assert_no_secret_in_output()
             # The run before was killed whole: this one took the lock at once, never waited for it.
             assert "another upgrade run holds" not in run.output(), run.output()[-3000:]
@@ -202,6 +206,11 @@ def test_step_engine_held_and_killed_at_every_destructive_step_and_resumed(upgra
     outcomes = [a["outcome"] for a in summary["attempts"]]
     assert outcomes[-1] == "done" and outcomes.count("killed") >= len(kills), (outcomes, kills)
     assert summary["passes"] == sum(a["passes"] for a in summary["attempts"])
+    # The first run neutralised the cloud settings before its first change and was killed; the run that finished
+    # restored them from the journal.
+    rows = uh.assert_settings_restored(values, settings)
+    assert len(rows) == {"gcp": 2, "aws": 3, "azure": 0}[cloud], rows
+    assert all(killed_with[r["group"]][r["setting"]] == r["neutral"] != r["original"] for r in rows), (killed_with, rows)
     # Not "more passes than the last attempt's": upgrade_step journals a slice's passes when
     # the slice ends, and every run here is killed inside its first slice, so the killed attempts count 0 passes.
     assert summary["attempts"][-1]["passes"] > 0, summary["attempts"]

@@ -63,9 +63,25 @@ def stop_in_a_slice(handle, values, tmp_path, name, send, watcher=None):
         run.close()
 
 
+def settings_put_back_or_held(values, name):
+    """What a run's end did with the cloud setting it changed: put back, or, when the zones are more than one VM apart
+    (GCE would delete one at once), left as the run set it with the reason in the report."""
+    rows = report(values)["cloud_settings"]
+    now = uh.group_settings(values)
+    assert [r["setting"] for r in rows] == ["updatePolicy.instanceRedistributionType"], (name, rows)
+    for row in rows:
+        if row["held"]:
+            assert "more than one instance apart" in row["held"] and now[row["group"]][row["setting"]] == "NONE", (name, row)
+        else:
+            assert row["restored"] and now[row["group"]][row["setting"]] == "PROACTIVE", (name, row, now)
+    print("run %s: %s" % (name, ["held: " + r["held"] if r["held"] else "restored" for r in rows]))
+
+
 @pytest.mark.timeout(1200)
 def test_ctrl_c_sigterm_and_the_death_of_the_playbook_each_stop_the_run_at_a_safe_point(upgrade_cluster, tmp_path):
-    handle, values, start = upgrade_cluster("gcp", control_planes=1, workers=3, groups=1)
+    # A regional worker group: its proactive redistribution is set to NONE for each run (docs/cloud-settings.md).
+    handle, values, start = upgrade_cluster("gcp", control_planes=1, workers=3, groups=1,
+                                            worker_group_options={"region": "us-central1"})
     upgraded = uh.limit_to_groups(values, start, ["workers-0"])
     assert start["autoscaler_replicas"] > 0
     watcher = uh.Watcher(handle)
@@ -85,6 +101,7 @@ def test_ctrl_c_sigterm_and_the_death_of_the_playbook_each_stop_the_run_at_a_saf
             assert attempts[-1]["cause"] == "stopped from outside: %s" % expected, attempts[-1]
             assert autoscaler_replicas(handle) == start["autoscaler_replicas"], "run %s left the autoscaler paused" % name
             assert not uh.lease_holder(handle), "run %s kept the run lock" % name
+            settings_put_back_or_held(values, name)
             if name == "ctrl-c":
                 assert "User interrupted execution" in run.output(), run.output()[-3000:]
             print("run %s stopped in %.1f s" % (name, took))
@@ -96,3 +113,4 @@ def test_ctrl_c_sigterm_and_the_death_of_the_playbook_each_stop_the_run_at_a_saf
     uh.assert_upgraded(handle, values, start, groups=upgraded)
     outcomes = [a["outcome"] for a in report(values)["attempts"]]
     assert outcomes == ["stopped", "stopped", "stopped", "done"], outcomes
+    settings_put_back_or_held(values, "finish")

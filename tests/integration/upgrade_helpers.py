@@ -89,12 +89,14 @@ def provider(values):
     return build_provider({"provider": name, name: options})
 
 
-def prepare(handle, cloud, control_planes=1, workers=2, groups=2, azure_orchestration=None, **overrides):
+def prepare(handle, cloud, control_planes=1, workers=2, groups=2, azure_orchestration=None, worker_group_options=None,
+            **overrides):
     """Seed the cluster on image A through `cloud` (Azure scale sets in `azure_orchestration` mode, default
-    Uniform), create image B, put the user label on every node. Returns (role variables, snapshot of the start)."""
+    Uniform; worker groups with `worker_group_options`, such as a GCE region), create image B, put the user label on
+    every node. Returns (role variables, snapshot of the start)."""
     values = scenario.prepare(str(handle.state_dir), cloud, control_planes=control_planes, workers=workers,
                               groups=groups, say=lambda *_: None, azure_orchestration=azure_orchestration,
-                              **dict(FAST, **overrides))
+                              worker_group_options=worker_group_options, **dict(FAST, **overrides))
     values["rolling_upgrade_report_dir"] = str(pathlib.Path(handle.state_dir) / "report")
     kube = handle.kube()
     for node in nodes(handle):
@@ -702,6 +704,22 @@ def lease_holder(handle):
     lease = handle.kube().request("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kubenodes-image-upgrade",
                                   ok=(200, 404))
     return ((lease or {}).get("spec") or {}).get("holderIdentity") if lease and lease.get("kind") == "Lease" else None
+
+
+def group_settings(values):
+    """{group id: its cloud settings (Group.settings, cloud_settings.py)}, read through the collection's own provider."""
+    return {group.id: dict(group.settings) for group in provider(values).list_groups()}
+
+
+def assert_settings_restored(values, before, report_dir=None):
+    """Every cloud setting is back as it was `before` (group_settings at the start), and the report says which the
+    run changed and restored (at least one when some group had a setting to neutralise). Returns the report's rows."""
+    assert group_settings(values) == before, "cloud settings not restored: %s != %s" % (group_settings(values), before)
+    summary = json.loads((pathlib.Path(report_dir or values["rolling_upgrade_report_dir"]) /
+                          "image-upgrade-report.json").read_text())
+    rows = summary["cloud_settings"]
+    assert all(r["restored"] and r["changed"] and not r["held"] for r in rows), rows
+    return rows
 
 
 def journal(handle):

@@ -22,12 +22,13 @@ import traceback
 
 from ansible.module_utils.basic import env_fallback
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_settings, quota
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
     CREATING, DELETING, RUNNING, STATE_PROBLEM, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER, Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, ReadingMemo, with_retries,
+    zone_imbalance,
 )
 
 try:
@@ -214,6 +215,15 @@ def _member_extra(member, ec2_state):
     if lifecycle_problem(member.get("LifecycleState")):
         extra[STATE_PROBLEM] = lifecycle_problem(member.get("LifecycleState"))
     return extra
+
+
+def run_settings(asg):
+    """AZRebalance (only where the group spans several zones: with one there is nothing to balance) and MinSize."""
+    settings = {cloud_settings.AWS_MIN_SIZE: int(asg.get("MinSize") or 0)}
+    if len(asg.get("AvailabilityZones") or []) > 1:
+        suspended = {p.get("ProcessName") for p in asg.get("SuspendedProcesses") or []}
+        settings[cloud_settings.AWS_AZ_REBALANCE] = "suspended" if cloud_settings.AWS_AZ_REBALANCE in suspended else "active"
+    return settings
 
 
 def launch_template_of(asg):
@@ -461,6 +471,7 @@ class AwsProvider(ReadingMemo, CloudProvider):
             role=role_from_tags(asg.get("Tags")),
             target_size=asg.get("DesiredCapacity"),
             kind="AWS auto scaling group",
+            settings=run_settings(asg),
         )
 
     # -- CloudProvider --------------------------------------------------------------------------------
@@ -660,6 +671,34 @@ class AwsProvider(ReadingMemo, CloudProvider):
                 raise ProviderError("auto scaling group %s pins launch template version %s inside a mixed instances "
                                     "policy; point it at $Default first" % (group_id, version))
         return True
+
+    def set_run_setting(self, group_id, name, value):
+        if name not in (cloud_settings.AWS_AZ_REBALANCE, cloud_settings.AWS_MIN_SIZE):
+            return super().set_run_setting(group_id, name, value)
+        self._forget("asg")
+        if run_settings(self._group(group_id)).get(name) == value:
+            return False
+        if name == cloud_settings.AWS_MIN_SIZE:
+            self._call(self.autoscaling, "update_auto_scaling_group", AutoScalingGroupName=group_id, MinSize=int(value))
+        else:
+            operation = "suspend_processes" if value == "suspended" else "resume_processes"
+            self._call(self.autoscaling, operation, AutoScalingGroupName=group_id, ScalingProcesses=[name])
+        return True
+
+    def restore_problem(self, group_id, name, value):
+        """AZRebalance back on zones out of balance would terminate an instance at once; MinSize back above the
+        desired capacity would launch instances at once."""
+        asg = self._group(group_id)
+        if name == cloud_settings.AWS_MIN_SIZE and int(value) > int(asg.get("DesiredCapacity") or 0):
+            return ("the group's desired capacity is %s, below that MinSize, so AWS would launch instances at once; "
+                    "set it back yourself once the group is whole" % asg.get("DesiredCapacity"))
+        if name == cloud_settings.AWS_AZ_REBALANCE and value == "active":
+            counts = {zone: 0 for zone in asg.get("AvailabilityZones") or []}
+            for instance in asg.get("Instances") or []:
+                if not str(instance.get("LifecycleState", "")).startswith(("Terminating", "Terminated", "Detach")):
+                    counts[instance.get("AvailabilityZone")] = counts.get(instance.get("AvailabilityZone"), 0) + 1
+            return zone_imbalance(counts)
+        return None
 
     def searched(self):
         return "AWS region %s (aws.region or AWS_REGION)" % self.region

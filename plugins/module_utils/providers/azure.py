@@ -40,7 +40,7 @@ import warnings
 
 from ansible.module_utils.basic import env_fallback
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_settings, quota
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
     CREATING, DELETING, FAILED, REFUSED_FOR, RUNNING, STATE_PROBLEM, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER,
     Group, Instance,
@@ -455,6 +455,9 @@ def group_from_vmss(vmss):
         role=role_from_tags(vmss.get("tags")),
         target_size=(vmss.get("sku") or {}).get("capacity"),
         kind="Azure VM scale set (%s orchestration)" % orchestration_mode(vmss),
+        # Unset reads as Manual, ARM's default.
+        settings={cloud_settings.AZURE_UPGRADE_POLICY: ((vmss.get("properties") or {}).get("upgradePolicy") or {}).get(
+            "mode") or "Manual"},
     )
 
 
@@ -1258,6 +1261,32 @@ class AzureProvider(ReadingMemo, CloudProvider):
                             rg, vmss, body)
         self._wait("set the image of %s" % vmss, poller)
         return True
+
+    def set_run_setting(self, group_id, name, value):
+        if name != cloud_settings.AZURE_UPGRADE_POLICY:
+            return super().set_run_setting(group_id, name, value)
+        sub, rg, vmss = parse_group_id(group_id)
+        self._forget("vmss")
+        if group_from_vmss(self._get_vmss(sub, rg, vmss, fresh=True)).settings.get(name) == value:
+            return False
+        what = "set upgradePolicy.mode of %s to %s" % (vmss, value)
+        poller = self._call(what, self.client(sub).virtual_machine_scale_sets.begin_update, rg, vmss,
+                            {"properties": {"upgradePolicy": {"mode": value}}})
+        self._wait(what, poller)
+        return True
+
+    def restore_problem(self, group_id, name, value):
+        """Automatic or Rolling back while VMs are not on the latest model: Azure would upgrade them at once."""
+        if name != cloud_settings.AZURE_UPGRADE_POLICY or value == "Manual":
+            return None
+        image = self.group_image(group_id).lower()
+        stale = sorted(i.name for i in self.list_instances(group_id) if i.state != DELETING and (
+            i.extra.get("latest_model_applied") is False
+            or i.extra.get("latest_model_applied") is None and i.image and i.image.lower() != image))
+        if not stale:
+            return None
+        return ("%d VM(s) are not on the scale set's latest model (%s), so Azure would upgrade them at once, without a "
+                "drain; replace them first (run the upgrade again) and set it back yourself" % (len(stale), ", ".join(stale)))
 
     def instance_headroom(self, group_ids):
         """The compute usage of each scale set's location (one usage list and one SKU list per location, one read

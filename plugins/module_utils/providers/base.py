@@ -190,12 +190,33 @@ class CloudProvider(abc.ABC):
         """The group ID when the providerID alone tells it (Azure); None when a listing is needed."""
         return None
 
+    def set_run_setting(self, group_id, name, value) -> bool:
+        """Set one of the group's settings (Group.settings, named as in cloud_settings.py) to `value`. False when it
+        had that value already."""
+        raise ProviderError("scaling group %s has no setting %s that this collection changes on %s"
+                            % (group_id, name, self.name), code="NO_SUCH_SETTING")
+
+    def restore_problem(self, group_id, name, value) -> Optional[str]:
+        """Why putting the setting `name` back to `value` now would make the cloud act on the group at once (zones
+        out of balance, VMs on an older model), or None when it may go back."""
+        return None
+
     def instance_group(self, provider_id) -> Optional[str]:
         """The scaling group the cloud says the instance belongs to, read from the instance itself (a constant
         number of calls, for an instance the listing of the groups in scope did not find): the group ID, ""
         when the instance exists in no scaling group, None when it does not exist. By default the cloud cannot
         tell, which reads as absent."""
         return None
+
+
+def zone_imbalance(counts):
+    """Why a group whose zones hold `counts` ({zone: instances}) is out of the balance the cloud keeps (more than one
+    apart), or None."""
+    if len(counts) < 2 or max(counts.values()) - min(counts.values()) <= 1:
+        return None
+    return ("its zones are more than one instance apart (%s), so the cloud would remove one at once, without a drain; "
+            "even them out (replace a node of the fullest zone) and set it back yourself"
+            % ", ".join("%s: %d" % item for item in sorted(counts.items())))
 
 
 def with_retries(call, attempts=5, base_delay=0.5, max_delay=8.0, sleep=time.sleep, on_wait=None):

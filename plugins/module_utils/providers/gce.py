@@ -32,14 +32,14 @@ import uuid
 
 from ansible.module_utils.basic import env_fallback
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import quota
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_settings, quota
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
     CREATING, DELETING, FAILED, REFUSED_FOR, ROLE_CONTROL_PLANE, ROLE_WORKER, RUNNING, STATE_PROBLEM, STOPPED, UNKNOWN,
     Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, reference_shape_problem,
-    with_retries,
+    with_retries, zone_imbalance,
 )
 
 # google-cloud-compute takes seconds to import; it is loaded only when a GCP provider is built, so modules
@@ -775,7 +775,16 @@ class GceProvider(CloudProvider):
         templates[url] = template
         return Group(id=ref.id, name=ref.name, image=self._template_image(template),
                      role=role_of(dict(template.properties.labels), ref.name), target_size=igm.target_size,
-                     kind="GCE managed instance group (%s)" % ("regional" if ref.regional else "zonal"))
+                     kind="GCE managed instance group (%s)" % ("regional" if ref.regional else "zonal"),
+                     settings=self._run_settings(ref, igm))
+
+    @staticmethod
+    def _run_settings(ref, igm):
+        """Proactive redistribution, on regional groups only; unset reads as PROACTIVE, GCE's default there."""
+        if not ref.regional:
+            return {}
+        policy = igm.update_policy.instance_redistribution_type if igm.update_policy else ""
+        return {cloud_settings.GCE_REDISTRIBUTION: policy or "PROACTIVE"}
 
     # ---- the interface -------------------------------------------------------------------------------
     def list_groups(self, group_ids=None):
@@ -999,6 +1008,32 @@ class GceProvider(CloudProvider):
         self._wait(op, doing, ref.project, ref.kind, ref.scope)
         self._forget_igm(ref)
         return True
+
+    def set_run_setting(self, group_id, name, value):
+        ref = parse_group_id(group_id)
+        if name != cloud_settings.GCE_REDISTRIBUTION or not ref.regional:
+            return super().set_run_setting(group_id, name, value)
+        if self._run_settings(ref, self._get_igm(ref, fresh=True)).get(name) == value:
+            return False
+        doing = "setting updatePolicy.instanceRedistributionType of %s to %s" % (ref.id, value)
+        op = self._call(doing, self._igm_client(ref).patch_unary, request=self._mig_request(
+            ref, "instance_group_manager_resource", {"update_policy": {"instance_redistribution_type": value}}))
+        self._wait(op, doing, ref.project, ref.kind, ref.scope)
+        self._forget_igm(ref)
+        return True
+
+    def restore_problem(self, group_id, name, value):
+        """PROACTIVE back on a group whose zones are more than one VM apart: GCE would delete a VM at once."""
+        ref = parse_group_id(group_id)
+        if name != cloud_settings.GCE_REDISTRIBUTION or value != "PROACTIVE" or not ref.regional:
+            return None
+        igm = self._get_igm(ref, fresh=True)
+        zones = {strip_url(z.zone).rsplit("/", 1)[-1]: 0 for z in igm.distribution_policy.zones} if igm.distribution_policy else {}
+        for mi in self._list_managed(ref):
+            where = _INSTANCE_URL_RE.match(strip_url(mi.instance))
+            if where and mi.current_action not in ("DELETING", "ABANDONING"):
+                zones[where.group(2)] = zones.get(where.group(2), 0) + 1
+        return zone_imbalance(zones)
 
     def _insert_template_clone(self, project, template, image):
         """Insert a copy of `template` whose boot disk uses `image`; return the new template's URL.

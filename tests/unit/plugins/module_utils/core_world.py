@@ -183,6 +183,11 @@ class World:
             def normalize(self, provider_id):
                 return core.default_normalize(provider_id)
 
+            def set_setting(self, group_id, name, value):
+                world.gate(take, "setting", group_id, (name, value))
+                world.groups[group_id].settings[name] = value
+                world.acted("setting", group_id)
+
             def set_group_image(self, group_id, image):
                 world.gate(take, "image", group_id)
                 world.groups[group_id].image = image

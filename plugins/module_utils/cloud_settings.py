@@ -1,0 +1,157 @@
+# Copyright: kubenodes.image_upgrade contributors
+# Apache License 2.0 (see LICENSE)
+"""The settings of a scaling group with which the cloud acts on the group by itself while nodes are replaced, and
+what a run does with each (pure: no I/O). The providers read them with the group (Group.settings, no extra call);
+the executor sets them to their neutral value before its first change to a group and journals the values it
+found, so that the run's end (finish, abort, or the next run after a kill) puts back what this run changed.
+
+- GCE regional groups, updatePolicy.instanceRedistributionType PROACTIVE (the default): the group deletes a VM
+  itself, without a drain, when its zones differ by more than one; a replacement (heir in one zone, donor
+  deleted in another) can do that. Set to NONE.
+- AWS AZRebalance (a scaling process, on unless suspended): after a terminate that lowers the desired capacity
+  leaves the zones unbalanced, the group terminates an instance in the fullest zone. Suspended.
+- AWS MinSize: a terminate that lowers the desired capacity to below MinSize is refused; removing a worker
+  before its heir exists (max_unavailable) needs it lower. Lowered to what the run needs, only then.
+- Azure upgradePolicy.mode Automatic: once the model's image changes, the scale set upgrades its VMs itself,
+  possibly all at once. Set to Manual. Rolling is refused: it goes with health probes and automatic OS image
+  upgrades that the user relies on, which Manual would switch off; the user decides."""
+
+from __future__ import annotations
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import vocabulary
+
+GCE_REDISTRIBUTION = "updatePolicy.instanceRedistributionType"
+AWS_AZ_REBALANCE = "AZRebalance"
+AWS_MIN_SIZE = "MinSize"
+AZURE_UPGRADE_POLICY = "upgradePolicy.mode"
+
+# What the cloud does with each setting's default, in the run's messages and the report.
+WHY = {
+    GCE_REDISTRIBUTION: "GCE would delete a VM itself, without a drain, whenever a replacement leaves the group's "
+                        "zones more than one VM apart",
+    AWS_AZ_REBALANCE: "AWS would terminate an instance itself, without a drain, whenever a replacement leaves the "
+                      "group's zones unbalanced",
+    AWS_MIN_SIZE: "AWS refuses to remove a worker before its heir exists (max_unavailable) while the group is at "
+                  "its MinSize",
+    AZURE_UPGRADE_POLICY: "Azure would upgrade the scale set's VMs itself, possibly all at once, once its model's "
+                          "image changes",
+}
+# How to keep a setting as it is: take the group out of the run, or change it yourself first.
+OPT_OUT = ("to keep it, leave the group out of the run (rolling_upgrade_scaling_groups) and replace its nodes another "
+           "way")
+
+
+def key_of(group, name):
+    """The journal's key of one group's setting."""
+    return "%s|%s" % (group, name)
+
+
+def _neutral(name, value, size, unavailable):
+    """(the value a run needs, or None when `value` is fine, and the refusal text or None)."""
+    if name == GCE_REDISTRIBUTION:
+        return (None if value == "NONE" else "NONE"), None
+    if name == AWS_AZ_REBALANCE:
+        return (None if value == "suspended" else "suspended"), None
+    if name == AWS_MIN_SIZE:
+        if not unavailable or size is None or value is None:
+            return None, None
+        needed = max(0, int(size) - int(unavailable))
+        return (needed if int(value) > needed else None), None
+    if name == AZURE_UPGRADE_POLICY:
+        if value == "Rolling":
+            return None, ("its upgradePolicy.mode is Rolling: Azure would replace its VMs itself, in batches, once the "
+                          "model's image changes, and a Rolling policy goes with health probes or automatic OS image "
+                          "upgrades that Manual would switch off, so this collection does not change it. Set "
+                          "upgradePolicy.mode to Manual yourself (az vmss update --set upgradePolicy.mode=Manual) and "
+                          "set it back after the run, or leave the group out (rolling_upgrade_scaling_groups)")
+        return (None if value == "Manual" else "Manual"), None
+    return None, None
+
+
+def judge(groups, recorded, unavailable_of):
+    """What a pass does with the settings of `groups` (Group values in scope): a dict of `changes` (a setting to set to
+    its neutral value and to journal first: {group, name, original, neutral}), `again` (a setting this upgrade
+    journaled that is off its neutral value again: set again, journaled already) and `refusals` (texts, one per
+    setting that cannot be changed safely). `recorded` is the journal's cloud_settings; `unavailable_of(group)` how
+    many of its nodes the run may remove before their heir exists."""
+    changes, again, refusals = [], [], []
+    for group in groups:
+        for name, value in sorted((getattr(group, "settings", None) or {}).items()):
+            entry = recorded.get(key_of(group.id, name))
+            if entry and not entry.get("restored"):
+                if value != entry.get("neutral"):
+                    again.append(dict(group=group.id, name=name, original=entry.get("original"), neutral=entry.get("neutral")))
+                continue
+            neutral, refusal = _neutral(name, value, group.target_size, unavailable_of(group))
+            if refusal:
+                refusals.append("scaling group %s: %s" % (group.id, refusal))
+            elif neutral is not None:
+                changes.append(dict(group=group.id, name=name, original=value, neutral=neutral))
+    return dict(changes=changes, again=again, refusals=refusals)
+
+
+def unavailable(max_unavailable, role, size):
+    """How many nodes of a group a run may remove before their heir exists: none in the control plane."""
+    if role == "control-plane" or not size:
+        return 0
+    return vocabulary.unavailable_limit(max_unavailable, size)
+
+
+def changed_record(changes, now):
+    """The journal record of `changes`, written before they are made: {cloud_settings: {key: entry}}."""
+    return {"cloud_settings": {key_of(c["group"], c["name"]): dict(group=c["group"], name=c["name"], original=c["original"],
+                                                                   neutral=c["neutral"], changed=now) for c in changes}}
+
+
+def restored_record(entry, now):
+    return {"cloud_settings": {key_of(entry["group"], entry["name"]): dict(restored=now, held=None)}}
+
+
+def held_record(entry, reason):
+    return {"cloud_settings": {key_of(entry["group"], entry["name"]): dict(held=reason)}}
+
+
+def to_restore(recorded):
+    """The journaled entries not restored yet, in a stable order."""
+    return [dict(entry) for _key, entry in sorted((recorded or {}).items())
+            if isinstance(entry, dict) and not entry.get("restored")]
+
+
+def merge(journal, record):
+    """Fold a record's cloud_settings into the journal (report.merge): an entry's original, neutral and changed are
+    its first record's, unless it was restored and a new change comes (a later upgrade's); restored and held are
+    the last given."""
+    for key, seen in ((record or {}).get("cloud_settings") or {}).items():
+        if not isinstance(seen, dict):
+            continue
+        known = journal.setdefault("cloud_settings", {}).setdefault(key, {})
+        if known.get("restored") and seen.get("changed"):
+            known.clear()
+        for field, value in seen.items():
+            if field in ("restored", "held"):
+                if value is None:
+                    known.pop(field, None)
+                else:
+                    known[field] = value
+            elif value is not None:
+                known.setdefault(field, value)
+
+
+def carried(journal):
+    """What a new journal keeps of an old one: the settings a run changed and nobody restored yet."""
+    left = {k: v for k, v in ((journal or {}).get("cloud_settings") or {}).items()
+            if isinstance(v, dict) and not v.get("restored")}
+    return {"cloud_settings": left} if left else {}
+
+
+def describe(change):
+    """One change in words, for the run's output and check mode."""
+    return "%s of %s from %s to %s for the run (%s)" % (change["name"], change["group"], change["original"],
+                                                        change["neutral"], WHY.get(change["name"], "the cloud would act"))
+
+
+def rows(journal):
+    """The report's rows: {group, setting, original, neutral, changed, restored, held}."""
+    return [dict(group=e.get("group") or "", setting=e.get("name") or "", original=e.get("original"),
+                 neutral=e.get("neutral"), changed=e.get("changed"), restored=e.get("restored"), held=e.get("held") or "")
+            for _key, e in sorted(((journal or {}).get("cloud_settings") or {}).items()) if isinstance(e, dict)]

@@ -1,0 +1,237 @@
+"""The cloud settings with which a cloud acts on a scaling group by itself (cloud_settings.py), on the emulators
+over real HTTP: each emulator does what the cloud does with its default (a node removed without a drain after a
+replacement's steps), and the provider reads, neutralises and restores the setting, after which the emulator
+leaves the group alone. In-process emulators, no cluster: seconds per test."""
+
+import time
+
+import pytest
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_settings
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import aws, azure, base, gce
+from sandbox.clouds import azure as azure_emu
+from sandbox.clouds.aws import AwsEmulator
+from sandbox.clouds.gce import GceEmulator
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+REDISTRIBUTION, AZ_REBALANCE, MIN_SIZE, UPGRADE_POLICY = (
+    cloud_settings.GCE_REDISTRIBUTION, cloud_settings.AWS_AZ_REBALANCE, cloud_settings.AWS_MIN_SIZE,
+    cloud_settings.AZURE_UPGRADE_POLICY)
+
+
+def _eventually(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met within %ss" % timeout)
+
+
+def _serve(emulator):
+    """An in-process emulator, started for the module and stopped after it."""
+    try:
+        yield emulator.start()
+    finally:
+        emulator.stop()
+
+
+def _zone(provider_id):
+    return provider_id.rstrip("/").split("/")[-2]
+
+
+def _replace_one(provider, group_id):
+    """A replacement as the planner pairs it, with no notion of zones: a heir created (the cloud picks its zone),
+    then a donor from another zone deleted. Returns (the heir, the donor deleted)."""
+    before = {i.provider_id for i in provider.list_instances(group_id)}
+    heir = provider.create_instance(group_id)
+    heir_id = _eventually(lambda: next((i.provider_id for i in provider.list_instances(group_id)
+                                        if i.provider_id not in before and i.provider_id), None))
+    donor = next(p for p in sorted(before) if _zone(p) != _zone(heir_id) and
+                 sum(1 for q in before if _zone(q) == _zone(p)) == 1)
+    assert provider.delete_instance(donor) is True
+    return heir_id, donor
+
+
+# ---- AWS --------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def aws_emulator():
+    yield from _serve(AwsEmulator())
+
+
+@pytest.fixture
+def aws_admin(aws_emulator):
+    admin = aws_emulator.admin()
+    admin.set_faults(rebalance_delay=0.2)
+    yield admin
+    admin.set_faults()
+
+
+@pytest.fixture
+def aws_provider(aws_admin):
+    provider = aws.from_params(dict(aws_admin.provider_options()["aws"]))
+    provider.retry_base_delay, provider.poll_interval, provider.create_timeout = 0.01, 0.05, 10
+    return provider
+
+
+def _asg(admin, name):
+    return admin.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"][0]
+
+
+def test_aws_az_rebalance_terminates_an_undrained_instance_unless_the_run_suspends_it(aws_admin, aws_provider):
+    image = aws_admin.create_image("rebalance-base")
+    exposed = aws_admin.create_group("rebalance-on", "worker", 3, image)
+    zones = sorted(i["AvailabilityZone"] for i in _asg(aws_admin, exposed)["Instances"])
+    assert zones == ["us-east-1a", "us-east-1b", "us-east-1c"], "launched one per zone, as AWS balances"
+    [group] = aws_provider.list_groups([exposed])
+    assert group.settings == {AZ_REBALANCE: "active", MIN_SIZE: 0}
+    # The default: the replacement leaves the zones 2/1/0 and AWS terminates an instance it was never told to.
+    heir, donor = _replace_one(aws_provider, exposed)
+    [rebalance] = _eventually(lambda: [r for r in aws_admin.rebalances() if r["group"] == exposed])
+    assert rebalance["terminated"] != donor.rsplit("/", 1)[1] and rebalance["zone"] == _zone(heir), rebalance
+    assert rebalance["terminated"] not in {i["InstanceId"] for i in _asg(aws_admin, exposed)["Instances"]}
+
+    # Suspended for the run: the same replacement leaves the group alone; putting it back now would rebalance.
+    guarded = aws_admin.create_group("rebalance-off", "worker", 3, image)
+    assert aws_provider.set_run_setting(guarded, AZ_REBALANCE, "suspended") is True
+    assert aws_provider.set_run_setting(guarded, AZ_REBALANCE, "suspended") is False
+    assert aws_provider.list_groups([guarded])[0].settings[AZ_REBALANCE] == "suspended"
+    _replace_one(aws_provider, guarded)
+    time.sleep(0.6)
+    assert not [r for r in aws_admin.rebalances() if r["group"] == guarded]
+    problem = aws_provider.restore_problem(guarded, AZ_REBALANCE, "active")
+    assert problem and "more than one instance apart" in problem and "us-east-1" in problem, problem
+    assert aws_provider.set_run_setting(guarded, AZ_REBALANCE, "active") is True
+    assert _asg(aws_admin, guarded)["SuspendedProcesses"] == []
+
+
+def test_aws_min_size_refuses_a_decrementing_terminate_until_lowered(aws_admin, aws_provider):
+    image = aws_admin.create_image("minsize-base")
+    name = aws_admin.create_group("minsize", "worker", 2, image, min_size=2)
+    [group] = aws_provider.list_groups([name])
+    assert group.settings[MIN_SIZE] == 2
+    victim = aws_provider.list_instances(name)[0].provider_id
+    with pytest.raises(base.ProviderError, match=r"desiredSize equals minSize \(2\)"):
+        aws_provider.delete_instance(victim)
+    assert _asg(aws_admin, name)["DesiredCapacity"] == 2, "the refused terminate changed nothing"
+    assert aws_provider.set_run_setting(name, MIN_SIZE, 1) is True
+    assert aws_provider.delete_instance(victim) is True
+    problem = aws_provider.restore_problem(name, MIN_SIZE, 2)
+    assert problem and "desired capacity is 1" in problem, problem
+    assert aws_provider.restore_problem(name, MIN_SIZE, 1) is None
+
+
+# ---- GCE --------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def gce_emulator():
+    yield from _serve(GceEmulator())
+
+
+@pytest.fixture
+def gce_admin(gce_emulator):
+    admin = gce_emulator.admin()
+    admin.set_faults(boot_delay=0.2, op_delay=0.02, redistribution_delay=0.2)
+    yield admin
+    admin.set_faults()
+
+
+@pytest.fixture
+def gce_provider(gce_admin):
+    return gce.GceProvider(gce_admin.provider_options()["gcp"], retry_base_delay=0.02, request_timeout=10)
+
+
+def test_gce_proactive_redistribution_deletes_an_undrained_vm_unless_the_run_sets_none(gce_admin, gce_provider):
+    image = gce_admin.create_image("redistribute-base")
+    exposed = gce_admin.create_group("redistribute-on", "worker", 3, image, region="us-central1")
+    zonal = gce_admin.create_group("redistribute-zonal", "worker", 1, image)
+    groups = {g.id: g for g in gce_provider.list_groups([exposed, zonal])}
+    assert groups[exposed].settings == {REDISTRIBUTION: "PROACTIVE"} and groups[zonal].settings == {}
+    # The default: the replacement leaves the zones 2/1/0 and GCE deletes a VM in the fullest zone, without a drain.
+    heir, _donor = _replace_one(gce_provider, exposed)
+    [moved] = _eventually(lambda: [r for r in gce_admin.state()["redistributions"] if r["group"] == exposed])
+    assert moved["zone"] == _zone(heir), moved
+    _eventually(lambda: moved["deleted"] not in {i.name for i in gce_provider.list_instances(exposed)})
+    live = [i for i in gce_provider.list_instances(exposed) if i.state != base.DELETING]
+    assert len(live) == 3, "GCE keeps the target size: a new VM replaces the one it deleted"
+
+    # NONE for the run: the same replacement leaves the group alone; PROACTIVE back now would delete a VM.
+    guarded = gce_admin.create_group("redistribute-off", "worker", 3, image, region="us-central1")
+    assert gce_provider.set_run_setting(guarded, REDISTRIBUTION, "NONE") is True
+    assert gce_provider.set_run_setting(guarded, REDISTRIBUTION, "NONE") is False
+    assert gce_provider.list_groups([guarded])[0].settings == {REDISTRIBUTION: "NONE"}
+    _replace_one(gce_provider, guarded)
+    time.sleep(0.6)
+    assert not [r for r in gce_admin.state()["redistributions"] if r["group"] == guarded]
+    problem = _eventually(lambda: gce_provider.restore_problem(guarded, REDISTRIBUTION, "PROACTIVE"))
+    assert "more than one instance apart" in problem and "us-central1-" in problem, problem
+    assert gce_provider.set_run_setting(guarded, REDISTRIBUTION, "PROACTIVE") is True
+    with pytest.raises(base.ProviderError, match="no setting"):
+        gce_provider.set_run_setting(zonal, REDISTRIBUTION, "NONE")
+
+
+# ---- Azure ------------------------------------------------------------------------------------------------------
+class _Hooks:
+    def __init__(self):
+        self.gone = []
+
+    def created(self, *args, **kwargs):
+        pass
+
+    def deleted(self, provider_id):
+        self.gone.append(provider_id)
+
+
+@pytest.fixture(scope="module")
+def azure_emulator(tmp_path_factory):
+    yield from _serve(azure_emu.AzureEmulator(str(tmp_path_factory.mktemp("azure")), hooks=_Hooks(), boot_delay=0.2,
+                                              delete_delay=0.2))
+
+
+@pytest.fixture
+def azure_admin(azure_emulator):
+    admin = azure_emu.Admin(azure_emulator.info())
+    admin.set_faults(upgrade_delay=0.2)   # the Automatic policy's reimage 0.2 s after the model changed
+    yield admin
+    admin.set_faults()
+
+
+@pytest.fixture
+def azure_provider(azure_admin):
+    options = {name: spec.get("default") for name, spec in azure.ARG_SPEC.items()}
+    options.update(azure_admin.provider_options()["azure"])
+    return azure.from_params(options)
+
+
+def _running(provider, group_id, size):
+    return _eventually(lambda: len([i for i in provider.list_instances(group_id) if i.state == base.RUNNING]) == size)
+
+
+def test_azure_automatic_upgrade_policy_reimages_every_vm_unless_the_run_sets_manual(
+        azure_emulator, azure_admin, azure_provider):
+    old, new = azure_admin.create_image("policy-old"), azure_admin.create_image("policy-new")
+    exposed = azure_admin.create_group("policy-auto", "worker", 2, old, upgrade_policy="Automatic")
+    _running(azure_provider, exposed, 2)
+    assert azure_provider.list_groups([exposed])[0].settings == {UPGRADE_POLICY: "Automatic"}
+    # The default of such a set: pointing it at the image reimages both VMs at once, their Nodes gone undrained.
+    assert azure_provider.set_group_image(exposed, new) is True
+    vms = [i.provider_id for i in azure_provider.list_instances(exposed)]
+    _eventually(lambda: set(vms) <= set(azure_emulator.hooks.gone))
+    reimaged = next(s for s in azure_admin.state()["scale_sets"] if s["name"] == "policy-auto")["reimaged"]
+    assert len(reimaged) == 2 and reimaged[0]["at"] == reimaged[1]["at"], reimaged
+
+    # Manual for the run: the image changes for new VMs only; Automatic back now would reimage the old ones.
+    guarded = azure_admin.create_group("policy-guarded", "worker", 2, old, upgrade_policy="Automatic")
+    _running(azure_provider, guarded, 2)
+    assert azure_provider.set_run_setting(guarded, UPGRADE_POLICY, "Manual") is True
+    assert azure_provider.set_run_setting(guarded, UPGRADE_POLICY, "Manual") is False
+    assert azure_provider.set_group_image(guarded, new) is True
+    time.sleep(0.6)
+    state = next(s for s in azure_admin.state()["scale_sets"] if s["name"] == "policy-guarded")
+    assert state["reimaged"] == [] and state["properties"]["upgradePolicy"] == {"mode": "Manual"}
+    problem = azure_provider.restore_problem(guarded, UPGRADE_POLICY, "Automatic")
+    assert problem and problem.startswith("2 VM(s) are not on the scale set's latest model"), problem
+    assert azure_provider.restore_problem(exposed, UPGRADE_POLICY, "Automatic") is None   # all on the latest model
+    rolling = azure_admin.create_group("policy-rolling", "worker", 1, old, upgrade_policy="Rolling")
+    assert azure_provider.list_groups([rolling])[0].settings == {UPGRADE_POLICY: "Rolling"}
