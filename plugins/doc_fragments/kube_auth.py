@@ -112,7 +112,7 @@ notes:
 """
 
     # The same options in one dictionary, for a module whose own options take their names (etcd_member_remove,
-    # where ca_cert, client_cert and client_key are etcd's).
+    # where ca_cert, client_cert and client_key are etcd's). Each means what the option of the same name above means.
     CLUSTER = r"""
 options:
   cluster:
@@ -122,6 +122,67 @@ options:
         E(K8S_AUTH_*) variables apply.
     type: dict
     suboptions:
-""" + "\n".join(
-        ("    " + line) if line.strip() else line
-        for line in DOCUMENTATION.split("options:\n", 1)[1].split("\nrequirements:", 1)[0].replace("O(", "O(cluster.").splitlines())
+      kubeconfig:
+        description: A kubeconfig file (several joined by C(:)) or a kubeconfig as a dictionary (E(K8S_AUTH_KUBECONFIG)).
+        type: raw
+      context:
+        description: The kubeconfig context (E(K8S_AUTH_CONTEXT)).
+        type: str
+      host:
+        description: The API server URL (E(K8S_AUTH_HOST)).
+        type: str
+      api_key:
+        description: A bearer token (E(K8S_AUTH_API_KEY)).
+        type: str
+      username:
+        description: A user for basic authentication (E(K8S_AUTH_USERNAME)).
+        type: str
+      password:
+        description: The password of O(cluster.username) (E(K8S_AUTH_PASSWORD)).
+        type: str
+      client_cert:
+        description: A client certificate file (E(K8S_AUTH_CERT_FILE)).
+        type: path
+        aliases: [cert_file]
+      client_key:
+        description: The key file of O(cluster.client_cert) (E(K8S_AUTH_KEY_FILE)).
+        type: path
+        aliases: [key_file]
+      ca_cert:
+        description: The CA that signed the API server's certificate (E(K8S_AUTH_SSL_CA_CERT)).
+        type: path
+        aliases: [ssl_ca_cert]
+      validate_certs:
+        description: Whether the API server's certificate is verified (E(K8S_AUTH_VERIFY_SSL)); on unless V(false).
+        type: bool
+        aliases: [verify_ssl]
+      proxy:
+        description: An HTTP proxy URL (E(K8S_AUTH_PROXY)).
+        type: str
+      no_proxy:
+        description: Hosts reached without the proxy, comma-separated (E(K8S_AUTH_NO_PROXY)).
+        type: str
+      proxy_headers:
+        description: Headers for the proxy.
+        type: dict
+        suboptions:
+          proxy_basic_auth:
+            description: C(user:password) for the proxy.
+            type: str
+          basic_auth:
+            description: C(user:password) for basic authentication.
+            type: str
+          user_agent:
+            description: The User-Agent header.
+            type: str
+      impersonate_user:
+        description: The user to act as (E(K8S_AUTH_IMPERSONATE_USER)).
+        type: str
+      impersonate_groups:
+        description: The groups to act as (E(K8S_AUTH_IMPERSONATE_GROUPS)).
+        type: list
+        elements: str
+      persist_config:
+        description: Whether a kubeconfig file is rewritten with refreshed tokens (E(K8S_AUTH_PERSIST_CONFIG)).
+        type: bool
+"""
