@@ -22,8 +22,13 @@ import ctypes
 import ctypes.util
 import os
 import signal
+import time
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# How long a SIGHUP waits for the parent to be seen gone: the parent-death signal comes when the parent's thread that
+# forked this process ends, which, when the whole parent is killed, can be before its last thread has ended (this
+# process is then handed to another thread of the same parent first, so its parent PID does not change yet).
+PARENT_DEATH_SECONDS = 2.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -59,6 +64,7 @@ class StopWatch(NoStop):
     def __init__(self):
         self.received = []
         self.parent = os.getppid()
+        self._sighup_cause = None   # what a SIGHUP was found to mean, once
         self._waiting = False
         self._previous = {}
 
@@ -85,7 +91,15 @@ class StopWatch(NoStop):
                 return "%s received" % signal.Signals(signum).name
         if self.parent_gone():
             return "the playbook process (PID %d) is gone" % self.parent
-        return "SIGHUP received" if self.received else None
+        if not self.received:
+            return None
+        if self._sighup_cause is None:
+            deadline = time.monotonic() + PARENT_DEATH_SECONDS
+            while not self.parent_gone() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self._sighup_cause = ("the playbook process (PID %d) is gone" % self.parent if self.parent_gone()
+                                  else "SIGHUP received")
+        return self._sighup_cause
 
     def _on_signal(self, signum, _frame):
         if signum == signal.SIGINT and signum in self.received:

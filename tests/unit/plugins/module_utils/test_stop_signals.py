@@ -116,6 +116,47 @@ def test_the_death_of_the_parent_is_a_stop_named_after_it():
     assert time.monotonic() - began < 5
 
 
+def test_the_death_signal_that_comes_before_the_parent_is_gone_is_still_named_after_it():
+    """The parent-death signal comes when the parent's thread that forked the watcher ends. When the whole parent is
+    killed, that thread can end before the rest of it, while the watcher's parent PID has not changed yet (a flake of
+    test_upgrade_stopped's AWX cancel, named "SIGHUP received"). Made certain here: the forking thread ends, and the
+    parent is killed 0.5 s later; the stop still names the parent's death."""
+    report_r, report_w = os.pipe()
+    middle = os.fork()
+    if middle == 0:   # the parent to be killed, which forks the watcher from a thread that then ends
+        os.close(report_r)
+
+        def fork_watcher():
+            if os.fork() == 0:
+                try:
+                    watching = stop_signals.StopWatch().install()
+                    os.write(report_w, b"ready %d\n" % watching.parent)
+                    try:
+                        with watching.interruptible():
+                            time.sleep(20)
+                        os.write(report_w, b"not stopped\n")
+                    except stop_signals.Stopped as exc:
+                        os.write(report_w, ("stopped: %s\n" % exc.cause).encode())
+                finally:
+                    os._exit(0)
+            time.sleep(1.0)   # the watcher installs its watch; then this thread ends
+
+        forker = threading.Thread(target=fork_watcher)
+        forker.start()
+        forker.join()
+        time.sleep(60)
+        os._exit(0)
+    os.close(report_w)
+    with os.fdopen(report_r, "rb") as report:
+        ready = report.readline().decode()
+        assert ready.startswith("ready %d" % middle), ready
+        time.sleep(1.5)   # the forking thread has ended: the death signal came, the parent lives
+        os.kill(middle, signal.SIGKILL)
+        os.waitpid(middle, 0)
+        said = report.readline().decode().strip()
+    assert said == "stopped: the playbook process (PID %d) is gone" % middle
+
+
 def test_a_sigterm_behind_a_sighup_is_named_whatever_came_first(watch):
     # ansible-playbook passes SIGTERM on and dies: the parent-death SIGHUP may be handled first (lower number).
     os.kill(os.getpid(), signal.SIGHUP)
