@@ -46,6 +46,11 @@ def autoheal_onto_target(handle, values, node_name):
     # refusal), so the run says to go on.
     values["rolling_upgrade_allow_unready_system_pods"] = True
     cloud.set_group_image(old["group_id"], values["rolling_upgrade_image"])
+    if values["rolling_upgrade_provider"] == "aws":
+        # Whoever replaces an instance by hand suspends AZRebalance first, or AWS rebalances the zones under them (the
+        # emulator does, as AWS does); the run then finds it suspended already and leaves it so.
+        handle.cloud("aws").autoscaling.suspend_processes(AutoScalingGroupName=old["group_id"],
+                                                          ScalingProcesses=["AZRebalance"])
     assert cloud.delete_instance(old["provider_id"])
     uh.wait_until(lambda: all(i["state"] == "deleted" for i in handle.nodesim.instances() if i["node_name"] == node_name),
                   60, "the instance of %s to be gone" % node_name)
