@@ -82,6 +82,22 @@ def test_no_stop_never_stops():
     assert none.cause is None and not none.parent_gone()
 
 
+def _watch_and_report(report_w):
+    """A forked watcher's whole life: install the watch, say "ready <parent PID>", wait up to 20 s, and say how the
+    wait ended ("stopped: <cause>" or "not stopped"); then exit."""
+    try:
+        watching = stop_signals.StopWatch().install()
+        os.write(report_w, b"ready %d\n" % watching.parent)
+        try:
+            with watching.interruptible():
+                time.sleep(20)
+            os.write(report_w, b"not stopped\n")
+        except stop_signals.Stopped as exc:
+            os.write(report_w, ("stopped: %s\n" % exc.cause).encode())
+    finally:
+        os._exit(0)
+
+
 def test_the_death_of_the_parent_is_a_stop_named_after_it():
     """A grandchild watches; its parent dies (a SIGKILL, as ansible-runner does to ansible-playbook's group); the
     grandchild's wait ends at once with the parent named (Linux: PR_SET_PDEATHSIG)."""
@@ -90,18 +106,7 @@ def test_the_death_of_the_parent_is_a_stop_named_after_it():
     if middle == 0:   # the parent to be killed
         os.close(report_r)
         if os.fork() == 0:   # the watcher
-            try:
-                watching = stop_signals.StopWatch().install()
-                parent = watching.parent
-                os.write(report_w, b"ready %d\n" % parent)
-                try:
-                    with watching.interruptible():
-                        time.sleep(20)
-                    os.write(report_w, b"not stopped\n")
-                except stop_signals.Stopped as exc:
-                    os.write(report_w, ("stopped: %s\n" % exc.cause).encode())
-            finally:
-                os._exit(0)
+            _watch_and_report(report_w)
         time.sleep(60)
         os._exit(0)
     os.close(report_w)
@@ -128,17 +133,7 @@ def test_the_death_signal_that_comes_before_the_parent_is_gone_is_still_named_af
 
         def fork_watcher():
             if os.fork() == 0:
-                try:
-                    watching = stop_signals.StopWatch().install()
-                    os.write(report_w, b"ready %d\n" % watching.parent)
-                    try:
-                        with watching.interruptible():
-                            time.sleep(20)
-                        os.write(report_w, b"not stopped\n")
-                    except stop_signals.Stopped as exc:
-                        os.write(report_w, ("stopped: %s\n" % exc.cause).encode())
-                finally:
-                    os._exit(0)
+                _watch_and_report(report_w)
             time.sleep(1.0)   # the watcher installs its watch; then this thread ends
 
         forker = threading.Thread(target=fork_watcher)
