@@ -363,6 +363,15 @@ def unknown_playbook_variables(names, short_names, role_variables, ignored_prefi
 
 # ------------------------------------------------------------------ the role's variables
 
+def flag(name, value):
+    """A yes/no variable: a boolean, or what Ansible reads as one (`-e x=false` gives a string)."""
+    try:
+        boolean(value, strict=True)
+    except TypeError:
+        return "%s must be true or false, got %s" % (name, _shown(value))
+    return None
+
+
 ROLE_RULES = {
     "rolling_upgrade_image": image,
     "rolling_upgrade_provider": lambda n, v: one_of(n, v, ("gcp", "azure", "aws")),
@@ -394,6 +403,7 @@ ROLE_RULES = {
     "rolling_upgrade_report_dir": lambda n, v: non_empty_string(n, v, "a directory on the controller"),
     "rolling_upgrade_gate_after": lambda n, v: one_of(n, v, ("none", "batch", "replacement")),
     "rolling_upgrade_soak_seconds": lambda n, v: seconds(n, v, minimum=0),
+    "rolling_upgrade_canary": flag,   # read here too: with the canary on, a soak needs no gate
     "rolling_upgrade_gate_tasks": lambda n, v: None if isinstance(v, str) else (
         "%s must be the path of a tasks file, or empty for none, got %s" % (n, _shown(v))),
     "rolling_upgrade_gate_timeout": seconds,
@@ -427,7 +437,7 @@ def role_gate_problems(params):
     gate_after = params.get("rolling_upgrade_gate_after", "none")
     if gate_after == "none":
         soak, tasks_file = params.get("rolling_upgrade_soak_seconds", 0), params.get("rolling_upgrade_gate_tasks", "")
-        canary = boolean(params.get("rolling_upgrade_canary", True), strict=False)
+        canary = boolean(params.get("rolling_upgrade_canary", True), strict=False)   # checked by flag() before
         if ((_integer(soak) or 0) > 0 and not canary) or tasks_file:
             return ['rolling_upgrade_soak_seconds is %s and rolling_upgrade_gate_tasks is "%s", but '
                     "rolling_upgrade_gate_after is none (and rolling_upgrade_canary is off), so nothing would run or "

@@ -441,6 +441,9 @@ def test_the_role_refuses_a_gate_with_delete_first_and_a_soak_or_tasks_file_with
     [problem] = validate.role_gate_problems({"rolling_upgrade_gate_after": "none", "rolling_upgrade_soak_seconds": 30,
                                              "rolling_upgrade_canary": "false"})
     assert "rolling_upgrade_canary is off" in problem
+    assert validate.check({"rolling_upgrade_canary": "maybe"}, validate.ROLE_RULES) == [
+        "rolling_upgrade_canary must be true or false, got 'maybe'"]
+    assert validate.check({"rolling_upgrade_canary": "no"}, validate.ROLE_RULES) == []
     # A tasks file runs only in a gate, canary or not.
     assert validate.role_gate_problems({"rolling_upgrade_gate_after": "none", "rolling_upgrade_gate_tasks": "x.yml"})
     assert validate.role_gate_problems({"rolling_upgrade_gate_after": "none", "rolling_upgrade_soak_seconds": 0,
