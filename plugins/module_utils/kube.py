@@ -592,19 +592,21 @@ def _send(api_client, method, path, query, body, content_type, timeout):
     return json.loads(data) if data else None
 
 
-def watch(api_client, path, resource_version, seconds, query=None, clock=time.monotonic):
+def watch(api_client, path, resource_version, seconds, query=None, clock=time.monotonic, read_timeout=None):
     """The events of a watch on `path` from `resource_version`, as they arrive, for at most `seconds` (at least 1):
     a generator of event dicts (type, object). It ends when the time is up or the server closes the stream (after
     the whole seconds in `seconds`: it never runs past them, and may end up to a second before); an
     ERROR event (for example 410 Gone: the version is too old) is yielded like the others. No retries: a
     watch is only a quicker way to learn of a change, and the caller reads the objects again anyway. Raises
-    ApiCallError for a non-2xx answer, and the transport's errors as the client gives them."""
+    ApiCallError for a non-2xx answer, and the transport's errors as the client gives them: a stream quiet for
+    `read_timeout` (default `seconds`) ends in the client's read timeout; one longer than `seconds` lets the server
+    end a quiet stream on time instead."""
     deadline = clock() + seconds
     params = dict(query or {}, watch="true", resourceVersion=resource_version, allowWatchBookmarks="true",
                   timeoutSeconds=max(1, int(seconds)))
     headers = {"Accept": "application/json"}
     # The read timeout ends a quiet stream on time; the server's timeoutSeconds one that has events.
-    timeout = (REQUEST_TIMEOUT[0], max(0.1, seconds))
+    timeout = (REQUEST_TIMEOUT[0], max(0.1, seconds if read_timeout is None else read_timeout))
     if hasattr(api_client, "param_serialize"):
         request_args = api_client.param_serialize(method="GET", resource_path=path, query_params=list(params.items()),
                                                   header_params=headers, auth_settings=["BearerToken"])

@@ -1,8 +1,9 @@
 # Copyright: kubenodes.image_upgrade contributors
 # Apache License 2.0 (see LICENSE)
 """The executor's Kubernetes (module_utils/executor.py, its `kube` port) in production: list, write, uncordon,
-drain and delete Nodes through one API client, on the module_utils the modules use, and between passes a watch
-of the Nodes that ends the executor's wait when something the planner reads changed (planning_signature).
+drain and delete Nodes through one API client, on the module_utils the modules use. The Nodes are read from a
+watch-fed cache (node_cache.py: one LIST, then a watch), and the same watch ends the executor's wait between passes
+when something the planner reads changed (planning_signature).
 
 This file imports without the kubernetes package (kube.py's calls go through the client it is given)."""
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as drain_core
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api, kube, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api, node_cache, node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import StepFailure
 
 
@@ -44,56 +45,82 @@ class KubeAccess:
             delete_emptydir_data=drain.get("delete_emptydir_data", False), force=drain.get("force", False))
         self.drain_params = drain
         self.not_before = drain_api.parse_timestamp(drain["not_before"]) if drain.get("not_before") else None
-        # Of the last LIST of Nodes, for wait_for_change: its version, each Node's planning_signature, and the
+        # Of the last read of the Nodes, for wait_for_change: its version, each Node's planning_signature, and the
         # resourceVersions of this pass's own writes with the signature each left.
         self.listed_version, self.signatures, self.own_writes = None, {}, {}
-        drain_api.widen_connection_pool(api_client, int(drain.get("eviction_concurrency") or 10) + self.drain_concurrency + 2)
+        self.in_flight = {}   # Node name -> the watch's events for it held while our own write or deletion is on its way
+        self.deleted_uids = set()   # Nodes we deleted whose DELETED event the watch has not brought yet
+        self.cache = node_cache.NodeCache(api_client, listen=self._changes_plan)
+        # The evictions, the drains of a pass, the watch and a spare.
+        drain_api.widen_connection_pool(api_client, int(drain.get("eviction_concurrency") or 10) + self.drain_concurrency + 3)
 
     def list_nodes(self):
-        nodes, self.listed_version = kube.list_versioned(self.client, "/api/v1/nodes")
-        self.signatures = {n["metadata"]["name"]: planning_signature(n, self.prefix) for n in nodes}
-        self.own_writes = {}
+        with self.cache.lock:   # no event is judged against the signatures between the snapshot and them
+            nodes, self.listed_version = self.cache.read()
+            self.signatures = {n["metadata"]["name"]: planning_signature(n, self.prefix) for n in nodes}
+            self.own_writes = {}
         return nodes
 
     def write_node(self, node, entry):
+        name = node["metadata"]["name"]
+        self._own_change_begins(name)
+        status, after = "failed", None
         try:
             status, after = node_state.write_node(self.client, node, entry)
         except node_state.NodeWriteError as exc:
             raise StepFailure(str(exc), step="patch")
-        if status == "changed" and after:
-            # Our own write wakes nothing. The watch replays every change since the LIST in order, so a change
-            # someone else made before this write (the write then retried on 409) still wakes the wait.
-            meta = after["metadata"]
-            self.own_writes.setdefault(meta["name"], {})[meta.get("resourceVersion")] = planning_signature(after, self.prefix)
+        finally:
+            self._own_change_ends(name, after if status == "changed" else None)
         return status, after
+
+    def _own_change_begins(self, name):
+        """The watch may bring an own write or deletion before its answer comes: its events wait until then."""
+        with self.cache.lock:
+            self.in_flight.setdefault(name, [])
+
+    def _own_change_ends(self, name, written=None, deleted=None):
+        """Our own write (its result) or deletion wakes nothing, and the next pass reads it; the events held meanwhile
+        are judged now. The watch replays every change since the read in order, so a change someone else made before
+        this write (the write then retried on 409) still wakes the wait."""
+        with self.cache.lock:
+            held = self.in_flight.pop(name, [])
+            if written is not None:
+                meta = written["metadata"]
+                self.own_writes.setdefault(name, {})[meta.get("resourceVersion")] = planning_signature(written, self.prefix)
+                self.cache.write_through(written)
+            if deleted is not None:
+                # What the watch brings of a Node we deleted is older than the deletion: nothing the plan reads.
+                self.signatures.pop(name, None)
+                self.deleted_uids.add(deleted["metadata"].get("uid"))
+                self.cache.mark_deleted(deleted)
+            woke = [self._changes_plan(event) for event in held]   # each judged: an own write's event updates signatures
+            if any(woke):
+                self.cache.wake()
 
     def wait_for_change(self, seconds):
         """Wait until a Node changes in what the planner reads (planning_signature: added, deleted, Ready,
-        cordoned, labels, this collection's annotations, taints, image), watching from the last LIST, or until
-        `seconds` passed. True when a change ended the wait. A watch that cannot be had (refused, the server
-        away) leaves a plain sleep: the next pass reads everything anyway."""
-        began = time.monotonic()
-        if self.listed_version is not None and seconds >= 1.0:   # a shorter wait is a plain sleep
-            try:
-                for event in kube.watch(self.client, "/api/v1/nodes", self.listed_version, seconds):
-                    if self._changes_plan(event):
-                        return True
-                    if time.monotonic() - began >= seconds:
-                        return False
-            # A quicker look only: whatever stops the watch, the poll's time stays.
-            except Exception:  # pylint: disable=broad-except
-                pass
-        left = seconds - (time.monotonic() - began)
-        if left > 0:
-            time.sleep(left)
-        return False
+        cordoned, labels, this collection's annotations, taints, image) since the last read, or until `seconds`
+        passed. True when a change ended the wait. The cache's watch judges each event as it comes; one that could
+        not be had (refused, the server away) leaves the wait to its time, and the cache lists again."""
+        changed = self.cache.wait(seconds)
+        if changed is None:   # the watch is not running (never read): the poll's time stays
+            time.sleep(seconds)
+        return bool(changed)
 
     def _changes_plan(self, event):
+        """Whether a watch event (the cache's thread, under its lock) changes what the last read gave the planner."""
         kind = event.get("type")
-        if kind == "ERROR":
-            return True   # e.g. 410 Gone: the listed version is too old; the next pass lists again
+        if kind in ("ERROR", "RELISTED"):
+            return True   # e.g. 410 Gone: changes may have been missed; the cache lists again
         meta = (event.get("object") or {}).get("metadata") or {}
         name = meta.get("name")
+        if name in self.in_flight:
+            self.in_flight[name].append(event)
+            return False
+        if meta.get("uid") in self.deleted_uids:
+            if kind == "DELETED":
+                self.deleted_uids.discard(meta.get("uid"))
+            return False
         if kind == "DELETED":
             return self.signatures.pop(name, None) is not None
         if kind in ("ADDED", "MODIFIED"):
@@ -140,7 +167,11 @@ class KubeAccess:
     def delete_node(self, node):
         """True when the Node is gone; False when its claim changed since this pass read it (the next pass
         plans again with what it is now)."""
-        gone = node_state.delete_node_as_read(self.client, node, self.prefix) != "changed"
-        if gone:
-            self.signatures.pop(node["metadata"]["name"], None)   # our own deletion wakes nothing
+        name = node["metadata"]["name"]
+        self._own_change_begins(name)
+        gone = False
+        try:
+            gone = node_state.delete_node_as_read(self.client, node, self.prefix) != "changed"
+        finally:
+            self._own_change_ends(name, deleted=node if gone else None)
         return gone
