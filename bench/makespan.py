@@ -65,9 +65,10 @@ def world_objects(namespace, replicas):
 
 
 def prepare(handle, args, knobs):
+    # The cloud's default call rate (not the sandbox scenario's): the figures are measured against it.
     values = scenario.prepare(str(handle.state_dir), "gcp", control_planes=args.control_planes, workers=args.workers,
-                              groups=2, workloads=False, say=world.quiet,
-                              rolling_upgrade_heir_ready_seconds=args.heir_ready, **knobs)
+                              groups=2, workloads=False, say=world.quiet, rolling_upgrade_heir_ready_seconds=args.heir_ready,
+                              rolling_upgrade_cloud_calls_per_minute=None, **knobs)
     kube = handle.kube()
     objs = world_objects("bench", args.workers)
     for path, obj in objs:
