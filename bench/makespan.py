@@ -1,15 +1,17 @@
 """Makespan of a whole upgrade against its critical-path bound, per surge setting.
 
     .venv/bin/python bench/makespan.py [--control-planes 1|3] [--workers 8] [--quick]
-                                       [--arms reference,defaults,surge4] [--json FILE] [--keep]
+                                       [--arms reference,defaults,surge4] [--realistic ARMS] [--json FILE] [--keep]
 
 One fixed world per arm, each on a fresh sandbox with the GCE emulator: 1 (or 3) control-plane nodes and
 8 workers in 2 groups on image A, a 20 s join delay, a Deployment `app` (one replica per worker) with a
 PodDisruptionBudget of maxUnavailable 1 and the cluster-autoscaler Deployment. Then playbooks/upgrade_nodes.yml
 rolls it to image B. Arms: the reference's semantics (max_surge 1, max_surge_total 1), the role's defaults
 (max_surge 1 per group, no cluster-wide cap) and max_surge 4, all in this one invocation; each is compared with
-its critical-path bound and the reference arm with surge 4. bench/README.md gives the bound's formula and keeps
-the figures recorded for the task-chain engine the role had until issue 27.
+its critical-path bound and the reference arm with surge 4. With --realistic, the arms named there run once more
+(named <arm>@realistic) with the emulator at a real cloud's per-call latency and operation durations
+(REALISTIC_GCE, scaled by REALISTIC_SCALE; bench/README.md gives the sources). bench/README.md gives the bound's
+formula and keeps the figures recorded for the task-chain engine the role had until issue 27.
 """
 
 import argparse
@@ -34,6 +36,16 @@ ARMS = {
     "surge4": {"rolling_upgrade_max_surge": 4},
 }
 DEFAULT_SURGE, DEFAULT_SURGE_TOTAL = 1, None   # roles/rolling_upgrade/defaults/main.yml
+# A real GCE project's timings (bench/README.md gives the sources): seconds per API request, a createInstances or
+# deleteInstances operation running, an instance from its creation to RUNNING, a deleted instance still listed.
+REALISTIC_GCE = {"latency": 0.2, "op_delay": 5.0, "boot_delay": 25.0, "delete_delay": 30.0}
+# The durations (not the per-request latency) are halved so that one arm fits in about five minutes on this machine.
+REALISTIC_SCALE = 0.5
+
+
+def realistic_knobs(scale=REALISTIC_SCALE):
+    """The emulator's fault knobs for a realistic arm: the durations scaled, the per-request latency as measured."""
+    return {k: (v if k == "latency" else round(v * scale, 2)) for k, v in REALISTIC_GCE.items()}
 PASS_LINE = re.compile(r"pass (\d+): \d+/\d+ nodes on the image")
 
 
@@ -53,9 +65,10 @@ def world_objects(namespace, replicas):
 
 
 def prepare(handle, args, knobs):
+    # The cloud's default call rate (not the sandbox scenario's): the figures are measured against it.
     values = scenario.prepare(str(handle.state_dir), "gcp", control_planes=args.control_planes, workers=args.workers,
-                              groups=2, workloads=False, say=world.quiet,
-                              rolling_upgrade_heir_ready_seconds=args.heir_ready, **knobs)
+                              groups=2, workloads=False, say=world.quiet, rolling_upgrade_heir_ready_seconds=args.heir_ready,
+                              rolling_upgrade_cloud_calls_per_minute=None, **knobs)
     kube = handle.kube()
     objs = world_objects("bench", args.workers)
     for path, obj in objs:
@@ -83,24 +96,30 @@ def delete_times(requests, heirs_gone):
     return out
 
 
-def run_arm(args, engine, arm, workdir):
+def run_arm(args, engine, arm, workdir, realistic=False):
     knobs = dict(ARMS[arm])
-    label = "%s/%s" % (engine, arm)
+    arm_name = arm + ("@realistic" if realistic else "")
+    label = "%s/%s" % (engine, arm_name)
     world.log("arm %s: fresh sandbox, seeding %d+%d nodes" % (label, args.control_planes, args.workers))
     with world.fresh_sandbox("gcp", keep=args.keep) as handle:
         values = prepare(handle, args, knobs)
         admin = handle.cloud("gcp")
+        if realistic:
+            # Set after seeding (the world's own nodes come up fast); only these knobs change.
+            admin._call("POST", "faults", realistic_knobs())  # pylint: disable=protected-access
         boot = float(admin.state()["faults"]["boot_delay"])
         before = {i["provider_id"] for i in handle.nodesim.instances()}
         watch = world.ClusterWatch(handle).start()
         load_before = world.loadavg()
         world.log("arm %s: running the upgrade (load %s)" % (label, load_before))
-        run = world.MeasuredRun(values, workdir / ("%s-%s.log" % (engine, arm)))
+        run = world.MeasuredRun(values, workdir / ("%s-%s.log" % (engine, arm_name)))
         rc = run.wait(args.timeout)
         watch.stop()
         requests = admin.requests()
         instances = handle.nodesim.instances()
         nodes_now = upgrade_nodes(handle)
+        # Read before the sandbox (and the report directory in its state) goes.
+        summary = report_summary(values)
     started = run.started
     nodes, _ = watch.snapshot()
     initial = watch.initial_nodes
@@ -111,7 +130,12 @@ def run_arm(args, engine, arm, workdir):
     for name in workers:
         groups[donors[name]["group"]] = groups.get(donors[name]["group"], 0) + 1
     drains = watch.drains()
-    deletes = delete_times(requests, {n: (r["group"], r["gone"]) for n, r in donors.items() if r["gone"]})
+    # A donor's instance is gone when its Node got the unreachable taint, or, since the collection deletes the Node right
+    # after the deleteInstances call (before the cloud removes the instance), when the node simulator saw the cloud
+    # remove it.
+    removed = {i["node_name"]: i["removed_at"] for i in instances if i.get("removed_at")}
+    gone = {n: r["gone"] or removed.get(n) for n, r in donors.items()}
+    deletes = delete_times(requests, {n: (r["group"], gone[n]) for n, r in donors.items() if gone[n]})
     d_w, e_w = bound.median([drains.get(n) for n in workers]), bound.median([deletes.get(n) for n in workers])
     d_cp, e_cp = bound.median([drains.get(n) for n in cp]), bound.median([deletes.get(n) for n in cp])
     surge = ARMS[arm].get("rolling_upgrade_max_surge", DEFAULT_SURGE)
@@ -134,11 +158,15 @@ def run_arm(args, engine, arm, workdir):
     reaction = watch.reaction(args.heir_ready)
     replaced = sum(1 for n in donors if donors[n]["deleted"])
     output = run.output()
-    passes = report_passes(values) or max([int(m.group(1)) for m in PASS_LINE.finditer(output)] or [0])
+    passes = summary.get("passes") or summary.get("slices") or max([int(m.group(1)) for m in PASS_LINE.finditer(output)]
+                                                                    or [0])
     makespan = (run.ended or time.time()) - started
     last_delete = max([r["deleted"] for r in donors.values() if r["deleted"]] or [0]) - started
     result = {
-        "engine": engine, "arm": arm, "knobs": ARMS[arm], "rc": rc,
+        "engine": engine, "arm": arm_name, "knobs": ARMS[arm], "rc": rc,
+        "cloud": realistic_knobs() if realistic else {"latency": 0.0, "boot_delay": boot},
+        # The run report's count of the step engine's GCE requests (calls, peak per minute, limit).
+        "cloud_calls": summary.get("cloud_calls"),
         "completed": rc == 0 and replaced == len(donors) and nodes_now["on_image"] == nodes_now["total"],
         "nodes": {"control_planes": len(cp), "workers": len(workers), "replaced": replaced,
                   "on_image_at_end": "%d/%d" % (nodes_now["on_image"], nodes_now["total"])},
@@ -182,14 +210,14 @@ def upgrade_nodes(handle):
     return {"total": len(items), "on_image": on_image}
 
 
-def report_passes(values):
+def report_summary(values):
     path = pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.json"
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
-        return None
-    summary = data.get("summary", data)
-    return summary.get("passes") or summary.get("slices")
+        return {}
+    return data.get("summary", data)
+
 
 
 def _spread(values):
@@ -219,14 +247,17 @@ def print_table(results):
     cols = ("engine", "arm", "rc", "makespan_s", "passes", "bound_s", "ratio", "cpu_s_per_replaced_node",
             "start_to_first_create_s")
     print("\n| " + " | ".join(cols) + " | drain/delete median s (workers) | Ready->paired s (median/max) | "
-          "Ready->cordon-gate s (median/max) |")
-    print("|" + "---|" * (len(cols) + 3))
+          "Ready->cordon-gate s (median/max) | cloud calls (peak/min, of limit) |")
+    print("|" + "---|" * (len(cols) + 4))
     for r in results:
         m = r["measured"]
         rp, rc_ = r["ready_to_paired_s"] or {}, r["ready_to_cordon_minus_gate_s"] or {}
+        calls = r.get("cloud_calls") or {}
         print("| " + " | ".join(str(r.get(c)) for c in cols)
-              + " | %s / %s | %s / %s | %s / %s |" % (m["drain_worker_median_s"], m["delete_worker_median_s"],
-                                                     rp.get("median"), rp.get("max"), rc_.get("median"), rc_.get("max")))
+              + " | %s / %s | %s / %s | %s / %s | %s (%s, %s) |" % (
+                  m["drain_worker_median_s"], m["delete_worker_median_s"], rp.get("median"), rp.get("max"),
+                  rc_.get("median"), rc_.get("max"), calls.get("calls"), calls.get("peak_per_minute"),
+                  calls.get("peak_fraction_of_limit")))
 
 
 def main(argv=None):
@@ -235,6 +266,7 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--quick", action="store_true", help="2 workers (1 per group): a fast check of the script")
     parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--realistic", default="", help="these arms once more with realistic cloud timings (after --arms)")
     parser.add_argument("--join-delay", type=float, default=20.0)
     parser.add_argument("--heir-ready", type=float, default=5.0, help="rolling_upgrade_heir_ready_seconds")
     parser.add_argument("--timeout", type=float, default=3600.0, help="per arm, for ansible-playbook")
@@ -247,13 +279,15 @@ def main(argv=None):
         args.workers = 2
     engines = [world.ENGINE]
     arms = args.arms.split(",")
-    if set(arms) - set(ARMS):
-        parser.error("--arms: choose from %s" % ",".join(ARMS))
+    realistic = [a for a in args.realistic.split(",") if a]
+    if set(arms + realistic) - set(ARMS):
+        parser.error("--arms and --realistic: choose from %s" % ",".join(ARMS))
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="kubenodes-makespan-"))
     workdir.mkdir(parents=True, exist_ok=True)
     header = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "commit": world.commit(),
               "engines": engines, "arms": arms, "parallel": args.parallel, "control_planes": args.control_planes, "workers": args.workers,
-              "join_delay_s": args.join_delay, "heir_ready_s": args.heir_ready, "load_start": world.loadavg()}
+              "join_delay_s": args.join_delay, "heir_ready_s": args.heir_ready, "load_start": world.loadavg(),
+              "realistic_arms": realistic, "realistic_knobs": realistic_knobs(), "realistic_scale": REALISTIC_SCALE}
     counted, burn = world.check_cpu_accounting(workdir)
     header["cpu_accounting_check"] = {"module_burned_s": burn, "wait4_counted_s": round(counted, 2),
                                       "workers_counted": counted >= 0.9 * burn}
@@ -262,12 +296,12 @@ def main(argv=None):
     results = []
     lock = threading.Lock()
 
-    def one(engine, arm):
+    def one(engine, arm, real=False):
         try:
-            result = run_arm(args, engine, arm, workdir)
+            result = run_arm(args, engine, arm, workdir, realistic=real)
         except Exception as exc:  # noqa: BLE001 - one broken arm must not lose the others' figures
             world.log("arm %s/%s FAILED: %r" % (engine, arm, exc))
-            result = {"engine": engine, "arm": arm, "error": repr(exc), "measured": {}}
+            result = {"engine": engine, "arm": arm + ("@realistic" if real else ""), "error": repr(exc), "measured": {}}
         with lock:
             results.append(result)
             if args.json:
@@ -275,11 +309,12 @@ def main(argv=None):
 
     # With --parallel N, N arms run at once (each on its own sandbox), which shortens the wall time on a busy
     # machine.
-    todo = [(engine, arm) for arm in arms for engine in engines]
+    todo = [(engine, arm, False) for arm in arms for engine in engines]
+    todo += [(engine, arm, True) for arm in realistic for engine in engines]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        for future in [pool.submit(one, engine, arm) for engine, arm in todo]:
+        for future in [pool.submit(one, engine, arm, real) for engine, arm, real in todo]:
             future.result()
-    order = {key: i for i, key in enumerate(todo)}
+    order = {(engine, arm + ("@realistic" if real else "")): i for i, (engine, arm, real) in enumerate(todo)}
     results.sort(key=lambda r: order[(r["engine"], r["arm"])])
     done = [r for r in results if "error" not in r]
     header["load_end"] = world.loadavg()

@@ -437,6 +437,7 @@ class Simulator:
                 return dict(instance)
             was_joined = instance["state"] == "ready"
             instance["state"] = "deleted"
+            instance["removed_at"] = time.time()   # when the cloud removed it (bench/makespan.py times deletions by it)
             self.nodes.pop(instance["node_name"], None)
         if instance["role"] == CONTROL_PLANE:
             self._stop_etcd_member(instance, remove=remove_etcd_member)

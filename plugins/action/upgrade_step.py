@@ -12,9 +12,10 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
     artifacts, autoscaler, drain, drain_policy, etcd, executor, gate, image_facts, kube, lease, node_state, progress, run,
-    stop_signals)
+    stop_signals, validate)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import call_rate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 from ansible_collections.kubenodes.image_upgrade.plugins.plugin_utils import action_base
 
@@ -86,6 +87,7 @@ def argument_spec():
         started=dict(type="float"),
         slice_seconds=dict(type="int", default=_MAX_SLICE),
         poll_interval=dict(type="float", default=executor.DEFAULT_POLL),
+        cloud_calls_per_minute=dict(type="int"),
         passes=dict(type="int", default=0),
         surge_cap=dict(type="int"),
         gate_after=dict(type="str", choices=["none", "batch", "replacement"], default="none"),
@@ -123,6 +125,10 @@ def _refuse_inconsistent(args):
     if args["start"] and not args["lock"]:
         raise AnsibleActionFail("start takes the run lock, but lock is not set: give lock (its name and namespace "
                                 "at least); nothing was changed")
+    rate = validate.optional_integer("cloud_calls_per_minute", args["cloud_calls_per_minute"], 1, call_rate.MAX_PER_MINUTE,
+                                     hint="leave it unset for the cloud's default (docs/api-limits.md)")
+    if rate:
+        raise AnsibleActionFail("%s; nothing was changed" % rate)
     ladder = drain_policy.policy_problems((args.get("drain") or {}).get("policies"), "drain.policies")
     if ladder:
         raise AnsibleActionFail("%s; nothing was changed" % "; ".join(ladder))

@@ -22,6 +22,10 @@ class CloudAccess:
     def normalize(self, provider_id):
         return self.provider.normalize_provider_id(provider_id)
 
+    def calls(self):
+        """The provider's cloud calls so far (call_rate.CallRate.stats), for the journal and the report."""
+        return self.provider.call_rate.stats()
+
     def reading(self):
         """One slice: the provider reads each group's manager and template once (GCE), see CloudProvider.reading."""
         return self.provider.reading()

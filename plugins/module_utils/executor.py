@@ -561,7 +561,13 @@ class Executor:
         if self.journal is not None:
             self._timed("kube", self.journal, progress.journal_record(
                 state.facts, self.passes, state.drains, state.finished, run=self.settings.journal_run,
-                api_seconds=self.timings, engine_id=self.engine_id, etcd_removed=[i["name"] for i in state.removed_now]))
+                api_seconds=self.timings, engine_id=self.engine_id, etcd_removed=[i["name"] for i in state.removed_now],
+                cloud_calls=self.cloud_calls()))
+
+    def cloud_calls(self):
+        """The cloud's count of this executor's calls (CloudAccess.calls), or None where the cloud keeps none."""
+        calls = getattr(self.cloud, "calls", None)
+        return calls() if calls is not None else None
 
     def _drain_all(self, items):
         """One eviction round on each donor, in plan order; at once (up to the kube side's drain_concurrency)

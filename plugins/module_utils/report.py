@@ -140,9 +140,27 @@ def _merge_attempt(entry, seen):
         entry["cause"] = str(seen["cause"])
     # Each executor's cumulative API seconds: the largest value seen per executor and bucket.
     for engine_id, buckets in (seen.get("api_seconds") or {}).items():
-        known = entry.setdefault("api_seconds", {}).setdefault(str(engine_id), {})
-        for bucket, value in (buckets or {}).items():
-            known[bucket] = max(float(known.get(bucket) or 0), float(value or 0))
+        _keep_largest(entry.setdefault("api_seconds", {}).setdefault(str(engine_id), {}), buckets)
+    # Each executor's cloud calls so far (call_rate stats): every count the largest seen, the limit the last given.
+    for engine_id, calls in (seen.get("cloud_calls") or {}).items():
+        known = entry.setdefault("cloud_calls", {}).setdefault(str(engine_id), {})
+        for key, value in (calls or {}).items():
+            if key == "by_kind":
+                _keep_largest(known.setdefault("by_kind", {}), value)
+            elif key in _CALL_COUNTS:
+                known[key] = max(known.get(key) or 0, value or 0)
+            elif value is not None:
+                known[key] = value
+
+
+def _keep_largest(known, seen):
+    """Each number of `seen` into `known` where it is larger (totals so far, told again and again)."""
+    for key, value in (seen or {}).items():
+        known[key] = max(known.get(key) or 0, value or 0)
+
+
+# The cloud call figures that only grow (call_rate.CallRate.stats); the limit and its source are the last given.
+_CALL_COUNTS = ("calls", "peak_per_minute", "throttled", "waited_seconds")
 
 
 def _merge_gates(journal, record):
@@ -154,9 +172,7 @@ def _merge_gates(journal, record):
         entry = journal.setdefault("gates", {}).setdefault(str(gate_id), {})
         for key, value in (seen or {}).items():
             if key == "seconds":
-                known = entry.setdefault("seconds", {})
-                for check, spent in (value or {}).items():
-                    known[check] = max(float(known.get(check) or 0), float(spent or 0))
+                _keep_largest(entry.setdefault("seconds", {}), value)
             elif value is not None:
                 entry[key] = value
 
@@ -410,6 +426,32 @@ def api_seconds(journal):
     return {k: round(v, 1) for k, v in sorted(totals.items())} or None
 
 
+def cloud_calls(journal):
+    """The cloud API requests of the step engine's executors, summed over every executor of every attempt: {calls,
+    by_kind, peak_per_minute (the highest of any executor: they run one after another), limit_per_minute and
+    limit_source (of the executor with that peak), peak_fraction_of_limit, throttled (answers), waited_seconds (for
+    the rate limit)}; None when none recorded any."""
+    total = {"calls": 0, "by_kind": {}, "peak_per_minute": 0, "throttled": 0, "waited_seconds": 0.0}
+    limits = []
+    for attempt in (journal.get("attempts") or {}).values():
+        for calls in (attempt.get("cloud_calls") or {}).values():
+            calls = calls or {}
+            total["calls"] += int(calls.get("calls") or 0)
+            total["throttled"] += int(calls.get("throttled") or 0)
+            total["waited_seconds"] += float(calls.get("waited_seconds") or 0)
+            for kind, count in (calls.get("by_kind") or {}).items():
+                total["by_kind"][kind] = total["by_kind"].get(kind, 0) + int(count or 0)
+            peak, limit = int(calls.get("peak_per_minute") or 0), calls.get("limit_per_minute")
+            limits.append((peak, float(limit) if limit else None, calls.get("limit_source")))
+    if not limits:
+        return None
+    peak, limit, source = max(limits, key=lambda item: (item[0], -(item[1] or 0)))
+    total.update(peak_per_minute=peak, limit_per_minute=limit, limit_source=source,
+                 peak_fraction_of_limit=round(peak / limit, 3) if limit else None,
+                 by_kind=dict(sorted(total["by_kind"].items())), waited_seconds=round(total["waited_seconds"], 1))
+    return total
+
+
 def summarize(journal, now=None):
     """The report as one dict: totals, wall time and per-node rows with phase durations in seconds."""
     started = parse_time(journal.get("started"))
@@ -437,6 +479,7 @@ def summarize(journal, now=None):
         "instances_removed": [dict(provider_id=pid, **info) for pid, info in sorted((journal.get("instances_removed") or {}).items())],
         "time_breakdown": time_breakdown(journal, now),
         "api_seconds": api_seconds(journal),
+        "cloud_calls": cloud_calls(journal),
         "gates": gate_rows(journal),
         "cloud_settings": cloud_settings.rows(journal),
     }
@@ -549,10 +592,26 @@ def _markdown_head(summary):
     if calls:
         lines.append("- time in API calls (within the above): %s" % ", ".join(
             "%s %s" % (_API_WORDS.get(k, k), _duration(v)) for k, v in calls.items()))
+    clouds = summary.get("cloud_calls")
+    if clouds:
+        lines.append(_cloud_calls_line(clouds))
     attempts = summary.get("attempts") or []
     if attempts:
         lines.append("- attempts: %d (%s); passes summed over all of them" % (len(attempts), _outcome_counts(attempts)))
     return lines
+
+
+def _cloud_calls_line(clouds):
+    """The cloud API requests: how many, the peak per minute against the limit, by kind, and the throttling."""
+    limit = clouds.get("limit_per_minute")
+    against = ("; peak %d per minute, %.0f%% of the limit of %.0f per minute (%s)"
+               % (clouds["peak_per_minute"], 100.0 * (clouds.get("peak_fraction_of_limit") or 0), limit,
+                  "the cloud's default" if clouds.get("limit_source") == "default" else clouds.get("limit_source"))
+               if limit else "; peak %d per minute" % clouds["peak_per_minute"])
+    kinds = ", ".join("%s %d" % item for item in sorted(clouds.get("by_kind", {}).items(), key=lambda kv: (-kv[1], kv[0])))
+    return "- cloud API requests: %d%s; throttling answers: %d; waited for the limit: %s%s" % (
+        clouds["calls"], against, clouds.get("throttled") or 0, _duration(clouds.get("waited_seconds") or 0),
+        "; by kind: %s" % kinds if kinds else "")
 
 
 def _breakdown_parts(spent):

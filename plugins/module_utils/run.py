@@ -27,6 +27,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_access, kube_access
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import call_rate
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 
 LOCK_LOOK_SECONDS = 10
@@ -317,6 +318,7 @@ class UpgradeRun:
         if canonical:
             options.image = canonical
         provider.waiting_listener = self._waiting
+        provider.call_rate = self._call_rate(provider)
         etcd_args = args["etcd"]
         remover, health = None, etcd_access.DelegatedEtcdHealth()
         if not etcd_args["delegated"]:
@@ -343,6 +345,17 @@ class UpgradeRun:
             self._connect_journal(engine)
         engine.flush_journal = self.flush
         self.engine = engine
+
+    def _call_rate(self, provider):
+        """The limit on the provider's calls: rolling_upgrade_cloud_calls_per_minute or the cloud's default; a throttling
+        answer is tried again until the run's own deadline (rolling_upgrade_timeout from its start)."""
+        args = self.args
+        given = args.get("cloud_calls_per_minute")
+        deadline = None
+        if args.get("timeout") and args.get("started"):
+            deadline = float(args["started"]) + float(args["timeout"])
+        return call_rate.CallRate(given or call_rate.default_rate(provider.name), deadline=deadline,
+                                  source="rolling_upgrade_cloud_calls_per_minute" if given else "default")
 
     def _etcd_files_first(self, facts):
         """Before the first change of a run that began without its preflight: a control-plane node to be replaced

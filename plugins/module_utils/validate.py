@@ -29,6 +29,8 @@ MAX_NODES = 5000
 MAX_SECONDS = 30 * 24 * 3600
 # node_drain issues at most this many evictions at once per node.
 MAX_EVICTION_CONCURRENCY = 100
+# Cloud API requests a minute (providers/call_rate.MAX_PER_MINUTE): above every cloud's documented default limit.
+MAX_CLOUD_CALLS_PER_MINUTE = 6000
 # A health gate's passing looks in a row, and the seconds between them: beyond these, a typo.
 MAX_GATE_LOOKS = 100
 MAX_LOOK_INTERVAL = 3600
@@ -391,6 +393,8 @@ ROLE_RULES = {
     "rolling_upgrade_drain_policies": lambda n, v: "; ".join(drain_policy.policy_problems(v, n)) or None,
     "rolling_upgrade_pass_delay": lambda n, v: seconds(n, v, minimum=0, maximum=3600),
     "rolling_upgrade_timeout": seconds,
+    "rolling_upgrade_cloud_calls_per_minute": lambda n, v: optional_integer(
+        n, v, 1, MAX_CLOUD_CALLS_PER_MINUTE, hint="leave it null for the cloud's default (docs/api-limits.md)"),
     "rolling_upgrade_etcd_endpoints": lambda n, v: non_empty_strings(n, v, "etcd client URLs"),
     "rolling_upgrade_etcd_delegate_to": lambda n, v: non_empty_string(n, v, "the host that runs the etcd steps"),
     "rolling_upgrade_copy_labels_exclude": label_keys,

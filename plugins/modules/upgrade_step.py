@@ -324,6 +324,13 @@ options:
       - Seconds between looks while everything waits.
     type: float
     default: 2
+  cloud_calls_per_minute:
+    description:
+      - At most this many cloud API requests a minute (a token bucket that holds 10 seconds of them). Unset, the
+        cloud's default, a quarter of its documented default limit (gcp 375, azure 375, aws 300; docs/api-limits.md).
+      - A throttling answer slows the calls down and is tried again until O(started) plus O(timeout), never failing
+        the run before that.
+    type: int
   passes:
     description:
       - Passes of this run so far (after a delegated etcd removal), so pass numbers go on.

@@ -84,6 +84,13 @@ _THROTTLING_CODES = frozenset((
     "RequestLimitExceeded", "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled",
     "SlowDown", "PriorRequestNotComplete", "EC2ThrottledException",
 ))
+# Of those, the ones that refuse a call for its rate (with_retries slows down and keeps trying until the run's deadline);
+# the others (a transaction in progress, a resource limit some services answer as LimitExceededException) are retried as
+# a server error is.
+_RATE_CODES = frozenset((
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException", "TooManyRequestsException",
+    "RequestLimitExceeded", "RequestThrottled", "SlowDown", "EC2ThrottledException",
+))
 _RETRYABLE_SERVER_CODES = frozenset(("InternalFailure", "InternalError", "ServiceUnavailable", "Unavailable",
                                      "RequestTimeout", "RequestTimeoutException"))
 # Launch failures (scaling activities) that mean quota or capacity, not a broken template.
@@ -241,13 +248,13 @@ def launch_template_of(asg):
 def classify_client_error(operation, code, message, status):
     """The ProviderError for an AWS error answer: throttling and 5xx are retryable, a 4xx is not."""
     text = "AWS %s failed: %s: %s" % (operation, code or "HTTP %s" % status, message or "(no message)")
-    retryable = code in _THROTTLING_CODES or code in _RETRYABLE_SERVER_CODES or (status is not None and status >= 500) \
-        or status == 429
+    throttled = code in _RATE_CODES or status == 429
+    retryable = code in _THROTTLING_CODES or code in _RETRYABLE_SERVER_CODES or (status is not None and status >= 500)
     if code and (code.endswith(".NotFound") or code in ("InvalidAMIID.Unavailable",)):
         return NotFoundError(text, status=status, code=code)
     if code and (code.endswith(".Malformed") or code == "InvalidAMIID.Malformed"):
         return InvalidReferenceError(text, status=status, code=code)
-    return ProviderError(text, status=status, code=code, retryable=retryable)
+    return ProviderError(text, status=status, code=code, retryable=retryable, throttled=throttled)
 
 
 def launch_failure(activities, since, reported=()):
@@ -398,8 +405,10 @@ class AwsProvider(ReadingMemo, CloudProvider):
             except botocore.exceptions.BotoCoreError as exc:
                 raise ProviderError("AWS %s failed: %s" % (operation, exc))
 
+        # Counted by the API's action name (DescribeAutoScalingGroups), as CloudTrail and IAM name it.
+        kind = client.meta.method_to_api_mapping.get(operation, operation)
         return with_retries(once, attempts=self.retry_attempts, base_delay=self.retry_base_delay, sleep=self._sleep,
-                            on_wait=self.waiting)
+                            on_wait=self.waiting, rate=self.call_rate, kind=kind)
 
     def _describe_groups(self, names=None):
         """The groups named (every group when None), in calls of at most DESCRIBE_GROUPS_NAMES names each (the API's

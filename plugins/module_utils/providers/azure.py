@@ -594,8 +594,23 @@ def classify_error(exc, what, credential=None):
     if status == 404:
         return NotFoundError(text, status=status, code=code)
     if status in RETRYABLE_STATUS or lowered in ("retryableerror", "toomanyrequests"):
-        return ProviderError(text, status=status, code=code, retryable=True)
+        return ProviderError(text, status=status, code=code, retryable=True,
+                             throttled=status == 429 or lowered == "toomanyrequests")
     return ProviderError(text, status=status, code=code)
+
+
+def request_kind(method, url):
+    """How the call rate counts an ARM request: its method and the last resource type in its path (GET
+    virtualMachineScaleSets; the status of a long-running operation: GET operations), else the path's last segment."""
+    path = urllib.parse.urlsplit(url).path.rstrip("/").split("/")
+    segments = [p for p in path if p] or ["request"]
+    kind = next((s for s in reversed(segments) if s in _RESOURCE_TYPES), segments[-1])
+    return "%s %s" % (method.upper(), kind)
+
+
+# The resource types this provider reaches, as request_kind names them.
+_RESOURCE_TYPES = ("virtualMachineScaleSets", "virtualMachines", "operations", "locations", "images", "galleries",
+                   "usages", "skus", "resourceGroups", "subscriptions")
 
 
 def retry_after_seconds(exc):
@@ -949,8 +964,10 @@ class AzureProvider(ReadingMemo, CloudProvider):
     def client(self, subscription_id=None):
         sub = (subscription_id or self.subscription_id).lower()
         if sub not in self._clients:
+            # Every ARM request takes its token of the call rate here, the long-running operations' polls too.
             kwargs = dict(base_url=self.endpoint, credential_scopes=[self.credential_scope],
-                          polling_interval=self.polling_interval, retry_total=self.sdk_retries)
+                          polling_interval=self.polling_interval, retry_total=self.sdk_retries,
+                          raw_request_hook=self._before_request)
             if self.ca_bundle or self.ca_bundle is False:
                 # Applied per request by azure-core, so REQUESTS_CA_BUNDLE in the environment cannot override it.
                 # False: cert_validation_mode=ignore.
@@ -958,6 +975,12 @@ class AzureProvider(ReadingMemo, CloudProvider):
             self._clients[sub] = ComputeManagementClient(self.credential, subscription_id or self.subscription_id,
                                                          **kwargs)
         return self._clients[sub]
+
+    def _before_request(self, request):
+        """azure-core's hook before each request of the client's pipeline: a token of the call rate, counted as the
+        method and the resource type it acts on (GET virtualMachineScaleSets)."""
+        http = request.http_request
+        self.call_rate.take(request_kind(http.method, http.url))
 
     def _call(self, what, func, *args, **kwargs):
         """One ARM call, errors mapped, throttling and 5xx retried with jittered backoff. A throttled answer's
@@ -971,10 +994,12 @@ class AzureProvider(ReadingMemo, CloudProvider):
             except (HttpResponseError, ServiceRequestError, ServiceResponseError) as exc:
                 error = classify_error(exc, what, self.credential_summary)
                 wait = retry_after_seconds(exc)
-                if error.retryable and wait and attempts[0] < self.retries:
+                if error.retryable and wait and (error.throttled or attempts[0] < self.retries):
                     time.sleep(min(wait, 60.0))
                 raise error from exc
-        return with_retries(once, attempts=self.retries, base_delay=self.retry_base_delay, on_wait=self.waiting)
+        # The tokens are taken per request (_before_request); the rate still paces the tries after a throttling answer.
+        return with_retries(once, attempts=self.retries, base_delay=self.retry_base_delay, on_wait=self.waiting,
+                            rate=self.call_rate)
 
     def _wait(self, what, poller):
         """Wait for a long-running operation within the timeout; errors mapped."""

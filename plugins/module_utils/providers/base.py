@@ -16,6 +16,8 @@ import random
 import time
 from typing import List, Optional
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import call_rate
+
 # The plain data (states, roles, Group, Instance) lives in model.py; these names stay importable from here.
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (  # noqa: F401 pylint: disable=unused-import
     CREATING,
@@ -33,13 +35,16 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
 
 
 class ProviderError(Exception):
-    """A cloud call failed. `retryable` tells throttling and 5xx apart from answers that will not change."""
+    """A cloud call failed. `retryable` tells throttling and 5xx apart from answers that will not change; `throttled`
+    says the cloud refused the call for its rate (with_retries then slows down and tries again until the run's
+    deadline, however many attempts that takes)."""
 
-    def __init__(self, message, status=None, code=None, retryable=False):
+    def __init__(self, message, status=None, code=None, retryable=False, throttled=False):
         super().__init__(message)
         self.status = status
         self.code = code
-        self.retryable = retryable
+        self.throttled = bool(throttled)
+        self.retryable = retryable or self.throttled
 
 
 class NotFoundError(ProviderError):
@@ -129,10 +134,30 @@ class CloudProvider(abc.ABC):
     # Told, with a line naming the cloud and the cause, while a call waits to be tried again (see waiting): the
     # upgrade shows it on its progress line.
     waiting_listener = None
+    _call_rate = None
+
+    @property
+    def call_rate(self):
+        """The limit every API request of this provider goes through (call_rate.CallRate), at the cloud's default rate
+        unless the run set one."""
+        if self._call_rate is None:
+            self._call_rate = call_rate.CallRate(call_rate.default_rate(self.name))
+        return self._call_rate
+
+    @call_rate.setter
+    def call_rate(self, rate):
+        self._call_rate = rate
 
     def waiting(self, error, attempt, attempts, delay):
-        """with_retries' on_wait: the cloud did not answer, or answered with throttling or a server error."""
-        if self.waiting_listener is not None:
+        """with_retries' on_wait: the cloud did not answer, or answered with throttling or a server error (attempts
+        None: throttled, tried again until the run's deadline)."""
+        if self.waiting_listener is None:
+            return
+        if attempts is None:
+            slowed = self.call_rate.slowed_to()
+            self.waiting_listener("waiting for the %s cloud API (%s): throttled %d time(s) in a row, trying again in "
+                                  "%.0fs at %.0f calls per minute" % (self.name, error, attempt, delay, slowed))
+        else:
             self.waiting_listener("waiting for the %s cloud API (%s): trying again in %.0fs (attempt %d of %d)"
                                   % (self.name, error, delay, attempt + 1, attempts))
 
@@ -219,19 +244,35 @@ def zone_imbalance(counts):
             % ", ".join("%s: %d" % item for item in sorted(counts.items())))
 
 
-def with_retries(call, attempts=5, base_delay=0.5, max_delay=8.0, sleep=time.sleep, on_wait=None):
+def with_retries(call, attempts=5, base_delay=0.5, max_delay=8.0, sleep=time.sleep, on_wait=None, rate=None, kind=None):
     """Call `call()` and retry ProviderError with retryable=True, with jittered exponential backoff; before each
     wait, on_wait(error, attempt, attempts, delay) is told (CloudProvider.waiting). Anything else, or the last
-    failure, propagates."""
-    for attempt in range(attempts):
+    failure, propagates. With `rate` (call_rate.CallRate): each try first takes a token of it when `kind` names the
+    call (a provider that counts its requests below this level gives none), and a throttling answer is no attempt:
+    the rate slows down and the call is tried again, told with attempts None, until rate.throttled says the run's
+    deadline would pass (then the answer propagates)."""
+    attempt, in_a_row, since = 0, 0, None
+    while True:
+        if rate is not None and kind is not None:
+            rate.take(kind)
         try:
             return call()
         except ProviderError as exc:
+            if exc.throttled and rate is not None:
+                in_a_row += 1
+                since = rate.clock() if since is None else since
+                delay = rate.throttled(in_a_row, since, base_delay)
+                if delay is not None:
+                    if on_wait is not None:
+                        on_wait(exc, in_a_row, None, delay)
+                    sleep(delay)
+                    continue
+                raise
             if not exc.retryable or attempt == attempts - 1:
                 raise
-            longest = min(max_delay, base_delay * (2 ** attempt))
+            attempt += 1
+            longest = min(max_delay, base_delay * (2 ** (attempt - 1)))
             delay = random.uniform(longest / 2, longest)
             if on_wait is not None:
-                on_wait(exc, attempt + 1, attempts, delay)
+                on_wait(exc, attempt, attempts, delay)
             sleep(delay)
-    raise AssertionError("unreachable")

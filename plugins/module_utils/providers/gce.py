@@ -433,11 +433,11 @@ def error_from_api_exception(exc, doing):
     if code == 404:
         return NotFoundError(message, status=404, code="notFound")
     if reasons & RATE_LIMIT_REASONS:
-        return ProviderError(message, status=code, code=sorted(reasons & RATE_LIMIT_REASONS)[0], retryable=True)
+        return ProviderError(message, status=code, code=sorted(reasons & RATE_LIMIT_REASONS)[0], throttled=True)
     if reasons & QUOTA_REASONS:
         return QuotaError(message, status=code, code="QUOTA_EXCEEDED")
     return ProviderError(message, status=code, code=",".join(sorted(reasons)) or None,
-                         retryable=code in RETRYABLE_STATUS)
+                         retryable=code in RETRYABLE_STATUS, throttled=code == 429)
 
 
 def error_from_operation(errors, http_status, http_message, doing):
@@ -453,6 +453,13 @@ def error_from_operation(errors, http_status, http_message, doing):
     if "RESOURCE_NOT_FOUND" in codes or http_status == 404:
         return NotFoundError(message, status=http_status, code=codes[0] if codes else None)
     return ProviderError(message, status=http_status, code=codes[0] if codes else None)
+
+
+def call_kind(func):
+    """How the call rate counts a call of the SDK method `func`: its client's class and its name."""
+    owner = getattr(func, "__self__", None)
+    name = getattr(func, "__name__", "call")
+    return "%s.%s" % (type(owner).__name__, name) if owner is not None else name
 
 
 def region_of_zone(zone):
@@ -616,7 +623,9 @@ class GceProvider(CloudProvider):
             session.proxies.update({k: v for k, v in urllib.request.getproxies().items() if k in ("http", "https")})
 
     def _call(self, doing, func, *args, **kwargs):
-        """One API call with our retries (the SDK's own are switched off) and a per-request timeout."""
+        """One API call with our retries (the SDK's own are switched off), within the call rate (counted by the
+        client's class and method: InstanceGroupManagersClient.list_managed_instances), and a per-request timeout."""
+        kind = kwargs.pop("_kind", None) or call_kind(func)
         kwargs.setdefault("retry", None)
         kwargs.setdefault("timeout", self.request_timeout)
 
@@ -637,7 +646,7 @@ class GceProvider(CloudProvider):
             except (google.auth.exceptions.RefreshError, google.auth.exceptions.InvalidOperation) as exc:
                 raise self._auth_error(doing, exc)
         return with_retries(attempt, attempts=self.retry_attempts, base_delay=self.retry_base_delay,
-                            sleep=self._sleep, on_wait=self.waiting)
+                            sleep=self._sleep, on_wait=self.waiting, rate=self.call_rate, kind=kind)
 
     def _auth_error(self, doing, exc):
         """What a failed credential refresh means for each auth_kind (google-auth refreshes after a 401)."""
@@ -652,7 +661,8 @@ class GceProvider(CloudProvider):
                              code="AUTH_FAILED", retryable=bool(getattr(exc, "retryable", False)))
 
     def _list(self, doing, func, **kwargs):
-        return self._call(doing, lambda **kw: list(func(**kw)), **kwargs)
+        # Counted as one call: the pages after the first (500 items each) go out inside it, uncounted.
+        return self._call(doing, lambda **kw: list(func(**kw)), _kind=call_kind(func), **kwargs)
 
     def _wait(self, op, doing, project, kind=None, scope=None):
         """Wait for a compute Operation through the operations API of its scope; raise what it failed with."""

@@ -270,3 +270,27 @@ def test_pods_the_drain_ladder_took_past_eviction_are_named_in_the_report_with_s
     [row] = summary["nodes"]
     assert row["forced"] == ["db/db-0 (deleted on timeout)", "jobs/b-1 (force, batch)", "shop/cache-1 (delete, cache)"]
     assert "deleted past eviction: db/db-0 (deleted on timeout), jobs/b-1 (force, batch)" in report.render_markdown(summary)
+
+
+def test_the_report_gives_the_cloud_calls_of_every_executor_with_the_peak_against_the_limit():
+    journal = report.new_journal("img", "2026-12-05T10:00:00Z")
+    first = {"calls": 40, "by_kind": {"list": 30, "create": 10}, "peak_per_minute": 25, "limit_per_minute": 375.0,
+             "limit_source": "default", "throttled": 1, "waited_seconds": 0.5}
+    # The same executor's totals told again, lower (an older pass journaled late): the largest stays.
+    report.merge(journal, {"attempts": {"a": {"cloud_calls": {"e1": first}}}})
+    report.merge(journal, {"attempts": {"a": {"cloud_calls": {"e1": dict(first, calls=39, by_kind={"list": 29})}}}})
+    report.merge(journal, {"attempts": {"b": {"cloud_calls": {"e2": {
+        "calls": 10, "by_kind": {"list": 10}, "peak_per_minute": 75, "limit_per_minute": 150.0,
+        "limit_source": "rolling_upgrade_cloud_calls_per_minute", "throttled": 0, "waited_seconds": 2.0}}}}})
+    calls = report.summarize(journal)["cloud_calls"]
+    assert calls == {"calls": 50, "by_kind": {"create": 10, "list": 40}, "peak_per_minute": 75, "throttled": 1,
+                     "waited_seconds": 2.5, "limit_per_minute": 150.0,
+                     "limit_source": "rolling_upgrade_cloud_calls_per_minute", "peak_fraction_of_limit": 0.5}
+    line = [x for x in report.render_markdown(report.summarize(journal)).splitlines() if "cloud API requests" in x]
+    assert line == ["- cloud API requests: 50; peak 75 per minute, 50% of the limit of 150 per minute "
+                    "(rolling_upgrade_cloud_calls_per_minute); throttling answers: 1; waited for the limit: 2s; "
+                    "by kind: list 40, create 10"]
+
+
+def test_a_journal_without_cloud_calls_reports_none():
+    assert report.summarize(report.new_journal("img", "2026-12-05T10:00:00Z"))["cloud_calls"] is None

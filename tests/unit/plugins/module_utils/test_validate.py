@@ -63,6 +63,16 @@ def test_drain_timeout_names_the_no_limit_setting():
                        "to wait with no limit, set rolling_upgrade_drain_on_timeout to continue")
 
 
+def test_cloud_calls_per_minute_is_null_or_a_bounded_count():
+    rule = validate.ROLE_RULES["rolling_upgrade_cloud_calls_per_minute"]
+    for value in (None, 1, "150", 6000):
+        assert rule("rolling_upgrade_cloud_calls_per_minute", value) is None, value
+    for value, shown in ((0, "0"), (6001, "6001"), ("fast", "'fast'"), (True, "True")):
+        assert rule("rolling_upgrade_cloud_calls_per_minute", value) == (
+            "rolling_upgrade_cloud_calls_per_minute must be a whole number from 1 to 6000, got %s; leave it null for the "
+            "cloud's default (docs/api-limits.md)" % shown)
+
+
 def test_lease_seconds():
     assert validate.lease_seconds("lease_duration", 10) is None
     assert validate.lease_seconds("lease_duration", 1) == (
