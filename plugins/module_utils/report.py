@@ -62,6 +62,8 @@ def merge(journal, record):
     instances_removed: {provider_id: {group, reason}} (instances deleted without ever being a node);
     instances_created: {provider_id: {group, created}} (instances this upgrade created; first record kept);
     start_counts: {group: nodes} (how many nodes each group had before this upgrade created any; first kept);
+    group_images: {group: {before, at}} (the image each group had before this upgrade pointed it at its target; first
+    kept); abort: {requested, started, ended, outcome, ...} (an abort of this upgrade, abort_plan.py; the last given);
     create_intents: {key: {group, at, count, target_size, settled}} (creations about to be made, written before each
     create call, with the group's target size read before it where the cloud reports one; `settled` after it, with
     how many it made; each field's first record kept);
@@ -94,6 +96,8 @@ def merge(journal, record):
     # The PreferNoSchedule taint on the nodes to be replaced (leaving_marks): per node when it was set and taken off.
     for name, seen in (record.get("replacing_taints") or {}).items():
         journal.setdefault("replacing_taints", {}).setdefault(name, {}).update(seen or {})
+    if record.get("abort"):
+        journal.setdefault("abort", {}).update(record["abort"])
     cloud_settings.merge(journal, record)
     return journal
 
@@ -170,8 +174,9 @@ def _merge_first_records(journal, record):
     # What this upgrade created, and how many nodes each group had before: the first record of each wins, so
     # the proof that an instance is ours (the planner removes only those as surplus) is never rewritten.
     # So are the workers removed delete-first (their labels, for the refill that replaces them) and which refill
-    # replaced each (rolling_upgrade_max_unavailable).
-    for key in ("instances_created", "start_counts", "removed_first", "refills"):
+    # replaced each (rolling_upgrade_max_unavailable). So is the image each group had before the run pointed it at
+    # the new one (an abort points it back).
+    for key in ("instances_created", "start_counts", "removed_first", "refills", "group_images"):
         seen = record.get(key) or {}
         if seen or key in journal:
             known = journal.setdefault(key, {})

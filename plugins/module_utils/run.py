@@ -385,6 +385,7 @@ class UpgradeRun:
         # names, so a kill before the slice's journal would leave them out of the report.
         engine.record_donors_gone = self._record_donors_gone
         engine.record_settings = self._record_settings
+        engine.record_group_images = self._record_group_images
 
     # -- begin, slices, finish -----------------------------------------------------------------------------
     def begin(self):
@@ -684,16 +685,27 @@ class UpgradeRun:
     def _record_settings(self, record):
         """Write the cloud settings about to change, with the values found, into the journal before they change: a
         run killed right after still puts them back. Without that record nothing is changed."""
+        self._record_first(record, "the cloud settings about to change", "the cloud settings this run must change (%s)"
+                           % ", ".join(sorted(record["cloud_settings"])), "Nothing was changed in the cloud")
+
+    def _record_group_images(self, record):
+        """Write the image each group has before it is pointed at the new one into the journal first: an abort after
+        a kill points it back. Without that record no group is pointed at the new image."""
+        self._record_first(record, "the groups' images before the run", "the image of each group before this run (%s)"
+                           % ", ".join("%s: %s" % (g, e["before"]) for g, e in sorted(record["group_images"].items())),
+                           "No group was pointed at the new image")
+
+    def _record_first(self, record, what, named, unchanged):
+        """Merge `record` into the journal before the change it describes; StepFailure (saying that `unchanged`) when
+        it cannot be written."""
         where = self.args["journal"]
         try:
-            journal_store.merge_record(self.api_client, where["name"], where["namespace"], self.args["image"], record,
-                                       "the cloud settings about to change")
+            journal_store.merge_record(self.api_client, where["name"], where["namespace"], self.args["image"], record, what)
         except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
             raise executor.StepFailure(
-                "the cloud settings this run must change (%s) could not be recorded in the journal ConfigMap %s/%s "
-                "first: %s. Nothing was changed in the cloud; make the journal writable for the run's identity "
-                "(rbac.yml) and run again" % (", ".join(sorted(record["cloud_settings"])), where["namespace"],
-                                              where["name"], exc), reason="journal_unwritable")
+                "%s could not be recorded in the journal ConfigMap %s/%s first: %s. %s; make the journal writable for "
+                "the run's identity (rbac.yml) and run again" % (named, where["namespace"], where["name"], exc, unchanged),
+                reason="journal_unwritable")
 
     def restore_cloud_settings(self):
         """Put back the cloud settings this upgrade changed (the journal's cloud_settings, or this run's own without
