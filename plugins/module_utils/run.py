@@ -413,7 +413,24 @@ class UpgradeRun:
             self.engine.etcd_health.give(health["problems"], health["read_at"])
 
     def run_slice(self, seconds):
+        self.check_abort_requested()
         return self.engine.run_slice(seconds=seconds)
+
+    def check_abort_requested(self):
+        """An abort asked of this run (abort_upgrade.yml annotates the run lock's Lease): stop here, at a safe point
+        before a slice, as a stop from outside does; the abort then takes the lock and undoes the upgrade. A Lease
+        that cannot be read is looked at again before the next slice."""
+        lock = self.args.get("lock") or {}
+        if not lock.get("holder") or self.check_mode or self.api_client is None:
+            return
+        try:
+            held = lease.read_lease(self.api_client, lock["name"], lock["namespace"])
+        except kube.ApiException:
+            return
+        asked = lease.abort_requested(held)
+        if asked and (lease.lease_spec_dict(held) or {}).get("holderIdentity") == lock["holder"]:
+            raise stop_signals.Stopped("an abort of this upgrade was asked at %s (abort_upgrade.yml on Lease %s/%s)"
+                                       % (asked, lock["namespace"], lock["name"]))
 
     def finish(self):
         """The upgrade is done: restore the autoscaler, close the journal, write the report and release the run
