@@ -52,7 +52,7 @@ def new_journal(image, started):
     return {"image": image, "started": started, "finished": None, "passes": 0, "nodes": {}}
 
 
-OUTCOMES = ("done", "failed", "stopped")  # what an attempt records at its end; one that recorded none was killed
+OUTCOMES = ("done", "failed", "stopped", "aborted")  # what an attempt records at its end; one that recorded none was killed
 
 
 def merge(journal, record):
@@ -67,7 +67,7 @@ def merge(journal, record):
     create_intents: {key: {group, at, count, target_size, settled}} (creations about to be made, written before each
     create call, with the group's target size read before it where the cloud reports one; `settled` after it, with
     how many it made; each field's first record kept);
-    attempts: {attempt ID: {started, passes, outcome (done, failed, or stopped from outside), ended, cause}}
+    attempts: {attempt ID: {started, passes, outcome (done, failed, stopped from outside, or aborted), ended, cause}}
     (passes: the largest seen; started: the first; outcome, ended and cause: the last given);
     gate_due (a health gate is due: the next run runs it first), gate_owed (a replacement finished since the last
     gate passed: the next run holds new heirs until the batch finished and the gate ran) and gate_baseline (the
@@ -632,7 +632,7 @@ def _outcome_counts(attempts):
     counts = {}
     for attempt in attempts:
         counts[attempt["outcome"]] = counts.get(attempt["outcome"], 0) + 1
-    order = ("killed", "stopped", "failed", "done", "unfinished")
+    order = ("killed", "stopped", "aborted", "failed", "done", "unfinished")
     return ", ".join("%d %s" % (counts[o], o) for o in order if o in counts)
 
 
