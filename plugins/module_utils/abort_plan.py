@@ -56,7 +56,9 @@ def give_back_entry(node, keys, drain_annotation):
     annotations = _annotations(node)
     drop = [k for k in (keys.heir, keys.lb_excluded_since) if k in annotations]
     if annotations.get(keys.phase) in DONOR_PHASES:
-        drop += [k for k in (keys.phase, keys.phase_since) if k in annotations]
+        # A plain outdated node again: a later upgrade pairs it with a fresh trail (a trail that ends in a phase the
+        # annotation no longer says is refused as tampered with).
+        drop += [k for k in (keys.phase, keys.phase_since, keys.phase_history) if k in annotations]
     entry = {}
     if drop:
         entry["annotations"] = {k: None for k in drop}

@@ -31,6 +31,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers 
 
 LOCK_LOOK_SECONDS = 10
 ETCD_LOOK_SECONDS = 5
+ABORT_LOOK_SECONDS = 5
 
 
 class LockLost(Exception):
@@ -137,6 +138,33 @@ def take_lock(args, lock, check_mode):
         kube_auth=True, validate=lease.VALIDATE, check_mode=check_mode)
     return module.run(lambda: lease.apply_state(module, kube.build_api_client(module.params)),
                       "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
+
+
+class AbortWatch:
+    """The run's stop from outside (stop_signals) and an abort asked on its run lock's Lease, which `look` raises as
+    Stopped: looked at before a pass, at most every ABORT_LOOK_SECONDS (one Lease read), so a live run stops for an
+    abort within seconds, at the same safe point as for a signal."""
+
+    def __init__(self, stop, look, clock=time.monotonic):
+        self.stop, self.look, self.clock = stop, look, clock
+        self.looked = None
+
+    @property
+    def cause(self):
+        return self.stop.cause
+
+    def parent_gone(self):
+        return self.stop.parent_gone()
+
+    def check(self):
+        self.stop.check()
+        now = self.clock()
+        if self.looked is None or now - self.looked >= ABORT_LOOK_SECONDS:
+            self.looked = now
+            self.look()
+
+    def interruptible(self):
+        return self.stop.interruptible()
 
 
 class UpgradeRun:
@@ -333,7 +361,7 @@ class UpgradeRun:
                                      taint_to_be_replaced=args["taint_to_be_replaced"])
         engine = executor.Executor(settings, kube_access.KubeAccess(self.api_client, options.annotation_prefix, args["drain"]),
                                    cloud_access.CloudAccess(provider), etcd=remover, say=self.say, etcd_health=health,
-                                   stop=self.stop)
+                                   stop=AbortWatch(self.stop, self.check_abort_requested))
         engine.passes = args["passes"]
         settings.leave_cloud_settings = args["cloud_settings"] == "leave"
         if not etcd_args["delegated"] and not args["passes"] and not (args.get("start") or {}).get("preflight"):
@@ -413,13 +441,12 @@ class UpgradeRun:
             self.engine.etcd_health.give(health["problems"], health["read_at"])
 
     def run_slice(self, seconds):
-        self.check_abort_requested()
         return self.engine.run_slice(seconds=seconds)
 
     def check_abort_requested(self):
-        """An abort asked of this run (abort_upgrade.yml annotates the run lock's Lease): stop here, at a safe point
-        before a slice, as a stop from outside does; the abort then takes the lock and undoes the upgrade. A Lease
-        that cannot be read is looked at again before the next slice."""
+        """An abort asked of this run (abort_upgrade.yml annotates the run lock's Lease): raise Stopped, which the
+        executor takes before a pass (AbortWatch) as a stop from outside; the abort then takes the lock and undoes the
+        upgrade. A Lease that cannot be read is looked at again at the next look."""
         lock = self.args.get("lock") or {}
         if not lock.get("holder") or self.check_mode or self.api_client is None:
             return

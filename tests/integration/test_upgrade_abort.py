@@ -44,13 +44,39 @@ def marks_left(handle):
     return left
 
 
-@pytest.mark.timeout(900)
-def test_abort_after_a_kill_leaves_the_cluster_as_it_was_and_rollback_replaces_nothing(upgrade_cluster, tmp_path):
-    handle, values, start = upgrade_cluster("aws", workers=3, groups=1, rolling_upgrade_max_surge=2)
+def worker_world(upgrade_cluster, **overrides):
+    """A sandbox on AWS with one worker group of 3 nodes (and a control plane the run leaves alone), upgraded at surge
+    2; its start, the groups' images and cloud settings."""
+    handle, values, start = upgrade_cluster("aws", workers=3, groups=1, rolling_upgrade_max_surge=2, **overrides)
     workers = {uh.label_value(n["metadata"]["labels"][uh.GROUP_LABEL]) for n in uh.nodes(handle)
                if uh.CONTROL_PLANE_LABEL not in n["metadata"]["labels"]}
     values["rolling_upgrade_scaling_groups"] = sorted(start["group_ids"][w] for w in workers)
-    images, settings = uh.group_images(values), uh.group_settings(values)
+    return handle, values, start, uh.group_images(values), uh.group_settings(values)
+
+
+def abort_and_check(handle, values, start, images, settings, report_dir, tmp_path, outcomes):
+    """abort_upgrade.yml, then the cluster as it was: the start's nodes with no mark of the run, the start's
+    instances, the groups' images and settings, the lock free, the abort journaled and the attempts' `outcomes`."""
+    abort = uh.PlaybookRun(short_names(values, report_dir), tmp_path / "abort.log",
+                           playbook=REPO / "playbooks" / "abort_upgrade.yml")
+    assert abort.wait(300) == 0, abort.output()[-6000:]
+    abort.assert_no_secret_in_output()
+    assert sorted(n["metadata"]["name"] for n in uh.nodes(handle)) == start["node_names"]
+    assert marks_left(handle) == {}
+    assert {i["provider_id"] for i in uh.live_instances(handle)} == start["instances"]
+    assert uh.group_images(values) == images
+    uh.assert_settings_restored(values, settings, report_dir=report_dir)
+    assert uh.lease_holder(handle) is None, "the abort did not release the run lock"
+    journal = uh.journal(handle)
+    assert journal["abort"]["outcome"] == "done", journal.get("abort")
+    summary = json.loads((pathlib.Path(report_dir) / "image-upgrade-report.json").read_text())
+    assert [a["outcome"] for a in summary["attempts"]] == outcomes, summary["attempts"]
+    return abort
+
+
+@pytest.mark.timeout(900)
+def test_abort_after_a_kill_leaves_the_cluster_as_it_was_and_rollback_replaces_nothing(upgrade_cluster, tmp_path):
+    handle, values, start, images, settings = worker_world(upgrade_cluster)
     hold_file = tmp_path / "hold"
     run = uh.PlaybookRun(values, tmp_path / "killed.log",
                          env={hold_points.ENV_POINTS: "drain", hold_points.ENV_FILE: str(hold_file)})
@@ -71,22 +97,7 @@ def test_abort_after_a_kill_leaves_the_cluster_as_it_was_and_rollback_replaces_n
     assert "pointed back from" in check.output() and "remove: created by this upgrade" in check.output(), check.output()[-4000:]
     assert len(uh.live_instances(handle)) == len(start["instances"]) + 2, "check mode changed the instances"
 
-    began = time.monotonic()
-    abort = uh.PlaybookRun(short_names(values, report_dir), tmp_path / "abort.log",
-                           playbook=REPO / "playbooks" / "abort_upgrade.yml")
-    assert abort.wait(300) == 0, abort.output()[-6000:]
-    abort.assert_no_secret_in_output()
-    print("abort took %.1f s" % (time.monotonic() - began))
-    assert sorted(n["metadata"]["name"] for n in uh.nodes(handle)) == start["node_names"]
-    assert marks_left(handle) == {}
-    assert {i["provider_id"] for i in uh.live_instances(handle)} == start["instances"]
-    assert uh.group_images(values) == images
-    uh.assert_settings_restored(values, settings, report_dir=report_dir)
-    assert uh.lease_holder(handle) is None, "the abort did not release the run lock"
-    journal = uh.journal(handle)
-    assert journal["abort"]["outcome"] == "done", journal.get("abort")
-    summary = json.loads((pathlib.Path(report_dir) / "image-upgrade-report.json").read_text())
-    assert [a["outcome"] for a in summary["attempts"]] == ["killed", "aborted"], summary["attempts"]
+    abort_and_check(handle, values, start, images, settings, report_dir, tmp_path, ["killed", "aborted"])
 
     rollback = uh.PlaybookRun(short_names(values, tmp_path / "rollback-report"), tmp_path / "rollback.log",
                               playbook=REPO / "playbooks" / "rollback_nodes.yml")
@@ -94,3 +105,28 @@ def test_abort_after_a_kill_leaves_the_cluster_as_it_was_and_rollback_replaces_n
     assert sorted(n["metadata"]["name"] for n in uh.nodes(handle)) == start["node_names"]
     assert set(uh.group_images(values).values()) == set(images.values())
     assert {i["provider_id"] for i in uh.live_instances(handle)} == start["instances"]
+    # The rollback pointed no group anywhere, so its own journal records no previous image: a second one refuses.
+    again = uh.PlaybookRun(short_names(values, tmp_path / "again-report"), tmp_path / "again.log",
+                           playbook=REPO / "playbooks" / "rollback_nodes.yml")
+    assert again.wait(120) != 0
+    assert "records no image the groups had before the last upgrade" in again.output(), again.output()[-3000:]
+    assert "nothing was changed" in again.output()
+    assert {i["provider_id"] for i in uh.live_instances(handle)} == start["instances"]
+
+
+@pytest.mark.timeout(600)
+def test_a_live_run_stops_for_the_abort_within_seconds_and_the_abort_undoes_it(upgrade_cluster, tmp_path):
+    """The abort asks the live run to stop through its Lease: the run ends as stopped at its next pass, releases the
+    lock, and the abort takes over and undoes the heirs it had made. Heirs wait 30 s Ready before their donor is
+    drained, so no donor is gone when the abort comes."""
+    handle, values, start, images, settings = worker_world(upgrade_cluster, rolling_upgrade_heir_ready_seconds=30)
+    run = uh.PlaybookRun(values, tmp_path / "live.log")
+    try:
+        uh.wait_until(lambda: len(uh.live_instances(handle)) > len(start["instances"]), 240, "a heir created")
+        asked = time.monotonic()
+        abort_and_check(handle, values, start, images, settings, tmp_path / "abort-report", tmp_path, ["stopped", "aborted"])
+        assert run.wait(60) != 0
+    finally:
+        run.kill()
+    assert "an abort of this upgrade was asked at" in run.output(), run.output()[-4000:]
+    print("the abort after the ask took %.1f s" % (time.monotonic() - asked))

@@ -36,12 +36,14 @@ TAINT = {"key": KEYS.to_be_replaced, "value": "true", "effect": "PreferNoSchedul
 
 def test_a_donor_being_drained_is_given_back_uncordoned_unlabelled_and_untainted():
     donor = node("old-1", {KEYS.heir: "new-1", KEYS.phase: "draining", KEYS.phase_since: "t", DRAIN: "t",
-                           KEYS.lb_excluded_since: "t"}, labels={LB_EXCLUDE_LABEL: ""}, cordoned=True, taints=[TAINT])
+                           KEYS.phase_history: "paired@t,draining@t", KEYS.lb_excluded_since: "t"},
+                 labels={LB_EXCLUDE_LABEL: ""}, cordoned=True, taints=[TAINT])
     heir = node("new-1", {KEYS.donor: "old-1", KEYS.phase: "heir"})
     decided = decide([donor, heir], created=["new-1"])["nodes"]
     assert decided["old-1"]["action"] == abort_plan.GIVE_BACK and decided["old-1"]["uncordon"] is True
     write = decided["old-1"]["write"]
-    assert write["annotations"] == {KEYS.heir: None, KEYS.lb_excluded_since: None, KEYS.phase: None, KEYS.phase_since: None}
+    assert write["annotations"] == {KEYS.heir: None, KEYS.lb_excluded_since: None, KEYS.phase: None, KEYS.phase_since: None,
+                                    KEYS.phase_history: None}
     assert write["labels"] == {LB_EXCLUDE_LABEL: None} and write["drop_taints"] == [KEYS.to_be_replaced]
     assert decided["new-1"]["action"] == abort_plan.REMOVE and decided["new-1"]["provider_id"] == "cloud://new-1"
     assert "old-1" in decided["new-1"]["reason"]
@@ -103,3 +105,17 @@ def test_done_when_only_kept_and_held_nodes_are_left():
     assert abort_plan.done(decide([heir], created=["new-1"]))
     assert not abort_plan.done(decide([node("old-1"), node("new-1", {KEYS.donor: "old-1"})], created=["new-1"]))
     assert not abort_plan.done(decide([], groups_now={"G1": NEW}, groups_before={"G1": OLD}))
+
+
+def test_a_donor_given_back_is_a_plain_outdated_node_to_the_planners_checks():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import crosschecks
+
+    donor = node("old-1", {KEYS.heir: "new-1", KEYS.phase: "draining", KEYS.phase_since: "2026-01-01T00:00:00Z",
+                           KEYS.phase_history: "paired@2026-01-01T00:00:00Z,draining@2026-01-01T00:01:00Z"})
+    # The check this guards: a trail that ends in a phase the annotation no longer says.
+    unphased = {k: v for k, v in donor["metadata"]["annotations"].items() if k != KEYS.phase}
+    assert [p["code"] for p in crosschecks.annotation_problems(
+        dict(donor, metadata=dict(donor["metadata"], annotations=unphased)), KEYS)] == ["phase_not_recorded"]
+    write = decide([donor, node("new-1", {KEYS.donor: "old-1"})], created=["new-1"])["nodes"]["old-1"]["write"]
+    after = {k: v for k, v in dict(donor["metadata"]["annotations"], **write["annotations"]).items() if v is not None}
+    assert crosschecks.annotation_problems(dict(donor, metadata=dict(donor["metadata"], annotations=after)), KEYS) == []
