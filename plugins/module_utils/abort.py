@@ -4,7 +4,7 @@
 RV(done)); every call reads the Nodes, the clouds and the journal afresh and acts on abort_plan's decision, so a
 call killed at any moment is simply made again.
 
-1. The run lock. A live run that holds it is asked to stop (lease.request_abort: it stops before its next slice,
+1. The run lock. A live run that holds it is asked to stop (lease.request_abort: it stops before its next pass,
    as stopped, and releases the lock); the call waits. A lock that is free, expired, or held by a dead local run
    is taken, as upgrade_lock takes it.
 2. One step of the undo (abort_plan.decide): the groups pointed back at their recorded image, donors given back,
@@ -72,7 +72,7 @@ class Abort:
         if not answer["acquired"]:
             asked = None if check else lease.request_abort(self.api_client, self.lock["name"], self.lock["namespace"], _now())
             return dict(changed=bool(asked), done=check, waiting=True, plan=[], did=[], msg=(
-                "%s. %s it to stop at its next safe point (before its next slice, within a minute); this call waits for "
+                "%s. %s it to stop at its next safe point (before its next pass, within seconds); this call waits for "
                 "it to end as stopped and release the lock" % (answer["msg"], "Would ask" if check else "Asked")))
         journal = journal_store.read_journal(self.api_client, self.where["name"], self.where["namespace"])[1]
         if not journal:
@@ -131,22 +131,25 @@ class Abort:
         for item in decision["instances"]:
             removed.update({pid: dict(group=item["group"], reason="aborted") for pid in cloud.delete([item["provider_id"]])})
         for name, item in sorted(decision["nodes"].items()):
-            if item["action"] == abort_plan.REMOVE and not kube_nodes.drain(name)["drained"]:
+            if item["action"] not in (abort_plan.REMOVE, abort_plan.FINISH):
+                continue
+            # Drained while its instance runs; once the instance is going, its pods cannot end any more (its kubelet
+            # is gone): what is left is the Node.
+            if item["action"] == abort_plan.REMOVE and item["instance"] == abort_plan.RUNNING \
+                    and not kube_nodes.drain(name)["drained"]:
                 self.did.append(dict(step="drain", name=name))
                 continue
-            if item["action"] in (abort_plan.REMOVE, abort_plan.FINISH):
-                self._remove(name, nodes[name], item, cloud, kube_nodes, removed)
+            self._remove(name, nodes[name], item, cloud, kube_nodes, removed)
         if removed:
             self._journal({"instances_removed": removed})
 
     def _remove(self, name, node, item, cloud, kube_nodes, removed):
         """The instance of a drained node deleted; its Node once the cloud lists the instance no more."""
-        pid = item.get("provider_id")
-        if pid and cloud.normalize(pid) in {cloud.normalize(p) for p in cloud.listed}:
-            for gone in cloud.delete([pid]):
+        if item["instance"] == abort_plan.RUNNING:
+            for gone in cloud.delete([item["provider_id"]]):
                 removed[gone] = dict(group=item.get("group") or "", reason="aborted")
             self.did.append(dict(step="delete_instance", name=name))
-        elif kube_nodes.delete_node(node):
+        elif item["instance"] == abort_plan.GONE and kube_nodes.delete_node(node):
             self.did.append(dict(step="delete_node", name=name))
 
     def _end(self, journal, plan):

@@ -34,6 +34,7 @@ FINISH = "finish"                # a donor past its point of no return: its dele
 REMOVE = "remove"                # a node this upgrade created, whose donor still exists: drained and removed
 KEEP = "keep"                    # a node this upgrade created whose donor is gone: it stays
 HOLD = "hold"                    # a node the abort must not touch itself (a control-plane heir): named
+RUNNING, GOING, GONE = "running", "going", "gone"   # a leaving node's instance (instance_state)
 
 
 def _meta(node):
@@ -121,7 +122,20 @@ def decide(nodes, instances, journal, keys, drain_annotation, normalize=default_
             back.append(dict(group=group, image=before[group], now=image))
         elif group not in before and journal.get("target_image") and image == journal["target_image"]:
             unrecorded.append(group)
+    for item in decided.values():
+        if item["action"] in (REMOVE, FINISH):
+            item["instance"] = instance_state(listed, item.get("provider_id"))
     return dict(nodes=decided, instances=orphans, groups=back, unrecorded_groups=unrecorded)
+
+
+def instance_state(listed, provider_id):
+    """Where a leaving node's instance stands, which says its next step: RUNNING - drained (a node of the upgrade),
+    then its instance deleted; GOING - wait for the cloud (its pods cannot end any more, its kubelet is gone, so it is
+    not drained again); GONE - its Node is deleted."""
+    listed_as = listed.get(provider_id) if provider_id else None
+    if listed_as is None:
+        return GONE
+    return GOING if listed_as.get("state") == DELETING else RUNNING
 
 
 def done(decision):

@@ -101,7 +101,7 @@ def write_lease(api_client, name, namespace, lease, spec, annotations=None):
     return kube.request(api_client, "PUT", leases_path(namespace, name), body=body)
 
 
-# An abort asked of the run that holds the Lease (abort_upgrade.yml): the run stops at its next slice, as stopped; the
+# An abort asked of the run that holds the Lease (abort_upgrade.yml): the run stops before its next pass, as stopped; the
 # next holder to take the Lease clears it.
 ABORT_ANNOTATION = "image-upgrade.kubenodes.io/abort-requested"
 

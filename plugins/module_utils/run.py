@@ -32,6 +32,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers 
 LOCK_LOOK_SECONDS = 10
 ETCD_LOOK_SECONDS = 5
 ABORT_LOOK_SECONDS = 5
+ABORT_ASKED = "an abort of this upgrade was asked"   # how a stop for an abort begins its cause
 
 
 class LockLost(Exception):
@@ -456,8 +457,8 @@ class UpgradeRun:
             return
         asked = lease.abort_requested(held)
         if asked and (lease.lease_spec_dict(held) or {}).get("holderIdentity") == lock["holder"]:
-            raise stop_signals.Stopped("an abort of this upgrade was asked at %s (abort_upgrade.yml on Lease %s/%s)"
-                                       % (asked, lock["namespace"], lock["name"]))
+            raise stop_signals.Stopped("%s at %s (abort_upgrade.yml on Lease %s/%s)"
+                                       % (ABORT_ASKED, asked, lock["namespace"], lock["name"]))
 
     def finish(self):
         """The upgrade is done: restore the autoscaler, close the journal, write the report and release the run

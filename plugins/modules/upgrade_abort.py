@@ -14,8 +14,8 @@ description:
     the truth about what it made, so this works after a run was killed at any moment. Repeat it with C(until) on
     RV(done), as C(playbooks/abort_upgrade.yml) does; each call reads the Nodes, the clouds and the journal afresh.
   - A live run that holds the run lock (M(kubenodes.image_upgrade.upgrade_lock)) is asked to stop - an annotation on
-    its Lease that it reads before each slice, so within a minute - and ends as stopped, releasing the lock; the call
-    returns RV(waiting). A lock that is free, expired, or held by a run on this host none of whose processes is
+    its Lease that it reads before a pass, every 5 seconds at most, so within seconds - and ends as stopped,
+    releasing the lock; the call returns RV(waiting). A lock that is free, expired, or held by a run on this host none of whose processes is
     alive is taken, as upgrade_lock takes it.
   - Then, step by step - each group pointed back at the image the journal recorded before the upgrade pointed it at
     its target; each donor not yet deleted given back (uncordoned when this collection's drain cordoned it, its

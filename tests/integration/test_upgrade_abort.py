@@ -129,4 +129,5 @@ def test_a_live_run_stops_for_the_abort_within_seconds_and_the_abort_undoes_it(u
     finally:
         run.kill()
     assert "an abort of this upgrade was asked at" in run.output(), run.output()[-4000:]
+    assert "abort_upgrade.yml takes over and undoes it" in run.output(), run.output()[-4000:]
     print("the abort after the ask took %.1f s" % (time.monotonic() - asked))

@@ -119,3 +119,12 @@ def test_a_donor_given_back_is_a_plain_outdated_node_to_the_planners_checks():
     write = decide([donor, node("new-1", {KEYS.donor: "old-1"})], created=["new-1"])["nodes"]["old-1"]["write"]
     after = {k: v for k, v in dict(donor["metadata"]["annotations"], **write["annotations"]).items() if v is not None}
     assert crosschecks.annotation_problems(dict(donor, metadata=dict(donor["metadata"], annotations=after)), KEYS) == []
+
+
+@pytest.mark.parametrize("state, step", [("running", abort_plan.RUNNING), ("deleting", abort_plan.GOING), (None, abort_plan.GONE)])
+def test_a_leaving_nodes_next_step_follows_its_instance(state, step):
+    """Drained only while its instance runs: once the instance goes its kubelet is gone, its pods never end, and a
+    drain again would wait for ever; its Node goes when the cloud lists the instance no more."""
+    listed = {"new-1": state} if state else {}
+    decided = decide([node("old-1"), node("new-1", {KEYS.donor: "old-1"})], created=["new-1"], listed=listed)["nodes"]
+    assert decided["new-1"]["action"] == abort_plan.REMOVE and decided["new-1"]["instance"] == step
