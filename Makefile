@@ -53,21 +53,21 @@ sanity: setup
 	@scripts/sanity
 
 units: setup
-	@$(PY) -m pytest tests/unit
+	@$(PY) -m pytest -n 2 tests/unit
 
 # The same under ansible-core 2.20 (.venv-2.20 first on PATH).
 sanity-2.20: setup
 	@PATH="$(CURDIR)/$(VENV220)/bin:$$PATH" scripts/sanity
 
 units-2.20: setup
-	@PATH="$(CURDIR)/$(VENV220)/bin:$$PATH" python -m pytest tests/unit
+	@PATH="$(CURDIR)/$(VENV220)/bin:$$PATH" python -m pytest -n 2 tests/unit
 
 # And under ansible-core 2.21 (.venv-2.21 first on PATH).
 sanity-2.21: setup
 	@PATH="$(CURDIR)/$(VENV221)/bin:$$PATH" scripts/sanity
 
 units-2.21: setup
-	@PATH="$(CURDIR)/$(VENV221)/bin:$$PATH" python -m pytest tests/unit
+	@PATH="$(CURDIR)/$(VENV221)/bin:$$PATH" python -m pytest -n 2 tests/unit
 
 integration: setup
 	@$(PY) -m pytest -n 2 --dist loadfile tests/integration

@@ -19,6 +19,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.upgrade_pl
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
     _POINT_OF_NO_RETURN, DONOR, HEIR, NEW, OBSOLETE, OUTDATED, PHASE_DRAINING, PHASE_HEIR, PHASE_PAIRED, PHASE_REPLACED, UP_TO_DATE,
+    ZONE_LABEL,
     copyable_labels, labels_to_copy, same, taints_to_copy,
 )
 
@@ -204,7 +205,8 @@ def _pair_group(inputs, census, gkey, members, out):
     nodes_now = sum(1 for s in members if s.category != OBSOLETE)
     for s in candidates:
         if free_outdated:
-            _pair(inputs, s, free_outdated.pop(0), out)
+            index, zone = _donor_for(inputs, s, free_outdated)
+            _pair(inputs, s, free_outdated.pop(index), out, zone=zone)
         elif clearing:
             clearing.pop(0)   # its donor-to-be is free from the next pass on: not surplus
         else:
@@ -222,12 +224,29 @@ def _donors_to_be(inputs, members):
     return [s for s in outdated if s not in clearing], clearing
 
 
-def _pair(inputs, s, d, out):
-    """New node `s` becomes the heir of outdated node `d`: written heir first."""
+def _donor_for(inputs, heir, free_outdated):
+    """(the index in `free_outdated`, in donor order, of the donor for `heir`; the zone it was chosen in, or None).
+    A node that is not Ready or whose etcd member is unhealthy goes first, wherever it is; else the oldest in the
+    heir's zone, so each replacement leaves the group's zones as they were (the cloud picked the heir's zone; a donor
+    from another zone would unbalance them, and GCE redistribution or AWS AZRebalance would then delete an instance
+    without a drain, or stay held at the run's end); else the oldest. A zone is the Node's topology.kubernetes.io/zone
+    label."""
+    zone = heir.info.labels.get(ZONE_LABEL)
+    if zone and inputs.donor_order(free_outdated[0])[0]:
+        for index, d in enumerate(free_outdated):
+            if d.info.labels.get(ZONE_LABEL) == zone:
+                return index, zone
+    return 0, None
+
+
+def _pair(inputs, s, d, out, zone=None):
+    """New node `s` becomes the heir of outdated node `d` (chosen in `zone`, the heir's, when given): written heir
+    first."""
     keys = inputs.keys
     d.partner, d.paired_now, d.phase = s.name, True, PHASE_PAIRED
     s.category, s.partner, s.phase = NEW, d.name, PHASE_HEIR
-    out.plan.pairs.append(Pair(heir=s.name, donor=d.name, group=s.group_id, reason=inputs.donor_reason(d)))
+    reason = "the oldest outdated node of its group in its heir's zone %s" % zone if zone else inputs.donor_reason(d)
+    out.plan.pairs.append(Pair(heir=s.name, donor=d.name, group=s.group_id, reason=reason))
     heir_annotations = dict(inputs.pair_annotations(keys.donor, d.name, PHASE_HEIR), **{keys.started_at: inputs.stamp})
     out.patches.annotate(s.name, dict(s.take_cache(), **heir_annotations), expect={keys.donor: None})
     out.patches.annotate(d.name, inputs.pair_annotations(keys.heir, s.name, PHASE_PAIRED), expect={keys.heir: None})

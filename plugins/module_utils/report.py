@@ -523,6 +523,7 @@ def render_markdown(summary):
     ]
     for row in summary["nodes"]:
         lines += _markdown_node(row)
+    lines += _markdown_evictions(summary.get("evictions") or {})
     lines += _markdown_removed(summary.get("instances_removed") or [])
     lines += _markdown_gates(summary.get("gates") or [])
     lines += _markdown_cloud_settings(summary.get("cloud_settings") or [])
@@ -580,6 +581,18 @@ def _markdown_node(row):
         lines.append("| | | | | | deleted past eviction: %s | | | |" % ", ".join(row["forced"]).replace("|", "/"))
     if row["error"]:
         lines.append("| | | | | | error: %s | | | |" % row["error"].replace("|", "/"))
+    return lines
+
+
+def _markdown_evictions(evicted):
+    """Evictions per owner, and the pods evicted more than once under one name (a pod moved once never is)."""
+    if not evicted.get("by_owner") and not evicted.get("most_by_name"):
+        return []
+    lines = ["", "Evictions per owner (a Deployment's pods under their ReplicaSet; more evictions than the owner has pods "
+             "means some moved twice):", "", "| owner | evictions |", "|---|---|"]
+    lines += ["| %s | %d |" % (owner, count) for owner, count in (evicted.get("by_owner") or {}).items()]
+    again = ["%s (%d)" % (pod, count) for pod, count in (evicted.get("by_name") or {}).items() if count > 1]
+    lines += ["", "Pods evicted more than once: %s" % (", ".join(again) if again else "none")]
     return lines
 
 

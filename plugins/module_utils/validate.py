@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import re
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_policy
 
 DEFAULT_PREFIX = "image-upgrade.kubenodes.io"
@@ -362,6 +363,15 @@ def unknown_playbook_variables(names, short_names, role_variables, ignored_prefi
 
 # ------------------------------------------------------------------ the role's variables
 
+def flag(name, value):
+    """A yes/no variable: a boolean, or what Ansible reads as one (`-e x=false` gives a string)."""
+    try:
+        boolean(value, strict=True)
+    except TypeError:
+        return "%s must be true or false, got %s" % (name, _shown(value))
+    return None
+
+
 ROLE_RULES = {
     "rolling_upgrade_image": image,
     "rolling_upgrade_provider": lambda n, v: one_of(n, v, ("gcp", "azure", "aws")),
@@ -393,6 +403,7 @@ ROLE_RULES = {
     "rolling_upgrade_report_dir": lambda n, v: non_empty_string(n, v, "a directory on the controller"),
     "rolling_upgrade_gate_after": lambda n, v: one_of(n, v, ("none", "batch", "replacement")),
     "rolling_upgrade_soak_seconds": lambda n, v: seconds(n, v, minimum=0),
+    "rolling_upgrade_canary": flag,   # read here too: with the canary on, a soak needs no gate
     "rolling_upgrade_gate_tasks": lambda n, v: None if isinstance(v, str) else (
         "%s must be the path of a tasks file, or empty for none, got %s" % (n, _shown(v))),
     "rolling_upgrade_gate_timeout": seconds,
@@ -421,14 +432,16 @@ def gate_looks_fit(params, names=GATE_LOOK_NAMES):
 
 def role_gate_problems(params):
     """The role's gate variables together (after each holds to its own rule): with a gate, its passing looks in a
-    row must fit in its timeout, and there is no delete-first; without one, nothing is given that only a gate runs."""
+    row must fit in its timeout, and there is no delete-first; without one, nothing is given that only a gate runs
+    (the soak also times the canary: with the canary on, a soak without a gate holds each group's canary heir)."""
     gate_after = params.get("rolling_upgrade_gate_after", "none")
     if gate_after == "none":
         soak, tasks_file = params.get("rolling_upgrade_soak_seconds", 0), params.get("rolling_upgrade_gate_tasks", "")
-        if (_integer(soak) or 0) > 0 or tasks_file:
+        canary = boolean(params.get("rolling_upgrade_canary", True), strict=False)   # checked by flag() before
+        if ((_integer(soak) or 0) > 0 and not canary) or tasks_file:
             return ['rolling_upgrade_soak_seconds is %s and rolling_upgrade_gate_tasks is "%s", but '
-                    "rolling_upgrade_gate_after is none, so no gate would run them: set rolling_upgrade_gate_after to "
-                    "batch or replacement" % (soak, tasks_file)]
+                    "rolling_upgrade_gate_after is none (and rolling_upgrade_canary is off), so nothing would run or "
+                    "time them: set rolling_upgrade_gate_after to batch or replacement" % (soak, tasks_file)]
         return []
     unavailable = params.get("rolling_upgrade_max_unavailable", 0)
     if str(unavailable).replace("%", "").strip() not in ("0", ""):

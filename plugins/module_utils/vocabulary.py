@@ -18,6 +18,8 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import val
 DEFAULT_PREFIX = validate.DEFAULT_PREFIX
 REFERENCE_PREFIX = "constellation.edgeless.systems"
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+# The zone a cloud puts a Node in (set by the cloud provider or the kubelet), used to keep a group's zones even.
+ZONE_LABEL = "topology.kubernetes.io/zone"
 DEFAULT_JOIN_TIMEOUT = 30 * 60
 # Seconds after a recorded create intent within which the cloud's new instance of that group is taken as the one
 # the create made. Clouds stamp an instance within seconds of the create call; someone else's scale-up a minute

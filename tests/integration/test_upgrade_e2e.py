@@ -7,6 +7,7 @@ The failure paths of issue #8 are in test_upgrade_e2e_*.py (one file each, so py
 observes and why it can rely on it.
 """
 
+import datetime
 import json
 import pathlib
 import re
@@ -125,27 +126,39 @@ IN_FLIGHT = re.compile(r"pass (\d+): [^\n\"]*?in flight: ([^;\"]*)")
 
 
 @pytest.mark.timeout(900)
-def test_surge_three_moves_three_replacements_per_group_in_the_same_passes(upgrade_cluster, tmp_path):
-    """max_surge 3 with 2 worker groups of 3: after the control plane (always one at a time), all six
-    worker replacements are in flight together, and each group has 3 new instances at once, never 4."""
-    handle, values, start = upgrade_cluster("aws", workers=6, groups=2, rolling_upgrade_max_surge=3)
+def test_surge_three_moves_three_replacements_per_group_in_the_same_passes_after_a_canary(upgrade_cluster, tmp_path):
+    """max_surge 3 with 2 worker groups of 4 and the canary on (issue 23 item 3): each group first replaces one node
+    alone, and only once that replacement is done and its heir has been Ready for the soak do the group's other three
+    go, all in flight together (3 new instances at once in each group, never 4); the control plane goes one at a time."""
+    soak = 4
+    handle, values, start = upgrade_cluster("aws", workers=8, groups=2, rolling_upgrade_max_surge=3,
+                                            rolling_upgrade_canary=True, rolling_upgrade_soak_seconds=soak)
     worker_groups = sorted(g for g in start["groups"] if "control-plane" not in g)
-    assert [len(start["groups"][g]) for g in worker_groups] == [3, 3], start["groups"]
+    assert [len(start["groups"][g]) for g in worker_groups] == [4, 4], start["groups"]
     rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT)
     assert rc == 0, output[-6000:]
     watcher.check(start, max_surge=3)
     assert watcher.surge_at_once(start, worker_groups) == 3, (
         "the worker groups never had 3 replacements each at the same time: %s" % watcher.instance_counts[-20:])
+    assert "canary:" in output, "no pass said it held a group for its canary"
     [control_plane] = start["groups"][next(g for g in start["groups"] if "control-plane" in g)]
     workers = [n for g in worker_groups for n in start["groups"][g]]
-    # All six worker heirs were made before any worker replacement finished: no pair waits for another (a pair
-    # whose heir joins first may drain and finish while the others still join, so no one pass need show all six).
     summary = json.loads((pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.json").read_text())
     rows = {row["node"]: row["phases"] for row in summary["nodes"]}
     assert set(workers) <= set(rows), sorted(rows)
-    last_created = max(report.parse_time(rows[w]["creating"]) for w in workers)
-    first_deleted = min(report.parse_time(rows[w]["deleted"]) for w in workers)
-    assert last_created < first_deleted, {w: rows[w] for w in workers}
+    for group in worker_groups:
+        ordered = sorted(start["groups"][group], key=lambda w: report.parse_time(rows[w]["creating"]))
+        canary, rest = ordered[0], ordered[1:]
+        # The canary's replacement was done, and its heir Ready for the soak (timestamps in whole seconds), before the
+        # group's next heir was created.
+        held_until = max(report.parse_time(rows[canary]["deleted"]),
+                         report.parse_time(rows[canary]["heir-ready"]) + datetime.timedelta(seconds=soak - 1))
+        assert all(report.parse_time(rows[w]["creating"]) >= held_until for w in rest), {w: rows[w] for w in ordered}
+        # Then the other three heirs were all made before any of their replacements finished: no pair waits for
+        # another (a pair whose heir joins first may drain and finish while the others still join).
+        last_created = max(report.parse_time(rows[w]["creating"]) for w in rest)
+        first_deleted = min(report.parse_time(rows[w]["deleted"]) for w in rest)
+        assert last_created < first_deleted, {w: rows[w] for w in rest}
     # The control plane was replaced alone, before any worker.
     first_worker_pass = min(int(number) for number, flight in IN_FLIGHT.findall(output) if any(w in flight for w in workers))
     assert all(int(number) < first_worker_pass for number, flight in IN_FLIGHT.findall(output) if control_plane in flight)

@@ -56,10 +56,10 @@ def test_check_mode_prints_the_plan_and_bad_images_change_nothing(upgrade_cluste
     assert not uh.node_annotations_with_prefix(handle)
 
     if cloud == "gcp":  # the role's refusal is cloud-independent: one cloud keeps CI time down
-        # The removed task-chain engine asked for by name, and a soak with no gate to run it: refused by the
+        # The removed task-chain engine asked for by name, and a soak with no gate or canary to time it: refused by the
         # option check, the role's first task, naming the variable and what to do.
         for given, words in ((dict(rolling_upgrade_engine="tasks"), "the task-chain engine was removed"),
-                             (dict(rolling_upgrade_soak_seconds=30), "so no gate would run them")):
+                             (dict(rolling_upgrade_soak_seconds=30), "so nothing would run or time them")):
             rc, output = run_playbook(uh.PLAYBOOK, extra_vars=dict(values, **given), timeout=RUN_TIMEOUT)
             failures = uh.failed_messages(output)
             assert rc != 0 and any(words in m and "Nothing was changed" in m for m in failures), failures

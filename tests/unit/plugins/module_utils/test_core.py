@@ -201,6 +201,37 @@ def test_new_node_is_paired_with_an_outdated_node_of_its_group_and_labels_copied
     assert [d["name"] for d in again["plan"]["drain"]] == ["old-1"]
 
 
+def test_a_heir_is_paired_with_the_oldest_donor_of_its_own_zone_so_the_groups_zones_stay_even():
+    zone = "topology.kubernetes.io/zone"
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-a", "G1", OLD, labels={zone: "zone-a"})
+    w.add_node("old-b", "G1", OLD, labels={zone: "zone-b"})
+    w.add_node("old-c", "G1", OLD, labels={zone: "zone-b"})
+    _joined(w, "new-1", "G1")["metadata"]["labels"][zone] = "zone-b"
+    result = w.plan(opts())
+    assert result["plan"]["pairs"] == [{"heir": "new-1", "donor": "old-b", "group": "G1",
+                                        "reason": "the oldest outdated node of its group in its heir's zone zone-b"}]
+    # A heir in a zone with no outdated node left, or without a zone label, takes the oldest of the group.
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-a", "G1", OLD, labels={zone: "zone-a"})
+    w.add_node("old-b", "G1", OLD, labels={zone: "zone-b"})
+    _joined(w, "new-1", "G1")["metadata"]["labels"][zone] = "zone-c"
+    _joined(w, "new-2", "G1")
+    pairs = w.plan(opts())["plan"]["pairs"]
+    assert [(p["heir"], p["donor"], p["reason"]) for p in pairs] == [
+        ("new-1", "old-a", "the oldest outdated node of its group"), ("new-2", "old-b", "the oldest outdated node of its group")]
+
+
+def test_a_donor_that_is_not_ready_goes_first_whatever_its_zone():
+    zone = "topology.kubernetes.io/zone"
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-a", "G1", OLD, labels={zone: "zone-a"})
+    w.add_node("old-b", "G1", OLD, labels={zone: "zone-b"}, ready=False)
+    _joined(w, "new-1", "G1")["metadata"]["labels"][zone] = "zone-a"
+    [pair] = w.plan(opts())["plan"]["pairs"]
+    assert (pair["donor"], pair["reason"]) == ("old-b", "it is not Ready")
+
+
 def test_no_drain_before_heir_is_ready():
     w = World([group("G1", image=NEW)])
     w.add_node("old-1", "G1", OLD)

@@ -429,9 +429,23 @@ def test_the_role_refuses_a_gate_with_delete_first_and_a_soak_or_tasks_file_with
                                         "rolling_upgrade_max_unavailable": "25%"})
     for given in ({"rolling_upgrade_soak_seconds": 30}, {"rolling_upgrade_soak_seconds": "30"},
                   {"rolling_upgrade_gate_tasks": "checks/smoke.yml"}):
-        [problem] = validate.role_gate_problems(dict(given, rolling_upgrade_gate_after="none"))
-        assert "but rolling_upgrade_gate_after is none, so no gate would run them: set rolling_upgrade_gate_after to " \
-               "batch or replacement" in problem, problem
+        [problem] = validate.role_gate_problems(dict(given, rolling_upgrade_gate_after="none", rolling_upgrade_canary=False))
+        assert "but rolling_upgrade_gate_after is none (and rolling_upgrade_canary is off), so nothing would run or " \
+               "time them: set rolling_upgrade_gate_after to batch or replacement" in problem, problem
+    # With the canary on (its default), the soak times each group's canary heir: no gate needed.
+    for canary in (None, True, "true", "yes"):
+        given = {"rolling_upgrade_gate_after": "none", "rolling_upgrade_soak_seconds": "30"}
+        if canary is not None:
+            given["rolling_upgrade_canary"] = canary
+        assert validate.role_gate_problems(given) == [], canary
+    [problem] = validate.role_gate_problems({"rolling_upgrade_gate_after": "none", "rolling_upgrade_soak_seconds": 30,
+                                             "rolling_upgrade_canary": "false"})
+    assert "rolling_upgrade_canary is off" in problem
+    assert validate.check({"rolling_upgrade_canary": "maybe"}, validate.ROLE_RULES) == [
+        "rolling_upgrade_canary must be true or false, got 'maybe'"]
+    assert validate.check({"rolling_upgrade_canary": "no"}, validate.ROLE_RULES) == []
+    # A tasks file runs only in a gate, canary or not.
+    assert validate.role_gate_problems({"rolling_upgrade_gate_after": "none", "rolling_upgrade_gate_tasks": "x.yml"})
     assert validate.role_gate_problems({"rolling_upgrade_gate_after": "none", "rolling_upgrade_soak_seconds": 0,
                                         "rolling_upgrade_gate_tasks": ""}) == []
     assert validate.check({"rolling_upgrade_gate_tasks": ["a.yml"]}, validate.ROLE_RULES) == [

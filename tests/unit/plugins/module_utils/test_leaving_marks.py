@@ -185,6 +185,16 @@ def test_report_counts_evictions_per_pod_and_per_owner():
     counted = report.summarize(journal)["evictions"]
     assert counted == {"by_name": {"ns/db-0": 2, "ns/web-1": 1, "ns/web-2": 1},
                        "by_owner": {"ns/ReplicaSet/web-x": 2, "ns/StatefulSet/db": 2}, "most_by_name": 2}
+    markdown = report.render_markdown(report.summarize(journal))
+    assert "| ns/ReplicaSet/web-x | 2 |" in markdown and "| ns/StatefulSet/db | 2 |" in markdown
+    assert "Pods evicted more than once: ns/db-0 (2)" in markdown
+
+
+def test_a_report_with_each_pod_moved_once_says_so_and_one_without_evictions_has_no_section():
+    journal = {}
+    report.merge(journal, {"nodes": {"a": {"evicted": ["ns/web-1"], "evicted_owners": {"ns/web-1": "ns/ReplicaSet/web-x"}}}})
+    assert "Pods evicted more than once: none" in report.render_markdown(report.summarize(journal))
+    assert "Evictions per owner" not in report.render_markdown(report.summarize({"nodes": {"b": {}}}))
 
 
 # ---------------------------------------------------------------------------------------------------- the canary
