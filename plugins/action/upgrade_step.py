@@ -298,9 +298,12 @@ class ActionModule(action_base.KubenodesActionBase):
         if upgrade.stop.parent_gone():
             # Nobody is left to take this task's result: the worker ends here, its run ended as above.
             os._exit(1)  # pylint: disable=protected-access
+        # An abort asked through the run lock (abort_upgrade.yml) undoes the run next; any other stop leaves it resumable.
+        then = ("abort_upgrade.yml takes over and undoes it" if cause.startswith(run.ABORT_ASKED)
+                else "is resumable: run the playbook again to go on")
         result.update(failed=True, stopped=True, done=False, report=aborted, etcd_due=[],
-                      msg="The upgrade stopped: %s. It stopped at a safe point, between two passes, and is resumable: run "
-                          "the playbook again to go on%s" % (cause, "" if began else "; nothing had been changed"))
+                      msg="The upgrade stopped: %s. It stopped at a safe point, between two passes, and %s%s" % (
+                          cause, then, "" if began else "; nothing had been changed"))
         return self._finish(result, upgrade)
 
     @staticmethod

@@ -186,6 +186,9 @@ class Executor:
         # callable(record) that writes cloud_settings.changed_record's record at once, before the settings change;
         # raises StepFailure when it cannot (a killed run would then not know what to put back)
         self.record_settings = None
+        # callable(record) that writes each group's image before the run points it at the new one ({group_images}),
+        # at once; raises StepFailure when it cannot (an abort after a kill would not know what to point it back at)
+        self.record_group_images = None
         self.settings_left = set()   # the settings this run named as left (rolling_upgrade_cloud_settings leave)
         self.passes = 0
         self.last_read = None     # (nodes, groups) of this executor's last read, for a plan again after set_group_image
@@ -362,6 +365,9 @@ class Executor:
 
     def _point_groups_at_image(self, state):
         items = state.plan["set_group_image"]
+        if items and self.record_group_images is not None:
+            # Before the cloud write: a run killed right after it still knows what each group ran (abort, rollback).
+            self._timed("kube", self.record_group_images, self._group_images_record(items))
         self._timed("cloud", self._set_group_images, items)
         state.did.extend(dict(step="set_group_image", group=item["group"]) for item in items)
         state.images_set = bool(items)
@@ -595,6 +601,14 @@ class Executor:
             concurrent.futures.wait(futures)
         for future in futures:
             future.result()
+
+    def _group_images_record(self, items):
+        """{group_images: {group: {before, at}}}: the image each group of `items` has before it is pointed at the new
+        one, as this executor's last read saw it (the journal keeps the first record of each group)."""
+        before = {g.id: g.image for g in (self.last_read or (None, None))[1] or []}
+        moment = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        return {"group_images": {item["group"]: {"before": before.get(item["group"]), "at": moment}
+                                 for item in items if before.get(item["group"])}}
 
     def _replan_with_images(self, group_ids, facts):
         listed, groups = self.last_read

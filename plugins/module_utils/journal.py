@@ -55,7 +55,7 @@ JOURNAL_SHAPE = {
     "image": "string", "target_image": "string", "started": "string", "finished": "string", "passes": "number",
     "nodes": _NODE_SHAPE, "attempts": _ATTEMPT_SHAPE, "gates": _GATE_SHAPE, "instances_removed": {},
     "instances_created": {}, "start_counts": "object", "removed_first": {}, "refills": "object", "create_intents": {},
-    "replacing_taints": {},
+    "replacing_taints": {}, "group_images": {"before": "string", "at": "string"}, "abort": "object",
     "cloud_settings": {"group": "string", "name": "string", "changed": "string", "restored": "string", "held": "string"},
 }
 _TYPES = {"object": (dict, "an object"), "list": (list, "a list"), "string": (str, "a string"),

@@ -85,14 +85,52 @@ def new_lease_spec(holder, duration, acquire_time, renew_time, transitions):
     return {key: value for key, value in spec.items() if value is not None}
 
 
-def write_lease(api_client, name, namespace, lease, spec):
-    """Create, or replace carrying the resourceVersion read (409 when someone wrote in between)."""
+def write_lease(api_client, name, namespace, lease, spec, annotations=None):
+    """Create, or replace carrying the resourceVersion read (409 when someone wrote in between). `annotations`: the
+    Lease's annotations to set (None drops one)."""
     if lease is None:
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": name, "namespace": namespace}, "spec": spec}
         return kube.request(api_client, "POST", leases_path(namespace), body=body)
     body = dict(lease, spec=spec)
+    if annotations:
+        meta = dict(lease.get("metadata") or {})
+        merged = dict(meta.get("annotations") or {}, **annotations)
+        meta["annotations"] = {k: v for k, v in merged.items() if v is not None}
+        body["metadata"] = meta
     return kube.request(api_client, "PUT", leases_path(namespace, name), body=body)
+
+
+# An abort asked of the run that holds the Lease (abort_upgrade.yml): the run stops before its next pass, as stopped; the
+# next holder to take the Lease clears it.
+ABORT_ANNOTATION = "image-upgrade.kubenodes.io/abort-requested"
+
+
+class LeaseConflict(Exception):
+    """The Lease changed under every attempt to write it."""
+
+
+def abort_requested(lease):
+    """When an abort of the holder's run was asked (the annotation's value), or None."""
+    return (((lease or {}).get("metadata") or {}).get("annotations") or {}).get(ABORT_ANNOTATION) or None
+
+
+def request_abort(api_client, name, namespace, moment, attempts=3):
+    """Ask the run that holds the Lease to stop for an abort (its moment in the annotation); an abort already asked
+    keeps its first moment. Returns the moment asked, or None when there is no Lease."""
+    for _attempt in range(attempts):
+        lease = read_lease(api_client, name, namespace)
+        if lease is None:
+            return None
+        if abort_requested(lease):
+            return abort_requested(lease)
+        try:
+            write_lease(api_client, name, namespace, lease, lease.get("spec") or {}, {ABORT_ANNOTATION: moment})
+            return moment
+        except Exception as exc:  # pylint: disable=broad-except
+            if not kube.is_status(exc, 409):
+                raise
+    raise LeaseConflict("Lease %s/%s kept changing under us while an abort was asked; run the abort again" % (namespace, name))
 
 
 def live_processes_note(holder):
@@ -206,8 +244,10 @@ def apply_state(module, api_client):
                 acquire_time = old_spec["acquireTime"]
             new_spec = new_lease_spec(holder, params["lease_duration"], acquire_time, run_lock.format_time(now),
                                       transitions)
+        # A new holder does not inherit an abort asked of the one before it.
+        clear = {ABORT_ANNOTATION: None} if params["state"] == "present" and result["action"] != run_lock.RENEW else None
         try:
-            write_lease(api_client, name, namespace, lease, new_spec)
+            write_lease(api_client, name, namespace, lease, new_spec, clear)
             return result
         except Exception as exc:  # pylint: disable=broad-except
             if not kube.is_status(exc, 409):

@@ -52,7 +52,7 @@ def new_journal(image, started):
     return {"image": image, "started": started, "finished": None, "passes": 0, "nodes": {}}
 
 
-OUTCOMES = ("done", "failed", "stopped")  # what an attempt records at its end; one that recorded none was killed
+OUTCOMES = ("done", "failed", "stopped", "aborted")  # what an attempt records at its end; one that recorded none was killed
 
 
 def merge(journal, record):
@@ -62,10 +62,12 @@ def merge(journal, record):
     instances_removed: {provider_id: {group, reason}} (instances deleted without ever being a node);
     instances_created: {provider_id: {group, created}} (instances this upgrade created; first record kept);
     start_counts: {group: nodes} (how many nodes each group had before this upgrade created any; first kept);
+    group_images: {group: {before, at}} (the image each group had before this upgrade pointed it at its target; first
+    kept); abort: {requested, started, ended, outcome, ...} (an abort of this upgrade, abort_plan.py; the last given);
     create_intents: {key: {group, at, count, target_size, settled}} (creations about to be made, written before each
     create call, with the group's target size read before it where the cloud reports one; `settled` after it, with
     how many it made; each field's first record kept);
-    attempts: {attempt ID: {started, passes, outcome (done, failed, or stopped from outside), ended, cause}}
+    attempts: {attempt ID: {started, passes, outcome (done, failed, stopped from outside, or aborted), ended, cause}}
     (passes: the largest seen; started: the first; outcome, ended and cause: the last given);
     gate_due (a health gate is due: the next run runs it first), gate_owed (a replacement finished since the last
     gate passed: the next run holds new heirs until the batch finished and the gate ran) and gate_baseline (the
@@ -94,6 +96,8 @@ def merge(journal, record):
     # The PreferNoSchedule taint on the nodes to be replaced (leaving_marks): per node when it was set and taken off.
     for name, seen in (record.get("replacing_taints") or {}).items():
         journal.setdefault("replacing_taints", {}).setdefault(name, {}).update(seen or {})
+    if record.get("abort"):
+        journal.setdefault("abort", {}).update(record["abort"])
     cloud_settings.merge(journal, record)
     return journal
 
@@ -186,8 +190,9 @@ def _merge_first_records(journal, record):
     # What this upgrade created, and how many nodes each group had before: the first record of each wins, so
     # the proof that an instance is ours (the planner removes only those as surplus) is never rewritten.
     # So are the workers removed delete-first (their labels, for the refill that replaces them) and which refill
-    # replaced each (rolling_upgrade_max_unavailable).
-    for key in ("instances_created", "start_counts", "removed_first", "refills"):
+    # replaced each (rolling_upgrade_max_unavailable). So is the image each group had before the run pointed it at
+    # the new one (an abort points it back).
+    for key in ("instances_created", "start_counts", "removed_first", "refills", "group_images"):
         seen = record.get(key) or {}
         if seen or key in journal:
             known = journal.setdefault(key, {})
@@ -699,7 +704,7 @@ def _outcome_counts(attempts):
     counts = {}
     for attempt in attempts:
         counts[attempt["outcome"]] = counts.get(attempt["outcome"], 0) + 1
-    order = ("killed", "stopped", "failed", "done", "unfinished")
+    order = ("killed", "stopped", "aborted", "failed", "done", "unfinished")
     return ", ".join("%d %s" % (counts[o], o) for o in order if o in counts)
 
 

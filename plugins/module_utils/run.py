@@ -32,6 +32,8 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers 
 
 LOCK_LOOK_SECONDS = 10
 ETCD_LOOK_SECONDS = 5
+ABORT_LOOK_SECONDS = 5
+ABORT_ASKED = "an abort of this upgrade was asked"   # how a stop for an abort begins its cause
 
 
 class LockLost(Exception):
@@ -138,6 +140,33 @@ def take_lock(args, lock, check_mode):
         kube_auth=True, validate=lease.VALIDATE, check_mode=check_mode)
     return module.run(lambda: lease.apply_state(module, kube.build_api_client(module.params)),
                       "Lease %s/%s" % (module.params["namespace"], module.params["name"]))
+
+
+class AbortWatch:
+    """The run's stop from outside (stop_signals) and an abort asked on its run lock's Lease, which `look` raises as
+    Stopped: looked at before a pass, at most every ABORT_LOOK_SECONDS (one Lease read), so a live run stops for an
+    abort within seconds, at the same safe point as for a signal."""
+
+    def __init__(self, stop, look, clock=time.monotonic):
+        self.stop, self.look, self.clock = stop, look, clock
+        self.looked = None
+
+    @property
+    def cause(self):
+        return self.stop.cause
+
+    def parent_gone(self):
+        return self.stop.parent_gone()
+
+    def check(self):
+        self.stop.check()
+        now = self.clock()
+        if self.looked is None or now - self.looked >= ABORT_LOOK_SECONDS:
+            self.looked = now
+            self.look()
+
+    def interruptible(self):
+        return self.stop.interruptible()
 
 
 class UpgradeRun:
@@ -335,7 +364,7 @@ class UpgradeRun:
                                      taint_to_be_replaced=args["taint_to_be_replaced"])
         engine = executor.Executor(settings, kube_access.KubeAccess(self.api_client, options.annotation_prefix, args["drain"]),
                                    cloud_access.CloudAccess(provider), etcd=remover, say=self.say, etcd_health=health,
-                                   stop=self.stop)
+                                   stop=AbortWatch(self.stop, self.check_abort_requested))
         engine.passes = args["passes"]
         settings.leave_cloud_settings = args["cloud_settings"] == "leave"
         if not etcd_args["delegated"] and not args["passes"] and not (args.get("start") or {}).get("preflight"):
@@ -398,6 +427,7 @@ class UpgradeRun:
         # names, so a kill before the slice's journal would leave them out of the report.
         engine.record_donors_gone = self._record_donors_gone
         engine.record_settings = self._record_settings
+        engine.record_group_images = self._record_group_images
 
     # -- begin, slices, finish -----------------------------------------------------------------------------
     def begin(self):
@@ -426,6 +456,22 @@ class UpgradeRun:
 
     def run_slice(self, seconds):
         return self.engine.run_slice(seconds=seconds)
+
+    def check_abort_requested(self):
+        """An abort asked of this run (abort_upgrade.yml annotates the run lock's Lease): raise Stopped, which the
+        executor takes before a pass (AbortWatch) as a stop from outside; the abort then takes the lock and undoes the
+        upgrade. A Lease that cannot be read is looked at again at the next look."""
+        lock = self.args.get("lock") or {}
+        if not lock.get("holder") or self.check_mode or self.api_client is None:
+            return
+        try:
+            held = lease.read_lease(self.api_client, lock["name"], lock["namespace"])
+        except kube.ApiException:
+            return
+        asked = lease.abort_requested(held)
+        if asked and (lease.lease_spec_dict(held) or {}).get("holderIdentity") == lock["holder"]:
+            raise stop_signals.Stopped("%s at %s (abort_upgrade.yml on Lease %s/%s)"
+                                       % (ABORT_ASKED, asked, lock["namespace"], lock["name"]))
 
     def finish(self):
         """The upgrade is done: restore the autoscaler, close the journal, write the report and release the run
@@ -697,16 +743,27 @@ class UpgradeRun:
     def _record_settings(self, record):
         """Write the cloud settings about to change, with the values found, into the journal before they change: a
         run killed right after still puts them back. Without that record nothing is changed."""
+        self._record_first(record, "the cloud settings about to change", "the cloud settings this run must change (%s)"
+                           % ", ".join(sorted(record["cloud_settings"])), "Nothing was changed in the cloud")
+
+    def _record_group_images(self, record):
+        """Write the image each group has before it is pointed at the new one into the journal first: an abort after
+        a kill points it back. Without that record no group is pointed at the new image."""
+        self._record_first(record, "the groups' images before the run", "the image of each group before this run (%s)"
+                           % ", ".join("%s: %s" % (g, e["before"]) for g, e in sorted(record["group_images"].items())),
+                           "No group was pointed at the new image")
+
+    def _record_first(self, record, what, named, unchanged):
+        """Merge `record` into the journal before the change it describes; StepFailure (saying that `unchanged`) when
+        it cannot be written."""
         where = self.args["journal"]
         try:
-            journal_store.merge_record(self.api_client, where["name"], where["namespace"], self.args["image"], record,
-                                       "the cloud settings about to change")
+            journal_store.merge_record(self.api_client, where["name"], where["namespace"], self.args["image"], record, what)
         except (kube.ApiException, journal_store.JournalConflict, journal_store.MalformedJournal) as exc:
             raise executor.StepFailure(
-                "the cloud settings this run must change (%s) could not be recorded in the journal ConfigMap %s/%s "
-                "first: %s. Nothing was changed in the cloud; make the journal writable for the run's identity "
-                "(rbac.yml) and run again" % (", ".join(sorted(record["cloud_settings"])), where["namespace"],
-                                              where["name"], exc), reason="journal_unwritable")
+                "%s could not be recorded in the journal ConfigMap %s/%s first: %s. %s; make the journal writable for "
+                "the run's identity (rbac.yml) and run again" % (named, where["namespace"], where["name"], exc, unchanged),
+                reason="journal_unwritable")
 
     def restore_cloud_settings(self):
         """Put back the cloud settings this upgrade changed (the journal's cloud_settings, or this run's own without

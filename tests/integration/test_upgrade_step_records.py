@@ -57,3 +57,17 @@ def test_an_unwritable_record_of_instances_just_created_is_a_warning(refused, na
               "start_counts": {"G1": 3}}
     upgrade._record_created(record)
     assert len(warnings) == 1 and "gce://p/z/n1" in warnings[0] and "will not remove them as surplus" in warnings[0]
+
+
+def test_an_unwritable_record_of_the_groups_images_stops_the_pass_before_the_cloud_write(refused, sandbox, namespace):
+    """Without the groups' images before the run in the journal, an abort after a kill could not point them back:
+    no group is pointed at the new image (issue 23 item 4)."""
+    upgrade, warnings = refused
+    with pytest.raises(executor.StepFailure) as failure:
+        upgrade._record_group_images({"group_images": {"G1": {"before": "img-a", "at": "2026-12-02T10:00:00Z"}}})
+    assert failure.value.details == {"reason": "journal_unwritable"}
+    message = str(failure.value)
+    assert "%s/%s" % (namespace, JOURNAL) in message and "G1: img-a" in message, message
+    assert "No group was pointed at the new image" in message and "rbac.yml" in message, message
+    assert warnings == []
+    assert not sandbox.core_v1().list_namespaced_config_map(namespace, field_selector="metadata.name=" + JOURNAL).items

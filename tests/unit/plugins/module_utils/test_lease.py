@@ -2,6 +2,7 @@
 
 import json
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import lease as leases
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.lease import is_missing_lease
 
 MISSING = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
@@ -77,3 +78,32 @@ def test_the_holding_in_the_diff_is_the_holder_and_the_expiry():
     nobody = {"holder": "", "expires_at": ""}
     assert holding(None) == holding({"holderIdentity": None, "leaseDurationSeconds": 300}) == nobody
     assert holding({"holderIdentity": "h"}) == {"holder": "h", "expires_at": ""}
+
+
+def _lease_with(annotations):
+    return {"metadata": {"name": "l", "namespace": "ns", "resourceVersion": "7", "annotations": annotations},
+            "spec": {"holderIdentity": "run-1"}}
+
+
+def test_an_abort_is_asked_once_on_the_lease_and_read_back(monkeypatch):
+    """abort_upgrade.yml asks the holder to stop through the Lease's annotation; a second ask keeps the first moment."""
+    stored = [_lease_with({"other": "kept"})]
+    puts = []
+    monkeypatch.setattr(leases, "read_lease", lambda client, name, namespace: stored[-1])
+    monkeypatch.setattr(leases.kube, "request", lambda client, method, path, body=None: (
+        puts.append(body), stored.append(body))[0])
+    assert leases.abort_requested(stored[-1]) is None
+    assert leases.request_abort(None, "l", "ns", "2026-01-01T00:00:00Z") == "2026-01-01T00:00:00Z"
+    assert leases.request_abort(None, "l", "ns", "2026-01-02T00:00:00Z") == "2026-01-01T00:00:00Z"
+    [body] = puts
+    assert body["metadata"]["annotations"] == {"other": "kept", leases.ABORT_ANNOTATION: "2026-01-01T00:00:00Z"}
+    assert body["metadata"]["resourceVersion"] == "7" and body["spec"] == {"holderIdentity": "run-1"}
+    assert leases.abort_requested(body) == "2026-01-01T00:00:00Z"
+
+
+def test_a_new_holder_clears_the_abort_asked_of_the_one_before(monkeypatch):
+    bodies = []
+    monkeypatch.setattr(leases.kube, "request", lambda client, method, path, body=None: bodies.append(body) or {})
+    held = _lease_with({leases.ABORT_ANNOTATION: "t", "other": "kept"})
+    leases.write_lease(None, "l", "ns", held, {"holderIdentity": "run-2"}, {leases.ABORT_ANNOTATION: None})
+    assert bodies[0]["metadata"]["annotations"] == {"other": "kept"}

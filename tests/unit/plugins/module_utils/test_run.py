@@ -67,3 +67,33 @@ def test_a_wait_for_the_api_server_or_the_cloud_extends_the_last_progress_line()
     upgrading._waiting("waiting for the Kubernetes API server https://127.0.0.1:6443 for 5s (Connection refused)")
     assert said[-1] == ("pass 4: 2/9 nodes on the image (22%); waiting for the Kubernetes API server "
                         "https://127.0.0.1:6443 for 5s (Connection refused)")
+
+
+@pytest.mark.parametrize("holder, asked, stops", [
+    ("run-1", "2026-01-01T00:00:00Z", True),    # an abort asked of this run: it stops before the pass
+    ("run-2", "2026-01-01T00:00:00Z", False),   # asked of another holder (this run lost the lock): not this run's
+    ("run-1", None, False),
+])
+def test_an_abort_asked_on_the_lease_stops_the_run_before_its_next_pass(monkeypatch, holder, asked, stops):
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import lease, stop_signals
+
+    lock = dict(holder="run-1", name="kubenodes-image-upgrade", namespace="kube-system", lease_duration=60)
+    runner, _said = upgrade(lock=lock)
+    runner.api_client = object()
+    held = {"metadata": {"annotations": {lease.ABORT_ANNOTATION: asked} if asked else {}},
+            "spec": {"holderIdentity": holder}}
+    reads = []
+    monkeypatch.setattr(lease, "read_lease", lambda client, name, namespace: reads.append(name) or held)
+    now = [100.0]
+    watch = run.AbortWatch(stop_signals.NoStop(), runner.check_abort_requested, clock=lambda: now[0])
+    if stops:
+        with pytest.raises(stop_signals.Stopped, match="abort of this upgrade was asked at 2026-01-01T00:00:00Z"):
+            watch.check()
+        return
+    watch.check()
+    now[0] += run.ABORT_LOOK_SECONDS - 1
+    watch.check()
+    assert len(reads) == 1, "the Lease is read at most every ABORT_LOOK_SECONDS"
+    now[0] += 1
+    watch.check()
+    assert len(reads) == 2 and watch.cause is None

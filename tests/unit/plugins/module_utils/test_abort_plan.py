@@ -1,0 +1,130 @@
+"""What an abort does for each kind of node and instance in the journal and the world (abort_plan.decide): donors
+given back, the upgrade's own nodes removed only while the node they replace exists, nodes it did not create never
+touched, orphans deleted, groups pointed back only at a recorded image."""
+
+import pytest
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import abort_plan
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
+    CONTROL_PLANE_LABEL, LB_EXCLUDE_LABEL, AnnotationKeys)
+
+KEYS = AnnotationKeys()
+DRAIN = KEYS.prefix + "/drain-started"
+OLD, NEW = "image-old", "image-new"
+
+
+def node(name, annotations=None, labels=None, cordoned=False, taints=None):
+    return {"metadata": {"name": name, "annotations": dict(annotations or {}), "labels": dict(labels or {})},
+            "spec": {"providerID": "cloud://%s" % name, "unschedulable": cordoned or None, "taints": list(taints or [])}}
+
+
+def journal(created=(), groups=None, refills=None):
+    return {"target_image": NEW, "instances_created": {"cloud://%s" % n: {"group": "G1"} for n in created},
+            "group_images": {g: {"before": img, "at": "t"} for g, img in (groups or {}).items()},
+            "refills": dict(refills or {})}
+
+
+def decide(nodes, created=(), listed=None, groups_now=None, groups_before=None, refills=None):
+    world = {n["metadata"]["name"]: n for n in nodes}
+    instances = {"cloud://%s" % name: {"group": "G1", "state": state} for name, state in (listed or {}).items()}
+    return abort_plan.decide(world, instances, journal(created, groups_before, refills), KEYS, DRAIN,
+                             groups=groups_now or {})
+
+
+TAINT = {"key": KEYS.to_be_replaced, "value": "true", "effect": "PreferNoSchedule"}
+
+
+def test_a_donor_being_drained_is_given_back_uncordoned_unlabelled_and_untainted():
+    donor = node("old-1", {KEYS.heir: "new-1", KEYS.phase: "draining", KEYS.phase_since: "t", DRAIN: "t",
+                           KEYS.phase_history: "paired@t,draining@t", KEYS.lb_excluded_since: "t"},
+                 labels={LB_EXCLUDE_LABEL: ""}, cordoned=True, taints=[TAINT])
+    heir = node("new-1", {KEYS.donor: "old-1", KEYS.phase: "heir"})
+    decided = decide([donor, heir], created=["new-1"])["nodes"]
+    assert decided["old-1"]["action"] == abort_plan.GIVE_BACK and decided["old-1"]["uncordon"] is True
+    write = decided["old-1"]["write"]
+    assert write["annotations"] == {KEYS.heir: None, KEYS.lb_excluded_since: None, KEYS.phase: None, KEYS.phase_since: None,
+                                    KEYS.phase_history: None}
+    assert write["labels"] == {LB_EXCLUDE_LABEL: None} and write["drop_taints"] == [KEYS.to_be_replaced]
+    assert decided["new-1"]["action"] == abort_plan.REMOVE and decided["new-1"]["provider_id"] == "cloud://new-1"
+    assert "old-1" in decided["new-1"]["reason"]
+
+
+def test_an_operators_own_cordon_and_label_stay():
+    donor = node("old-1", {KEYS.heir: "new-1", KEYS.phase: "paired"}, labels={LB_EXCLUDE_LABEL: ""}, cordoned=True)
+    decided = decide([donor, node("new-1", {KEYS.donor: "old-1"})], created=["new-1"])["nodes"]["old-1"]
+    assert decided["uncordon"] is False and "labels" not in decided["write"]
+
+
+def test_a_heir_whose_donor_is_gone_stays_and_a_refill_too():
+    heir = node("new-1", {KEYS.donor: "old-1", KEYS.phase: "replaced"})
+    refill = node("new-2")
+    decided = decide([heir, refill], created=["new-1", "new-2"], refills={"old-2": "new-2"})["nodes"]
+    assert {n: d["action"] for n, d in decided.items()} == {"new-1": abort_plan.KEEP, "new-2": abort_plan.KEEP}
+
+
+def test_an_unpaired_node_of_the_upgrade_is_removed_and_a_control_plane_one_is_held():
+    cp = node("new-cp", labels={CONTROL_PLANE_LABEL: ""})
+    decided = decide([node("old-1"), node("new-1"), cp], created=["new-1", "new-cp"])["nodes"]
+    assert decided["new-1"]["action"] == abort_plan.REMOVE and "not yet paired" in decided["new-1"]["reason"]
+    assert decided["new-cp"]["action"] == abort_plan.HOLD and "etcd_member_remove" in decided["new-cp"]["reason"]
+    assert "old-1" not in decided, "a node the upgrade never marked is left alone"
+
+
+def test_a_node_the_upgrade_did_not_create_is_never_removed():
+    stranger = node("new-x", {KEYS.donor: "old-1"})
+    decided = decide([node("old-1", {KEYS.heir: "new-x", KEYS.phase: "paired"}), stranger], created=[])["nodes"]
+    assert "new-x" not in decided and decided["old-1"]["action"] == abort_plan.GIVE_BACK
+
+
+@pytest.mark.parametrize("phase", ["etcd-removed", "deleting"])
+def test_a_donor_past_its_point_of_no_return_is_finished_and_its_heir_stays(phase):
+    donor = node("old-1", {KEYS.heir: "new-1", KEYS.phase: phase}, cordoned=True)
+    decided = decide([donor, node("new-1", {KEYS.donor: "old-1"})], created=["new-1"])["nodes"]
+    assert decided["old-1"]["action"] == abort_plan.FINISH and phase in decided["old-1"]["reason"]
+    # Its heir replaces a node that still exists, but one that never serves again: removing it would lose capacity.
+    assert decided["new-1"]["action"] == abort_plan.KEEP
+
+
+def test_instances_created_and_never_nodes_are_deleted_unless_already_going():
+    decision = decide([node("old-1")], created=["new-1", "new-2", "new-3"],
+                      listed={"new-1": "running", "new-2": "deleting", "old-1": "running"})
+    assert decision["instances"] == [dict(provider_id="cloud://new-1", group="G1")]
+
+
+def test_groups_point_back_only_at_their_recorded_image():
+    decision = decide([], groups_now={"G1": NEW, "G2": OLD, "G3": NEW}, groups_before={"G1": OLD, "G2": OLD})
+    assert decision["groups"] == [dict(group="G1", image=OLD, now=NEW)]
+    assert decision["unrecorded_groups"] == ["G3"]
+    lines = abort_plan.describe(decision)
+    assert any("G1: pointed back from image-new to image-old" in line for line in lines)
+    assert any("G3" in line and "no record" in line for line in lines)
+
+
+def test_done_when_only_kept_and_held_nodes_are_left():
+    heir = node("new-1", {KEYS.donor: "old-1"})
+    assert abort_plan.done(decide([heir], created=["new-1"]))
+    assert not abort_plan.done(decide([node("old-1"), node("new-1", {KEYS.donor: "old-1"})], created=["new-1"]))
+    assert not abort_plan.done(decide([], groups_now={"G1": NEW}, groups_before={"G1": OLD}))
+
+
+def test_a_donor_given_back_is_a_plain_outdated_node_to_the_planners_checks():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import crosschecks
+
+    donor = node("old-1", {KEYS.heir: "new-1", KEYS.phase: "draining", KEYS.phase_since: "2026-01-01T00:00:00Z",
+                           KEYS.phase_history: "paired@2026-01-01T00:00:00Z,draining@2026-01-01T00:01:00Z"})
+    # The check this guards: a trail that ends in a phase the annotation no longer says.
+    unphased = {k: v for k, v in donor["metadata"]["annotations"].items() if k != KEYS.phase}
+    assert [p["code"] for p in crosschecks.annotation_problems(
+        dict(donor, metadata=dict(donor["metadata"], annotations=unphased)), KEYS)] == ["phase_not_recorded"]
+    write = decide([donor, node("new-1", {KEYS.donor: "old-1"})], created=["new-1"])["nodes"]["old-1"]["write"]
+    after = {k: v for k, v in dict(donor["metadata"]["annotations"], **write["annotations"]).items() if v is not None}
+    assert crosschecks.annotation_problems(dict(donor, metadata=dict(donor["metadata"], annotations=after)), KEYS) == []
+
+
+@pytest.mark.parametrize("state, step", [("running", abort_plan.RUNNING), ("deleting", abort_plan.GOING), (None, abort_plan.GONE)])
+def test_a_leaving_nodes_next_step_follows_its_instance(state, step):
+    """Drained only while its instance runs: once the instance goes its kubelet is gone, its pods never end, and a
+    drain again would wait for ever; its Node goes when the cloud lists the instance no more."""
+    listed = {"new-1": state} if state else {}
+    decided = decide([node("old-1"), node("new-1", {KEYS.donor: "old-1"})], created=["new-1"], listed=listed)["nodes"]
+    assert decided["new-1"]["action"] == abort_plan.REMOVE and decided["new-1"]["instance"] == step
