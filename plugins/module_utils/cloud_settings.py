@@ -12,6 +12,15 @@ found, so that the run's end (finish, abort, or the next run after a kill) puts 
   leaves the zones unbalanced, the group terminates an instance in the fullest zone. Suspended.
 - AWS MinSize: a terminate that lowers the desired capacity to below MinSize is refused; removing a worker
   before its heir exists (max_unavailable) needs it lower. Lowered to what the run needs, only then.
+- AWS AlarmNotification and ScheduledActions (scaling processes, on unless suspended): a scaling policy that its
+  CloudWatch alarm triggers, or a scheduled action whose time comes, changes the desired capacity; a lower one
+  terminates instances without a drain, a higher one launches instances the run did not ask for. Suspended on
+  every group (telling whether a group has policies or scheduled actions would cost two more calls per read).
+- GCE autoscalingPolicy.mode of an autoscaler attached to the group (the group names it in status.autoscaler):
+  the autoscaler sets the group's target size itself; a scale-in deletes VMs without a drain, and it undoes the
+  run's surge. Set to OFF, not ONLY_SCALE_OUT: a scale-out adds VMs the plan did not count (the run would delete
+  them as surplus), and a surge the autoscaler does not expect is exactly what it scales in. The cluster-
+  autoscaler is likewise paused in both directions.
 - Azure upgradePolicy.mode Automatic: once the model's image changes, the scale set upgrades its VMs itself,
   possibly all at once. Set to Manual. Rolling is refused: it goes with health probes and automatic OS image
   upgrades that the user relies on, which Manual would switch off; the user decides."""
@@ -24,6 +33,11 @@ GCE_REDISTRIBUTION = "updatePolicy.instanceRedistributionType"
 AWS_AZ_REBALANCE = "AZRebalance"
 AWS_MIN_SIZE = "MinSize"
 AZURE_UPGRADE_POLICY = "upgradePolicy.mode"
+AWS_ALARM_NOTIFICATION = "AlarmNotification"
+AWS_SCHEDULED_ACTIONS = "ScheduledActions"
+GCE_AUTOSCALER = "autoscalingPolicy.mode"
+# The AWS scaling processes a run suspends, each with its own entry.
+AWS_PROCESSES = (AWS_AZ_REBALANCE, AWS_ALARM_NOTIFICATION, AWS_SCHEDULED_ACTIONS)
 
 # What the cloud does with each setting's default, in the run's messages and the report.
 WHY = {
@@ -33,6 +47,12 @@ WHY = {
                       "group's zones unbalanced",
     AWS_MIN_SIZE: "AWS refuses to remove a worker before its heir exists (max_unavailable) while the group is at "
                   "its MinSize",
+    AWS_ALARM_NOTIFICATION: "a scaling policy triggered by its alarm would change the group's desired capacity, "
+                            "terminating instances without a drain or launching ones the run did not ask for",
+    AWS_SCHEDULED_ACTIONS: "a scheduled action whose time comes would change the group's size, terminating instances "
+                           "without a drain or launching ones the run did not ask for",
+    GCE_AUTOSCALER: "the autoscaler attached to the group would resize it itself, deleting VMs without a drain and "
+                    "undoing the run's surge",
     AZURE_UPGRADE_POLICY: "Azure would upgrade the scale set's VMs itself, possibly all at once, once its model's "
                           "image changes",
 }
@@ -50,8 +70,10 @@ def _neutral(name, value, size, unavailable):
     """(the value a run needs, or None when `value` is fine, and the refusal text or None)."""
     if name == GCE_REDISTRIBUTION:
         return (None if value == "NONE" else "NONE"), None
-    if name == AWS_AZ_REBALANCE:
+    if name in AWS_PROCESSES:
         return (None if value == "suspended" else "suspended"), None
+    if name == GCE_AUTOSCALER:
+        return (None if value == "OFF" else "OFF"), None
     if name == AWS_MIN_SIZE:
         if not unavailable or size is None or value is None:
             return None, None

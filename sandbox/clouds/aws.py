@@ -25,6 +25,12 @@ WSGI layer that
   (rebalance_delay seconds later, no drain) and launches one in the emptiest, unless the group suspended
   AZRebalance (knob az_rebalance=False: never); and refuses a terminate that would lower the desired capacity
   below MinSize with AWS's ValidationError (moto lowers it);
+- runs the group's own scaling, which exists only where a test adds it: a scheduled action (Admin.
+  add_scheduled_action) sets the desired capacity when its time comes, unless the group suspended ScheduledActions
+  (then it is skipped, and recorded so); a simple scaling policy (Admin.add_scaling_policy) changes it when its
+  alarm fires (Admin.fire_alarm stands in for CloudWatch: the emulator has no metrics), unless the group suspended
+  AlarmNotification. A lower desired capacity terminates instances at once, without a drain, as moto picks them;
+  Admin.scalings() lists what ran and what was skipped;
 - watches the auto scaling groups and calls instance_hooks.created/deleted as instances start running
   and go away, so nodes join the sandbox cluster.
 
@@ -207,6 +213,7 @@ class EmulatorApp:
         self.changed = threading.Event()
         self.timers = []                    # deferred launches (launch_delay) and rebalances
         self.rebalances = []                # what AZRebalance terminated: {group, terminated, zone, at}
+        self.scalings = []                  # the groups' own scaling: {group, cause, desired, skipped, at}
 
     # -- moto's state ---------------------------------------------------------------------------------
 
@@ -627,6 +634,52 @@ class EmulatorApp:
             self.rebalances.append(dict(group=name, terminated=victim, zone=fullest, at=time.time()))
         self.changed.set()
 
+    def _scale(self, group_name, cause, process, change):
+        """One of the group's own scalings (`change(asg_backend)` sets the capacity), unless the group suspended the
+        scaling process that runs it; recorded either way. Called with the lock held."""
+        asg_backend, _ = self._backends()
+        group = asg_backend.autoscaling_groups.get(group_name)
+        if group is None:
+            return
+        if process in [p["ProcessName"] for p in group.suspended_processes]:
+            self.scalings.append(dict(group=group_name, cause=cause, desired=None, skipped="%s suspended" % process,
+                                      at=time.time()))
+            return
+        change(asg_backend)
+        self._mark_new_instances()
+        self.scalings.append(dict(group=group_name, cause=cause, desired=int(group.desired_capacity), skipped=None,
+                                  at=time.time()))
+
+    def _add_scheduled_action(self, group, name, desired, delay):
+        asg_backend, _ = self._backends()
+        if group not in asg_backend.autoscaling_groups:
+            raise ValueError("no auto scaling group %s" % group)
+        asg_backend.put_scheduled_update_group_action(name=group, desired_capacity=int(desired), max_size=None,
+                                                      min_size=None, scheduled_action_name=name,
+                                                      start_time=_iso(time.time() + float(delay)), end_time=None,
+                                                      recurrence=None, timezone=None)
+        self._after(float(delay), self._scale, group, "scheduled action %s" % name, "ScheduledActions",
+                    lambda backend: backend.set_desired_capacity(group, int(desired)))
+
+    def _add_scaling_policy(self, group, name, adjustment):
+        asg_backend, _ = self._backends()
+        if group not in asg_backend.autoscaling_groups:
+            raise ValueError("no auto scaling group %s" % group)
+        asg_backend.put_scaling_policy(name=name, policy_type="SimpleScaling", metric_aggregation_type=None,
+                                       adjustment_type="ChangeInCapacity", as_name=group, min_adjustment_magnitude=None,
+                                       scaling_adjustment=int(adjustment), cooldown=None, target_tracking_config=None,
+                                       step_adjustments=None, estimated_instance_warmup=None,
+                                       predictive_scaling_configuration=None)
+
+    def _fire_alarm(self, name):
+        asg_backend, _ = self._backends()
+        policy = asg_backend.policies.get(name)
+        if policy is None:
+            raise ValueError("no scaling policy %s" % name)
+        self._scale(policy.auto_scaling_group_name, "alarm of policy %s" % name, "AlarmNotification",
+                    lambda backend: backend.execute_policy(name))
+        self.changed.set()
+
     def _describe_activities(self, start_response, params):
         name = params.get("AutoScalingGroupName")
         limit = int(params.get("MaxRecords", "100") or 100)
@@ -669,6 +722,18 @@ class EmulatorApp:
             elif path == "/_kubenodes/rebalances" and method == "GET":
                 with self.lock:
                     result = list(self.rebalances)
+            elif path == "/_kubenodes/scalings" and method == "GET":
+                with self.lock:
+                    result = list(self.scalings)
+            elif path in ("/_kubenodes/scheduled-actions", "/_kubenodes/scaling-policies", "/_kubenodes/alarms") \
+                    and method == "POST":
+                args = json.loads(body or b"{}")
+                adding = {"/_kubenodes/scheduled-actions": self._add_scheduled_action,
+                          "/_kubenodes/scaling-policies": self._add_scaling_policy,
+                          "/_kubenodes/alarms": self._fire_alarm}[path]
+                with self.lock:
+                    adding(**args)
+                result = {}
             else:
                 return self._respond(start_response, 404, b'{"error": "unknown admin path"}', "application/json")
         except (TypeError, ValueError) as exc:
@@ -908,6 +973,23 @@ class Admin:
     def rebalances(self):
         """What AZRebalance terminated: [{group, terminated, zone, at}]."""
         return self._http("GET", "/_kubenodes/rebalances")
+
+    def add_scheduled_action(self, group, desired, delay=1.0, name="nightly"):
+        """A scheduled action on `group` that sets its desired capacity to `desired` `delay` seconds from now."""
+        return self._http("POST", "/_kubenodes/scheduled-actions", dict(group=group, name=name, desired=desired, delay=delay))
+
+    def add_scaling_policy(self, group, adjustment, name="cpu-low"):
+        """A simple scaling policy on `group` that changes its desired capacity by `adjustment` when its alarm fires."""
+        return self._http("POST", "/_kubenodes/scaling-policies", dict(group=group, name=name, adjustment=adjustment))
+
+    def fire_alarm(self, policy):
+        """The CloudWatch alarm of `policy` goes off: the policy runs at once unless its group suspended
+        AlarmNotification."""
+        return self._http("POST", "/_kubenodes/alarms", dict(name=policy))
+
+    def scalings(self):
+        """The groups' own scalings that ran or were skipped: [{group, cause, desired, skipped, at}]."""
+        return self._http("GET", "/_kubenodes/scalings")
 
     def group_instances(self, name):
         """(instance ID, lifecycle state) of the group's instances, straight from the emulator."""

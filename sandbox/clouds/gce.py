@@ -16,7 +16,10 @@ DELETING), an instance quota that createInstances/resize refuse with QUOTA_EXCEE
 reports as the region's INSTANCES quota (limit the knob, usage the live instances; a generous limit when the
 knob is unset), late refusals (late_refusals: the next N instances createInstances accepts stay CREATING with
 lastAttempt QUOTA_EXCEEDED on IN_USE_ADDRESSES, retried for ever, as GCE refuses an instance after the request was
-accepted), and paths the caller may not read (deny: 403 forbidden, as for an identity without the
+accepted), autoscalers (Admin.create_autoscaler: attached to a group, named in its status.autoscaler, read and
+patched through autoscalers/regionAutoscalers get and patch; one in mode ON resizes its group to its recommended
+size once the group has been another size for autoscaling_delay seconds, deleting the newest VMs first, without a
+drain; ONLY_SCALE_OUT only grows it; OFF leaves it; knob autoscaling=False: none acts), and paths the caller may not read (deny: 403 forbidden, as for an identity without the
 permission).
 
 Run as `python -m sandbox.clouds.gce --state-dir DIR [--nodesim-url URL]` (see sandbox/clouds/__init__.py)
@@ -140,6 +143,10 @@ class Faults:
         # emptiest. Off: such groups stay as they are, as with updatePolicy.instanceRedistributionType NONE.
         self.redistribution = True
         self.redistribution_delay = 1.0
+        # Autoscalers that exist act (they exist only where a test attaches one): a group off its autoscaler's
+        # recommended size this long is resized to it. GCE's autoscaler decides every few tens of seconds.
+        self.autoscaling = True
+        self.autoscaling_delay = 1.0
         self.seed = None            # when set, the error_rate draws repeat from run to run
         self._count = itertools.count()
         self._rng = random.Random()
@@ -190,6 +197,8 @@ class GceState:
         self.user_agents = collections.Counter()
         self.request_ids = {}   # requestId -> operation key, so a retried mutation is not applied twice
         self.redistributions = []   # what proactive redistribution deleted: {group, deleted, zone, at}
+        self.autoscalers = {}       # (project, "zones"|"regions", scope, name) -> autoscaler (private "_" keys)
+        self.autoscalings = []      # what the autoscalers did: {group, autoscaler, size, deleted, at}
         self.service_accounts = {}   # client_email -> public key PEM (the key JSON holds the private key)
         self.tokens = set()          # bearer tokens the API accepts when faults.require_auth is on
         self.token_grants = []       # the verified claims of every JWT assertion exchanged at /token
@@ -325,6 +334,55 @@ class GceState:
                 self._add_instances(key, [self._random_name(key) for _ in range(size)])
             return "projects/%s/%s/%s/instanceGroupManagers/%s" % key
 
+    def admin_create_autoscaler(self, group_id, recommended, mode="ON", name=None):
+        """An autoscaler attached to the group, which it names in its status.autoscaler; `recommended` stands in for
+        what the autoscaler computes from the load (the emulator has no metrics)."""
+        with self.lock:
+            match = re.match(r"^projects/([^/]+)/(zones|regions)/([^/]+)/instanceGroupManagers/([^/]+)$", group_id)
+            if not match or match.groups() not in self.igms:
+                raise ApiError(404, "no group %s" % group_id)
+            project, kind, scope, group = match.groups()
+            key = (project, kind, scope, name or group + "-autoscaler")
+            url = API + "projects/%s/%s/%s/autoscalers/%s" % key
+            self.autoscalers[key] = {
+                "kind": "compute#autoscaler", "id": _numeric_id(*key), "name": key[3], "selfLink": url,
+                "creationTimestamp": _rfc3339(time.time()), "target": self.igm_url(match.groups()),
+                ("region" if kind == "regions" else "zone"): API + "projects/%s/%s/%s" % (project, kind, scope),
+                "autoscalingPolicy": {"mode": mode, "minNumReplicas": 0, "maxNumReplicas": 1000,
+                                      "coolDownPeriodSec": 60, "cpuUtilization": {"utilizationTarget": 0.6}},
+                "status": "ACTIVE", "recommendedSize": int(recommended), "_group": match.groups()}
+            self.igms[match.groups()]["_autoscaler"] = url
+            return url
+
+    def _autoscale(self, now):
+        """Each autoscaler (faults.autoscaling) resizes its group to its recommended size once the group has been
+        another size for autoscaling_delay seconds: ON both ways, ONLY_SCALE_OUT only up, OFF never. A scale-in
+        deletes the newest VMs, without a drain."""
+        for autoscaler in self.autoscalers.values():
+            igm = self.igms.get(autoscaler["_group"])
+            mode = autoscaler["autoscalingPolicy"].get("mode", "ON")
+            if igm is None:
+                continue
+            live = [n for n, m in igm["_managed"].items() if m["currentAction"] != "DELETING"]
+            wanted = autoscaler["recommendedSize"]
+            acts = self.faults.autoscaling and (mode == "ON" and len(live) != wanted or
+                                                mode == "ONLY_SCALE_OUT" and len(live) < wanted)
+            if not acts:
+                autoscaler.pop("_off_since", None)
+                continue
+            if now - autoscaler.setdefault("_off_since", now) < float(self.faults.autoscaling_delay):
+                continue
+            del autoscaler["_off_since"]
+            deleted = sorted(live, key=lambda n: (-igm["_managed"][n]["_created"], n))[:max(0, len(live) - wanted)]
+            for name in deleted:
+                self._delete_managed(autoscaler["_group"], name)
+            if len(live) < wanted:
+                self._add_instances(autoscaler["_group"], [self._random_name(autoscaler["_group"])
+                                                           for _ in range(wanted - len(live))])
+            igm["targetSize"] = wanted
+            self.autoscalings.append(dict(group="projects/%s/%s/%s/instanceGroupManagers/%s" % autoscaler["_group"],
+                                          autoscaler=autoscaler["name"], size=wanted, deleted=deleted, at=now))
+
     def _insert_template(self, project, template):
         name = template.get("name", "")
         if not NAME_RE.match(name):
@@ -363,6 +421,7 @@ class GceState:
                     "templates": sorted(n for _, n in self.templates),
                     "images": sorted(n for _, n in self.images),
                     "redistributions": list(self.redistributions),
+                    "autoscalings": list(self.autoscalings),
                     "faults": self.faults.as_dict()}
 
     # ---- instance lifecycle --------------------------------------------------------------------------
@@ -530,6 +589,7 @@ class GceState:
                     elif instance["status"] == "PROVISIONING" and now >= (managed["_insert_at"] + managed["_running_at"]) / 2:
                         instance["status"] = "STAGING"
                 self._redistribute(key, igm, now)
+            self._autoscale(now)
         for kind, args in events:
             try:
                 getattr(self.hooks, kind)(*args)
@@ -588,6 +648,8 @@ class GceState:
         reached = all(m["version"]["instanceTemplate"] == current for m in igm["_managed"].values())
         view["status"] = {"isStable": stable, "versionTarget": {"isReached": reached},
                           "allInstancesConfig": {"effective": True}, "stateful": {"hasStatefulConfig": False}}
+        if igm.get("_autoscaler"):
+            view["status"]["autoscaler"] = igm["_autoscaler"]
         return view
 
 
@@ -1104,6 +1166,39 @@ _igm_routes("zones", "zone")
 _igm_routes("regions", "region")
 
 
+def _autoscaler_routes(kind, var):
+    base = "projects/{p}/%s/{%s}/autoscalers" % (kind, var)
+
+    def find(state, p, scope, name):
+        _scope_check(kind, scope)
+        key = (p, kind, scope, name)
+        if key not in state.autoscalers:
+            raise ApiError(404, "The resource 'projects/%s/%s/%s/autoscalers/%s' was not found" % key)
+        return key
+
+    @route("GET", base + "/{a}")
+    def get_autoscaler(state, q, body, p, a, **scope):
+        autoscaler = state.autoscalers[find(state, p, scope[var], a)]
+        return {k: v for k, v in autoscaler.items() if not k.startswith("_")}
+
+    @route("PATCH", base, {"autoscaler", "requestId"}, {"autoscalingPolicy", "name"})
+    def patch_autoscaler(state, q, body, p, **scope):
+        """A merge patch of the autoscaler named in the query; only autoscalingPolicy.mode is served."""
+        key = find(state, p, scope[var], q.get("autoscaler") or body.get("name") or "")
+        wanted = body.get("autoscalingPolicy") or {}
+        if not isinstance(wanted, dict) or set(wanted) - {"mode"}:
+            raise ApiError(400, "Invalid value for field 'resource.autoscalingPolicy': the emulator serves only mode.")
+        if "mode" in wanted:
+            if wanted["mode"] not in ("ON", "OFF", "ONLY_SCALE_OUT"):
+                raise ApiError(400, "Invalid value for field 'resource.autoscalingPolicy.mode': '%s'." % wanted["mode"])
+            state.autoscalers[key]["autoscalingPolicy"]["mode"] = wanted["mode"]
+        return state._operation(p, kind, scope[var], "compute.autoscalers.patch", state.autoscalers[key]["selfLink"])
+
+
+_autoscaler_routes("zones", "zone")
+_autoscaler_routes("regions", "region")
+
+
 # ---- HTTP --------------------------------------------------------------------------------------------------
 class _Handler(BaseHTTPRequestHandler):
     state = None  # set on the subclass built per server
@@ -1248,6 +1343,8 @@ class _Handler(BaseHTTPRequestHandler):
             return {"image": state.admin_create_image(**body)}
         if (method, what) == ("POST", "groups"):
             return {"group_id": state.admin_create_group(**body)}
+        if (method, what) == ("POST", "autoscalers"):
+            return {"autoscaler": state.admin_create_autoscaler(**body)}
         if (method, what) == ("POST", "faults"):
             with state.lock:
                 if body.pop("reset", False):
@@ -1327,9 +1424,16 @@ class Admin:
         return self._call("POST", "groups", dict(name=name, role=role, size=size, image=image, project=self.project,
                                                  zone=zone, region=region, **more))["group_id"]
 
+    def create_autoscaler(self, group_id, recommended, mode="ON", name=None):
+        """An autoscaler on the group that resizes it to `recommended` while its mode lets it (faults autoscaling,
+        autoscaling_delay); returns its URL."""
+        return self._call("POST", "autoscalers", dict(group_id=group_id, recommended=recommended, mode=mode,
+                                                      name=name))["autoscaler"]
+
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, **more):
         """Replace every fault knob (unnamed ones go back to their defaults). Extra knobs: fail_next,
-        boot_delay, op_delay, delete_delay, paths, seed (repeatable error_rate draws), quota_mode, late_refusals."""
+        boot_delay, op_delay, delete_delay, paths, seed (repeatable error_rate draws), quota_mode, late_refusals,
+        redistribution, redistribution_delay, autoscaling, autoscaling_delay."""
         return self._call("POST", "faults", dict(reset=True, error_rate=error_rate, codes=list(codes), latency=latency,
                                                  never_boot=list(never_boot), quota=quota, **more))
 

@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 REDISTRIBUTION, AZ_REBALANCE, MIN_SIZE, UPGRADE_POLICY = (
     cloud_settings.GCE_REDISTRIBUTION, cloud_settings.AWS_AZ_REBALANCE, cloud_settings.AWS_MIN_SIZE,
     cloud_settings.AZURE_UPGRADE_POLICY)
+ALARMS, SCHEDULED = cloud_settings.AWS_ALARM_NOTIFICATION, cloud_settings.AWS_SCHEDULED_ACTIONS
 
 
 def _eventually(predicate, timeout=10.0):
@@ -86,7 +87,7 @@ def test_aws_az_rebalance_terminates_an_undrained_instance_unless_the_run_suspen
     zones = sorted(i["AvailabilityZone"] for i in _asg(aws_admin, exposed)["Instances"])
     assert zones == ["us-east-1a", "us-east-1b", "us-east-1c"], "launched one per zone, as AWS balances"
     [group] = aws_provider.list_groups([exposed])
-    assert group.settings == {AZ_REBALANCE: "active", MIN_SIZE: 0}
+    assert group.settings == {AZ_REBALANCE: "active", ALARMS: "active", SCHEDULED: "active", MIN_SIZE: 0}
     # The default: the replacement leaves the zones 2/1/0 and AWS terminates an instance it was never told to.
     heir, donor = _replace_one(aws_provider, exposed)
     [rebalance] = _eventually(lambda: [r for r in aws_admin.rebalances() if r["group"] == exposed])
@@ -121,6 +122,41 @@ def test_aws_min_size_refuses_a_decrementing_terminate_until_lowered(aws_admin, 
     problem = aws_provider.restore_problem(name, MIN_SIZE, 2)
     assert problem and "desired capacity is 1" in problem, problem
     assert aws_provider.restore_problem(name, MIN_SIZE, 1) is None
+
+
+def test_aws_scaling_policies_and_scheduled_actions_resize_the_group_unless_the_run_suspends_them(aws_admin, aws_provider):
+    image = aws_admin.create_image("own-scaling-base")
+    exposed = aws_admin.create_group("own-scaling-on", "worker", 3, image)
+    # The default: a policy's alarm and a scheduled action each terminate instances nobody drained.
+    aws_admin.add_scaling_policy(exposed, -1, name="on-cpu-low")
+    aws_admin.fire_alarm("on-cpu-low")
+    assert _asg(aws_admin, exposed)["DesiredCapacity"] == 2
+    aws_admin.add_scheduled_action(exposed, 1, delay=0.2, name="on-night")
+    _eventually(lambda: _asg(aws_admin, exposed)["DesiredCapacity"] == 1)
+    ran = [(r["cause"], r["desired"], r["skipped"]) for r in aws_admin.scalings() if r["group"] == exposed]
+    assert ran == [("alarm of policy on-cpu-low", 2, None), ("scheduled action on-night", 1, None)], ran
+
+    # Suspended for the run: neither changes the group; both processes are back as they were at the end.
+    guarded = aws_admin.create_group("own-scaling-off", "worker", 3, image)
+    [group] = aws_provider.list_groups([guarded])
+    assert (group.settings[ALARMS], group.settings[SCHEDULED]) == ("active", "active")
+    for name in (ALARMS, SCHEDULED):
+        assert aws_provider.set_run_setting(guarded, name, "suspended") is True
+        assert aws_provider.set_run_setting(guarded, name, "suspended") is False
+    aws_admin.add_scaling_policy(guarded, -1, name="off-cpu-low")
+    aws_admin.fire_alarm("off-cpu-low")
+    aws_admin.add_scheduled_action(guarded, 1, delay=0.2, name="off-night")
+    skipped = _eventually(lambda: [r for r in aws_admin.scalings() if r["group"] == guarded and "night" in r["cause"]])
+    assert [r["skipped"] for r in aws_admin.scalings() if r["group"] == guarded] == [
+        "AlarmNotification suspended", "ScheduledActions suspended"], skipped
+    assert _asg(aws_admin, guarded)["DesiredCapacity"] == 3
+    for name in (ALARMS, SCHEDULED):
+        assert aws_provider.restore_problem(guarded, name, "active") is None
+        assert aws_provider.set_run_setting(guarded, name, "active") is True
+    assert [p["ProcessName"] for p in _asg(aws_admin, guarded)["SuspendedProcesses"]] == []
+    [single] = aws_provider.list_groups([aws_admin.create_group("own-scaling-one-zone", "worker", 1, image,
+                                                                zones=["us-east-1a"])])
+    assert single.settings == {ALARMS: "active", SCHEDULED: "active", MIN_SIZE: 0}, "no AZRebalance with one zone"
 
 
 # ---- GCE --------------------------------------------------------------------------------------------------------
@@ -169,6 +205,35 @@ def test_gce_proactive_redistribution_deletes_an_undrained_vm_unless_the_run_set
     assert gce_provider.set_run_setting(guarded, REDISTRIBUTION, "PROACTIVE") is True
     with pytest.raises(base.ProviderError, match="no setting"):
         gce_provider.set_run_setting(zonal, REDISTRIBUTION, "NONE")
+
+
+def test_gce_autoscaler_resizes_the_group_undrained_unless_the_run_turns_it_off(gce_admin, gce_provider):
+    AUTOSCALER = cloud_settings.GCE_AUTOSCALER
+    gce_admin.set_faults(boot_delay=0.2, op_delay=0.02, redistribution_delay=0.2, autoscaling_delay=0.2)
+    image = gce_admin.create_image("autoscaled-base")
+    # The default of an autoscaler: the run's surge (one more VM) is scaled in again, the newest VM deleted undrained.
+    exposed = gce_admin.create_group("autoscaled-on", "worker", 2, image)
+    gce_admin.create_autoscaler(exposed, recommended=2)
+    assert gce_provider.list_groups([exposed])[0].settings == {AUTOSCALER: "ON"}
+    heir = gce_provider.create_instance(exposed)
+    [scaled] = _eventually(lambda: [r for r in gce_admin.state()["autoscalings"] if r["group"] == exposed])
+    assert scaled["size"] == 2 and [heir.provider_id.rsplit("/", 1)[1]] == scaled["deleted"], (scaled, heir)
+
+    # OFF for the run (also for ONLY_SCALE_OUT, a regional group here); back as it was at the end.
+    guarded = gce_admin.create_group("autoscaled-off", "worker", 3, image, region="us-central1")
+    gce_admin.create_autoscaler(guarded, recommended=3, mode="ONLY_SCALE_OUT")
+    assert gce_provider.list_groups([guarded])[0].settings == {REDISTRIBUTION: "PROACTIVE", AUTOSCALER: "ONLY_SCALE_OUT"}
+    assert gce_provider.set_run_setting(guarded, AUTOSCALER, "OFF") is True
+    assert gce_provider.set_run_setting(guarded, AUTOSCALER, "OFF") is False
+    assert gce_provider.list_groups([guarded])[0].settings[AUTOSCALER] == "OFF"
+    victim = gce_provider.list_instances(guarded)[0].provider_id
+    assert gce_provider.delete_instance(victim) is True   # delete-first: one below what the autoscaler recommends
+    time.sleep(0.6)
+    assert not [r for r in gce_admin.state()["autoscalings"] if r["group"] == guarded]
+    assert gce_provider.restore_problem(guarded, AUTOSCALER, "ONLY_SCALE_OUT") is None
+    assert gce_provider.set_run_setting(guarded, AUTOSCALER, "ONLY_SCALE_OUT") is True
+    [scaled] = _eventually(lambda: [r for r in gce_admin.state()["autoscalings"] if r["group"] == guarded])
+    assert scaled["size"] == 3 and scaled["deleted"] == [], "back on, it grows the group again (out only)"
 
 
 # ---- Azure ------------------------------------------------------------------------------------------------------

@@ -218,11 +218,15 @@ def _member_extra(member, ec2_state):
 
 
 def run_settings(asg):
-    """AZRebalance (only where the group spans several zones: with one there is nothing to balance) and MinSize."""
-    settings = {cloud_settings.AWS_MIN_SIZE: int(asg.get("MinSize") or 0)}
+    """MinSize, AlarmNotification and ScheduledActions (whether the group has scaling policies or scheduled actions
+    takes two more calls to tell; suspending them where it has none changes nothing), and AZRebalance only where the
+    group spans several zones (with one there is nothing to balance)."""
+    suspended = {p.get("ProcessName") for p in asg.get("SuspendedProcesses") or []}
+    processes = [cloud_settings.AWS_ALARM_NOTIFICATION, cloud_settings.AWS_SCHEDULED_ACTIONS]
     if len(asg.get("AvailabilityZones") or []) > 1:
-        suspended = {p.get("ProcessName") for p in asg.get("SuspendedProcesses") or []}
-        settings[cloud_settings.AWS_AZ_REBALANCE] = "suspended" if cloud_settings.AWS_AZ_REBALANCE in suspended else "active"
+        processes.append(cloud_settings.AWS_AZ_REBALANCE)
+    settings = {name: "suspended" if name in suspended else "active" for name in processes}
+    settings[cloud_settings.AWS_MIN_SIZE] = int(asg.get("MinSize") or 0)
     return settings
 
 
@@ -673,7 +677,7 @@ class AwsProvider(ReadingMemo, CloudProvider):
         return True
 
     def set_run_setting(self, group_id, name, value):
-        if name not in (cloud_settings.AWS_AZ_REBALANCE, cloud_settings.AWS_MIN_SIZE):
+        if name not in cloud_settings.AWS_PROCESSES + (cloud_settings.AWS_MIN_SIZE,):
             return super().set_run_setting(group_id, name, value)
         self._forget("asg")
         if run_settings(self._group(group_id)).get(name) == value:

@@ -32,6 +32,18 @@ def test_each_setting_that_acts_on_its_own_goes_to_its_neutral_value():
         dict(group="azure", name=cs.AZURE_UPGRADE_POLICY, original="Automatic", neutral="Manual")])
 
 
+def test_the_clouds_own_autoscalers_are_switched_off_in_both_directions():
+    judged = _judge([_group("gce", {cs.GCE_AUTOSCALER: "ONLY_SCALE_OUT"}), _group("gce-on", {cs.GCE_AUTOSCALER: "ON"}),
+                     _group("gce-off", {cs.GCE_AUTOSCALER: "OFF"}),
+                     _group("aws", {cs.AWS_ALARM_NOTIFICATION: "active", cs.AWS_SCHEDULED_ACTIONS: "suspended"})])
+    assert judged == dict(refusals=[], again=[], changes=[
+        dict(group="gce", name=cs.GCE_AUTOSCALER, original="ONLY_SCALE_OUT", neutral="OFF"),
+        dict(group="gce-on", name=cs.GCE_AUTOSCALER, original="ON", neutral="OFF"),
+        dict(group="aws", name=cs.AWS_ALARM_NOTIFICATION, original="active", neutral="suspended")])
+    for change in judged["changes"]:
+        assert cs.WHY[change["name"]] in cs.describe(change)
+
+
 def test_settings_already_neutral_are_left_alone():
     judged = _judge([_group("gce", {cs.GCE_REDISTRIBUTION: "NONE"}), _group("azure", {cs.AZURE_UPGRADE_POLICY: "Manual"}),
                      _group("aws", {cs.AWS_AZ_REBALANCE: "suspended", cs.AWS_MIN_SIZE: 3})])
