@@ -21,6 +21,10 @@ found, so that the run's end (finish, abort, or the next run after a kill) puts 
   run's surge. Set to OFF, not ONLY_SCALE_OUT: a scale-out adds VMs the plan did not count (the run would delete
   them as surplus), and a surge the autoscaler does not expect is exactly what it scales in. The cluster-
   autoscaler is likewise paused in both directions.
+- Azure autoscale settings (Microsoft.Insights/autoscalesettings) whose targetResourceUri is the scale set, when
+  enabled: Azure sets the scale set's capacity itself, and a scale-in deletes VMs without a drain. Disabled
+  (enabled false). When the identity may not read autoscale settings the run is refused: whether one would act
+  cannot be told.
 - Azure upgradePolicy.mode Automatic: once the model's image changes, the scale set upgrades its VMs itself,
   possibly all at once. Set to Manual. Rolling is refused: it goes with health probes and automatic OS image
   upgrades that the user relies on, which Manual would switch off; the user decides."""
@@ -36,6 +40,9 @@ AZURE_UPGRADE_POLICY = "upgradePolicy.mode"
 AWS_ALARM_NOTIFICATION = "AlarmNotification"
 AWS_SCHEDULED_ACTIONS = "ScheduledActions"
 GCE_AUTOSCALER = "autoscalingPolicy.mode"
+AZURE_AUTOSCALE = "autoscaleSettings.enabled"
+# Its value when the autoscale settings could not be read (no permission).
+UNREADABLE = "unreadable"
 # The AWS scaling processes a run suspends, each with its own entry.
 AWS_PROCESSES = (AWS_AZ_REBALANCE, AWS_ALARM_NOTIFICATION, AWS_SCHEDULED_ACTIONS)
 
@@ -53,6 +60,8 @@ WHY = {
                            "without a drain or launching ones the run did not ask for",
     GCE_AUTOSCALER: "the autoscaler attached to the group would resize it itself, deleting VMs without a drain and "
                     "undoing the run's surge",
+    AZURE_AUTOSCALE: "the autoscale setting on the scale set would change its capacity itself, deleting VMs without "
+                     "a drain and undoing the run's surge",
     AZURE_UPGRADE_POLICY: "Azure would upgrade the scale set's VMs itself, possibly all at once, once its model's "
                           "image changes",
 }
@@ -79,6 +88,14 @@ def _neutral(name, value, size, unavailable):
             return None, None
         needed = max(0, int(size) - int(unavailable))
         return (needed if int(value) > needed else None), None
+    if name == AZURE_AUTOSCALE:
+        if value == UNREADABLE:
+            return None, ("its autoscale settings could not be read (the identity needs Microsoft.Insights/"
+                          "autoscalesettings/read, as in the Monitoring Reader role): an enabled one would change the "
+                          "scale set's capacity during the run, deleting VMs without a drain. Grant that permission "
+                          "and Microsoft.Insights/autoscalesettings/write, or, when no autoscale setting targets the "
+                          "scale set, set rolling_upgrade_cloud_settings to leave")
+        return (None if value == "false" else "false"), None
     if name == AZURE_UPGRADE_POLICY:
         if value == "Rolling":
             return None, ("its upgradePolicy.mode is Rolling: Azure would replace its VMs itself, in batches, once the "

@@ -16,6 +16,9 @@ token, any token; the api-version is echoed into links, never pinned):
   GET            /subscriptions/{s}/providers/Microsoft.Compute/locations/{loc}/operations/{id}[?monitor=true]
   GET            /subscriptions/{s}/providers/Microsoft.Compute/locations/{loc}/usages  (compute usage and limits)
   GET            /subscriptions/{s}/providers/Microsoft.Compute/skus[?$filter=location eq '<loc>']  (VM sizes)
+  GET            /subscriptions/{s}/providers/Microsoft.Insights/autoscalesettings  (autoscale settings, nextLink paging)
+  PATCH          /subscriptions/{s}/resourceGroups/{rg}/providers/Microsoft.Insights/autoscalesettings/{name}
+                 (properties.enabled only)
 
 Orchestration: a scale set is Uniform unless it is created with properties.orchestrationMode "Flexible" (Admin
 create_group(..., orchestration="Flexible")). A Flexible set's VMs are plain virtual machines named
@@ -40,6 +43,12 @@ Upgrade policies act as on Azure (knob upgrade_policies, on by default; upgrade_
 model image changed, one with upgradePolicy.mode Automatic reimages every VM not on the latest model at once (its
 Node goes, no drain, and joins again on the new image), one with Rolling reimages them one at a time; Manual does
 nothing. Admin create_group(..., upgrade_policy="Automatic") makes such a set (Manual by default, ARM's default).
+
+Autoscale settings act as on Azure (knob autoscale, on by default; autoscale_delay seconds): an enabled autoscale
+setting (Admin.create_autoscale(group_id, recommended)) whose scale set has held another number of VMs than its
+recommended count (its default capacity: the emulator has no metrics) for autoscale_delay sets the capacity to it,
+deleting the newest VMs first, without a drain; Admin.state() lists `autoscaled` per set. A disabled one does
+nothing.
 
 Entra ID's token endpoint, on the same HTTPS port (point the credential's authority at the endpoint, with instance
 discovery disabled: azure.adfs_authority_url and azure.disable_instance_discovery of the modules):
@@ -135,6 +144,8 @@ SKUS = [  # a few sizes of the resource SKU list, as ARM lists them
 
 # The RBAC action a handler needs, for the deny knob's AuthorizationFailed message.
 _PERMISSIONS = {"list_usages": "Microsoft.Compute/locations/usages/read", "list_skus": "Microsoft.Compute/skus/read",
+                "list_autoscale": "Microsoft.Insights/autoscalesettings/read",
+                "patch_autoscale": "Microsoft.Insights/autoscalesettings/write",
                 "get_vmss": "Microsoft.Compute/virtualMachineScaleSets/read"}
 
 ROUTES = [
@@ -193,6 +204,14 @@ ROUTES = [
     ("/subscriptions/{subscriptionId}/providers/Microsoft.Compute/skus",
      re.compile(r"^/subscriptions/%s/providers/microsoft\.compute/skus$" % _SEG, re.I),
      {"GET": ("list_skus", {"api-version", "$filter", "includeExtendedLocations"}, None)}),
+    ("/subscriptions/{subscriptionId}/providers/Microsoft.Insights/autoscalesettings",
+     re.compile(r"^/subscriptions/%s/providers/microsoft\.insights/autoscalesettings$" % _SEG, re.I),
+     {"GET": ("list_autoscale", {"api-version", "$skiptoken"}, None)}),
+    ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Insights/"
+     "autoscalesettings/{autoscaleSettingName}",
+     re.compile(r"^/subscriptions/%s/resourcegroups/%s/providers/microsoft\.insights/autoscalesettings/%s$"
+                % (_SEG, _SEG, _SEG), re.I),
+     {"PATCH": ("patch_autoscale", {"api-version"}, {"properties", "properties.enabled"})}),
     ("/subscriptions/{subscriptionId}/providers/Microsoft.Compute/locations/{location}/operations/{operationId}",
      re.compile("^" + _LOC + "/operations/" + _SEG + "$", re.I),
      {"GET": ("get_operation", {"api-version", "monitor"}, None)}),
@@ -277,6 +296,8 @@ class Faults:
         self.fail_next = 0
         self.upgrade_policies = True   # Automatic and Rolling upgrade policies reimage VMs on a model change
         self.upgrade_delay = 1.0       # seconds from the model change to the reimage (Rolling: between VMs)
+        self.autoscale = True          # enabled autoscale settings set their scale set's capacity
+        self.autoscale_delay = 1.0     # seconds a scale set is off its recommended count before that
         self.rng = random.Random(7)
 
 
@@ -293,6 +314,7 @@ class AzureEmulator:
         self.throttle_retry_after = 0   # Retry-After of injected 429 answers
         self.lock = threading.RLock()
         self.scale_sets = {}
+        self.autoscale_settings = {}   # (sub, rg, name) lower-cased -> autoscale setting (wire dict, "_" keys private)
         self.managed_images = set()
         self.gallery_versions = set()
         self.shared_versions = set()
@@ -365,6 +387,7 @@ class AzureEmulator:
                         del vmss["vms"][iid]
                         deleted.append(self._provider_id(vmss, iid))
                 deleted.extend(self._upgrade_by_policy(vmss, now))
+            self._autoscale(now)
             for op in self.operations.values():
                 if op["status"] == "InProgress" and self._operation_done(op, now):
                     op["status"] = "Failed" if self._operation_failed(op) else "Succeeded"
@@ -399,6 +422,26 @@ class AzureEmulator:
             vmss.setdefault("reimaged", []).append(dict(vm=iid, at=now))
             gone.append(self._provider_id(vmss, iid))
         return gone
+
+    def _autoscale(self, now):
+        """Each enabled autoscale setting (faults.autoscale) sets its scale set's capacity to its recommended count
+        once the set has held another count for autoscale_delay seconds (the newest VMs go first, undrained)."""
+        for setting in self.autoscale_settings.values():
+            vmss = self.scale_sets.get(setting["_vmss"])
+            if vmss is None or not self.faults.autoscale or not setting["properties"]["enabled"]:
+                setting.pop("_off_since", None)
+                continue
+            wanted = int(setting["properties"]["profiles"][0]["capacity"]["default"])
+            live = [iid for iid in self._ordered(vmss) if vmss["vms"][iid]["state"] != "deleting"]
+            if len(live) == wanted:
+                setting.pop("_off_since", None)
+                continue
+            if now - setting.setdefault("_off_since", now) < self.faults.autoscale_delay:
+                continue
+            del setting["_off_since"]
+            touched = self._resize(vmss, wanted)
+            vmss.setdefault("autoscaled", []).append(dict(capacity=wanted, deleted=touched if len(live) > wanted else [],
+                                                          at=now))
 
     def _operation_done(self, op, now):
         if now < op["not_before"]:
@@ -726,10 +769,35 @@ class AzureEmulator:
             vmss, _ = self.create_scale_set(SUBSCRIPTION, RESOURCE_GROUP, name, body)
             return self._group_id(vmss)
 
+    def admin_create_autoscale(self, group_id, recommended, enabled=True, name=None):
+        """An autoscale setting on the scale set `group_id` whose default capacity (what it recommends, the emulator
+        having no metrics) is `recommended`."""
+        with self.lock:
+            match = re.match(r"^/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft.Compute/"
+                             r"virtualMachineScaleSets/([^/]+)$", group_id, re.I)
+            vmss = self.scale_sets.get(self._key(*match.groups())) if match else None
+            if vmss is None:
+                raise ArmError(404, "ResourceNotFound", "no scale set %s" % group_id)
+            name = name or vmss["name"] + "-autoscale"
+            key = (vmss["sub"].lower(), vmss["rg"].lower(), name.lower())
+            self.autoscale_settings[key] = {
+                "id": "/subscriptions/%s/resourceGroups/%s/providers/microsoft.insights/autoscalesettings/%s"
+                      % (vmss["sub"], vmss["rg"], name),
+                "name": name, "type": "Microsoft.Insights/autoscaleSettings", "location": vmss["location"], "tags": {},
+                "properties": {"name": name, "enabled": bool(enabled), "targetResourceUri": self._vmss_id(vmss),
+                               "targetResourceLocation": vmss["location"], "notifications": [],
+                               "profiles": [{"name": "default", "rules": [], "capacity": {
+                                   "minimum": "0", "maximum": "100", "default": str(int(recommended))}}]},
+                "_vmss": vmss["key"]}
+            return self.autoscale_settings[key]["id"]
+
     def admin_set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None,
                          fail_next=0, seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None,
-                         late_refusals=0, boot_delay=None, upgrade_policies=True, upgrade_delay=1.0):
+                         late_refusals=0, boot_delay=None, upgrade_policies=True, upgrade_delay=1.0, autoscale=True,
+                         autoscale_delay=1.0):
         with self.lock:
+            self.faults.autoscale = bool(autoscale)
+            self.faults.autoscale_delay = float(autoscale_delay)
             self.faults.late_refusals = int(late_refusals)
             if boot_delay is not None:
                 self.boot_delay = float(boot_delay)
@@ -752,7 +820,8 @@ class AzureEmulator:
     def admin_state(self):
         with self.lock:
             return {"scale_sets": [dict(self.vmss_json(v), vms=[self.vm_json(v, i, True) for i in self._ordered(v)],
-                                        reimaged=list(v.get("reimaged") or []))
+                                        reimaged=list(v.get("reimaged") or []),
+                                        autoscaled=list(v.get("autoscaled") or []))
                                    for v in self.scale_sets.values()]}
 
     # -- ARM handlers (lock held; return (status, body, headers)) --------------------------------------
@@ -788,6 +857,30 @@ class AzureEmulator:
         if location_header:
             headers["Location"] = "%s?monitor=true&api-version=%s" % (base, version)
         return headers
+
+    @staticmethod
+    def _autoscale_json(setting):
+        return {k: v for k, v in setting.items() if not k.startswith("_")}
+
+    def _autoscale_or_404(self, sub, rg, name):
+        setting = self.autoscale_settings.get((sub.lower(), rg.lower(), name.lower()))
+        if setting is None:
+            raise ArmError(404, "ResourceNotFound", "The Resource 'microsoft.insights/autoscalesettings/%s' under "
+                           "resource group '%s' was not found." % (name, rg))
+        return setting
+
+    def list_autoscale(self, req, sub):
+        items = [self._autoscale_json(v) for k, v in sorted(self.autoscale_settings.items()) if k[0] == sub.lower()]
+        return 200, self._page(req, items), {}
+
+    def patch_autoscale(self, req, sub, rg, name):
+        setting = self._autoscale_or_404(sub, rg, name)
+        enabled = ((req.body or {}).get("properties") or {}).get("enabled")
+        if enabled is not None:
+            if not isinstance(enabled, bool):
+                raise ArmError(400, "InvalidRequestContent", "properties.enabled must be true or false")
+            setting["properties"]["enabled"] = enabled
+        return 200, self._autoscale_json(setting), {}
 
     def get_vmss(self, req, sub, rg, name):
         return 200, self.vmss_json(self._vmss_or_404(sub, rg, name)), {}
@@ -1306,6 +1399,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, {"group_id": emulator.admin_create_group(
                     body["name"], body.get("role", "worker"), body.get("size", 0), body["image"],
                     orchestration=body.get("orchestration", "Uniform"), upgrade_policy=body.get("upgrade_policy", "Manual"))})
+            elif name == "autoscale" and req.method == "POST":
+                self._send(200, {"id": emulator.admin_create_autoscale(**body)})
             elif name == "faults" and req.method == "POST":
                 emulator.admin_set_faults(**body)
                 self._send(200, {})
@@ -1372,7 +1467,7 @@ class Admin:
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
                    seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None, late_refusals=0,
-                   boot_delay=None, upgrade_policies=True, upgrade_delay=1.0):
+                   boot_delay=None, upgrade_policies=True, upgrade_delay=1.0, autoscale=True, autoscale_delay=1.0):
         """never_boot / allocation_failure: scale set IDs or names ("*" for all) whose new VMs stay creating /
         end failed with AllocationFailed. late_refusals: the next N new VMs (of any scale set) end failed with
         AllocationFailed after the scale-out was accepted. fail_next: the next N resource requests fail with one of
@@ -1381,13 +1476,20 @@ class Admin:
         state Deleting), as on Azure, where a deletion takes tens of seconds; boot_delay: seconds from a scale-out to
         the VM running (and the operation done); None keeps the emulator's setting (both). upgrade_policies: Automatic
         and Rolling upgrade policies reimage VMs upgrade_delay seconds after the model's image changed (off: every set
-        acts as Manual)."""
+        acts as Manual). autoscale: enabled autoscale settings set their scale set's capacity to its recommended count
+        once it has held another for autoscale_delay seconds."""
         self._call("POST", "faults", {"error_rate": error_rate, "codes": list(codes), "latency": latency,
                                       "never_boot": list(never_boot), "quota": quota, "fail_next": fail_next,
                                       "seed": seed, "allocation_failure": list(allocation_failure),
                                       "deny": list(deny), "require_auth": require_auth, "delete_delay": delete_delay,
                                       "late_refusals": late_refusals, "boot_delay": boot_delay,
-                                      "upgrade_policies": upgrade_policies, "upgrade_delay": upgrade_delay})
+                                      "upgrade_policies": upgrade_policies, "upgrade_delay": upgrade_delay,
+                                      "autoscale": autoscale, "autoscale_delay": autoscale_delay})
+
+    def create_autoscale(self, group_id, recommended, enabled=True, name=None):
+        """An autoscale setting on the scale set `group_id` that keeps it at `recommended` VMs while enabled; its ID."""
+        return self._call("POST", "autoscale", {"group_id": group_id, "recommended": recommended, "enabled": enabled,
+                                                "name": name})["id"]
 
     def create_service_principal(self, tenant, client_id, secret):
         """A service principal the token endpoint knows (client_credentials grant in `tenant`)."""

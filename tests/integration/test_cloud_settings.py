@@ -300,3 +300,44 @@ def test_azure_automatic_upgrade_policy_reimages_every_vm_unless_the_run_sets_ma
     assert azure_provider.restore_problem(exposed, UPGRADE_POLICY, "Automatic") is None   # all on the latest model
     rolling = azure_admin.create_group("policy-rolling", "worker", 1, old, upgrade_policy="Rolling")
     assert azure_provider.list_groups([rolling])[0].settings == {UPGRADE_POLICY: "Rolling"}
+
+
+def test_azure_autoscale_setting_resizes_the_scale_set_undrained_unless_the_run_disables_it(
+        azure_emulator, azure_admin, azure_provider):
+    AUTOSCALE = cloud_settings.AZURE_AUTOSCALE
+    azure_admin.set_faults(upgrade_delay=0.2, autoscale_delay=0.2)
+    image = azure_admin.create_image("autoscale-base")
+    # The default of an enabled autoscale setting: the run's surge is scaled in again, the newest VM deleted undrained.
+    exposed = azure_admin.create_group("autoscale-on", "worker", 2, image)
+    _running(azure_provider, exposed, 2)
+    azure_admin.create_autoscale(exposed, recommended=2)
+    assert azure_provider.list_groups([exposed])[0].settings == {UPGRADE_POLICY: "Manual", AUTOSCALE: "true"}
+    heir = azure_provider.create_instance(exposed)
+    _eventually(lambda: heir.provider_id in azure_emulator.hooks.gone)
+    [scaled] = next(s for s in azure_admin.state()["scale_sets"] if s["name"] == "autoscale-on")["autoscaled"]
+    assert scaled["capacity"] == 2 and heir.provider_id.endswith("/" + scaled["deleted"][0]), (scaled, heir)
+
+    # Disabled for the run: a delete-first leaves the set one below what the setting recommends, and it stays so.
+    guarded = azure_admin.create_group("autoscale-off", "worker", 2, image)
+    _running(azure_provider, guarded, 2)
+    azure_admin.create_autoscale(guarded, recommended=2)
+    assert azure_provider.set_run_setting(guarded, AUTOSCALE, "false") is True
+    assert azure_provider.set_run_setting(guarded, AUTOSCALE, "false") is False
+    assert azure_provider.list_groups([guarded])[0].settings[AUTOSCALE] == "false"
+    assert azure_provider.delete_instance(azure_provider.list_instances(guarded)[0].provider_id) is True
+    time.sleep(0.6)
+    state = next(s for s in azure_admin.state()["scale_sets"] if s["name"] == "autoscale-off")
+    assert state["autoscaled"] == [] and len([v for v in state["vms"] if v["properties"]["provisioningState"] != "Deleting"]) == 1
+    assert azure_provider.restore_problem(guarded, AUTOSCALE, "true") is None
+    assert azure_provider.set_run_setting(guarded, AUTOSCALE, "true") is True
+    _running(azure_provider, guarded, 2)   # back on, it fills the set again
+    # A scale set no autoscale setting targets has none to change; one whose settings cannot be read is refused.
+    plain = azure_admin.create_group("autoscale-none", "worker", 1, image)
+    assert AUTOSCALE not in azure_provider.list_groups([plain])[0].settings
+    with pytest.raises(base.ProviderError, match="no setting"):
+        azure_provider.set_run_setting(plain, AUTOSCALE, "false")
+    azure_admin.set_faults(deny=["list_autoscale"])
+    [unread] = azure_provider.list_groups([guarded])
+    assert unread.settings[AUTOSCALE] == cloud_settings.UNREADABLE
+    [refusal] = cloud_settings.judge([unread], {}, lambda g: 0)["refusals"]
+    assert "Microsoft.Insights/autoscalesettings/read" in refusal and "rolling_upgrade_cloud_settings" in refusal

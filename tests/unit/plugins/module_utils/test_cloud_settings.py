@@ -44,6 +44,15 @@ def test_the_clouds_own_autoscalers_are_switched_off_in_both_directions():
         assert cs.WHY[change["name"]] in cs.describe(change)
 
 
+def test_an_enabled_azure_autoscale_setting_is_disabled_and_one_that_cannot_be_read_is_refused():
+    judged = _judge([_group("on", {cs.AZURE_AUTOSCALE: "true"}), _group("off", {cs.AZURE_AUTOSCALE: "false"}),
+                     _group("unread", {cs.AZURE_AUTOSCALE: cs.UNREADABLE})])
+    assert judged["changes"] == [dict(group="on", name=cs.AZURE_AUTOSCALE, original="true", neutral="false")]
+    [refusal] = judged["refusals"]
+    for words in ("scaling group unread", "Microsoft.Insights/autoscalesettings/read", "rolling_upgrade_cloud_settings"):
+        assert words in refusal, refusal
+
+
 def test_settings_already_neutral_are_left_alone():
     judged = _judge([_group("gce", {cs.GCE_REDISTRIBUTION: "NONE"}), _group("azure", {cs.AZURE_UPGRADE_POLICY: "Manual"}),
                      _group("aws", {cs.AWS_AZ_REBALANCE: "suspended", cs.AWS_MIN_SIZE: 3})])
