@@ -16,6 +16,9 @@ found, so that the run's end (finish, abort, or the next run after a kill) puts 
   CloudWatch alarm triggers, or a scheduled action whose time comes, changes the desired capacity; a lower one
   terminates instances without a drain, a higher one launches instances the run did not ask for. Suspended on
   every group (telling whether a group has policies or scheduled actions would cost two more calls per read).
+- AWS ReplaceUnhealthy (a scaling process): an instance its health check marks unhealthy is terminated without a
+  drain and another launched; with ELB health checks, a node the run drains can fail them, and the group then
+  launches an instance the plan does not count. Suspended on every group.
 - GCE autoscalingPolicy.mode of an autoscaler attached to the group (the group names it in status.autoscaler):
   the autoscaler sets the group's target size itself; a scale-in deletes VMs without a drain, and it undoes the
   run's surge. Set to OFF, not ONLY_SCALE_OUT: a scale-out adds VMs the plan did not count (the run would delete
@@ -39,12 +42,13 @@ AWS_MIN_SIZE = "MinSize"
 AZURE_UPGRADE_POLICY = "upgradePolicy.mode"
 AWS_ALARM_NOTIFICATION = "AlarmNotification"
 AWS_SCHEDULED_ACTIONS = "ScheduledActions"
+AWS_REPLACE_UNHEALTHY = "ReplaceUnhealthy"
 GCE_AUTOSCALER = "autoscalingPolicy.mode"
 AZURE_AUTOSCALE = "autoscaleSettings.enabled"
 # Its value when the autoscale settings could not be read (no permission).
 UNREADABLE = "unreadable"
 # The AWS scaling processes a run suspends, each with its own entry.
-AWS_PROCESSES = (AWS_AZ_REBALANCE, AWS_ALARM_NOTIFICATION, AWS_SCHEDULED_ACTIONS)
+AWS_PROCESSES = (AWS_AZ_REBALANCE, AWS_ALARM_NOTIFICATION, AWS_SCHEDULED_ACTIONS, AWS_REPLACE_UNHEALTHY)
 
 # What the cloud does with each setting's default, in the run's messages and the report.
 WHY = {
@@ -58,6 +62,8 @@ WHY = {
                             "terminating instances without a drain or launching ones the run did not ask for",
     AWS_SCHEDULED_ACTIONS: "a scheduled action whose time comes would change the group's size, terminating instances "
                            "without a drain or launching ones the run did not ask for",
+    AWS_REPLACE_UNHEALTHY: "AWS would terminate an instance its health check marks unhealthy, without a drain, and "
+                           "launch another; with ELB health checks a drained node can fail them",
     GCE_AUTOSCALER: "the autoscaler attached to the group would resize it itself, deleting VMs without a drain and "
                     "undoing the run's surge",
     AZURE_AUTOSCALE: "the autoscale setting on the scale set would change its capacity itself, deleting VMs without "

@@ -93,7 +93,8 @@ groups:
       description:
         - The group's settings with which the cloud acts on it by itself during an upgrade, by name, as the run reads
           and neutralises them; empty where the group has none. docs/cloud-settings.md lists them per cloud - for
-          AWS V(AlarmNotification), V(ScheduledActions) and V(AZRebalance) (V(active) or V(suspended)) and V(MinSize).
+          AWS the processes V(AlarmNotification), V(ScheduledActions), V(ReplaceUnhealthy) and V(AZRebalance) (V(active)
+          or V(suspended)) and V(MinSize).
       type: dict
       sample: {AZRebalance: active, AlarmNotification: active, ScheduledActions: active, MinSize: 0}
 resource_actions:

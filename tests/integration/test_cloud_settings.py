@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 REDISTRIBUTION, AZ_REBALANCE, MIN_SIZE, UPGRADE_POLICY = (
     cloud_settings.GCE_REDISTRIBUTION, cloud_settings.AWS_AZ_REBALANCE, cloud_settings.AWS_MIN_SIZE,
     cloud_settings.AZURE_UPGRADE_POLICY)
-ALARMS, SCHEDULED = cloud_settings.AWS_ALARM_NOTIFICATION, cloud_settings.AWS_SCHEDULED_ACTIONS
+ALARMS, SCHEDULED, UNHEALTHY = (
+    cloud_settings.AWS_ALARM_NOTIFICATION, cloud_settings.AWS_SCHEDULED_ACTIONS, cloud_settings.AWS_REPLACE_UNHEALTHY)
 
 
 def _eventually(predicate, timeout=10.0):
@@ -87,7 +88,8 @@ def test_aws_az_rebalance_terminates_an_undrained_instance_unless_the_run_suspen
     zones = sorted(i["AvailabilityZone"] for i in _asg(aws_admin, exposed)["Instances"])
     assert zones == ["us-east-1a", "us-east-1b", "us-east-1c"], "launched one per zone, as AWS balances"
     [group] = aws_provider.list_groups([exposed])
-    assert group.settings == {AZ_REBALANCE: "active", ALARMS: "active", SCHEDULED: "active", MIN_SIZE: 0}
+    assert group.settings == {AZ_REBALANCE: "active", ALARMS: "active", SCHEDULED: "active", UNHEALTHY: "active",
+                              MIN_SIZE: 0}
     # The default: the replacement leaves the zones 2/1/0 and AWS terminates an instance it was never told to.
     heir, donor = _replace_one(aws_provider, exposed)
     [rebalance] = _eventually(lambda: [r for r in aws_admin.rebalances() if r["group"] == exposed])
@@ -156,7 +158,31 @@ def test_aws_scaling_policies_and_scheduled_actions_resize_the_group_unless_the_
     assert [p["ProcessName"] for p in _asg(aws_admin, guarded)["SuspendedProcesses"]] == []
     [single] = aws_provider.list_groups([aws_admin.create_group("own-scaling-one-zone", "worker", 1, image,
                                                                 zones=["us-east-1a"])])
-    assert single.settings == {ALARMS: "active", SCHEDULED: "active", MIN_SIZE: 0}, "no AZRebalance with one zone"
+    assert single.settings == {ALARMS: "active", SCHEDULED: "active", UNHEALTHY: "active", MIN_SIZE: 0}, \
+        "no AZRebalance with one zone"
+
+
+def test_aws_health_check_replacement_terminates_an_undrained_instance_unless_the_run_suspends_it(aws_admin, aws_provider):
+    # A drained node can fail an ELB health check: AWS then terminates it and launches another the plan does not count.
+    aws_admin.set_faults(rebalance_delay=0.2, health_replace_delay=0.2)
+    image = aws_admin.create_image("unhealthy-base")
+    exposed = aws_admin.create_group("unhealthy-on", "worker", 2, image)
+    victim = _asg(aws_admin, exposed)["Instances"][0]["InstanceId"]
+    aws_admin.mark_unhealthy(victim)
+    [replaced] = _eventually(lambda: [r for r in aws_admin.health_replacements() if r["group"] == exposed])
+    assert replaced["terminated"] == victim and replaced["skipped"] is None, replaced
+    _eventually(lambda: victim not in {i["InstanceId"] for i in _asg(aws_admin, exposed)["Instances"]}
+                and len(_asg(aws_admin, exposed)["Instances"]) == 2)
+
+    guarded = aws_admin.create_group("unhealthy-off", "worker", 2, image)
+    assert aws_provider.set_run_setting(guarded, UNHEALTHY, "suspended") is True
+    kept = _asg(aws_admin, guarded)["Instances"][0]["InstanceId"]
+    aws_admin.mark_unhealthy(kept)
+    [skipped] = _eventually(lambda: [r for r in aws_admin.health_replacements() if r["group"] == guarded])
+    assert skipped == dict(skipped, terminated=None, skipped="ReplaceUnhealthy suspended"), skipped
+    assert kept in {i["InstanceId"] for i in _asg(aws_admin, guarded)["Instances"]}
+    assert aws_provider.restore_problem(guarded, UNHEALTHY, "active") is None
+    assert aws_provider.set_run_setting(guarded, UNHEALTHY, "active") is True
 
 
 # ---- GCE --------------------------------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     # (the settings of each worker group, how many groups): AWS suspends the scaling processes of every group; the
     # autoscaled group's autoscaler is off for the run too.
     neutralised = {"gcp": (["updatePolicy.instanceRedistributionType"], 2),
-                   "aws": (["AZRebalance", "AlarmNotification", "ScheduledActions"], 3), "azure": (["upgradePolicy.mode"], 2)}
+                   "aws": (["AZRebalance", "AlarmNotification", "ReplaceUnhealthy", "ScheduledActions"], 3), "azure": (["upgradePolicy.mode"], 2)}
     rows = uh.assert_settings_restored(values, settings)
     autoscaler_setting = {"gcp": "autoscalingPolicy.mode", "azure": "autoscaleSettings.enabled"}.get(cloud)
     assert sorted(r["setting"] for r in rows) == sorted(neutralised[cloud][0] * neutralised[cloud][1] + (

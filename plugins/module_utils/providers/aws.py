@@ -218,11 +218,12 @@ def _member_extra(member, ec2_state):
 
 
 def run_settings(asg):
-    """MinSize, AlarmNotification and ScheduledActions (whether the group has scaling policies or scheduled actions
+    """MinSize, ReplaceUnhealthy, AlarmNotification and ScheduledActions (whether the group has scaling policies or scheduled actions
     takes two more calls to tell; suspending them where it has none changes nothing), and AZRebalance only where the
     group spans several zones (with one there is nothing to balance)."""
     suspended = {p.get("ProcessName") for p in asg.get("SuspendedProcesses") or []}
-    processes = [cloud_settings.AWS_ALARM_NOTIFICATION, cloud_settings.AWS_SCHEDULED_ACTIONS]
+    processes = [cloud_settings.AWS_ALARM_NOTIFICATION, cloud_settings.AWS_SCHEDULED_ACTIONS,
+                 cloud_settings.AWS_REPLACE_UNHEALTHY]
     if len(asg.get("AvailabilityZones") or []) > 1:
         processes.append(cloud_settings.AWS_AZ_REBALANCE)
     settings = {name: "suspended" if name in suspended else "active" for name in processes}
