@@ -28,6 +28,10 @@ found, so that the run's end (finish, abort, or the next run after a kill) puts 
   enabled: Azure sets the scale set's capacity itself, and a scale-in deletes VMs without a drain. Disabled
   (enabled false). When the identity may not read autoscale settings the run is refused: whether one would act
   cannot be told.
+- Azure overprovision (Uniform scale sets; on when the field is unset): a scale-out creates more VMs than asked and
+  deletes the extras once enough run; an extra can join as a Node, be taken as the heir, and go undrained. Off.
+- Azure automaticRepairsPolicy.enabled: an unhealthy VM is replaced (deleted, a new one created on the latest
+  model); a drained node can read unhealthy, and its replacement is an instance the plan does not count. Off.
 - Azure upgradePolicy.mode Automatic: once the model's image changes, the scale set upgrades its VMs itself,
   possibly all at once. Set to Manual. Rolling is refused: it goes with health probes and automatic OS image
   upgrades that the user relies on, which Manual would switch off; the user decides."""
@@ -45,6 +49,8 @@ AWS_SCHEDULED_ACTIONS = "ScheduledActions"
 AWS_REPLACE_UNHEALTHY = "ReplaceUnhealthy"
 GCE_AUTOSCALER = "autoscalingPolicy.mode"
 AZURE_AUTOSCALE = "autoscaleSettings.enabled"
+AZURE_OVERPROVISION = "overprovision"
+AZURE_REPAIRS = "automaticRepairsPolicy.enabled"
 # Its value when the autoscale settings could not be read (no permission).
 UNREADABLE = "unreadable"
 # The AWS scaling processes a run suspends, each with its own entry.
@@ -68,6 +74,10 @@ WHY = {
                     "undoing the run's surge",
     AZURE_AUTOSCALE: "the autoscale setting on the scale set would change its capacity itself, deleting VMs without "
                      "a drain and undoing the run's surge",
+    AZURE_OVERPROVISION: "Azure would create extra VMs on each scale-out and delete them again, without a drain, "
+                         "possibly the one taken as the heir",
+    AZURE_REPAIRS: "Azure would replace a VM its health probe finds unhealthy (a drained node can be), without a drain, "
+                   "with a VM the run did not ask for",
     AZURE_UPGRADE_POLICY: "Azure would upgrade the scale set's VMs itself, possibly all at once, once its model's "
                           "image changes",
 }
@@ -101,6 +111,8 @@ def _neutral(name, value, size, unavailable):
                           "scale set's capacity during the run, deleting VMs without a drain. Grant that permission "
                           "and Microsoft.Insights/autoscalesettings/write, or, when no autoscale setting targets the "
                           "scale set, set rolling_upgrade_cloud_settings to leave")
+        return (None if value == "false" else "false"), None
+    if name in (AZURE_OVERPROVISION, AZURE_REPAIRS):
         return (None if value == "false" else "false"), None
     if name == AZURE_UPGRADE_POLICY:
         if value == "Rolling":

@@ -129,7 +129,8 @@ options:
       - What the run does with the settings with which a cloud acts on a scaling group by itself (docs/cloud-settings.md).
       - V(neutralise) - before its first change to a group, set each such setting of the group to what the run needs
         (a regional MIG's updatePolicy.instanceRedistributionType to V(NONE), a MIG's autoscaler's
-        autoscalingPolicy.mode to V(OFF), an Azure autoscale setting's enabled to V(false), an ASG's
+        autoscalingPolicy.mode to V(OFF), an Azure scale set's autoscale setting's enabled, overprovision and
+        automaticRepairsPolicy.enabled to V(false), an ASG's
         C(AZRebalance), C(AlarmNotification), C(ScheduledActions) and C(ReplaceUnhealthy) processes suspended and
         its C(MinSize) lowered as far as delete-first needs, a scale set's upgradePolicy.mode V(Automatic) to
         V(Manual)), recording the values found in the journal first; put them back when the

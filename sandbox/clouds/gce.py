@@ -19,7 +19,10 @@ lastAttempt QUOTA_EXCEEDED on IN_USE_ADDRESSES, retried for ever, as GCE refuses
 accepted), autoscalers (Admin.create_autoscaler: attached to a group, named in its status.autoscaler, read and
 patched through autoscalers/regionAutoscalers get and patch; one in mode ON resizes its group to its recommended
 size once the group has been another size for autoscaling_delay seconds, deleting the newest VMs first, without a
-drain; ONLY_SCALE_OUT only grows it; OFF leaves it; knob autoscaling=False: none acts), and paths the caller may not read (deny: 403 forbidden, as for an identity without the
+drain; ONLY_SCALE_OUT only grows it; OFF leaves it; knob autoscaling=False: none acts), autohealing (a group created
+with autohealing=True has autoHealingPolicies; a VM Admin.fail_health marked is recreated in place autohealing_delay
+seconds later - same name and zone, currentAction RECREATING, its Node gone until the VM runs again from the
+group's current template; knob autohealing=False: never), and paths the caller may not read (deny: 403 forbidden, as for an identity without the
 permission).
 
 Run as `python -m sandbox.clouds.gce --state-dir DIR [--nodesim-url URL]` (see sandbox/clouds/__init__.py)
@@ -147,6 +150,9 @@ class Faults:
         # recommended size this long is resized to it. GCE's autoscaler decides every few tens of seconds.
         self.autoscaling = True
         self.autoscaling_delay = 1.0
+        # Autohealing of groups with autoHealingPolicies: a VM failing its health check this long is recreated.
+        self.autohealing = True
+        self.autohealing_delay = 1.0
         self.seed = None            # when set, the error_rate draws repeat from run to run
         self._count = itertools.count()
         self._rng = random.Random()
@@ -199,6 +205,7 @@ class GceState:
         self.redistributions = []   # what proactive redistribution deleted: {group, deleted, zone, at}
         self.autoscalers = {}       # (project, "zones"|"regions", scope, name) -> autoscaler (private "_" keys)
         self.autoscalings = []      # what the autoscalers did: {group, autoscaler, size, deleted, at}
+        self.autoheals = []         # what autohealing recreated: {group, instance, at}
         self.service_accounts = {}   # client_email -> public key PEM (the key JSON holds the private key)
         self.tokens = set()          # bearer tokens the API accepts when faults.require_auth is on
         self.token_grants = []       # the verified claims of every JWT assertion exchanged at /token
@@ -289,7 +296,7 @@ class GceState:
             return "projects/%s/global/images/%s" % (project, name)
 
     def admin_create_group(self, name, role, size, image, project=DEFAULT_PROJECT, zone=None, region=None,
-                           update_policy="OPPORTUNISTIC", versions=1, redistribution="PROACTIVE"):
+                           update_policy="OPPORTUNISTIC", versions=1, redistribution="PROACTIVE", autohealing=False):
         with self.lock:
             if zone and region:
                 raise ApiError(400, "give zone or region, not both")
@@ -326,6 +333,9 @@ class GceState:
                                                        for z in "abc"], "targetShape": "EVEN"}
                 # Regional groups only; PROACTIVE is GCE's default.
                 igm["updatePolicy"]["instanceRedistributionType"] = redistribution
+            if autohealing:
+                igm["autoHealingPolicies"] = [{"healthCheck": API + "projects/%s/global/healthChecks/%s-hc" % (project, name),
+                                               "initialDelaySec": 300}]
             if versions > 1:   # a canary update in progress: several versions, no top-level template
                 igm["versions"] = [dict(igm["versions"][0], name="v%d" % i) for i in range(versions)]
             self.igms[key] = igm
@@ -422,6 +432,7 @@ class GceState:
                     "images": sorted(n for _, n in self.images),
                     "redistributions": list(self.redistributions),
                     "autoscalings": list(self.autoscalings),
+                    "autoheals": list(self.autoheals),
                     "faults": self.faults.as_dict()}
 
     # ---- instance lifecycle --------------------------------------------------------------------------
@@ -589,12 +600,42 @@ class GceState:
                     elif instance["status"] == "PROVISIONING" and now >= (managed["_insert_at"] + managed["_running_at"]) / 2:
                         instance["status"] = "STAGING"
                 self._redistribute(key, igm, now)
+                self._autoheal(key, igm, now, events)
             self._autoscale(now)
         for kind, args in events:
             try:
                 getattr(self.hooks, kind)(*args)
             except Exception as exc:  # the simulator being down must not break the cloud
                 print("gce emulator: hook %s%r failed: %s" % (kind, args, exc), file=sys.stderr)
+
+    def _autoheal(self, key, igm, now, events):
+        """Autohealing (faults.autohealing, groups with autoHealingPolicies): a VM marked unhealthy for
+        autohealing_delay seconds is recreated in place - its instance deleted (its Node goes, no drain) and created
+        again with the same name and zone from the group's current template."""
+        if not self.faults.autohealing or not igm.get("autoHealingPolicies"):
+            return
+        for name, managed in igm["_managed"].items():
+            since = managed.get("_unhealthy_since")
+            if since is None or managed["currentAction"] == "DELETING" or now - since < float(self.faults.autohealing_delay):
+                continue
+            ikey = (key[0], managed["_zone"], name)
+            if self.instances.pop(ikey, None) is not None and managed.get("_announced"):
+                events.append(("deleted", ("gce://%s/%s/%s" % ikey,)))
+            self.disks.pop(ikey, None)
+            managed.update(currentAction="RECREATING", version={"instanceTemplate": igm["instanceTemplate"]},
+                           _unhealthy_since=None, _announced=False, _created=now,
+                           _insert_at=now + min(self.faults.insert_delay, self.faults.boot_delay),
+                           _running_at=now + self.faults.boot_delay)
+            self.autoheals.append(dict(group="projects/%s/%s/%s/instanceGroupManagers/%s" % key, instance=name, at=now))
+
+    def admin_fail_health(self, group_id, instance):
+        """The VM `instance` (a name) of the group fails its health check from now on, until autohealing recreates it."""
+        with self.lock:
+            match = re.match(r"^projects/([^/]+)/(zones|regions)/([^/]+)/instanceGroupManagers/([^/]+)$", group_id)
+            igm = self.igms.get(match.groups()) if match else None
+            if igm is None or instance not in igm["_managed"]:
+                raise ApiError(404, "no instance %s in group %s" % (instance, group_id))
+            igm["_managed"][instance]["_unhealthy_since"] = time.time()
 
     def _redistribute(self, key, igm, now):
         """Proactive instance redistribution of a regional group (faults.redistribution): zones more than one VM
@@ -1343,6 +1384,9 @@ class _Handler(BaseHTTPRequestHandler):
             return {"image": state.admin_create_image(**body)}
         if (method, what) == ("POST", "groups"):
             return {"group_id": state.admin_create_group(**body)}
+        if (method, what) == ("POST", "unhealthy"):
+            state.admin_fail_health(**body)
+            return {}
         if (method, what) == ("POST", "autoscalers"):
             return {"autoscaler": state.admin_create_autoscaler(**body)}
         if (method, what) == ("POST", "faults"):
@@ -1420,9 +1464,14 @@ class Admin:
 
     def create_group(self, name, role, size, image, zone=None, region=None, **more):
         """A group (zonal unless `region` is given); `more`: update_policy ("OPPORTUNISTIC" or "PROACTIVE"),
-        versions (>1 for a group in the middle of a canary update)."""
+        versions (>1 for a group in the middle of a canary update), redistribution, autohealing (True: the group has
+        autoHealingPolicies, and fail_health's VMs are recreated)."""
         return self._call("POST", "groups", dict(name=name, role=role, size=size, image=image, project=self.project,
                                                  zone=zone, region=region, **more))["group_id"]
+
+    def fail_health(self, group_id, instance):
+        """The VM `instance` (its name) fails its health check: a group with autohealing recreates it."""
+        return self._call("POST", "unhealthy", dict(group_id=group_id, instance=instance))
 
     def create_autoscaler(self, group_id, recommended, mode="ON", name=None):
         """An autoscaler on the group that resizes it to `recommended` while its mode lets it (faults autoscaling,
@@ -1433,7 +1482,7 @@ class Admin:
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, **more):
         """Replace every fault knob (unnamed ones go back to their defaults). Extra knobs: fail_next,
         boot_delay, op_delay, delete_delay, paths, seed (repeatable error_rate draws), quota_mode, late_refusals,
-        redistribution, redistribution_delay, autoscaling, autoscaling_delay."""
+        redistribution, redistribution_delay, autoscaling, autoscaling_delay, autohealing, autohealing_delay."""
         return self._call("POST", "faults", dict(reset=True, error_rate=error_rate, codes=list(codes), latency=latency,
                                                  never_boot=list(never_boot), quota=quota, **more))
 

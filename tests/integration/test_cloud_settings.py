@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 REDISTRIBUTION, AZ_REBALANCE, MIN_SIZE, UPGRADE_POLICY = (
     cloud_settings.GCE_REDISTRIBUTION, cloud_settings.AWS_AZ_REBALANCE, cloud_settings.AWS_MIN_SIZE,
     cloud_settings.AZURE_UPGRADE_POLICY)
+OVERPROVISION, REPAIRS = cloud_settings.AZURE_OVERPROVISION, cloud_settings.AZURE_REPAIRS
 ALARMS, SCHEDULED, UNHEALTHY = (
     cloud_settings.AWS_ALARM_NOTIFICATION, cloud_settings.AWS_SCHEDULED_ACTIONS, cloud_settings.AWS_REPLACE_UNHEALTHY)
 
@@ -262,6 +263,30 @@ def test_gce_autoscaler_resizes_the_group_undrained_unless_the_run_turns_it_off(
     assert scaled["size"] == 3 and scaled["deleted"] == [], "back on, it grows the group again (out only)"
 
 
+def test_gce_autohealing_is_left_on_it_recreates_a_vm_in_place_which_the_provider_reads_as_not_running(
+        gce_admin, gce_provider):
+    # By decision (docs/cloud-settings.md): autohealing adds no instance and takes none away for good, so a run leaves
+    # it on; what the provider must get right is the VM while it is recreated.
+    gce_admin.set_faults(boot_delay=0.3, op_delay=0.02, autohealing_delay=0.2)
+    old, new = gce_admin.create_image("autoheal-old"), gce_admin.create_image("autoheal-new")
+    group = gce_admin.create_group("autoheal", "worker", 2, old, autohealing=True)
+    judged = cloud_settings.judge(gce_provider.list_groups([group]), {}, lambda g: 0)
+    assert judged == dict(changes=[], again=[], refusals=[])
+    _eventually(lambda: len([i for i in gce_provider.list_instances(group) if i.state == base.RUNNING]) == 2)
+    gce_provider.set_group_image(group, new)
+    victim = gce_provider.list_instances(group)[0]
+    gce_admin.fail_health(group, victim.name)
+    recreating = _eventually(lambda: next((i for i in gce_provider.list_instances(group)
+                                           if i.name == victim.name and i.state != base.RUNNING), None))
+    assert recreating.state == base.CREATING, recreating
+    [healed] = [r for r in gce_admin.state()["autoheals"] if r["group"] == group]
+    assert healed["instance"] == victim.name
+    again = _eventually(lambda: next((i for i in gce_provider.list_instances(group)
+                                      if i.name == victim.name and i.state == base.RUNNING), None))
+    assert again.provider_id == victim.provider_id and new.rsplit("/", 1)[1] in again.image, again
+    assert len(gce_provider.list_instances(group)) == 2, "recreated in place: the group's size is unchanged"
+
+
 # ---- Azure ------------------------------------------------------------------------------------------------------
 class _Hooks:
     def __init__(self):
@@ -304,7 +329,8 @@ def test_azure_automatic_upgrade_policy_reimages_every_vm_unless_the_run_sets_ma
     old, new = azure_admin.create_image("policy-old"), azure_admin.create_image("policy-new")
     exposed = azure_admin.create_group("policy-auto", "worker", 2, old, upgrade_policy="Automatic")
     _running(azure_provider, exposed, 2)
-    assert azure_provider.list_groups([exposed])[0].settings == {UPGRADE_POLICY: "Automatic"}
+    assert azure_provider.list_groups([exposed])[0].settings == {UPGRADE_POLICY: "Automatic", OVERPROVISION: "false",
+                                                                 REPAIRS: "false"}
     # The default of such a set: pointing it at the image reimages both VMs at once, their Nodes gone undrained.
     assert azure_provider.set_group_image(exposed, new) is True
     vms = [i.provider_id for i in azure_provider.list_instances(exposed)]
@@ -325,7 +351,7 @@ def test_azure_automatic_upgrade_policy_reimages_every_vm_unless_the_run_sets_ma
     assert problem and problem.startswith("2 VM(s) are not on the scale set's latest model"), problem
     assert azure_provider.restore_problem(exposed, UPGRADE_POLICY, "Automatic") is None   # all on the latest model
     rolling = azure_admin.create_group("policy-rolling", "worker", 1, old, upgrade_policy="Rolling")
-    assert azure_provider.list_groups([rolling])[0].settings == {UPGRADE_POLICY: "Rolling"}
+    assert azure_provider.list_groups([rolling])[0].settings[UPGRADE_POLICY] == "Rolling"
 
 
 def test_azure_autoscale_setting_resizes_the_scale_set_undrained_unless_the_run_disables_it(
@@ -337,7 +363,7 @@ def test_azure_autoscale_setting_resizes_the_scale_set_undrained_unless_the_run_
     exposed = azure_admin.create_group("autoscale-on", "worker", 2, image)
     _running(azure_provider, exposed, 2)
     azure_admin.create_autoscale(exposed, recommended=2)
-    assert azure_provider.list_groups([exposed])[0].settings == {UPGRADE_POLICY: "Manual", AUTOSCALE: "true"}
+    assert azure_provider.list_groups([exposed])[0].settings[AUTOSCALE] == "true"
     heir = azure_provider.create_instance(exposed)
     _eventually(lambda: heir.provider_id in azure_emulator.hooks.gone)
     [scaled] = next(s for s in azure_admin.state()["scale_sets"] if s["name"] == "autoscale-on")["autoscaled"]
@@ -367,3 +393,61 @@ def test_azure_autoscale_setting_resizes_the_scale_set_undrained_unless_the_run_
     assert unread.settings[AUTOSCALE] == cloud_settings.UNREADABLE
     [refusal] = cloud_settings.judge([unread], {}, lambda g: 0)["refusals"]
     assert "Microsoft.Insights/autoscalesettings/read" in refusal and "rolling_upgrade_cloud_settings" in refusal
+
+
+def test_azure_overprovisioning_deletes_an_extra_vm_that_ran_unless_the_run_turns_it_off(
+        azure_emulator, azure_admin, azure_provider):
+    azure_admin.set_faults(overprovision_delay=0.3)
+    image = azure_admin.create_image("overprovision-base")
+
+    def extras(name):
+        return next(s for s in azure_admin.state()["scale_sets"] if s["name"] == name)["overprovisioned"]
+
+    # Created without the field, as ARM reads it: on. Each scale-out (the creation too) runs a VM more than asked,
+    # then deletes it undrained.
+    exposed = azure_admin.create_group("overprovision-on", "worker", 1, image, overprovision=None)
+    guarded = azure_admin.create_group("overprovision-off", "worker", 1, image, overprovision=None)
+    for name, group in (("overprovision-on", exposed), ("overprovision-off", guarded)):
+        _eventually(lambda name=name: len(extras(name)) == 1)
+        _running(azure_provider, group, 1)
+        assert azure_provider.list_groups([group])[0].settings[OVERPROVISION] == "true"
+    azure_provider.create_instance(exposed)
+    extra = _eventually(lambda: extras("overprovision-on")[1:])[0]
+    _eventually(lambda: any(p.endswith("/virtualMachines/%s" % extra["vm"]) for p in azure_emulator.hooks.gone))
+    _running(azure_provider, exposed, 2)
+
+    assert azure_provider.set_run_setting(guarded, OVERPROVISION, "false") is True
+    assert azure_provider.set_run_setting(guarded, OVERPROVISION, "false") is False
+    gone = len(azure_emulator.hooks.gone)
+    azure_provider.create_instance(guarded)
+    _running(azure_provider, guarded, 2)
+    time.sleep(0.6)
+    assert len(extras("overprovision-off")) == 1, "only the creation's extra"
+    assert not [p for p in azure_emulator.hooks.gone[gone:] if "/overprovision-off/" in p]
+    assert azure_provider.restore_problem(guarded, OVERPROVISION, "true") is None
+    assert azure_provider.set_run_setting(guarded, OVERPROVISION, "true") is True
+    flexible = azure_admin.create_group("overprovision-flex", "worker", 0, image, orchestration="Flexible")
+    assert OVERPROVISION not in azure_provider.list_groups([flexible])[0].settings, "Flexible sets have none"
+
+
+def test_azure_automatic_repairs_replace_an_unhealthy_vm_unless_the_run_turns_them_off(
+        azure_emulator, azure_admin, azure_provider):
+    azure_admin.set_faults(repair_delay=0.2)
+    image = azure_admin.create_image("repairs-base")
+    exposed = azure_admin.create_group("repairs-on", "worker", 1, image, automatic_repairs=True)
+    [vm] = _eventually(lambda: [i for i in azure_provider.list_instances(exposed) if i.state == base.RUNNING])
+    assert azure_provider.list_groups([exposed])[0].settings[REPAIRS] == "true"
+    azure_admin.fail_health(exposed, vm.provider_id.rsplit("/", 1)[1])
+    _eventually(lambda: vm.provider_id in azure_emulator.hooks.gone)
+    [repaired] = next(s for s in azure_admin.state()["scale_sets"] if s["name"] == "repairs-on")["repaired"]
+    assert repaired["replacement"] and vm.provider_id.endswith("/" + repaired["vm"]), repaired
+
+    guarded = azure_admin.create_group("repairs-off", "worker", 1, image, automatic_repairs=True)
+    [kept] = _eventually(lambda: [i for i in azure_provider.list_instances(guarded) if i.state == base.RUNNING])
+    assert azure_provider.set_run_setting(guarded, REPAIRS, "false") is True
+    azure_admin.fail_health(guarded, kept.provider_id.rsplit("/", 1)[1])
+    time.sleep(0.6)
+    assert next(s for s in azure_admin.state()["scale_sets"] if s["name"] == "repairs-off")["repaired"] == []
+    assert kept.provider_id not in azure_emulator.hooks.gone
+    assert azure_provider.set_run_setting(guarded, REPAIRS, "true") is True
+    assert azure_provider.list_groups([guarded])[0].settings[REPAIRS] == "true"

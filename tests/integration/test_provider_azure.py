@@ -568,6 +568,9 @@ def _sdk_scenario(admin, provider, emulator):
     provider.set_run_setting(group_id, "upgradePolicy.mode", "Automatic")
     provider.restore_problem(group_id, "upgradePolicy.mode", "Automatic")
     provider.set_run_setting(group_id, "upgradePolicy.mode", "Manual")
+    for name in ("overprovision", "automaticRepairsPolicy.enabled"):
+        provider.set_run_setting(group_id, name, "true")
+        provider.set_run_setting(group_id, name, "false")
     admin.set_faults(autoscale=False)   # the autoscale setting's shapes, not what it does
     admin.create_autoscale(group_id, recommended=3)
     provider.list_groups([group_id])

@@ -446,6 +446,19 @@ def role_from_tags(tags):
     return None
 
 
+def run_settings(vmss):
+    """The scale set's settings with which Azure acts on it by itself (cloud_settings.py): upgradePolicy.mode (unset
+    reads as Manual, ARM's default), automaticRepairsPolicy.enabled (unset: off) and, on a Uniform set, overprovision
+    (unset: on, ARM's default there; Flexible sets have none)."""
+    properties = vmss.get("properties") or {}
+    settings = {cloud_settings.AZURE_UPGRADE_POLICY: (properties.get("upgradePolicy") or {}).get("mode") or "Manual",
+                cloud_settings.AZURE_REPAIRS: "true" if (properties.get("automaticRepairsPolicy") or {}).get("enabled")
+                else "false"}
+    if orchestration_mode(vmss) == UNIFORM:
+        settings[cloud_settings.AZURE_OVERPROVISION] = "false" if properties.get("overprovision") is False else "true"
+    return settings
+
+
 def group_from_vmss(vmss):
     """A Group from a scale set (wire dict)."""
     profile = (vmss.get("properties") or {}).get("virtualMachineProfile") or {}
@@ -456,9 +469,7 @@ def group_from_vmss(vmss):
         role=role_from_tags(vmss.get("tags")),
         target_size=(vmss.get("sku") or {}).get("capacity"),
         kind="Azure VM scale set (%s orchestration)" % orchestration_mode(vmss),
-        # Unset reads as Manual, ARM's default.
-        settings={cloud_settings.AZURE_UPGRADE_POLICY: ((vmss.get("properties") or {}).get("upgradePolicy") or {}).get(
-            "mode") or "Manual"},
+        settings=run_settings(vmss),
     )
 
 
@@ -1329,15 +1340,19 @@ class AzureProvider(ReadingMemo, CloudProvider):
     def set_run_setting(self, group_id, name, value):
         if name == cloud_settings.AZURE_AUTOSCALE:
             return self._set_autoscale(group_id, value)
-        if name != cloud_settings.AZURE_UPGRADE_POLICY:
-            return super().set_run_setting(group_id, name, value)
         sub, rg, vmss = parse_group_id(group_id)
         self._forget("vmss")
-        if group_from_vmss(self._get_vmss(sub, rg, vmss, fresh=True)).settings.get(name) == value:
+        settings = run_settings(self._get_vmss(sub, rg, vmss, fresh=True))
+        if name not in settings:
+            return super().set_run_setting(group_id, name, value)
+        if settings[name] == value:
             return False
-        what = "set upgradePolicy.mode of %s to %s" % (vmss, value)
+        body = {cloud_settings.AZURE_UPGRADE_POLICY: {"upgradePolicy": {"mode": value}},
+                cloud_settings.AZURE_OVERPROVISION: {"overprovision": value == "true"},
+                cloud_settings.AZURE_REPAIRS: {"automaticRepairsPolicy": {"enabled": value == "true"}}}[name]
+        what = "set %s of %s to %s" % (name, vmss, value)
         poller = self._call(what, self.client(sub).virtual_machine_scale_sets.begin_update, rg, vmss,
-                            {"properties": {"upgradePolicy": {"mode": value}}})
+                            {"properties": body})
         self._wait(what, poller)
         return True
 

@@ -53,6 +53,14 @@ def test_an_enabled_azure_autoscale_setting_is_disabled_and_one_that_cannot_be_r
         assert words in refusal, refusal
 
 
+def test_azure_overprovisioning_and_automatic_repairs_go_off_for_the_run():
+    judged = _judge([_group("on", {cs.AZURE_OVERPROVISION: "true", cs.AZURE_REPAIRS: "true"}),
+                     _group("off", {cs.AZURE_OVERPROVISION: "false", cs.AZURE_REPAIRS: "false"})])
+    assert judged == dict(refusals=[], again=[], changes=[
+        dict(group="on", name=cs.AZURE_REPAIRS, original="true", neutral="false"),
+        dict(group="on", name=cs.AZURE_OVERPROVISION, original="true", neutral="false")])
+
+
 def test_settings_already_neutral_are_left_alone():
     judged = _judge([_group("gce", {cs.GCE_REDISTRIBUTION: "NONE"}), _group("azure", {cs.AZURE_UPGRADE_POLICY: "Manual"}),
                      _group("aws", {cs.AWS_AZ_REBALANCE: "suspended", cs.AWS_MIN_SIZE: 3})])

@@ -551,11 +551,24 @@ def test_the_autoscale_setting_of_a_scale_set_is_the_one_that_targets_it_whateve
     assert az.autoscale_of([other, mine], group_id) is mine
     assert az.autoscale_of([other], group_id) is None
     group = az.group_from_vmss(dict(id=group_id, name="workers", sku=dict(capacity=2), properties={}))
-    assert az.with_autoscale(group, [other, mine]).settings == {"upgradePolicy.mode": "Manual",
-                                                                "autoscaleSettings.enabled": "false"}
+    assert az.with_autoscale(group, [other, mine]).settings == {
+        "upgradePolicy.mode": "Manual", "automaticRepairsPolicy.enabled": "false", "overprovision": "true",
+        "autoscaleSettings.enabled": "false"}
     # enabled unset reads as ARM's default, true; no setting for the scale set, no entry; a refused listing, unreadable
     mine["properties"].pop("enabled")
     assert az.with_autoscale(group, [mine]).settings["autoscaleSettings.enabled"] == "true"
-    assert az.with_autoscale(az.group_from_vmss(dict(id=group_id, properties={})), [other]).settings == {
-        "upgradePolicy.mode": "Manual"}
+    assert "autoscaleSettings.enabled" not in az.with_autoscale(az.group_from_vmss(dict(id=group_id, properties={})),
+                                                                [other]).settings
     assert az.with_autoscale(group, None).settings["autoscaleSettings.enabled"] == "unreadable"
+
+
+@pytest.mark.parametrize("properties, expected", [
+    ({}, {"upgradePolicy.mode": "Manual", "automaticRepairsPolicy.enabled": "false", "overprovision": "true"}),
+    ({"overprovision": False, "automaticRepairsPolicy": {"enabled": True, "gracePeriod": "PT10M"},
+      "upgradePolicy": {"mode": "Automatic"}},
+     {"upgradePolicy.mode": "Automatic", "automaticRepairsPolicy.enabled": "true", "overprovision": "false"}),
+    ({"orchestrationMode": "Flexible", "automaticRepairsPolicy": {"enabled": False}},   # no overprovision there
+     {"upgradePolicy.mode": "Manual", "automaticRepairsPolicy.enabled": "false"}),
+])
+def test_run_settings_read_unset_fields_as_arm_defaults(properties, expected):
+    assert az.run_settings({"properties": properties}) == expected
