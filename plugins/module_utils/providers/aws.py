@@ -166,8 +166,11 @@ def instance_state(asg_lifecycle, ec2_state):
     """One word for an instance from the ASG's lifecycle state and EC2's state (None when EC2 does not
     list the instance yet: it was just launched, so it is being created, never gone)."""
     lifecycle = asg_lifecycle or ""
-    # Leaving the group, from service or from its warm pool (Warmed:Terminating..., Warmed:Terminated).
-    if lifecycle.replace("Warmed:", "", 1).split(":")[0] in ("Terminating", "Terminated", "Detaching", "Detached"):
+    # Leaving the group, from service or from its warm pool (Warmed:Terminating..., Warmed:Terminated), unless the
+    # group's instance lifecycle policy retained it (Terminating:Retained): then it stays as EC2 says, and a named
+    # problem (lifecycle_problem) keeps every step off it.
+    if lifecycle.replace("Warmed:", "", 1).split(":")[0] in ("Terminating", "Terminated", "Detaching", "Detached") \
+            and not _retained(lifecycle):
         return DELETING
     if ec2_state is None:
         return CREATING if lifecycle.startswith("Pending") or not lifecycle or lifecycle == "InService" else UNKNOWN
@@ -188,11 +191,20 @@ _HELD_LIFECYCLES = {
 }
 
 
+def _retained(lifecycle):
+    return lifecycle.replace("Warmed:", "", 1) == "Terminating:Retained"
+
+
 def lifecycle_problem(asg_lifecycle):
     """What no step may act on in an ASG lifecycle state, in words, else None: standby, quarantine, a root volume
-    replacement, or the warm pool (an instance there is no serving member, and cannot be terminated by
-    TerminateInstanceInAutoScalingGroup)."""
+    replacement, an instance retained after an abandoned termination (Terminating:Retained), or the warm pool (an
+    instance there is no serving member, and cannot be terminated by TerminateInstanceInAutoScalingGroup)."""
     lifecycle = asg_lifecycle or ""
+    if _retained(lifecycle):
+        return ("AWS lifecycle state %s: the group's instance lifecycle policy retained it after its termination "
+                "lifecycle action was abandoned or timed out, so it is not being deleted and stays until someone "
+                "terminates it (aws ec2 terminate-instances, once nothing on it is needed); nothing is done to it"
+                % lifecycle)
     if instance_state(lifecycle, "running") == DELETING:
         return None
     why = _HELD_LIFECYCLES.get(lifecycle.split(":")[0])
