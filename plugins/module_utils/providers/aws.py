@@ -191,6 +191,12 @@ _HELD_LIFECYCLES = {
 }
 
 
+def _leaving(lifecycle):
+    """Whether an ASG member in this lifecycle state is on its way out (it no longer counts in the desired capacity
+    once a decrementing terminate took it)."""
+    return str(lifecycle or "").startswith(("Terminating", "Terminated", "Detach")) and not _retained(lifecycle or "")
+
+
 def _retained(lifecycle):
     return lifecycle.replace("Warmed:", "", 1) == "Terminating:Retained"
 
@@ -553,15 +559,30 @@ class AwsProvider(ReadingMemo, CloudProvider):
         asg = self._group(group_id)
         desired = int(asg.get("DesiredCapacity") or 0)
         maximum = int(asg.get("MaxSize") or 0)
-        if desired + 1 > maximum:
-            # AWS would refuse with a ValidationError; say it in a way the planner can act on.
-            raise QuotaError("AWS auto scaling group %s is at its MaxSize %d (desired %d): cannot add an instance; "
-                             "raise MaxSize or lower the surge" % (group_id, maximum, desired), code="MaxSize")
         known = {m["InstanceId"] for m in asg.get("Instances", [])}
         started = self._clock()
+        # A desired capacity above the group's instances is an earlier create whose launch has not come (it timed
+        # out): its refusal may have come since, which holds the surge as any refusal does; else its launch is
+        # waited for again instead of raising the capacity once more.
+        staying = [m for m in asg.get("Instances", []) if not _leaving(m.get("LifecycleState"))]
+        raised_to = desired
+        if desired > len(staying):
+            activities = self._call(self.autoscaling, "describe_scaling_activities", AutoScalingGroupName=group_id,
+                                    MaxRecords=20).get("Activities", [])
+            latest = activities[:1]
+            failure = launch_failure(latest, 0, self._reported_failures)
+            if failure is not None:
+                self._fail_launch(group_id, failure, raised_to, asg, " (the launch of an earlier create that timed out)")
+        else:
+            if desired + 1 > maximum:
+                # AWS would refuse with a ValidationError; say it in a way the planner can act on.
+                raise QuotaError("AWS auto scaling group %s is at its MaxSize %d (desired %d): cannot add an instance; "
+                                 "raise MaxSize or lower the surge" % (group_id, maximum, desired), code="MaxSize")
+            raised_to = desired + 1
+            self._forget("asg")
+            self._call(self.autoscaling, "set_desired_capacity", AutoScalingGroupName=group_id,
+                       DesiredCapacity=raised_to, HonorCooldown=False)
         self._forget("asg")
-        self._call(self.autoscaling, "set_desired_capacity", AutoScalingGroupName=group_id,
-                   DesiredCapacity=desired + 1, HonorCooldown=False)
         deadline = started + self.create_timeout
         while True:
             asg = self._group(group_id)
@@ -585,21 +606,27 @@ class AwsProvider(ReadingMemo, CloudProvider):
                                     MaxRecords=20).get("Activities", [])
             failure = launch_failure(activities, started, self._reported_failures)
             if failure is not None:
-                self._reported_failures.add(failure.get("ActivityId"))
-                message = failure.get("StatusMessage") or failure.get("Description") or "launch failed"
-                self._undo_desired(group_id, desired + 1, asg)
-                if is_quota_failure(message):
-                    raise QuotaError("AWS could not launch an instance in %s for quota or capacity: %s"
-                                     % (group_id, message), code="LaunchFailed")
-                raise ProviderError("AWS could not launch an instance in %s: %s" % (group_id, message),
-                                    code="LaunchFailed")
+                self._fail_launch(group_id, failure, raised_to, asg, "")
             if self._clock() >= deadline:
                 # Leave the desired capacity raised: AWS may still launch it, and then it is a joining
-                # instance the planner sees. Lowering it could terminate a serving instance instead.
+                # instance the planner sees (the next create waits for it, or takes its refusal). Lowering it
+                # could terminate a serving instance instead.
                 raise ProviderError("AWS auto scaling group %s: desired capacity raised to %d, but no new instance "
-                                    "appeared within %ds" % (group_id, desired + 1, self.create_timeout),
+                                    "appeared within %ds" % (group_id, raised_to, self.create_timeout),
                                     code="CreateTimeout", retryable=True)
             self._sleep(self.poll_interval)
+
+    def _fail_launch(self, group_id, failure, raised_to, asg, which):
+        """A failed launch activity: the raise undone, and a QuotaError when AWS names quota or capacity (the
+        surge is held), else a ProviderError."""
+        self._reported_failures.add(failure.get("ActivityId"))
+        message = failure.get("StatusMessage") or failure.get("Description") or "launch failed"
+        self._undo_desired(group_id, raised_to, asg)
+        if is_quota_failure(message):
+            raise QuotaError("AWS could not launch an instance in %s for quota or capacity%s: %s"
+                             % (group_id, which, message), code="LaunchFailed")
+        raise ProviderError("AWS could not launch an instance in %s%s: %s" % (group_id, which, message),
+                            code="LaunchFailed")
 
     def _undo_desired(self, group_id, raised_to, asg):
         """Lower the desired capacity we raised when no instance came of it, only while nothing else
