@@ -319,7 +319,12 @@ class Faults:
 class AzureEmulator:
     """The emulator, in-process: start() serves on 127.0.0.1:<free port>, stop() ends it."""
 
-    def __init__(self, state_dir, hooks=None, boot_delay=0.3, delete_delay=0.2, page_size=100, retry_after=0):
+    # Seconds a deleted VM stays listed (provisioning state Deleting). Azure takes tens of seconds; 2 s, as the GCE and
+    # AWS emulators, keeps CI fast yet lists it for at least the pass after the deletion.
+    DEFAULT_DELETE_DELAY = 2.0
+
+    def __init__(self, state_dir, hooks=None, boot_delay=0.3, delete_delay=DEFAULT_DELETE_DELAY, page_size=100,
+                 retry_after=0):
         self.state_dir = state_dir
         self.hooks = hooks or instance_hooks.NoHooks()
         self.boot_delay = boot_delay
