@@ -56,6 +56,12 @@ class CloudAccess:
             except base.QuotaError as exc:
                 return created, str(exc)
             except base.ProviderError as exc:
+                if exc.code == "CreateTimeout":
+                    # The capacity stays raised and the launch may come: the next pass's create waits for it, or takes
+                    # its late refusal (which holds the surge); failing the run here would leave it behind.
+                    if self.provider.waiting_listener is not None:
+                        self.provider.waiting_listener("%s; the next pass looks for it again" % exc)
+                    return created, ""
                 raise StepFailure("creating an instance in %s failed after %d created: %s" % (group_id, len(created), exc),
                                   step="create", group=group_id)
         return created, ""

@@ -12,6 +12,26 @@ found, so that the run's end (finish, abort, or the next run after a kill) puts 
   leaves the zones unbalanced, the group terminates an instance in the fullest zone. Suspended.
 - AWS MinSize: a terminate that lowers the desired capacity to below MinSize is refused; removing a worker
   before its heir exists (max_unavailable) needs it lower. Lowered to what the run needs, only then.
+- AWS AlarmNotification and ScheduledActions (scaling processes, on unless suspended): a scaling policy that its
+  CloudWatch alarm triggers, or a scheduled action whose time comes, changes the desired capacity; a lower one
+  terminates instances without a drain, a higher one launches instances the run did not ask for. Suspended on
+  every group (telling whether a group has policies or scheduled actions would cost two more calls per read).
+- AWS ReplaceUnhealthy (a scaling process): an instance its health check marks unhealthy is terminated without a
+  drain and another launched; with ELB health checks, a node the run drains can fail them, and the group then
+  launches an instance the plan does not count. Suspended on every group.
+- GCE autoscalingPolicy.mode of an autoscaler attached to the group (the group names it in status.autoscaler):
+  the autoscaler sets the group's target size itself; a scale-in deletes VMs without a drain, and it undoes the
+  run's surge. Set to OFF, not ONLY_SCALE_OUT: a scale-out adds VMs the plan did not count (the run would delete
+  them as surplus), and a surge the autoscaler does not expect is exactly what it scales in. The cluster-
+  autoscaler is likewise paused in both directions.
+- Azure autoscale settings (Microsoft.Insights/autoscalesettings) whose targetResourceUri is the scale set, when
+  enabled: Azure sets the scale set's capacity itself, and a scale-in deletes VMs without a drain. Disabled
+  (enabled false). When the identity may not read autoscale settings the run is refused: whether one would act
+  cannot be told.
+- Azure overprovision (Uniform scale sets; on when the field is unset): a scale-out creates more VMs than asked and
+  deletes the extras once enough run; an extra can join as a Node, be taken as the heir, and go undrained. Off.
+- Azure automaticRepairsPolicy.enabled: an unhealthy VM is replaced (deleted, a new one created on the latest
+  model); a drained node can read unhealthy, and its replacement is an instance the plan does not count. Off.
 - Azure upgradePolicy.mode Automatic: once the model's image changes, the scale set upgrades its VMs itself,
   possibly all at once. Set to Manual. Rolling is refused: it goes with health probes and automatic OS image
   upgrades that the user relies on, which Manual would switch off; the user decides."""
@@ -24,6 +44,17 @@ GCE_REDISTRIBUTION = "updatePolicy.instanceRedistributionType"
 AWS_AZ_REBALANCE = "AZRebalance"
 AWS_MIN_SIZE = "MinSize"
 AZURE_UPGRADE_POLICY = "upgradePolicy.mode"
+AWS_ALARM_NOTIFICATION = "AlarmNotification"
+AWS_SCHEDULED_ACTIONS = "ScheduledActions"
+AWS_REPLACE_UNHEALTHY = "ReplaceUnhealthy"
+GCE_AUTOSCALER = "autoscalingPolicy.mode"
+AZURE_AUTOSCALE = "autoscaleSettings.enabled"
+AZURE_OVERPROVISION = "overprovision"
+AZURE_REPAIRS = "automaticRepairsPolicy.enabled"
+# Its value when the autoscale settings could not be read (no permission).
+UNREADABLE = "unreadable"
+# The AWS scaling processes a run suspends, each with its own entry.
+AWS_PROCESSES = (AWS_AZ_REBALANCE, AWS_ALARM_NOTIFICATION, AWS_SCHEDULED_ACTIONS, AWS_REPLACE_UNHEALTHY)
 
 # What the cloud does with each setting's default, in the run's messages and the report.
 WHY = {
@@ -33,6 +64,20 @@ WHY = {
                       "group's zones unbalanced",
     AWS_MIN_SIZE: "AWS refuses to remove a worker before its heir exists (max_unavailable) while the group is at "
                   "its MinSize",
+    AWS_ALARM_NOTIFICATION: "a scaling policy triggered by its alarm would change the group's desired capacity, "
+                            "terminating instances without a drain or launching ones the run did not ask for",
+    AWS_SCHEDULED_ACTIONS: "a scheduled action whose time comes would change the group's size, terminating instances "
+                           "without a drain or launching ones the run did not ask for",
+    AWS_REPLACE_UNHEALTHY: "AWS would terminate an instance its health check marks unhealthy, without a drain, and "
+                           "launch another; with ELB health checks a drained node can fail them",
+    GCE_AUTOSCALER: "the autoscaler attached to the group would resize it itself, deleting VMs without a drain and "
+                    "undoing the run's surge",
+    AZURE_AUTOSCALE: "the autoscale setting on the scale set would change its capacity itself, deleting VMs without "
+                     "a drain and undoing the run's surge",
+    AZURE_OVERPROVISION: "Azure would create extra VMs on each scale-out and delete them again, without a drain, "
+                         "possibly the one taken as the heir",
+    AZURE_REPAIRS: "Azure would replace a VM its health probe finds unhealthy (a drained node can be), without a drain, "
+                   "with a VM the run did not ask for",
     AZURE_UPGRADE_POLICY: "Azure would upgrade the scale set's VMs itself, possibly all at once, once its model's "
                           "image changes",
 }
@@ -50,13 +95,25 @@ def _neutral(name, value, size, unavailable):
     """(the value a run needs, or None when `value` is fine, and the refusal text or None)."""
     if name == GCE_REDISTRIBUTION:
         return (None if value == "NONE" else "NONE"), None
-    if name == AWS_AZ_REBALANCE:
+    if name in AWS_PROCESSES:
         return (None if value == "suspended" else "suspended"), None
+    if name == GCE_AUTOSCALER:
+        return (None if value == "OFF" else "OFF"), None
     if name == AWS_MIN_SIZE:
         if not unavailable or size is None or value is None:
             return None, None
         needed = max(0, int(size) - int(unavailable))
         return (needed if int(value) > needed else None), None
+    if name == AZURE_AUTOSCALE:
+        if value == UNREADABLE:
+            return None, ("its autoscale settings could not be read (the identity needs Microsoft.Insights/"
+                          "autoscalesettings/read, as in the Monitoring Reader role): an enabled one would change the "
+                          "scale set's capacity during the run, deleting VMs without a drain. Grant that permission "
+                          "and Microsoft.Insights/autoscalesettings/write, or, when no autoscale setting targets the "
+                          "scale set, set rolling_upgrade_cloud_settings to leave")
+        return (None if value == "false" else "false"), None
+    if name in (AZURE_OVERPROVISION, AZURE_REPAIRS):
+        return (None if value == "false" else "false"), None
     if name == AZURE_UPGRADE_POLICY:
         if value == "Rolling":
             return None, ("its upgradePolicy.mode is Rolling: Azure would replace its VMs itself, in batches, once the "

@@ -118,7 +118,8 @@ groups:
   type: list
   elements: dict
   sample: [{id: workers, name: workers, image: ami-0123456789abcdef0, role: worker, target_size: 3,
-            kind: AWS auto scaling group, settings: {AZRebalance: active, MinSize: 0}}]
+            kind: AWS auto scaling group, settings: {AZRebalance: active, AlarmNotification: active,
+                                                    ScheduledActions: active, MinSize: 0}}]
 resource_actions:
   description:
     - The AWS API actions called, with O(aws.debug_botocore_endpoint_logs=true) (as amazon.aws returns them).

@@ -92,11 +92,11 @@ groups:
     settings:
       description:
         - The group's settings with which the cloud acts on it by itself during an upgrade, by name, as the run reads
-          and neutralises them (docs/cloud-settings.md) - V(updatePolicy.instanceRedistributionType) of a regional GCE
-          group, V(AZRebalance) (V(active) or V(suspended), for a group in several zones) and V(MinSize) of an AWS
-          group, V(upgradePolicy.mode) of an Azure scale set; empty where the group has none.
+          and neutralises them; empty where the group has none. docs/cloud-settings.md lists them per cloud - for
+          AWS the processes V(AlarmNotification), V(ScheduledActions), V(ReplaceUnhealthy) and V(AZRebalance) (V(active)
+          or V(suspended)) and V(MinSize).
       type: dict
-      sample: {AZRebalance: active, MinSize: 0}
+      sample: {AZRebalance: active, AlarmNotification: active, ScheduledActions: active, MinSize: 0}
 resource_actions:
   description:
     - The AWS API actions called, with O(aws.debug_botocore_endpoint_logs=true) (as amazon.aws returns them).

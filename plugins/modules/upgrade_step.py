@@ -128,11 +128,15 @@ options:
     description:
       - What the run does with the settings with which a cloud acts on a scaling group by itself (docs/cloud-settings.md).
       - V(neutralise) - before its first change to a group, set each such setting of the group to what the run needs
-        (a regional MIG's updatePolicy.instanceRedistributionType to V(NONE), an ASG's C(AZRebalance) process
-        suspended and its C(MinSize) lowered as far as delete-first needs, a scale set's upgradePolicy.mode
-        V(Automatic) to V(Manual)), recording the values found in the journal first; put them back when the
+        (a regional MIG's updatePolicy.instanceRedistributionType to V(NONE), a MIG's autoscaler's
+        autoscalingPolicy.mode to V(OFF), an Azure scale set's autoscale setting's enabled, overprovision and
+        automaticRepairsPolicy.enabled to V(false), an ASG's
+        C(AZRebalance), C(AlarmNotification), C(ScheduledActions) and C(ReplaceUnhealthy) processes suspended and
+        its C(MinSize) lowered as far as delete-first needs, a scale set's upgradePolicy.mode V(Automatic) to
+        V(Manual)), recording the values found in the journal first; put them back when the
         upgrade is done (O(finish)), when it stops (O(abort)), or at the end of the run after a killed one. A setting
-        that cannot be changed safely (upgradePolicy.mode V(Rolling)) stops the run before anything changes.
+        that cannot be changed safely (upgradePolicy.mode V(Rolling)), or whose state cannot be read (autoscale settings
+        without the permission to read them), stops the run before anything changes.
       - V(leave) - change none of them; each one that would act is named in a warning once per run.
     type: str
     choices: [neutralise, leave]

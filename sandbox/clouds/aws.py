@@ -25,6 +25,16 @@ WSGI layer that
   (rebalance_delay seconds later, no drain) and launches one in the emptiest, unless the group suspended
   AZRebalance (knob az_rebalance=False: never); and refuses a terminate that would lower the desired capacity
   below MinSize with AWS's ValidationError (moto lowers it);
+- runs the group's own scaling, which exists only where a test adds it: a scheduled action (Admin.
+  add_scheduled_action) sets the desired capacity when its time comes, unless the group suspended ScheduledActions
+  (then it is skipped, and recorded so); a simple scaling policy (Admin.add_scaling_policy) changes it when its
+  alarm fires (Admin.fire_alarm stands in for CloudWatch: the emulator has no metrics), unless the group suspended
+  AlarmNotification. A lower desired capacity terminates instances at once, without a drain, as moto picks them;
+  Admin.scalings() lists what ran and what was skipped;
+- replaces an instance its health check found unhealthy (Admin.mark_unhealthy stands in for the EC2 or ELB
+  check), health_replace_delay seconds later: terminated without a drain and without lowering the desired
+  capacity, so the group launches another, unless the group suspended ReplaceUnhealthy (then it stays, marked
+  Unhealthy, as on AWS); knob health_replacement=False: never. Admin.health_replacements() lists them;
 - watches the auto scaling groups and calls instance_hooks.created/deleted as instances start running
   and go away, so nodes join the sandbox cluster.
 
@@ -152,7 +162,7 @@ class Faults:
 
     def set(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
             launch_delay=0.0, deny=(), late_refusals=0, terminate_delay=DEFAULT_TERMINATE_DELAY, az_rebalance=True,
-            rebalance_delay=1.0):
+            rebalance_delay=1.0, health_replacement=True, health_replace_delay=1.0):
         if not 0.0 <= float(error_rate) <= 1.0:
             raise ValueError("error_rate must be between 0 and 1")
         unknown = [c for c in codes if int(c) not in _FAULTS["ec2"]]
@@ -173,6 +183,8 @@ class Faults:
         self.terminate_delay = float(terminate_delay)   # seconds a terminated instance stays listed
         self.az_rebalance = bool(az_rebalance)        # AWS's AZRebalance process, where the group did not suspend it
         self.rebalance_delay = float(rebalance_delay)  # seconds from the unbalancing terminate to the rebalance
+        self.health_replacement = bool(health_replacement)   # ReplaceUnhealthy, where the group did not suspend it
+        self.health_replace_delay = float(health_replace_delay)   # seconds from Unhealthy to the replacement
 
     def draw(self):
         """The fault code for one request, or None."""
@@ -188,7 +200,8 @@ class Faults:
                     never_boot=sorted(self.never_boot) if not self.never_boot_next else self.never_boot_next,
                     quota=self.quota, fail_next=self.fail_next, launch_delay=self.launch_delay,
                     deny=sorted(self.deny), late_refusals=self.late_refusals, terminate_delay=self.terminate_delay,
-                    az_rebalance=self.az_rebalance, rebalance_delay=self.rebalance_delay)
+                    az_rebalance=self.az_rebalance, rebalance_delay=self.rebalance_delay,
+                    health_replacement=self.health_replacement, health_replace_delay=self.health_replace_delay)
 
 
 class EmulatorApp:
@@ -207,6 +220,8 @@ class EmulatorApp:
         self.changed = threading.Event()
         self.timers = []                    # deferred launches (launch_delay) and rebalances
         self.rebalances = []                # what AZRebalance terminated: {group, terminated, zone, at}
+        self.scalings = []                  # the groups' own scaling: {group, cause, desired, skipped, at}
+        self.health_replacements = []       # what ReplaceUnhealthy terminated: {group, terminated, skipped, at}
 
     # -- moto's state ---------------------------------------------------------------------------------
 
@@ -627,6 +642,77 @@ class EmulatorApp:
             self.rebalances.append(dict(group=name, terminated=victim, zone=fullest, at=time.time()))
         self.changed.set()
 
+    def _scale(self, group_name, cause, process, change):
+        """One of the group's own scalings (`change(asg_backend)` sets the capacity), unless the group suspended the
+        scaling process that runs it; recorded either way. Called with the lock held."""
+        asg_backend, _ = self._backends()
+        group = asg_backend.autoscaling_groups.get(group_name)
+        if group is None:
+            return
+        if process in [p["ProcessName"] for p in group.suspended_processes]:
+            self.scalings.append(dict(group=group_name, cause=cause, desired=None, skipped="%s suspended" % process,
+                                      at=time.time()))
+            return
+        change(asg_backend)
+        self._mark_new_instances()
+        self.scalings.append(dict(group=group_name, cause=cause, desired=int(group.desired_capacity), skipped=None,
+                                  at=time.time()))
+
+    def _add_scheduled_action(self, group, name, desired, delay):
+        asg_backend, _ = self._backends()
+        if group not in asg_backend.autoscaling_groups:
+            raise ValueError("no auto scaling group %s" % group)
+        asg_backend.put_scheduled_update_group_action(name=group, desired_capacity=int(desired), max_size=None,
+                                                      min_size=None, scheduled_action_name=name,
+                                                      start_time=_iso(time.time() + float(delay)), end_time=None,
+                                                      recurrence=None, timezone=None)
+        self._after(float(delay), self._scale, group, "scheduled action %s" % name, "ScheduledActions",
+                    lambda backend: backend.set_desired_capacity(group, int(desired)))
+
+    def _add_scaling_policy(self, group, name, adjustment):
+        asg_backend, _ = self._backends()
+        if group not in asg_backend.autoscaling_groups:
+            raise ValueError("no auto scaling group %s" % group)
+        asg_backend.put_scaling_policy(name=name, policy_type="SimpleScaling", metric_aggregation_type=None,
+                                       adjustment_type="ChangeInCapacity", as_name=group, min_adjustment_magnitude=None,
+                                       scaling_adjustment=int(adjustment), cooldown=None, target_tracking_config=None,
+                                       step_adjustments=None, estimated_instance_warmup=None,
+                                       predictive_scaling_configuration=None)
+
+    def _fire_alarm(self, name):
+        asg_backend, _ = self._backends()
+        policy = asg_backend.policies.get(name)
+        if policy is None:
+            raise ValueError("no scaling policy %s" % name)
+        self._scale(policy.auto_scaling_group_name, "alarm of policy %s" % name, "AlarmNotification",
+                    lambda backend: backend.execute_policy(name))
+        self.changed.set()
+
+    def _mark_unhealthy(self, instance_id):
+        asg_backend, _ = self._backends()
+        group = self._group_of(instance_id)
+        if group is None:
+            raise ValueError("instance %s is in no auto scaling group" % instance_id)
+        asg_backend.set_instance_health(instance_id, "Unhealthy")
+        if self.faults.health_replacement:
+            self._after(self.faults.health_replace_delay, self._replace_unhealthy, group.name, instance_id)
+
+    def _replace_unhealthy(self, name, instance_id):
+        """AWS's ReplaceUnhealthy: the unhealthy instance terminated (no drain, desired capacity kept, so the group
+        launches another), unless the group suspended the process. Called with the lock held."""
+        asg_backend, ec2_backend = self._backends()
+        group = asg_backend.autoscaling_groups.get(name)
+        if group is None or not any(s.instance.id == instance_id for s in group.instance_states):
+            return
+        suspended = "ReplaceUnhealthy" in [p["ProcessName"] for p in group.suspended_processes]
+        if not suspended:
+            asg_backend.detach_instances(name, [instance_id], should_decrement=False)   # moto launches the replacement
+            ec2_backend.terminate_instances([instance_id])
+            self._mark_new_instances()
+        self.health_replacements.append(dict(group=name, terminated=None if suspended else instance_id,
+                                             skipped="ReplaceUnhealthy suspended" if suspended else None,
+                                             at=time.time()))
+
     def _describe_activities(self, start_response, params):
         name = params.get("AutoScalingGroupName")
         limit = int(params.get("MaxRecords", "100") or 100)
@@ -669,6 +755,25 @@ class EmulatorApp:
             elif path == "/_kubenodes/rebalances" and method == "GET":
                 with self.lock:
                     result = list(self.rebalances)
+            elif path == "/_kubenodes/unhealthy" and method == "POST":
+                with self.lock:
+                    self._mark_unhealthy(**json.loads(body or b"{}"))
+                result = {}
+            elif path == "/_kubenodes/health-replacements" and method == "GET":
+                with self.lock:
+                    result = list(self.health_replacements)
+            elif path == "/_kubenodes/scalings" and method == "GET":
+                with self.lock:
+                    result = list(self.scalings)
+            elif path in ("/_kubenodes/scheduled-actions", "/_kubenodes/scaling-policies", "/_kubenodes/alarms") \
+                    and method == "POST":
+                args = json.loads(body or b"{}")
+                adding = {"/_kubenodes/scheduled-actions": self._add_scheduled_action,
+                          "/_kubenodes/scaling-policies": self._add_scaling_policy,
+                          "/_kubenodes/alarms": self._fire_alarm}[path]
+                with self.lock:
+                    adding(**args)
+                result = {}
             else:
                 return self._respond(start_response, 404, b'{"error": "unknown admin path"}', "application/json")
         except (TypeError, ValueError) as exc:
@@ -873,7 +978,7 @@ class Admin:
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
                    launch_delay=0.0, deny=(), late_refusals=0, terminate_delay=DEFAULT_TERMINATE_DELAY, az_rebalance=True,
-                   rebalance_delay=1.0):
+                   rebalance_delay=1.0, health_replacement=True, health_replace_delay=1.0):
         """Replace every fault knob. never_boot: group names and instance IDs, or an int (the next N
         launches); quota: how many instances may be pending or running in the region; fail_next: the next N requests
         fail with `codes` (deterministic, for tests); launch_delay: seconds from a capacity raise to the
@@ -881,14 +986,17 @@ class Admin:
         late_refusals: the next N launches fail with InsufficientInstanceCapacity after the raise was accepted;
         terminate_delay: seconds a terminated instance stays listed (Terminating[:Wait], then Terminating:Proceed);
         az_rebalance: AWS's AZRebalance on groups that do not suspend it, rebalance_delay seconds after the
-        decrementing terminate that unbalanced the zones."""
+        decrementing terminate that unbalanced the zones; health_replacement: AWS's ReplaceUnhealthy on groups that do
+        not suspend it, health_replace_delay seconds after mark_unhealthy."""
         never_boot = never_boot if isinstance(never_boot, int) else list(never_boot)
         return self._http("POST", "/_kubenodes/faults", dict(error_rate=error_rate, codes=list(codes),
                                                              latency=latency, never_boot=never_boot, quota=quota,
                                                              fail_next=fail_next, launch_delay=launch_delay,
                                                              deny=list(deny), late_refusals=late_refusals,
                                                              terminate_delay=terminate_delay, az_rebalance=az_rebalance,
-                                                             rebalance_delay=rebalance_delay))
+                                                             rebalance_delay=rebalance_delay,
+                                                             health_replacement=health_replacement,
+                                                             health_replace_delay=health_replace_delay))
 
     def add_termination_hook(self, group, name="drain-hook", heartbeat_timeout=300):
         """A termination lifecycle hook on `group`: its terminated instances then wait in Terminating:Wait."""
@@ -908,6 +1016,32 @@ class Admin:
     def rebalances(self):
         """What AZRebalance terminated: [{group, terminated, zone, at}]."""
         return self._http("GET", "/_kubenodes/rebalances")
+
+    def add_scheduled_action(self, group, desired, delay=1.0, name="nightly"):
+        """A scheduled action on `group` that sets its desired capacity to `desired` `delay` seconds from now."""
+        return self._http("POST", "/_kubenodes/scheduled-actions", dict(group=group, name=name, desired=desired, delay=delay))
+
+    def add_scaling_policy(self, group, adjustment, name="cpu-low"):
+        """A simple scaling policy on `group` that changes its desired capacity by `adjustment` when its alarm fires."""
+        return self._http("POST", "/_kubenodes/scaling-policies", dict(group=group, name=name, adjustment=adjustment))
+
+    def fire_alarm(self, policy):
+        """The CloudWatch alarm of `policy` goes off: the policy runs at once unless its group suspended
+        AlarmNotification."""
+        return self._http("POST", "/_kubenodes/alarms", dict(name=policy))
+
+    def mark_unhealthy(self, instance_id):
+        """The instance's health check fails (EC2 status or ELB): AWS replaces it unless its group suspended
+        ReplaceUnhealthy."""
+        return self._http("POST", "/_kubenodes/unhealthy", dict(instance_id=instance_id))
+
+    def health_replacements(self):
+        """What ReplaceUnhealthy terminated or skipped: [{group, terminated, skipped, at}]."""
+        return self._http("GET", "/_kubenodes/health-replacements")
+
+    def scalings(self):
+        """The groups' own scalings that ran or were skipped: [{group, cause, desired, skipped, at}]."""
+        return self._http("GET", "/_kubenodes/scalings")
 
     def group_instances(self, name):
         """(instance ID, lifecycle state) of the group's instances, straight from the emulator."""

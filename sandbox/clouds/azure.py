@@ -16,6 +16,9 @@ token, any token; the api-version is echoed into links, never pinned):
   GET            /subscriptions/{s}/providers/Microsoft.Compute/locations/{loc}/operations/{id}[?monitor=true]
   GET            /subscriptions/{s}/providers/Microsoft.Compute/locations/{loc}/usages  (compute usage and limits)
   GET            /subscriptions/{s}/providers/Microsoft.Compute/skus[?$filter=location eq '<loc>']  (VM sizes)
+  GET            /subscriptions/{s}/providers/Microsoft.Insights/autoscalesettings  (autoscale settings, nextLink paging)
+  PATCH          /subscriptions/{s}/resourceGroups/{rg}/providers/Microsoft.Insights/autoscalesettings/{name}
+                 (properties.enabled only)
 
 Orchestration: a scale set is Uniform unless it is created with properties.orchestrationMode "Flexible" (Admin
 create_group(..., orchestration="Flexible")). A Flexible set's VMs are plain virtual machines named
@@ -40,6 +43,23 @@ Upgrade policies act as on Azure (knob upgrade_policies, on by default; upgrade_
 model image changed, one with upgradePolicy.mode Automatic reimages every VM not on the latest model at once (its
 Node goes, no drain, and joins again on the new image), one with Rolling reimages them one at a time; Manual does
 nothing. Admin create_group(..., upgrade_policy="Automatic") makes such a set (Manual by default, ARM's default).
+
+Autoscale settings act as on Azure (knob autoscale, on by default; autoscale_delay seconds): an enabled autoscale
+setting (Admin.create_autoscale(group_id, recommended)) whose scale set has held another number of VMs than its
+recommended count (its default capacity: the emulator has no metrics) for autoscale_delay sets the capacity to it,
+deleting the newest VMs first, without a drain; Admin.state() lists `autoscaled` per set. A disabled one does
+nothing.
+
+Overprovisioning acts as on Azure (knob overprovisioning, on by default; overprovision_delay seconds): a scale-out
+of a Uniform set whose properties.overprovision is true (or unset, ARM's default) creates one VM more than asked,
+and deletes that extra (the batch's last, a Node by then) overprovision_delay seconds after the batch's VMs run;
+Admin.state() lists `overprovisioned` per set. Admin create_group makes sets with overprovision false unless
+asked (overprovision=None leaves the field unset, True sets it).
+
+Automatic repairs act as on Azure (knob automatic_repairs, on by default; repair_delay seconds, Azure's grace period
+being at least 10 minutes): a VM Admin.fail_health marked unhealthy in a set whose automaticRepairsPolicy.enabled
+is true is replaced (deleted without a drain, a new VM created on the latest model) repair_delay seconds later;
+Admin.state() lists `repaired` per set.
 
 Entra ID's token endpoint, on the same HTTPS port (point the credential's authority at the endpoint, with instance
 discovery disabled: azure.adfs_authority_url and azure.disable_instance_discovery of the modules):
@@ -135,6 +155,8 @@ SKUS = [  # a few sizes of the resource SKU list, as ARM lists them
 
 # The RBAC action a handler needs, for the deny knob's AuthorizationFailed message.
 _PERMISSIONS = {"list_usages": "Microsoft.Compute/locations/usages/read", "list_skus": "Microsoft.Compute/skus/read",
+                "list_autoscale": "Microsoft.Insights/autoscalesettings/read",
+                "patch_autoscale": "Microsoft.Insights/autoscalesettings/write",
                 "get_vmss": "Microsoft.Compute/virtualMachineScaleSets/read"}
 
 ROUTES = [
@@ -193,6 +215,14 @@ ROUTES = [
     ("/subscriptions/{subscriptionId}/providers/Microsoft.Compute/skus",
      re.compile(r"^/subscriptions/%s/providers/microsoft\.compute/skus$" % _SEG, re.I),
      {"GET": ("list_skus", {"api-version", "$filter", "includeExtendedLocations"}, None)}),
+    ("/subscriptions/{subscriptionId}/providers/Microsoft.Insights/autoscalesettings",
+     re.compile(r"^/subscriptions/%s/providers/microsoft\.insights/autoscalesettings$" % _SEG, re.I),
+     {"GET": ("list_autoscale", {"api-version", "$skiptoken"}, None)}),
+    ("/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Insights/"
+     "autoscalesettings/{autoscaleSettingName}",
+     re.compile(r"^/subscriptions/%s/resourcegroups/%s/providers/microsoft\.insights/autoscalesettings/%s$"
+                % (_SEG, _SEG, _SEG), re.I),
+     {"PATCH": ("patch_autoscale", {"api-version"}, {"properties", "properties.enabled"})}),
     ("/subscriptions/{subscriptionId}/providers/Microsoft.Compute/locations/{location}/operations/{operationId}",
      re.compile("^" + _LOC + "/operations/" + _SEG + "$", re.I),
      {"GET": ("get_operation", {"api-version", "monitor"}, None)}),
@@ -277,13 +307,24 @@ class Faults:
         self.fail_next = 0
         self.upgrade_policies = True   # Automatic and Rolling upgrade policies reimage VMs on a model change
         self.upgrade_delay = 1.0       # seconds from the model change to the reimage (Rolling: between VMs)
+        self.autoscale = True          # enabled autoscale settings set their scale set's capacity
+        self.autoscale_delay = 1.0     # seconds a scale set is off its recommended count before that
+        self.overprovisioning = True   # a scale-out of an overprovisioned Uniform set makes one extra VM
+        self.overprovision_delay = 1.0  # seconds from the batch running to the extra's deletion
+        self.automatic_repairs = True  # a set with automaticRepairsPolicy enabled replaces unhealthy VMs
+        self.repair_delay = 1.0        # seconds from unhealthy to the replacement (Azure: a grace period, >= 10 min)
         self.rng = random.Random(7)
 
 
 class AzureEmulator:
     """The emulator, in-process: start() serves on 127.0.0.1:<free port>, stop() ends it."""
 
-    def __init__(self, state_dir, hooks=None, boot_delay=0.3, delete_delay=0.2, page_size=100, retry_after=0):
+    # Seconds a deleted VM stays listed (provisioning state Deleting). Azure takes tens of seconds; 2 s, as the GCE and
+    # AWS emulators, keeps CI fast yet lists it for at least the pass after the deletion.
+    DEFAULT_DELETE_DELAY = 2.0
+
+    def __init__(self, state_dir, hooks=None, boot_delay=0.3, delete_delay=DEFAULT_DELETE_DELAY, page_size=100,
+                 retry_after=0):
         self.state_dir = state_dir
         self.hooks = hooks or instance_hooks.NoHooks()
         self.boot_delay = boot_delay
@@ -293,6 +334,7 @@ class AzureEmulator:
         self.throttle_retry_after = 0   # Retry-After of injected 429 answers
         self.lock = threading.RLock()
         self.scale_sets = {}
+        self.autoscale_settings = {}   # (sub, rg, name) lower-cased -> autoscale setting (wire dict, "_" keys private)
         self.managed_images = set()
         self.gallery_versions = set()
         self.shared_versions = set()
@@ -365,6 +407,10 @@ class AzureEmulator:
                         del vmss["vms"][iid]
                         deleted.append(self._provider_id(vmss, iid))
                 deleted.extend(self._upgrade_by_policy(vmss, now))
+            self._autoscale(now)
+            for vmss in self.scale_sets.values():
+                self._drop_extras(vmss, now)
+                self._repair(vmss, now)
             for op in self.operations.values():
                 if op["status"] == "InProgress" and self._operation_done(op, now):
                     op["status"] = "Failed" if self._operation_failed(op) else "Succeeded"
@@ -399,6 +445,52 @@ class AzureEmulator:
             vmss.setdefault("reimaged", []).append(dict(vm=iid, at=now))
             gone.append(self._provider_id(vmss, iid))
         return gone
+
+    def _autoscale(self, now):
+        """Each enabled autoscale setting (faults.autoscale) sets its scale set's capacity to its recommended count
+        once the set has held another count for autoscale_delay seconds (the newest VMs go first, undrained)."""
+        for setting in self.autoscale_settings.values():
+            vmss = self.scale_sets.get(setting["_vmss"])
+            if vmss is None or not self.faults.autoscale or not setting["properties"]["enabled"]:
+                setting.pop("_off_since", None)
+                continue
+            wanted = int(setting["properties"]["profiles"][0]["capacity"]["default"])
+            live = [iid for iid in self._ordered(vmss) if vmss["vms"][iid]["state"] != "deleting"]
+            if len(live) == wanted:
+                setting.pop("_off_since", None)
+                continue
+            if now - setting.setdefault("_off_since", now) < self.faults.autoscale_delay:
+                continue
+            del setting["_off_since"]
+            touched = self._resize(vmss, wanted)
+            vmss.setdefault("autoscaled", []).append(dict(capacity=wanted, deleted=touched if len(live) > wanted else [],
+                                                          at=now))
+
+    def _drop_extras(self, vmss, now):
+        """Overprovisioning: an extra VM is deleted (undrained) once its batch has run for overprovision_delay."""
+        for iid, vm in list(vmss["vms"].items()):
+            batch = vm.get("extra_of")
+            if batch is None or vm["state"] == "deleting":
+                continue
+            mates = [vmss["vms"][i] for i in batch if i in vmss["vms"]]
+            if any(m["state"] == "creating" for m in mates) or vm["state"] == "creating":
+                continue
+            vm.setdefault("batch_ran", now)
+            if now - vm["batch_ran"] >= self.faults.overprovision_delay:
+                self._start_delete(vmss, iid)
+                vmss.setdefault("overprovisioned", []).append(dict(vm=iid, at=now))
+
+    def _repair(self, vmss, now):
+        """Automatic repairs (Replace): an unhealthy VM deleted, undrained, and a new one made on the latest model."""
+        if not self.faults.automatic_repairs or not (vmss.get("repairs") or {}).get("enabled"):
+            return
+        for iid, vm in list(vmss["vms"].items()):
+            since = vm.get("unhealthy_since")
+            if since is None or vm["state"] == "deleting" or now - since < self.faults.repair_delay:
+                continue
+            self._start_delete(vmss, iid)
+            made = self._resize(vmss, vmss["capacity"], overprovision=False)
+            vmss.setdefault("repaired", []).append(dict(vm=iid, replacement=made[0] if made else None, at=now))
 
     def _operation_done(self, op, now):
         if now < op["not_before"]:
@@ -487,14 +579,19 @@ class AzureEmulator:
         marks = self.faults.never_boot
         return bool(marks) and ("*" in marks or vmss["name"].lower() in marks or self._vmss_id(vmss).lower() in marks)
 
-    def _resize(self, vmss, capacity):
-        """Create or delete VMs so that the non-deleting count matches capacity; return touched instance IDs."""
-        live = [iid for iid in self._ordered(vmss) if vmss["vms"][iid]["state"] != "deleting"]
+    def _resize(self, vmss, capacity, overprovision=True):
+        """Create or delete VMs so that the non-deleting count matches capacity; return touched instance IDs. A
+        scale-out of an overprovisioned set (faults.overprovisioning) makes one more, deleted again later
+        (_drop_extras)."""
+        live = [iid for iid in self._ordered(vmss) if vmss["vms"][iid]["state"] != "deleting" and
+                vmss["vms"][iid].get("extra_of") is None]
+        extra = int(bool(overprovision and capacity > len(live) and vmss.get("overprovision")
+                         and self.faults.overprovisioning))
         touched = []
         now = time.time()
         prefix = vmss["profile"].get("osProfile", {}).get("computerNamePrefix", vmss["name"])
         if capacity > len(live):
-            for _ in range(capacity - len(live)):
+            for _ in range(capacity - len(live) + extra):
                 seq = vmss["next_id"]
                 vmss["next_id"] += 1
                 if vmss["flexible"]:
@@ -514,6 +611,9 @@ class AzureEmulator:
                     "allocation_fails": self._marked(self.faults.allocation_failure, vmss) or self._late_refusal(),
                 }
                 touched.append(iid)
+            if extra:
+                vmss["vms"][touched[-1]]["extra_of"] = touched[:-1]
+                touched = touched[:-1]
         else:
             for iid in reversed(live[capacity:] if capacity < len(live) else []):
                 self._start_delete(vmss, iid)
@@ -553,6 +653,9 @@ class AzureEmulator:
                 "uniqueId": str(uuid.uuid4()), "timeCreated": _now_iso(), "provisioningState": "Creating",
                 "upgradePolicy": ((body.get("properties") or {}).get("upgradePolicy") or {"mode": "Manual"}),
                 "flexible": mode == "Flexible",
+                # ARM's default for a Uniform set created without the field is on; a Flexible set has none.
+                "overprovision": None if mode == "Flexible" else (body.get("properties") or {}).get("overprovision", True),
+                "repairs": dict((body.get("properties") or {}).get("automaticRepairsPolicy") or {}),
                 "faultDomains": int((body.get("properties") or {}).get("platformFaultDomainCount") or 1)}
         vmss["role"] = vmss["tags"].get(ROLE_TAG, "worker")
         self.scale_sets[key] = vmss
@@ -600,6 +703,10 @@ class AzureEmulator:
             vmss["tags"] = dict(body["tags"] or {})
         if properties.get("upgradePolicy"):
             vmss["upgradePolicy"] = properties["upgradePolicy"]
+        if "overprovision" in properties and not vmss["flexible"]:
+            vmss["overprovision"] = bool(properties["overprovision"])
+        if properties.get("automaticRepairsPolicy"):
+            vmss["repairs"].update(properties["automaticRepairsPolicy"])
         vmss["etag"] += 1
         return self._resize(vmss, capacity) if capacity is not None else []
 
@@ -610,7 +717,10 @@ class AzureEmulator:
             # A Flexible set has no overprovisioning or single placement group; it spreads over fault domains.
             properties = {"orchestrationMode": "Flexible", "platformFaultDomainCount": vmss["faultDomains"]}
         else:
-            properties = {"singlePlacementGroup": False, "orchestrationMode": "Uniform", "overprovision": False}
+            properties = {"singlePlacementGroup": False, "orchestrationMode": "Uniform",
+                          "overprovision": vmss["overprovision"]}
+        if vmss["repairs"]:
+            properties["automaticRepairsPolicy"] = dict(vmss["repairs"])
         properties.update({
             "upgradePolicy": vmss["upgradePolicy"], "provisioningState": vmss["provisioningState"],
             "uniqueId": vmss["uniqueId"], "timeCreated": vmss["timeCreated"],
@@ -713,7 +823,8 @@ class AzureEmulator:
                 raise ArmError(400, "InvalidParameter", "unknown image kind %r" % kind)
         return _canonical_id(ref) if ref.startswith("/") else ref
 
-    def admin_create_group(self, name, role, size, image, orchestration="Uniform", upgrade_policy="Manual"):
+    def admin_create_group(self, name, role, size, image, orchestration="Uniform", upgrade_policy="Manual",
+                           overprovision=False, automatic_repairs=False):
         reference = _reference_of(image)
         body = {"location": LOCATION, "tags": {ROLE_TAG: role}, "sku": {"name": VM_SIZE, "capacity": int(size)},
                 "properties": {"orchestrationMode": orchestration, "upgradePolicy": {"mode": upgrade_policy},
@@ -722,14 +833,53 @@ class AzureEmulator:
                                    "storageProfile": {"imageReference": reference}}}}
         if orchestration == "Flexible":
             body["properties"]["platformFaultDomainCount"] = 1
+        elif overprovision is not None:   # None: the field unset, which ARM reads as on
+            body["properties"]["overprovision"] = bool(overprovision)
+        if automatic_repairs:
+            body["properties"]["automaticRepairsPolicy"] = {"enabled": True, "gracePeriod": "PT10M"}
         with self.lock:
             vmss, _ = self.create_scale_set(SUBSCRIPTION, RESOURCE_GROUP, name, body)
             return self._group_id(vmss)
 
+    def admin_create_autoscale(self, group_id, recommended, enabled=True, name=None):
+        """An autoscale setting on the scale set `group_id` whose default capacity (what it recommends, the emulator
+        having no metrics) is `recommended`."""
+        with self.lock:
+            match = re.match(r"^/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft.Compute/"
+                             r"virtualMachineScaleSets/([^/]+)$", group_id, re.I)
+            vmss = self.scale_sets.get(self._key(*match.groups())) if match else None
+            if vmss is None:
+                raise ArmError(404, "ResourceNotFound", "no scale set %s" % group_id)
+            name = name or vmss["name"] + "-autoscale"
+            key = (vmss["sub"].lower(), vmss["rg"].lower(), name.lower())
+            self.autoscale_settings[key] = {
+                "id": "/subscriptions/%s/resourceGroups/%s/providers/microsoft.insights/autoscalesettings/%s"
+                      % (vmss["sub"], vmss["rg"], name),
+                "name": name, "type": "Microsoft.Insights/autoscaleSettings", "location": vmss["location"], "tags": {},
+                "properties": {"name": name, "enabled": bool(enabled), "targetResourceUri": self._vmss_id(vmss),
+                               "targetResourceLocation": vmss["location"], "notifications": [],
+                               "profiles": [{"name": "default", "rules": [], "capacity": {
+                                   "minimum": "0", "maximum": "100", "default": str(int(recommended))}}]},
+                "_vmss": vmss["key"]}
+            return self.autoscale_settings[key]["id"]
+
+    def admin_fail_health(self, group_id, instance):
+        with self.lock:
+            vmss = self._vmss_or_404(*az_group_parts(group_id))
+            self._vm_or_404(vmss, instance)["unhealthy_since"] = time.time()
+
     def admin_set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None,
                          fail_next=0, seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None,
-                         late_refusals=0, boot_delay=None, upgrade_policies=True, upgrade_delay=1.0):
+                         late_refusals=0, boot_delay=None, upgrade_policies=True, upgrade_delay=1.0, autoscale=True,
+                         autoscale_delay=1.0, overprovisioning=True, overprovision_delay=1.0, automatic_repairs=True,
+                         repair_delay=1.0):
         with self.lock:
+            self.faults.overprovisioning = bool(overprovisioning)
+            self.faults.overprovision_delay = float(overprovision_delay)
+            self.faults.automatic_repairs = bool(automatic_repairs)
+            self.faults.repair_delay = float(repair_delay)
+            self.faults.autoscale = bool(autoscale)
+            self.faults.autoscale_delay = float(autoscale_delay)
             self.faults.late_refusals = int(late_refusals)
             if boot_delay is not None:
                 self.boot_delay = float(boot_delay)
@@ -752,7 +902,10 @@ class AzureEmulator:
     def admin_state(self):
         with self.lock:
             return {"scale_sets": [dict(self.vmss_json(v), vms=[self.vm_json(v, i, True) for i in self._ordered(v)],
-                                        reimaged=list(v.get("reimaged") or []))
+                                        reimaged=list(v.get("reimaged") or []),
+                                        autoscaled=list(v.get("autoscaled") or []),
+                                        overprovisioned=list(v.get("overprovisioned") or []),
+                                        repaired=list(v.get("repaired") or []))
                                    for v in self.scale_sets.values()]}
 
     # -- ARM handlers (lock held; return (status, body, headers)) --------------------------------------
@@ -788,6 +941,30 @@ class AzureEmulator:
         if location_header:
             headers["Location"] = "%s?monitor=true&api-version=%s" % (base, version)
         return headers
+
+    @staticmethod
+    def _autoscale_json(setting):
+        return {k: v for k, v in setting.items() if not k.startswith("_")}
+
+    def _autoscale_or_404(self, sub, rg, name):
+        setting = self.autoscale_settings.get((sub.lower(), rg.lower(), name.lower()))
+        if setting is None:
+            raise ArmError(404, "ResourceNotFound", "The Resource 'microsoft.insights/autoscalesettings/%s' under "
+                           "resource group '%s' was not found." % (name, rg))
+        return setting
+
+    def list_autoscale(self, req, sub):
+        items = [self._autoscale_json(v) for k, v in sorted(self.autoscale_settings.items()) if k[0] == sub.lower()]
+        return 200, self._page(req, items), {}
+
+    def patch_autoscale(self, req, sub, rg, name):
+        setting = self._autoscale_or_404(sub, rg, name)
+        enabled = ((req.body or {}).get("properties") or {}).get("enabled")
+        if enabled is not None:
+            if not isinstance(enabled, bool):
+                raise ArmError(400, "InvalidRequestContent", "properties.enabled must be true or false")
+            setting["properties"]["enabled"] = enabled
+        return 200, self._autoscale_json(setting), {}
 
     def get_vmss(self, req, sub, rg, name):
         return 200, self.vmss_json(self._vmss_or_404(sub, rg, name)), {}
@@ -993,6 +1170,15 @@ class AzureEmulator:
             body["endTime"] = op["endTime"]
         headers = {"Retry-After": str(self.retry_after)} if op["status"] == "InProgress" else {}
         return 200, body, headers
+
+
+def az_group_parts(group_id):
+    """(subscription, resource group, scale set) of a scale set ID."""
+    match = re.match(r"^/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft.Compute/"
+                     r"virtualMachineScaleSets/([^/]+)$", group_id, re.I)
+    if not match:
+        raise ValueError("not a scale set ID: %s" % group_id)
+    return match.groups()
 
 
 def _reference_of(image):
@@ -1305,7 +1491,13 @@ class _Handler(BaseHTTPRequestHandler):
             elif name == "groups" and req.method == "POST":
                 self._send(200, {"group_id": emulator.admin_create_group(
                     body["name"], body.get("role", "worker"), body.get("size", 0), body["image"],
-                    orchestration=body.get("orchestration", "Uniform"), upgrade_policy=body.get("upgrade_policy", "Manual"))})
+                    orchestration=body.get("orchestration", "Uniform"), upgrade_policy=body.get("upgrade_policy", "Manual"),
+                    overprovision=body.get("overprovision", False), automatic_repairs=body.get("automatic_repairs", False))})
+            elif name == "unhealthy" and req.method == "POST":
+                emulator.admin_fail_health(body["group_id"], str(body["instance"]))
+                self._send(200, {})
+            elif name == "autoscale" and req.method == "POST":
+                self._send(200, {"id": emulator.admin_create_autoscale(**body)})
             elif name == "faults" and req.method == "POST":
                 emulator.admin_set_faults(**body)
                 self._send(200, {})
@@ -1364,15 +1556,24 @@ class Admin:
         """kind: gallery (a Compute Gallery image version), managed, community, shared or marketplace."""
         return self._call("POST", "images", {"name": name, "kind": kind})["image"]
 
-    def create_group(self, name, role, size, image, orchestration="Uniform", upgrade_policy="Manual"):
+    def create_group(self, name, role, size, image, orchestration="Uniform", upgrade_policy="Manual", overprovision=False,
+                     automatic_repairs=False):
         """A scale set of `size` VMs on `image`; orchestration "Uniform" (default) or "Flexible"; upgrade_policy
-        Manual (ARM's default), Automatic or Rolling."""
+        Manual (ARM's default), Automatic or Rolling; overprovision False (the sandbox's), True, or None (unset: on,
+        ARM's default); automatic_repairs: automaticRepairsPolicy enabled."""
         return self._call("POST", "groups", {"name": name, "role": role, "size": size, "image": image,
-                                             "orchestration": orchestration, "upgrade_policy": upgrade_policy})["group_id"]
+                                             "orchestration": orchestration, "upgrade_policy": upgrade_policy,
+                                             "overprovision": overprovision,
+                                             "automatic_repairs": automatic_repairs})["group_id"]
+
+    def fail_health(self, group_id, instance):
+        """The VM `instance` (instance ID) of the scale set reads unhealthy: automatic repairs replace it."""
+        return self._call("POST", "unhealthy", {"group_id": group_id, "instance": instance})
 
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, fail_next=0,
                    seed=None, allocation_failure=(), deny=(), require_auth=False, delete_delay=None, late_refusals=0,
-                   boot_delay=None, upgrade_policies=True, upgrade_delay=1.0):
+                   boot_delay=None, upgrade_policies=True, upgrade_delay=1.0, autoscale=True, autoscale_delay=1.0,
+                   overprovisioning=True, overprovision_delay=1.0, automatic_repairs=True, repair_delay=1.0):
         """never_boot / allocation_failure: scale set IDs or names ("*" for all) whose new VMs stay creating /
         end failed with AllocationFailed. late_refusals: the next N new VMs (of any scale set) end failed with
         AllocationFailed after the scale-out was accepted. fail_next: the next N resource requests fail with one of
@@ -1381,13 +1582,24 @@ class Admin:
         state Deleting), as on Azure, where a deletion takes tens of seconds; boot_delay: seconds from a scale-out to
         the VM running (and the operation done); None keeps the emulator's setting (both). upgrade_policies: Automatic
         and Rolling upgrade policies reimage VMs upgrade_delay seconds after the model's image changed (off: every set
-        acts as Manual)."""
+        acts as Manual). autoscale: enabled autoscale settings set their scale set's capacity to its recommended count
+        once it has held another for autoscale_delay seconds. overprovisioning: a scale-out of an overprovisioned
+        Uniform set makes one extra VM, deleted overprovision_delay seconds after its batch runs. automatic_repairs:
+        a set with automaticRepairsPolicy enabled replaces a VM fail_health marked, repair_delay seconds later."""
         self._call("POST", "faults", {"error_rate": error_rate, "codes": list(codes), "latency": latency,
                                       "never_boot": list(never_boot), "quota": quota, "fail_next": fail_next,
                                       "seed": seed, "allocation_failure": list(allocation_failure),
                                       "deny": list(deny), "require_auth": require_auth, "delete_delay": delete_delay,
                                       "late_refusals": late_refusals, "boot_delay": boot_delay,
-                                      "upgrade_policies": upgrade_policies, "upgrade_delay": upgrade_delay})
+                                      "upgrade_policies": upgrade_policies, "upgrade_delay": upgrade_delay,
+                                      "autoscale": autoscale, "autoscale_delay": autoscale_delay,
+                                      "overprovisioning": overprovisioning, "overprovision_delay": overprovision_delay,
+                                      "automatic_repairs": automatic_repairs, "repair_delay": repair_delay})
+
+    def create_autoscale(self, group_id, recommended, enabled=True, name=None):
+        """An autoscale setting on the scale set `group_id` that keeps it at `recommended` VMs while enabled; its ID."""
+        return self._call("POST", "autoscale", {"group_id": group_id, "recommended": recommended, "enabled": enabled,
+                                                "name": name})["id"]
 
     def create_service_principal(self, tenant, client_id, secret):
         """A service principal the token endpoint knows (client_credentials grant in `tenant`)."""

@@ -16,7 +16,13 @@ DELETING), an instance quota that createInstances/resize refuse with QUOTA_EXCEE
 reports as the region's INSTANCES quota (limit the knob, usage the live instances; a generous limit when the
 knob is unset), late refusals (late_refusals: the next N instances createInstances accepts stay CREATING with
 lastAttempt QUOTA_EXCEEDED on IN_USE_ADDRESSES, retried for ever, as GCE refuses an instance after the request was
-accepted), and paths the caller may not read (deny: 403 forbidden, as for an identity without the
+accepted), autoscalers (Admin.create_autoscaler: attached to a group, named in its status.autoscaler, read and
+patched through autoscalers/regionAutoscalers get and patch; one in mode ON resizes its group to its recommended
+size once the group has been another size for autoscaling_delay seconds, deleting the newest VMs first, without a
+drain; ONLY_SCALE_OUT only grows it; OFF leaves it; knob autoscaling=False: none acts), autohealing (a group created
+with autohealing=True has autoHealingPolicies; a VM Admin.fail_health marked is recreated in place autohealing_delay
+seconds later - same name and zone, currentAction RECREATING, its Node gone until the VM runs again from the
+group's current template; knob autohealing=False: never), and paths the caller may not read (deny: 403 forbidden, as for an identity without the
 permission).
 
 Run as `python -m sandbox.clouds.gce --state-dir DIR [--nodesim-url URL]` (see sandbox/clouds/__init__.py)
@@ -140,6 +146,13 @@ class Faults:
         # emptiest. Off: such groups stay as they are, as with updatePolicy.instanceRedistributionType NONE.
         self.redistribution = True
         self.redistribution_delay = 1.0
+        # Autoscalers that exist act (they exist only where a test attaches one): a group off its autoscaler's
+        # recommended size this long is resized to it. GCE's autoscaler decides every few tens of seconds.
+        self.autoscaling = True
+        self.autoscaling_delay = 1.0
+        # Autohealing of groups with autoHealingPolicies: a VM failing its health check this long is recreated.
+        self.autohealing = True
+        self.autohealing_delay = 1.0
         self.seed = None            # when set, the error_rate draws repeat from run to run
         self._count = itertools.count()
         self._rng = random.Random()
@@ -190,6 +203,9 @@ class GceState:
         self.user_agents = collections.Counter()
         self.request_ids = {}   # requestId -> operation key, so a retried mutation is not applied twice
         self.redistributions = []   # what proactive redistribution deleted: {group, deleted, zone, at}
+        self.autoscalers = {}       # (project, "zones"|"regions", scope, name) -> autoscaler (private "_" keys)
+        self.autoscalings = []      # what the autoscalers did: {group, autoscaler, size, deleted, at}
+        self.autoheals = []         # what autohealing recreated: {group, instance, at}
         self.service_accounts = {}   # client_email -> public key PEM (the key JSON holds the private key)
         self.tokens = set()          # bearer tokens the API accepts when faults.require_auth is on
         self.token_grants = []       # the verified claims of every JWT assertion exchanged at /token
@@ -280,7 +296,7 @@ class GceState:
             return "projects/%s/global/images/%s" % (project, name)
 
     def admin_create_group(self, name, role, size, image, project=DEFAULT_PROJECT, zone=None, region=None,
-                           update_policy="OPPORTUNISTIC", versions=1, redistribution="PROACTIVE"):
+                           update_policy="OPPORTUNISTIC", versions=1, redistribution="PROACTIVE", autohealing=False):
         with self.lock:
             if zone and region:
                 raise ApiError(400, "give zone or region, not both")
@@ -317,6 +333,9 @@ class GceState:
                                                        for z in "abc"], "targetShape": "EVEN"}
                 # Regional groups only; PROACTIVE is GCE's default.
                 igm["updatePolicy"]["instanceRedistributionType"] = redistribution
+            if autohealing:
+                igm["autoHealingPolicies"] = [{"healthCheck": API + "projects/%s/global/healthChecks/%s-hc" % (project, name),
+                                               "initialDelaySec": 300}]
             if versions > 1:   # a canary update in progress: several versions, no top-level template
                 igm["versions"] = [dict(igm["versions"][0], name="v%d" % i) for i in range(versions)]
             self.igms[key] = igm
@@ -324,6 +343,55 @@ class GceState:
                 self._check_quota(project, size)
                 self._add_instances(key, [self._random_name(key) for _ in range(size)])
             return "projects/%s/%s/%s/instanceGroupManagers/%s" % key
+
+    def admin_create_autoscaler(self, group_id, recommended, mode="ON", name=None):
+        """An autoscaler attached to the group, which it names in its status.autoscaler; `recommended` stands in for
+        what the autoscaler computes from the load (the emulator has no metrics)."""
+        with self.lock:
+            match = re.match(r"^projects/([^/]+)/(zones|regions)/([^/]+)/instanceGroupManagers/([^/]+)$", group_id)
+            if not match or match.groups() not in self.igms:
+                raise ApiError(404, "no group %s" % group_id)
+            project, kind, scope, group = match.groups()
+            key = (project, kind, scope, name or group + "-autoscaler")
+            url = API + "projects/%s/%s/%s/autoscalers/%s" % key
+            self.autoscalers[key] = {
+                "kind": "compute#autoscaler", "id": _numeric_id(*key), "name": key[3], "selfLink": url,
+                "creationTimestamp": _rfc3339(time.time()), "target": self.igm_url(match.groups()),
+                ("region" if kind == "regions" else "zone"): API + "projects/%s/%s/%s" % (project, kind, scope),
+                "autoscalingPolicy": {"mode": mode, "minNumReplicas": 0, "maxNumReplicas": 1000,
+                                      "coolDownPeriodSec": 60, "cpuUtilization": {"utilizationTarget": 0.6}},
+                "status": "ACTIVE", "recommendedSize": int(recommended), "_group": match.groups()}
+            self.igms[match.groups()]["_autoscaler"] = url
+            return url
+
+    def _autoscale(self, now):
+        """Each autoscaler (faults.autoscaling) resizes its group to its recommended size once the group has been
+        another size for autoscaling_delay seconds: ON both ways, ONLY_SCALE_OUT only up, OFF never. A scale-in
+        deletes the newest VMs, without a drain."""
+        for autoscaler in self.autoscalers.values():
+            igm = self.igms.get(autoscaler["_group"])
+            mode = autoscaler["autoscalingPolicy"].get("mode", "ON")
+            if igm is None:
+                continue
+            live = [n for n, m in igm["_managed"].items() if m["currentAction"] != "DELETING"]
+            wanted = autoscaler["recommendedSize"]
+            acts = self.faults.autoscaling and (mode == "ON" and len(live) != wanted or
+                                                mode == "ONLY_SCALE_OUT" and len(live) < wanted)
+            if not acts:
+                autoscaler.pop("_off_since", None)
+                continue
+            if now - autoscaler.setdefault("_off_since", now) < float(self.faults.autoscaling_delay):
+                continue
+            del autoscaler["_off_since"]
+            deleted = sorted(live, key=lambda n: (-igm["_managed"][n]["_created"], n))[:max(0, len(live) - wanted)]
+            for name in deleted:
+                self._delete_managed(autoscaler["_group"], name)
+            if len(live) < wanted:
+                self._add_instances(autoscaler["_group"], [self._random_name(autoscaler["_group"])
+                                                           for _ in range(wanted - len(live))])
+            igm["targetSize"] = wanted
+            self.autoscalings.append(dict(group="projects/%s/%s/%s/instanceGroupManagers/%s" % autoscaler["_group"],
+                                          autoscaler=autoscaler["name"], size=wanted, deleted=deleted, at=now))
 
     def _insert_template(self, project, template):
         name = template.get("name", "")
@@ -363,6 +431,8 @@ class GceState:
                     "templates": sorted(n for _, n in self.templates),
                     "images": sorted(n for _, n in self.images),
                     "redistributions": list(self.redistributions),
+                    "autoscalings": list(self.autoscalings),
+                    "autoheals": list(self.autoheals),
                     "faults": self.faults.as_dict()}
 
     # ---- instance lifecycle --------------------------------------------------------------------------
@@ -530,11 +600,42 @@ class GceState:
                     elif instance["status"] == "PROVISIONING" and now >= (managed["_insert_at"] + managed["_running_at"]) / 2:
                         instance["status"] = "STAGING"
                 self._redistribute(key, igm, now)
+                self._autoheal(key, igm, now, events)
+            self._autoscale(now)
         for kind, args in events:
             try:
                 getattr(self.hooks, kind)(*args)
             except Exception as exc:  # the simulator being down must not break the cloud
                 print("gce emulator: hook %s%r failed: %s" % (kind, args, exc), file=sys.stderr)
+
+    def _autoheal(self, key, igm, now, events):
+        """Autohealing (faults.autohealing, groups with autoHealingPolicies): a VM marked unhealthy for
+        autohealing_delay seconds is recreated in place - its instance deleted (its Node goes, no drain) and created
+        again with the same name and zone from the group's current template."""
+        if not self.faults.autohealing or not igm.get("autoHealingPolicies"):
+            return
+        for name, managed in igm["_managed"].items():
+            since = managed.get("_unhealthy_since")
+            if since is None or managed["currentAction"] == "DELETING" or now - since < float(self.faults.autohealing_delay):
+                continue
+            ikey = (key[0], managed["_zone"], name)
+            if self.instances.pop(ikey, None) is not None and managed.get("_announced"):
+                events.append(("deleted", ("gce://%s/%s/%s" % ikey,)))
+            self.disks.pop(ikey, None)
+            managed.update(currentAction="RECREATING", version={"instanceTemplate": igm["instanceTemplate"]},
+                           _unhealthy_since=None, _announced=False, _created=now,
+                           _insert_at=now + min(self.faults.insert_delay, self.faults.boot_delay),
+                           _running_at=now + self.faults.boot_delay)
+            self.autoheals.append(dict(group="projects/%s/%s/%s/instanceGroupManagers/%s" % key, instance=name, at=now))
+
+    def admin_fail_health(self, group_id, instance):
+        """The VM `instance` (a name) of the group fails its health check from now on, until autohealing recreates it."""
+        with self.lock:
+            match = re.match(r"^projects/([^/]+)/(zones|regions)/([^/]+)/instanceGroupManagers/([^/]+)$", group_id)
+            igm = self.igms.get(match.groups()) if match else None
+            if igm is None or instance not in igm["_managed"]:
+                raise ApiError(404, "no instance %s in group %s" % (instance, group_id))
+            igm["_managed"][instance]["_unhealthy_since"] = time.time()
 
     def _redistribute(self, key, igm, now):
         """Proactive instance redistribution of a regional group (faults.redistribution): zones more than one VM
@@ -588,6 +689,8 @@ class GceState:
         reached = all(m["version"]["instanceTemplate"] == current for m in igm["_managed"].values())
         view["status"] = {"isStable": stable, "versionTarget": {"isReached": reached},
                           "allInstancesConfig": {"effective": True}, "stateful": {"hasStatefulConfig": False}}
+        if igm.get("_autoscaler"):
+            view["status"]["autoscaler"] = igm["_autoscaler"]
         return view
 
 
@@ -1104,6 +1207,39 @@ _igm_routes("zones", "zone")
 _igm_routes("regions", "region")
 
 
+def _autoscaler_routes(kind, var):
+    base = "projects/{p}/%s/{%s}/autoscalers" % (kind, var)
+
+    def find(state, p, scope, name):
+        _scope_check(kind, scope)
+        key = (p, kind, scope, name)
+        if key not in state.autoscalers:
+            raise ApiError(404, "The resource 'projects/%s/%s/%s/autoscalers/%s' was not found" % key)
+        return key
+
+    @route("GET", base + "/{a}")
+    def get_autoscaler(state, q, body, p, a, **scope):
+        autoscaler = state.autoscalers[find(state, p, scope[var], a)]
+        return {k: v for k, v in autoscaler.items() if not k.startswith("_")}
+
+    @route("PATCH", base, {"autoscaler", "requestId"}, {"autoscalingPolicy", "name"})
+    def patch_autoscaler(state, q, body, p, **scope):
+        """A merge patch of the autoscaler named in the query; only autoscalingPolicy.mode is served."""
+        key = find(state, p, scope[var], q.get("autoscaler") or body.get("name") or "")
+        wanted = body.get("autoscalingPolicy") or {}
+        if not isinstance(wanted, dict) or set(wanted) - {"mode"}:
+            raise ApiError(400, "Invalid value for field 'resource.autoscalingPolicy': the emulator serves only mode.")
+        if "mode" in wanted:
+            if wanted["mode"] not in ("ON", "OFF", "ONLY_SCALE_OUT"):
+                raise ApiError(400, "Invalid value for field 'resource.autoscalingPolicy.mode': '%s'." % wanted["mode"])
+            state.autoscalers[key]["autoscalingPolicy"]["mode"] = wanted["mode"]
+        return state._operation(p, kind, scope[var], "compute.autoscalers.patch", state.autoscalers[key]["selfLink"])
+
+
+_autoscaler_routes("zones", "zone")
+_autoscaler_routes("regions", "region")
+
+
 # ---- HTTP --------------------------------------------------------------------------------------------------
 class _Handler(BaseHTTPRequestHandler):
     state = None  # set on the subclass built per server
@@ -1248,6 +1384,11 @@ class _Handler(BaseHTTPRequestHandler):
             return {"image": state.admin_create_image(**body)}
         if (method, what) == ("POST", "groups"):
             return {"group_id": state.admin_create_group(**body)}
+        if (method, what) == ("POST", "unhealthy"):
+            state.admin_fail_health(**body)
+            return {}
+        if (method, what) == ("POST", "autoscalers"):
+            return {"autoscaler": state.admin_create_autoscaler(**body)}
         if (method, what) == ("POST", "faults"):
             with state.lock:
                 if body.pop("reset", False):
@@ -1323,13 +1464,25 @@ class Admin:
 
     def create_group(self, name, role, size, image, zone=None, region=None, **more):
         """A group (zonal unless `region` is given); `more`: update_policy ("OPPORTUNISTIC" or "PROACTIVE"),
-        versions (>1 for a group in the middle of a canary update)."""
+        versions (>1 for a group in the middle of a canary update), redistribution, autohealing (True: the group has
+        autoHealingPolicies, and fail_health's VMs are recreated)."""
         return self._call("POST", "groups", dict(name=name, role=role, size=size, image=image, project=self.project,
                                                  zone=zone, region=region, **more))["group_id"]
 
+    def fail_health(self, group_id, instance):
+        """The VM `instance` (its name) fails its health check: a group with autohealing recreates it."""
+        return self._call("POST", "unhealthy", dict(group_id=group_id, instance=instance))
+
+    def create_autoscaler(self, group_id, recommended, mode="ON", name=None):
+        """An autoscaler on the group that resizes it to `recommended` while its mode lets it (faults autoscaling,
+        autoscaling_delay); returns its URL."""
+        return self._call("POST", "autoscalers", dict(group_id=group_id, recommended=recommended, mode=mode,
+                                                      name=name))["autoscaler"]
+
     def set_faults(self, error_rate=0.0, codes=(429, 500, 503), latency=0.0, never_boot=(), quota=None, **more):
         """Replace every fault knob (unnamed ones go back to their defaults). Extra knobs: fail_next,
-        boot_delay, op_delay, delete_delay, paths, seed (repeatable error_rate draws), quota_mode, late_refusals."""
+        boot_delay, op_delay, delete_delay, paths, seed (repeatable error_rate draws), quota_mode, late_refusals,
+        redistribution, redistribution_delay, autoscaling, autoscaling_delay, autohealing, autohealing_delay."""
         return self._call("POST", "faults", dict(reset=True, error_rate=error_rate, codes=list(codes), latency=latency,
                                                  never_boot=list(never_boot), quota=quota, **more))
 

@@ -375,6 +375,33 @@ def test_create_timeout_keeps_the_raised_capacity(admin, provider, images):
     _until(lambda: len(provider.list_instances(group)) == 2, timeout=10, what="the delayed launch")
 
 
+def test_a_refusal_that_comes_after_the_create_timed_out_is_taken_by_the_next_create(admin, provider, images):
+    # Issue 26: AWS refuses the launch after create_timeout. The next create (the next pass) raises nothing more: it
+    # takes that refusal, as a quota or capacity refusal that holds the surge, and puts the capacity back.
+    group = _group(admin, images, size=1)
+    admin.set_faults(launch_delay=0.6, late_refusals=1)
+    provider.create_timeout = 0.2
+    with pytest.raises(base.ProviderError) as err:
+        provider.create_instance(group)
+    assert err.value.code == "CreateTimeout"
+    time.sleep(0.8)   # the launch failed meanwhile
+    with pytest.raises(base.QuotaError) as refused:
+        provider.create_instance(group)
+    assert "for quota or capacity (the launch of an earlier create that timed out)" in str(refused.value)
+    assert "sufficient t3.micro capacity" in str(refused.value), refused.value
+    assert provider.list_groups([group])[0].target_size == 1, "the raise of the refused launch is undone"
+    # A launch that is only slow: the next create waits for it instead of raising the capacity again.
+    admin.set_faults(launch_delay=0.6)
+    with pytest.raises(base.ProviderError, match="no new instance appeared"):
+        provider.create_instance(group)
+    provider.create_timeout = 10
+    admin.clear_requests()
+    created = provider.create_instance(group)
+    assert "SetDesiredCapacity" not in _actions(admin)
+    assert provider.list_groups([group])[0].target_size == 2
+    assert created.provider_id in [i.provider_id for i in provider.list_instances(group)]
+
+
 def test_one_read_of_each_group_and_template_per_read_and_per_slice(admin, provider, images):
     """Issue 12 item 8, counted in the emulator's request log: node_state.read_cloud describes the groups once
     (list_instances uses that description) and each launch template version once; within reading() (one

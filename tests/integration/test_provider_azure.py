@@ -568,6 +568,14 @@ def _sdk_scenario(admin, provider, emulator):
     provider.set_run_setting(group_id, "upgradePolicy.mode", "Automatic")
     provider.restore_problem(group_id, "upgradePolicy.mode", "Automatic")
     provider.set_run_setting(group_id, "upgradePolicy.mode", "Manual")
+    for name in ("overprovision", "automaticRepairsPolicy.enabled"):
+        provider.set_run_setting(group_id, name, "true")
+        provider.set_run_setting(group_id, name, "false")
+    admin.set_faults(autoscale=False)   # the autoscale setting's shapes, not what it does
+    admin.create_autoscale(group_id, recommended=3)
+    provider.list_groups([group_id])
+    provider.set_run_setting(group_id, "autoscaleSettings.enabled", "false")
+    provider.set_run_setting(group_id, "autoscaleSettings.enabled", "true")
     sub, rg, name = az.parse_group_id(group_id)
     client = provider.client()
     client.virtual_machine_scale_set_vms.get_instance_view(rg, name, "0")

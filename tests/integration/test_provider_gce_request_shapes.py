@@ -68,6 +68,13 @@ def _exercise_every_call(admin, provider):
     provider.set_run_setting(regional, "updatePolicy.instanceRedistributionType", "NONE")
     provider.restore_problem(regional, "updatePolicy.instanceRedistributionType", "PROACTIVE")
     provider.set_run_setting(regional, "updatePolicy.instanceRedistributionType", "PROACTIVE")
+    # An autoscaler on a group, zonal and regional: read with the group, its mode patched.
+    admin.set_faults(autoscaling=False)   # the requests' shapes, not what the autoscalers do
+    for group in (zonal, regional):
+        admin.create_autoscaler(group, recommended=1)
+        provider.list_groups([group])
+        provider.set_run_setting(group, "autoscalingPolicy.mode", "OFF")
+        provider.set_run_setting(group, "autoscalingPolicy.mode", "ON")
     return [_shape(r) for r in admin.requests()]
 
 

@@ -53,6 +53,14 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     overrides.update({"azure": {"rolling_upgrade_cloud_calls_per_minute": None},
                       "aws": {"rolling_upgrade_cloud_calls_per_minute": 500}}.get(cloud, {}))
     handle, values, start = upgrade_cluster(cloud, **overrides)
+    # A worker group under the cloud's own autoscaler, which keeps it at its start size: unless the run switches it off,
+    # it scales the surge in again within a second, deleting the newest VM (the heir) undrained.
+    (label,) = [g for g in start["groups"] if g.endswith("workers-0")]
+    autoscaled = start["group_ids"][label]
+    if cloud == "gcp":
+        handle.cloud(cloud).create_autoscaler(autoscaled, recommended=len(start["groups"][label]))
+    elif cloud == "azure":
+        handle.cloud(cloud).create_autoscale(autoscaled, recommended=len(start["groups"][label]))
     settings = uh.group_settings(values)
     handle.cloud(cloud).set_faults(late_refusals=1)
     rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT, extra_args=extra_args)
@@ -60,9 +68,19 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     [held] = [line for line in output.splitlines() if "WARNING: the cloud refused new instances for quota or capacity" in line]
     assert LATE_REFUSAL_WORDS[cloud] in held and "at most 1 replacement(s)" in held, held
     # The cloud settings that act on a group by themselves were neutralised for the run and are back as they were.
-    neutralised = {"gcp": ("updatePolicy.instanceRedistributionType", 2), "aws": ("AZRebalance", 3), "azure": ("upgradePolicy.mode", 2)}
+    # (the settings of each worker group, how many groups): AWS suspends the scaling processes of every group; the
+    # autoscaled group's autoscaler is off for the run too.
+    neutralised = {"gcp": (["updatePolicy.instanceRedistributionType"], 2),
+                   "aws": (["AZRebalance", "AlarmNotification", "ReplaceUnhealthy", "ScheduledActions"], 3), "azure": (["upgradePolicy.mode"], 2)}
     rows = uh.assert_settings_restored(values, settings)
-    assert [r["setting"] for r in rows] == [neutralised[cloud][0]] * neutralised[cloud][1], rows
+    autoscaler_setting = {"gcp": "autoscalingPolicy.mode", "azure": "autoscaleSettings.enabled"}.get(cloud)
+    assert sorted(r["setting"] for r in rows) == sorted(neutralised[cloud][0] * neutralised[cloud][1] + (
+        [autoscaler_setting] if autoscaler_setting else [])), rows
+    if autoscaler_setting:
+        [row] = [r for r in rows if r["setting"] == autoscaler_setting]
+        assert row["group"] == autoscaled and (row["original"], row["neutral"]) == (
+            {"gcp": ("ON", "OFF"), "azure": ("true", "false")}[cloud]), row
+        assert settings[autoscaled][autoscaler_setting] == row["original"]
     for row in rows:
         assert "set %s of %s from %s to %s for the run" % (row["setting"], row["group"], row["original"], row["neutral"]) in output
         assert "restored %s of %s to %s" % (row["setting"], row["group"], row["original"]) in output

@@ -34,7 +34,9 @@ def test_no_room_for_surge_replaces_workers_delete_first(upgrade_cluster, cloud,
     assert "Ready nodes per worker group never below the start minus 1 (marked now: none)" in checked, checked[-6000:]
     assert "Kubernetes Events on the Nodes: off (rolling_upgrade_events is false)" in checked
     (worker_group,) = [g for g in settings if g.endswith("workers-0")]
-    wanted = {"aws": {"AZRebalance": ("active", "suspended"), "MinSize": (2, 1)},
+    wanted = {"aws": {"AZRebalance": ("active", "suspended"), "AlarmNotification": ("active", "suspended"),
+                      "ScheduledActions": ("active", "suspended"), "ReplaceUnhealthy": ("active", "suspended"),
+                      "MinSize": (2, 1)},
               "gcp": {"updatePolicy.instanceRedistributionType": ("PROACTIVE", "NONE")}}[cloud]
     for name, (was, neutral) in wanted.items():
         assert "would set %s of %s from %s to %s for the run" % (name, worker_group, was, neutral) in checked, checked[-6000:]

@@ -173,8 +173,11 @@ def instance_state(asg_lifecycle, ec2_state):
     """One word for an instance from the ASG's lifecycle state and EC2's state (None when EC2 does not
     list the instance yet: it was just launched, so it is being created, never gone)."""
     lifecycle = asg_lifecycle or ""
-    # Leaving the group, from service or from its warm pool (Warmed:Terminating..., Warmed:Terminated).
-    if lifecycle.replace("Warmed:", "", 1).split(":")[0] in ("Terminating", "Terminated", "Detaching", "Detached"):
+    # Leaving the group, from service or from its warm pool (Warmed:Terminating..., Warmed:Terminated), unless the
+    # group's instance lifecycle policy retained it (Terminating:Retained): then it stays as EC2 says, and a named
+    # problem (lifecycle_problem) keeps every step off it.
+    if lifecycle.replace("Warmed:", "", 1).split(":")[0] in ("Terminating", "Terminated", "Detaching", "Detached") \
+            and not _retained(lifecycle):
         return DELETING
     if ec2_state is None:
         return CREATING if lifecycle.startswith("Pending") or not lifecycle or lifecycle == "InService" else UNKNOWN
@@ -195,11 +198,26 @@ _HELD_LIFECYCLES = {
 }
 
 
+def _leaving(lifecycle):
+    """Whether an ASG member in this lifecycle state is on its way out (it no longer counts in the desired capacity
+    once a decrementing terminate took it)."""
+    return str(lifecycle or "").startswith(("Terminating", "Terminated", "Detach")) and not _retained(lifecycle or "")
+
+
+def _retained(lifecycle):
+    return lifecycle.replace("Warmed:", "", 1) == "Terminating:Retained"
+
+
 def lifecycle_problem(asg_lifecycle):
     """What no step may act on in an ASG lifecycle state, in words, else None: standby, quarantine, a root volume
-    replacement, or the warm pool (an instance there is no serving member, and cannot be terminated by
-    TerminateInstanceInAutoScalingGroup)."""
+    replacement, an instance retained after an abandoned termination (Terminating:Retained), or the warm pool (an
+    instance there is no serving member, and cannot be terminated by TerminateInstanceInAutoScalingGroup)."""
     lifecycle = asg_lifecycle or ""
+    if _retained(lifecycle):
+        return ("AWS lifecycle state %s: the group's instance lifecycle policy retained it after its termination "
+                "lifecycle action was abandoned or timed out, so it is not being deleted and stays until someone "
+                "terminates it (aws ec2 terminate-instances, once nothing on it is needed); nothing is done to it"
+                % lifecycle)
     if instance_state(lifecycle, "running") == DELETING:
         return None
     why = _HELD_LIFECYCLES.get(lifecycle.split(":")[0])
@@ -225,11 +243,16 @@ def _member_extra(member, ec2_state):
 
 
 def run_settings(asg):
-    """AZRebalance (only where the group spans several zones: with one there is nothing to balance) and MinSize."""
-    settings = {cloud_settings.AWS_MIN_SIZE: int(asg.get("MinSize") or 0)}
+    """MinSize, ReplaceUnhealthy, AlarmNotification and ScheduledActions (whether the group has scaling policies or scheduled actions
+    takes two more calls to tell; suspending them where it has none changes nothing), and AZRebalance only where the
+    group spans several zones (with one there is nothing to balance)."""
+    suspended = {p.get("ProcessName") for p in asg.get("SuspendedProcesses") or []}
+    processes = [cloud_settings.AWS_ALARM_NOTIFICATION, cloud_settings.AWS_SCHEDULED_ACTIONS,
+                 cloud_settings.AWS_REPLACE_UNHEALTHY]
     if len(asg.get("AvailabilityZones") or []) > 1:
-        suspended = {p.get("ProcessName") for p in asg.get("SuspendedProcesses") or []}
-        settings[cloud_settings.AWS_AZ_REBALANCE] = "suspended" if cloud_settings.AWS_AZ_REBALANCE in suspended else "active"
+        processes.append(cloud_settings.AWS_AZ_REBALANCE)
+    settings = {name: "suspended" if name in suspended else "active" for name in processes}
+    settings[cloud_settings.AWS_MIN_SIZE] = int(asg.get("MinSize") or 0)
     return settings
 
 
@@ -545,15 +568,30 @@ class AwsProvider(ReadingMemo, CloudProvider):
         asg = self._group(group_id)
         desired = int(asg.get("DesiredCapacity") or 0)
         maximum = int(asg.get("MaxSize") or 0)
-        if desired + 1 > maximum:
-            # AWS would refuse with a ValidationError; say it in a way the planner can act on.
-            raise QuotaError("AWS auto scaling group %s is at its MaxSize %d (desired %d): cannot add an instance; "
-                             "raise MaxSize or lower the surge" % (group_id, maximum, desired), code="MaxSize")
         known = {m["InstanceId"] for m in asg.get("Instances", [])}
         started = self._clock()
+        # A desired capacity above the group's instances is an earlier create whose launch has not come (it timed
+        # out): its refusal may have come since, which holds the surge as any refusal does; else its launch is
+        # waited for again instead of raising the capacity once more.
+        staying = [m for m in asg.get("Instances", []) if not _leaving(m.get("LifecycleState"))]
+        raised_to = desired
+        if desired > len(staying):
+            activities = self._call(self.autoscaling, "describe_scaling_activities", AutoScalingGroupName=group_id,
+                                    MaxRecords=20).get("Activities", [])
+            latest = activities[:1]
+            failure = launch_failure(latest, 0, self._reported_failures)
+            if failure is not None:
+                self._fail_launch(group_id, failure, raised_to, asg, " (the launch of an earlier create that timed out)")
+        else:
+            if desired + 1 > maximum:
+                # AWS would refuse with a ValidationError; say it in a way the planner can act on.
+                raise QuotaError("AWS auto scaling group %s is at its MaxSize %d (desired %d): cannot add an instance; "
+                                 "raise MaxSize or lower the surge" % (group_id, maximum, desired), code="MaxSize")
+            raised_to = desired + 1
+            self._forget("asg")
+            self._call(self.autoscaling, "set_desired_capacity", AutoScalingGroupName=group_id,
+                       DesiredCapacity=raised_to, HonorCooldown=False)
         self._forget("asg")
-        self._call(self.autoscaling, "set_desired_capacity", AutoScalingGroupName=group_id,
-                   DesiredCapacity=desired + 1, HonorCooldown=False)
         deadline = started + self.create_timeout
         while True:
             asg = self._group(group_id)
@@ -577,21 +615,27 @@ class AwsProvider(ReadingMemo, CloudProvider):
                                     MaxRecords=20).get("Activities", [])
             failure = launch_failure(activities, started, self._reported_failures)
             if failure is not None:
-                self._reported_failures.add(failure.get("ActivityId"))
-                message = failure.get("StatusMessage") or failure.get("Description") or "launch failed"
-                self._undo_desired(group_id, desired + 1, asg)
-                if is_quota_failure(message):
-                    raise QuotaError("AWS could not launch an instance in %s for quota or capacity: %s"
-                                     % (group_id, message), code="LaunchFailed")
-                raise ProviderError("AWS could not launch an instance in %s: %s" % (group_id, message),
-                                    code="LaunchFailed")
+                self._fail_launch(group_id, failure, raised_to, asg, "")
             if self._clock() >= deadline:
                 # Leave the desired capacity raised: AWS may still launch it, and then it is a joining
-                # instance the planner sees. Lowering it could terminate a serving instance instead.
+                # instance the planner sees (the next create waits for it, or takes its refusal). Lowering it
+                # could terminate a serving instance instead.
                 raise ProviderError("AWS auto scaling group %s: desired capacity raised to %d, but no new instance "
-                                    "appeared within %ds" % (group_id, desired + 1, self.create_timeout),
+                                    "appeared within %ds" % (group_id, raised_to, self.create_timeout),
                                     code="CreateTimeout", retryable=True)
             self._sleep(self.poll_interval)
+
+    def _fail_launch(self, group_id, failure, raised_to, asg, which):
+        """A failed launch activity: the raise undone, and a QuotaError when AWS names quota or capacity (the
+        surge is held), else a ProviderError."""
+        self._reported_failures.add(failure.get("ActivityId"))
+        message = failure.get("StatusMessage") or failure.get("Description") or "launch failed"
+        self._undo_desired(group_id, raised_to, asg)
+        if is_quota_failure(message):
+            raise QuotaError("AWS could not launch an instance in %s for quota or capacity%s: %s"
+                             % (group_id, which, message), code="LaunchFailed")
+        raise ProviderError("AWS could not launch an instance in %s%s: %s" % (group_id, which, message),
+                            code="LaunchFailed")
 
     def _undo_desired(self, group_id, raised_to, asg):
         """Lower the desired capacity we raised when no instance came of it, only while nothing else
@@ -682,7 +726,7 @@ class AwsProvider(ReadingMemo, CloudProvider):
         return True
 
     def set_run_setting(self, group_id, name, value):
-        if name not in (cloud_settings.AWS_AZ_REBALANCE, cloud_settings.AWS_MIN_SIZE):
+        if name not in cloud_settings.AWS_PROCESSES + (cloud_settings.AWS_MIN_SIZE,):
             return super().set_run_setting(group_id, name, value)
         self._forget("asg")
         if run_settings(self._group(group_id)).get(name) == value:

@@ -57,6 +57,7 @@ try:
         ClientAuthenticationError, HttpResponseError, ResourceModifiedError, ServiceRequestError, ServiceResponseError,
     )
     from azure.mgmt.compute import ComputeManagementClient
+    from azure.core.rest import HttpRequest
     HAS_AZURE_SDK = True
     AZURE_IMPORT_ERROR = None
 except ImportError as _exc:  # the module reports it through missing_required_lib
@@ -445,6 +446,19 @@ def role_from_tags(tags):
     return None
 
 
+def run_settings(vmss):
+    """The scale set's settings with which Azure acts on it by itself (cloud_settings.py): upgradePolicy.mode (unset
+    reads as Manual, ARM's default), automaticRepairsPolicy.enabled (unset: off) and, on a Uniform set, overprovision
+    (unset: on, ARM's default there; Flexible sets have none)."""
+    properties = vmss.get("properties") or {}
+    settings = {cloud_settings.AZURE_UPGRADE_POLICY: (properties.get("upgradePolicy") or {}).get("mode") or "Manual",
+                cloud_settings.AZURE_REPAIRS: "true" if (properties.get("automaticRepairsPolicy") or {}).get("enabled")
+                else "false"}
+    if orchestration_mode(vmss) == UNIFORM:
+        settings[cloud_settings.AZURE_OVERPROVISION] = "false" if properties.get("overprovision") is False else "true"
+    return settings
+
+
 def group_from_vmss(vmss):
     """A Group from a scale set (wire dict)."""
     profile = (vmss.get("properties") or {}).get("virtualMachineProfile") or {}
@@ -455,10 +469,35 @@ def group_from_vmss(vmss):
         role=role_from_tags(vmss.get("tags")),
         target_size=(vmss.get("sku") or {}).get("capacity"),
         kind="Azure VM scale set (%s orchestration)" % orchestration_mode(vmss),
-        # Unset reads as Manual, ARM's default.
-        settings={cloud_settings.AZURE_UPGRADE_POLICY: ((vmss.get("properties") or {}).get("upgradePolicy") or {}).get(
-            "mode") or "Manual"},
+        settings=run_settings(vmss),
     )
+
+
+# Autoscale settings are Azure Monitor's (Microsoft.Insights), for which no SDK is installed: they are read and
+# changed over REST through the compute client's pipeline (same credential, endpoint, retries and TLS settings).
+AUTOSCALE_API_VERSION = "2022-10-01"
+
+
+def autoscale_of(autoscale_settings, group_id):
+    """The autoscale setting (wire dict) whose targetResourceUri is the scale set `group_id`, or None."""
+    for setting in autoscale_settings:
+        target = ((setting.get("properties") or {}).get("targetResourceUri") or "").strip().lower()
+        if target and target == group_id.lower():
+            return setting
+    return None
+
+
+def with_autoscale(group, autoscale_settings):
+    """`group` with the autoscale setting that targets it among its settings: "true"/"false" as its enabled says,
+    cloud_settings.UNREADABLE when the listing was refused (`autoscale_settings` None)."""
+    if autoscale_settings is None:
+        group.settings[cloud_settings.AZURE_AUTOSCALE] = cloud_settings.UNREADABLE
+        return group
+    setting = autoscale_of(autoscale_settings, group.id)
+    if setting is not None:
+        enabled = (setting.get("properties") or {}).get("enabled", True)
+        group.settings[cloud_settings.AZURE_AUTOSCALE] = "true" if enabled is not False else "false"
+    return group
 
 
 def sku_facts(skus, size):
@@ -1116,7 +1155,7 @@ class AzureProvider(ReadingMemo, CloudProvider):
             groups = []
             for group_id in group_ids:
                 groups.append(group_from_vmss(self._get_vmss(*parse_group_id(group_id))))
-            return groups
+            return self._with_autoscale(groups)
         if not self.resource_group:
             raise ProviderError("azure: to discover scale sets set azure.resource_group (or AZURE_RESOURCE_GROUP), "
                                 "or name the groups")
@@ -1128,7 +1167,43 @@ class AzureProvider(ReadingMemo, CloudProvider):
         for vmss in scale_sets:
             self._remember(vmss)
             self._keep("vmss", canonical_group_id(vmss["id"]), vmss)
-        return [group_from_vmss(v) for v in scale_sets]
+        return self._with_autoscale([group_from_vmss(v) for v in scale_sets])
+
+    def _with_autoscale(self, groups):
+        """The groups with their autoscale settings (one listing per subscription, once within reading())."""
+        for group in groups:
+            sub = parse_group_id(group.id)[0]
+            with_autoscale(group, self._recall("autoscale", sub.lower(), lambda: self._autoscale_settings(sub)))
+        return groups
+
+    def _autoscale_settings(self, sub):
+        """The subscription's autoscale settings (wire dicts, every page), or None when the identity may not read
+        them (403)."""
+        what = "list the autoscale settings of subscription %s" % sub
+        url = "/subscriptions/%s/providers/Microsoft.Insights/autoscalesettings" % sub
+        settings = []
+        while url:
+            try:
+                page = self._rest(what, "GET", url)
+            except ProviderError as exc:
+                if exc.status == 403:
+                    return None
+                raise
+            settings.extend(page.get("value") or [])
+            url = page.get("nextLink")
+        return settings
+
+    def _rest(self, what, method, url, body=None):
+        """One ARM call that azure-mgmt-compute has no operation for, through its client's pipeline; the answer's
+        JSON. `url` is a path (the api-version is added) or a nextLink."""
+        client = self.client(re.search(r"/subscriptions/([^/?]+)", url, re.I).group(1))
+
+        def send():
+            params = {} if "api-version=" in url else {"api-version": AUTOSCALE_API_VERSION}
+            response = client.send_request(HttpRequest(method, url, params=params, json=body))
+            response.raise_for_status()
+            return response.json() if response.text() else {}
+        return self._call(what, send)
 
     def list_instances(self, group_id):
         sub, rg, vmss = parse_group_id(group_id)
@@ -1288,16 +1363,37 @@ class AzureProvider(ReadingMemo, CloudProvider):
         return True
 
     def set_run_setting(self, group_id, name, value):
-        if name != cloud_settings.AZURE_UPGRADE_POLICY:
-            return super().set_run_setting(group_id, name, value)
+        if name == cloud_settings.AZURE_AUTOSCALE:
+            return self._set_autoscale(group_id, value)
         sub, rg, vmss = parse_group_id(group_id)
         self._forget("vmss")
-        if group_from_vmss(self._get_vmss(sub, rg, vmss, fresh=True)).settings.get(name) == value:
+        settings = run_settings(self._get_vmss(sub, rg, vmss, fresh=True))
+        if name not in settings:
+            return super().set_run_setting(group_id, name, value)
+        if settings[name] == value:
             return False
-        what = "set upgradePolicy.mode of %s to %s" % (vmss, value)
+        body = {cloud_settings.AZURE_UPGRADE_POLICY: {"upgradePolicy": {"mode": value}},
+                cloud_settings.AZURE_OVERPROVISION: {"overprovision": value == "true"},
+                cloud_settings.AZURE_REPAIRS: {"automaticRepairsPolicy": {"enabled": value == "true"}}}[name]
+        what = "set %s of %s to %s" % (name, vmss, value)
         poller = self._call(what, self.client(sub).virtual_machine_scale_sets.begin_update, rg, vmss,
-                            {"properties": {"upgradePolicy": {"mode": value}}})
+                            {"properties": body})
         self._wait(what, poller)
+        return True
+
+    def _set_autoscale(self, group_id, value):
+        """The `enabled` of the autoscale setting that targets the scale set, read afresh, patched to `value`."""
+        sub = parse_group_id(group_id)[0]
+        self._forget("autoscale")
+        found = self._autoscale_settings(sub)
+        setting = autoscale_of(found or [], canonical_group_id(group_id))
+        if setting is None:
+            return super().set_run_setting(group_id, cloud_settings.AZURE_AUTOSCALE, value)
+        if with_autoscale(group_from_vmss(self._get_vmss(*parse_group_id(group_id))), found).settings.get(
+                cloud_settings.AZURE_AUTOSCALE) == value:
+            return False
+        self._rest("set enabled of autoscale setting %s to %s" % (setting.get("name"), value), "PATCH", setting["id"],
+                   {"properties": {"enabled": value == "true"}})
         return True
 
     def restore_problem(self, group_id, name, value):

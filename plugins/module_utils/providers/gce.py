@@ -125,6 +125,7 @@ _IMAGE_RE = re.compile(r"^projects/(%s)/global/images/(?:(family)/)?(%s)$" % (_S
 _TEMPLATE_RE = re.compile(r"^projects/(%s)/(global|regions/%s)/instanceTemplates/(%s)$" % (_SEG, _SEG, _SEG))
 _INSTANCE_URL_RE = re.compile(r"^projects/(%s)/zones/(%s)/instances/(%s)$" % (_SEG, _SEG, _SEG))
 _NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_AUTOSCALER_URL_RE = re.compile(r"^projects/(%s)/(zones|regions)/(%s)/autoscalers/(%s)$" % (_SEG, _SEG, _SEG))
 # A zone is its region and a suffix: a letter (us-central1-a), or more for special zones (the AI zones: us-central1-ai1a).
 _ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z][a-z0-9]*$")
 _REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
@@ -788,13 +789,32 @@ class GceProvider(CloudProvider):
                      kind="GCE managed instance group (%s)" % ("regional" if ref.regional else "zonal"),
                      settings=self._run_settings(ref, igm))
 
+    def _run_settings(self, ref, igm):
+        """Proactive redistribution, on regional groups only (unset reads as PROACTIVE, GCE's default there), and the
+        mode of the autoscaler the group names in status.autoscaler (one more call, only for such a group)."""
+        settings = {}
+        if ref.regional:
+            policy = igm.update_policy.instance_redistribution_type if igm.update_policy else ""
+            settings[cloud_settings.GCE_REDISTRIBUTION] = policy or "PROACTIVE"
+        autoscaler = self._autoscaler_of(igm)
+        if autoscaler is not None:
+            settings[cloud_settings.GCE_AUTOSCALER] = self._get_autoscaler(autoscaler).autoscaling_policy.mode or "ON"
+        return settings
+
     @staticmethod
-    def _run_settings(ref, igm):
-        """Proactive redistribution, on regional groups only; unset reads as PROACTIVE, GCE's default there."""
-        if not ref.regional:
-            return {}
-        policy = igm.update_policy.instance_redistribution_type if igm.update_policy else ""
-        return {cloud_settings.GCE_REDISTRIBUTION: policy or "PROACTIVE"}
+    def _autoscaler_of(igm):
+        """(project, "zones"|"regions", scope, name) of the autoscaler attached to the group, or None."""
+        url = igm.status.autoscaler if igm.status else ""
+        where = _AUTOSCALER_URL_RE.match(strip_url(url)) if url else None
+        return where.groups() if where else None
+
+    def _autoscaler_client(self, where):
+        return self._client("RegionAutoscalersClient" if where[1] == "regions" else "AutoscalersClient")
+
+    def _get_autoscaler(self, where):
+        project, kind, scope, name = where
+        return self._call("reading autoscaler %s" % "/".join(where), self._autoscaler_client(where).get, project=project,
+                          autoscaler=name, **{"region" if kind == "regions" else "zone": scope})
 
     # ---- the interface -------------------------------------------------------------------------------
     def list_groups(self, group_ids=None):
@@ -1021,15 +1041,28 @@ class GceProvider(CloudProvider):
 
     def set_run_setting(self, group_id, name, value):
         ref = parse_group_id(group_id)
-        if name != cloud_settings.GCE_REDISTRIBUTION or not ref.regional:
+        igm = self._get_igm(ref, fresh=True) if name in (cloud_settings.GCE_REDISTRIBUTION, cloud_settings.GCE_AUTOSCALER) else None
+        settings = self._run_settings(ref, igm) if igm is not None else {}
+        if name not in settings:
             return super().set_run_setting(group_id, name, value)
-        if self._run_settings(ref, self._get_igm(ref, fresh=True)).get(name) == value:
+        if settings[name] == value:
             return False
+        if name == cloud_settings.GCE_AUTOSCALER:
+            return self._set_autoscaler_mode(self._autoscaler_of(igm), value)
         doing = "setting updatePolicy.instanceRedistributionType of %s to %s" % (ref.id, value)
         op = self._call(doing, self._igm_client(ref).patch_unary, request=self._mig_request(
             ref, "instance_group_manager_resource", {"update_policy": {"instance_redistribution_type": value}}))
         self._wait(op, doing, ref.project, ref.kind, ref.scope)
         self._forget_igm(ref)
+        return True
+
+    def _set_autoscaler_mode(self, where, mode):
+        project, kind, scope, name = where
+        doing = "setting autoscalingPolicy.mode of autoscaler %s to %s" % ("/".join(where), mode)
+        op = self._call(doing, self._autoscaler_client(where).patch_unary, request={
+            "project": project, "region" if kind == "regions" else "zone": scope, "autoscaler": name,
+            "request_id": str(uuid.uuid4()), "autoscaler_resource": {"autoscaling_policy": {"mode": mode}}})
+        self._wait(op, doing, project, kind, scope)
         return True
 
     def restore_problem(self, group_id, name, value):

@@ -32,6 +32,35 @@ def test_each_setting_that_acts_on_its_own_goes_to_its_neutral_value():
         dict(group="azure", name=cs.AZURE_UPGRADE_POLICY, original="Automatic", neutral="Manual")])
 
 
+def test_the_clouds_own_autoscalers_are_switched_off_in_both_directions():
+    judged = _judge([_group("gce", {cs.GCE_AUTOSCALER: "ONLY_SCALE_OUT"}), _group("gce-on", {cs.GCE_AUTOSCALER: "ON"}),
+                     _group("gce-off", {cs.GCE_AUTOSCALER: "OFF"}),
+                     _group("aws", {cs.AWS_ALARM_NOTIFICATION: "active", cs.AWS_SCHEDULED_ACTIONS: "suspended"})])
+    assert judged == dict(refusals=[], again=[], changes=[
+        dict(group="gce", name=cs.GCE_AUTOSCALER, original="ONLY_SCALE_OUT", neutral="OFF"),
+        dict(group="gce-on", name=cs.GCE_AUTOSCALER, original="ON", neutral="OFF"),
+        dict(group="aws", name=cs.AWS_ALARM_NOTIFICATION, original="active", neutral="suspended")])
+    for change in judged["changes"]:
+        assert cs.WHY[change["name"]] in cs.describe(change)
+
+
+def test_an_enabled_azure_autoscale_setting_is_disabled_and_one_that_cannot_be_read_is_refused():
+    judged = _judge([_group("on", {cs.AZURE_AUTOSCALE: "true"}), _group("off", {cs.AZURE_AUTOSCALE: "false"}),
+                     _group("unread", {cs.AZURE_AUTOSCALE: cs.UNREADABLE})])
+    assert judged["changes"] == [dict(group="on", name=cs.AZURE_AUTOSCALE, original="true", neutral="false")]
+    [refusal] = judged["refusals"]
+    for words in ("scaling group unread", "Microsoft.Insights/autoscalesettings/read", "rolling_upgrade_cloud_settings"):
+        assert words in refusal, refusal
+
+
+def test_azure_overprovisioning_and_automatic_repairs_go_off_for_the_run():
+    judged = _judge([_group("on", {cs.AZURE_OVERPROVISION: "true", cs.AZURE_REPAIRS: "true"}),
+                     _group("off", {cs.AZURE_OVERPROVISION: "false", cs.AZURE_REPAIRS: "false"})])
+    assert judged == dict(refusals=[], again=[], changes=[
+        dict(group="on", name=cs.AZURE_REPAIRS, original="true", neutral="false"),
+        dict(group="on", name=cs.AZURE_OVERPROVISION, original="true", neutral="false")])
+
+
 def test_settings_already_neutral_are_left_alone():
     judged = _judge([_group("gce", {cs.GCE_REDISTRIBUTION: "NONE"}), _group("azure", {cs.AZURE_UPGRADE_POLICY: "Manual"}),
                      _group("aws", {cs.AWS_AZ_REBALANCE: "suspended", cs.AWS_MIN_SIZE: 3})])

@@ -248,6 +248,10 @@ def test_a_member_in_standby_carries_a_named_problem_and_an_in_service_one_none(
     assert aws.lifecycle_problem("Warmed:Running") == ("AWS lifecycle state Warmed:Running: it is in the group's warm "
                                                        "pool; nothing is done to it until it is InService again")
     assert aws.lifecycle_problem("Warmed:Terminating:Wait") is None
+    # Retained after an abandoned termination: not deleting (the run would wait for it for ever), a named problem.
+    retained = aws._member_extra({"LifecycleState": "Terminating:Retained"}, "running")
+    assert "retained it after its termination lifecycle action" in retained["state_problem"]
+    assert aws.instance_state("Terminating:Retained", "stopped") == "stopped"
 
 
 def test_a_launch_failure_already_reported_is_not_taken_for_the_next_create():

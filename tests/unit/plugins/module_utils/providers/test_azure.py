@@ -542,3 +542,33 @@ def test_a_token_refused_by_resource_manager_is_not_called_a_refused_login():
     at_login = ClientAuthenticationError(message="AADSTS700016")
     at_login.response = types.SimpleNamespace(request=types.SimpleNamespace(url="https://login.example/t/oauth2/v2.0/token"))
     assert az.classify_error(at_login, "listing").code == "AUTH_FAILED"
+
+
+def test_the_autoscale_setting_of_a_scale_set_is_the_one_that_targets_it_whatever_the_case():
+    group_id = "/subscriptions/s1/resourceGroups/RG/providers/Microsoft.Compute/virtualMachineScaleSets/workers"
+    other = dict(id="a1", properties=dict(enabled=True, targetResourceUri=group_id + "-2"))
+    mine = dict(id="a2", properties=dict(enabled=False, targetResourceUri=group_id.lower()))
+    assert az.autoscale_of([other, mine], group_id) is mine
+    assert az.autoscale_of([other], group_id) is None
+    group = az.group_from_vmss(dict(id=group_id, name="workers", sku=dict(capacity=2), properties={}))
+    assert az.with_autoscale(group, [other, mine]).settings == {
+        "upgradePolicy.mode": "Manual", "automaticRepairsPolicy.enabled": "false", "overprovision": "true",
+        "autoscaleSettings.enabled": "false"}
+    # enabled unset reads as ARM's default, true; no setting for the scale set, no entry; a refused listing, unreadable
+    mine["properties"].pop("enabled")
+    assert az.with_autoscale(group, [mine]).settings["autoscaleSettings.enabled"] == "true"
+    assert "autoscaleSettings.enabled" not in az.with_autoscale(az.group_from_vmss(dict(id=group_id, properties={})),
+                                                                [other]).settings
+    assert az.with_autoscale(group, None).settings["autoscaleSettings.enabled"] == "unreadable"
+
+
+@pytest.mark.parametrize("properties, expected", [
+    ({}, {"upgradePolicy.mode": "Manual", "automaticRepairsPolicy.enabled": "false", "overprovision": "true"}),
+    ({"overprovision": False, "automaticRepairsPolicy": {"enabled": True, "gracePeriod": "PT10M"},
+      "upgradePolicy": {"mode": "Automatic"}},
+     {"upgradePolicy.mode": "Automatic", "automaticRepairsPolicy.enabled": "true", "overprovision": "false"}),
+    ({"orchestrationMode": "Flexible", "automaticRepairsPolicy": {"enabled": False}},   # no overprovision there
+     {"upgradePolicy.mode": "Manual", "automaticRepairsPolicy.enabled": "false"}),
+])
+def test_run_settings_read_unset_fields_as_arm_defaults(properties, expected):
+    assert az.run_settings({"properties": properties}) == expected
