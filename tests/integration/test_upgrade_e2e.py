@@ -61,6 +61,10 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
         handle.cloud(cloud).create_autoscaler(autoscaled, recommended=len(start["groups"][label]))
     elif cloud == "azure":
         handle.cloud(cloud).create_autoscale(autoscaled, recommended=len(start["groups"][label]))
+    else:
+        # A scheduled action that scales the group in by one mid-run (AWS terminates an instance undrained), unless the
+        # run suspended ScheduledActions; 25 s from now is after the run's begin and before its end (about 50 s).
+        handle.cloud(cloud).add_scheduled_action(autoscaled, len(start["groups"][label]) - 1, delay=25, name="mid-run")
     settings = uh.group_settings(values)
     handle.cloud(cloud).set_faults(late_refusals=1)
     rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT, extra_args=extra_args)
@@ -73,6 +77,9 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     neutralised = {"gcp": (["updatePolicy.instanceRedistributionType"], 2),
                    "aws": (["AZRebalance", "AlarmNotification", "ReplaceUnhealthy", "ScheduledActions"], 3), "azure": (["upgradePolicy.mode"], 2)}
     rows = uh.assert_settings_restored(values, settings)
+    if cloud == "aws":
+        [mid_run] = [r for r in handle.cloud(cloud).scalings() if r["group"] == autoscaled and "mid-run" in r["cause"]]
+        assert mid_run["skipped"] == "ScheduledActions suspended", mid_run
     autoscaler_setting = {"gcp": "autoscalingPolicy.mode", "azure": "autoscaleSettings.enabled"}.get(cloud)
     assert sorted(r["setting"] for r in rows) == sorted(neutralised[cloud][0] * neutralised[cloud][1] + (
         [autoscaler_setting] if autoscaler_setting else [])), rows
