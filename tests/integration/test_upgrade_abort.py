@@ -1,8 +1,9 @@
-"""Abort and roll back (issue 23 item 4), end to end on AWS: an upgrade of one worker group at surge 2 is killed with
+"""Abort and roll back (issue 23 item 4), end to end on each cloud: an upgrade of one worker group at surge 2 is killed with
 its whole process tree right after its first drain call (two heirs created, a donor cordoned and tainted, none
 deleted yet); abort_upgrade.yml then leaves the cluster as it was - the start's nodes, none cordoned, tainted or
 excluded from the load balancers, no instance beyond the start's, the group on its old image, its cloud settings
-back, the lock free - and rollback_nodes.yml, run next, replaces nothing (every node is on the previous image)."""
+back, the lock free - and on AWS rollback_nodes.yml, run next, replaces nothing (every node is on the previous image;
+the playbook is the same on every cloud, so one run of it is enough)."""
 
 import json
 import pathlib
@@ -44,10 +45,10 @@ def marks_left(handle):
     return left
 
 
-def worker_world(upgrade_cluster, **overrides):
-    """A sandbox on AWS with one worker group of 3 nodes (and a control plane the run leaves alone), upgraded at surge
+def worker_world(upgrade_cluster, cloud="aws", **overrides):
+    """A sandbox on `cloud` with one worker group of 3 nodes (and a control plane the run leaves alone), upgraded at surge
     2; its start, the groups' images and cloud settings."""
-    handle, values, start = upgrade_cluster("aws", workers=3, groups=1, rolling_upgrade_max_surge=2, **overrides)
+    handle, values, start = upgrade_cluster(cloud, workers=3, groups=1, rolling_upgrade_max_surge=2, **overrides)
     workers = {uh.label_value(n["metadata"]["labels"][uh.GROUP_LABEL]) for n in uh.nodes(handle)
                if uh.CONTROL_PLANE_LABEL not in n["metadata"]["labels"]}
     values["rolling_upgrade_scaling_groups"] = sorted(start["group_ids"][w] for w in workers)
@@ -75,8 +76,9 @@ def abort_and_check(handle, values, start, images, settings, report_dir, tmp_pat
 
 
 @pytest.mark.timeout(900)
-def test_abort_after_a_kill_leaves_the_cluster_as_it_was_and_rollback_replaces_nothing(upgrade_cluster, tmp_path):
-    handle, values, start, images, settings = worker_world(upgrade_cluster)
+@pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
+def test_abort_after_a_kill_leaves_the_cluster_as_it_was_and_rollback_replaces_nothing(upgrade_cluster, tmp_path, cloud):
+    handle, values, start, images, settings = worker_world(upgrade_cluster, cloud)
     hold_file = tmp_path / "hold"
     run = uh.PlaybookRun(values, tmp_path / "killed.log",
                          env={hold_points.ENV_POINTS: "drain", hold_points.ENV_FILE: str(hold_file)})
@@ -98,6 +100,8 @@ def test_abort_after_a_kill_leaves_the_cluster_as_it_was_and_rollback_replaces_n
     assert len(uh.live_instances(handle)) == len(start["instances"]) + 2, "check mode changed the instances"
 
     abort_and_check(handle, values, start, images, settings, report_dir, tmp_path, ["killed", "aborted"])
+    if cloud != "aws":
+        return
 
     rollback = uh.PlaybookRun(short_names(values, tmp_path / "rollback-report"), tmp_path / "rollback.log",
                               playbook=REPO / "playbooks" / "rollback_nodes.yml")
