@@ -16,6 +16,7 @@ call killed at any moment is simply made again.
 from __future__ import annotations
 
 import datetime
+import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
     abort_plan, base, drain_api, executor, kube, kube_access, lease, node_state, run, run_lock, validate)
@@ -82,9 +83,10 @@ class Abort:
                                       self.where["namespace"], self.where["name"]), reason="no_journal")
         decision, nodes, cloud = self._decide(journal)
         plan = abort_plan.describe(decision)
-        left = not abort_plan.done(decision)
+        count = abort_plan.left(decision)
+        left = count > 0
         if check:
-            return dict(changed=left or bool(journal.get("cloud_settings")), done=True, waiting=False, plan=plan, did=[],
+            return dict(changed=left or bool(journal.get("cloud_settings")), done=True, waiting=False, plan=plan, did=[], left=count,
                         msg="would abort the upgrade to %s: %s" % (journal.get("target_image"), "; ".join(plan) or
                                                                    "nothing left but its end"))
         if not (journal.get("abort") or {}).get("started"):
@@ -96,7 +98,7 @@ class Abort:
             self.module.warn(text)
         if left:
             self._step(decision, nodes, cloud)
-            return dict(changed=True, done=False, waiting=False, plan=plan, did=self.did,
+            return dict(changed=True, done=False, waiting=False, plan=plan, did=self.did, left=count,
                         msg="aborting: %s" % "; ".join(plan))
         return self._end(journal, plan)
 
@@ -110,7 +112,7 @@ class Abort:
                                       "%s (%s)" % item for item in sorted(errors.items())), reason="cloud_read")
         listed = {i.provider_id: dict(group=i.group_id, state=i.state) for items in instances.values() for i in items}
         decision = abort_plan.decide(nodes, listed, journal, self.keys, drain_api.drain_annotation(self.keys.prefix),
-                                     normalize=cloud.normalize, groups={g.id: g.image for g in groups})
+                                     normalize=cloud.normalize, groups={g.id: g.image for g in groups}, now=time.time())
         return decision, nodes, cloud
 
     def _step(self, decision, nodes, cloud):
@@ -127,6 +129,9 @@ class Abort:
                 if item["uncordon"]:
                     kube_nodes.uncordon(name)
                 self.did.append(dict(step="give_back", name=name, uncordoned=item["uncordon"]))
+            elif item["action"] == abort_plan.KEEP and item["write"]:
+                node_state.write_node(self.api_client, nodes[name], item["write"])
+                self.did.append(dict(step="unpair", name=name))
         removed = {}
         for item in decision["instances"]:
             removed.update({pid: dict(group=item["group"], reason="aborted") for pid in cloud.delete([item["provider_id"]])})
@@ -166,7 +171,7 @@ class Abort:
         self._journal({"abort": {"ended": _now(), "outcome": "done"}})
         written = ending.abort("aborted (abort_upgrade.yml, started %s)" % started, outcome="aborted")
         said = "; ".join(plan) or "every node, instance and group was as before already"
-        return dict(changed=True, done=True, waiting=False, plan=plan, did=self.did, report=written,
+        return dict(changed=True, done=True, waiting=False, plan=plan, did=self.did, left=0, report=written,
                     msg="the upgrade to %s is aborted: %s" % (journal.get("target_image"), said))
 
     def _journal(self, record):

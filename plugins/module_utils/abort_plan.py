@@ -9,13 +9,15 @@ is ever removed, and a group is pointed back only at the image it recorded befor
 - a donor whose replacement has not passed its point of no return is given back: uncordoned when this collection's
   drain cordoned it, its exclude-from-external-load-balancers label (when this collection set it) and its pairing
   annotations taken off;
-- a donor past its point of no return (its etcd member removed, or its deletion under way) is not given back: it
-  must never serve again, so its replacement is finished (its instance deleted, then its Node once the cloud
-  confirms) and its heir stays;
+- a donor past its point of no return (its etcd member removed, or its deletion under way: its instance deleting or
+  gone in the cloud while its Node is still there) is not given back: it must never serve again, so its replacement
+  is finished (its instance deleted, then its Node once the cloud confirms) and its heir stays;
 - a node this upgrade created stays when the node it replaced is gone (a heir whose donor was deleted, a delete-first
-  refill whose worker was removed): capacity never drops below the start. Any other one is removed - drained, its
-  instance deleted, then its Node once the cloud confirms - unless it is a control-plane node (its etcd member would
-  have to go first: it is named, not touched);
+  refill whose worker was removed) or its replacement is done (phase replaced): capacity never drops below the start.
+  A heir that stays loses its pairing as the run's own promotion takes it off (donor annotation off, phase replaced,
+  its trail carried on), so it is an ordinary up-to-date node to a later upgrade or rollback. Any other one is
+  removed - drained, its instance deleted, then its Node once the cloud confirms - unless it is a control-plane node
+  (its etcd member would have to go first: it is named, not touched);
 - an instance this upgrade created that has no Node yet is deleted;
 - a node this upgrade did not create is never removed.
 
@@ -24,15 +26,16 @@ code (run.py) once this plan is done."""
 
 from __future__ import annotations
 
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosschecks import trail_with
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import DELETING
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary import (
-    CONTROL_PLANE_LABEL, DONOR_PHASES, LB_EXCLUDE_LABEL, _POINT_OF_NO_RETURN, default_normalize,
+    CONTROL_PLANE_LABEL, DONOR_PHASES, LB_EXCLUDE_LABEL, PHASE_REPLACED, _POINT_OF_NO_RETURN, default_normalize, format_time,
 )
 
 GIVE_BACK = "give_back"          # a donor uncordoned and unmarked
 FINISH = "finish"                # a donor past its point of no return: its deletion finished
 REMOVE = "remove"                # a node this upgrade created, whose donor still exists: drained and removed
-KEEP = "keep"                    # a node this upgrade created whose donor is gone: it stays
+KEEP = "keep"                    # a node this upgrade created whose donor is gone: it stays (its pairing ended: `write`)
 HOLD = "hold"                    # a node the abort must not touch itself (a control-plane heir): named
 RUNNING, GOING, GONE = "running", "going", "gone"   # a leaving node's instance (instance_state)
 
@@ -71,9 +74,38 @@ def give_back_entry(node, keys, drain_annotation):
     return (dict(entry, expect={}) if entry else {}), uncordon
 
 
-def decide(nodes, instances, journal, keys, drain_annotation, normalize=default_normalize, groups=None):
+def promote_entry(node, keys, now):
+    """The Node write that ends a kept heir's pairing as the run's promotion does (plan_pairs): its donor annotation off,
+    phase replaced from `now` (epoch seconds), its trail carried on; {} for a node with no donor annotation. It
+    expects the donor annotation it read, so a node paired anew meanwhile is left alone."""
+    annotations = _annotations(node)
+    donor = annotations.get(keys.donor)
+    if not donor:
+        return {}
+    started = annotations.get(keys.started_at) or annotations.get(keys.phase_since)
+    return dict(annotations={keys.donor: None, keys.phase: PHASE_REPLACED, keys.phase_since: format_time(now),
+                             keys.phase_history: trail_with(annotations, keys, PHASE_REPLACED, now),
+                             keys.started_at: started}, expect={keys.donor: donor})
+
+
+def past_return(node, keys, listed, normalize=default_normalize):
+    """Why a donor never serves again - its phase past the point of no return, or its instance deleting or gone while
+    its Node is there (the run deletes the instance before the Node) - or None. Only a paired donor (its heir
+    annotation) is judged by its instance: it is in a group the upgrade touched, which the abort lists."""
+    annotations = _annotations(node)
+    phase = annotations.get(keys.phase)
+    if phase in _POINT_OF_NO_RETURN:
+        return "phase %s" % phase
+    pid = normalize(_provider_id(node))
+    if annotations.get(keys.heir) and pid and instance_state(listed, pid) != RUNNING:
+        return "its instance is %s" % ("being deleted" if instance_state(listed, pid) == GOING else "deleted")
+    return None
+
+
+def decide(nodes, instances, journal, keys, drain_annotation, normalize=default_normalize, groups=None, now=0.0):
     """The abort's decision. `nodes`: {name: Node dict}; `instances`: {provider ID: {group, state}} as the clouds
-    list them now; `journal`: the upgrade's journal (or None); `groups`: {group ID: its image now}. Returns
+    list them now; `journal`: the upgrade's journal (or None); `groups`: {group ID: its image now}; `now`: epoch
+    seconds, for a kept heir's phase trail. Returns
     {nodes: {name: {action, reason, ...}}, instances: [{provider_id, group}] to delete, groups: [{group, image,
     now}] to point back, unrecorded_groups: [group] on another image than before with nothing recorded}."""
     journal = journal or {}
@@ -89,9 +121,13 @@ def decide(nodes, instances, journal, keys, drain_annotation, normalize=default_
         replaced = annotations.get(keys.donor) or refills.get(name)
         if ours:
             if replaced and replaced not in nodes:
-                decided[name] = dict(action=KEEP, reason="the node it replaced (%s) is gone: it stays" % replaced)
-            elif replaced and _annotations(nodes[replaced]).get(keys.phase) in _POINT_OF_NO_RETURN:
-                decided[name] = dict(action=KEEP, reason="the node it replaces (%s) never serves again: it stays" % replaced)
+                decided[name] = dict(action=KEEP, write=promote_entry(node, keys, now),
+                                     reason="the node it replaced (%s) is gone: it stays" % replaced)
+            elif not replaced and annotations.get(keys.phase) == PHASE_REPLACED:
+                decided[name] = dict(action=KEEP, write={}, reason="its replacement is done (phase %s): it stays" % PHASE_REPLACED)
+            elif replaced and past_return(nodes[replaced], keys, listed, normalize):
+                decided[name] = dict(action=KEEP, write={},
+                                     reason="the node it replaces (%s) never serves again: it stays" % replaced)
             elif CONTROL_PLANE_LABEL in (_meta(node).get("labels") or {}):
                 decided[name] = dict(action=HOLD, reason=(
                     "a control-plane node this upgrade created: the abort does not remove it (its etcd member would have "
@@ -102,11 +138,11 @@ def decide(nodes, instances, journal, keys, drain_annotation, normalize=default_
                                          "the node it replaces (%s) is still there" % replaced if replaced
                                          else "not yet paired with any node"))
             continue
-        phase = annotations.get(keys.phase)
-        if phase in _POINT_OF_NO_RETURN:
+        past = past_return(node, keys, listed, normalize)
+        if past:
             decided[name] = dict(action=FINISH, provider_id=pid, reason=(
-                "its replacement passed the point of no return (phase %s): it never serves again; its instance and "
-                "Node are deleted and its heir %s stays" % (phase, annotations.get(keys.heir) or "(none)")))
+                "its replacement passed the point of no return (%s): it never serves again; its instance and "
+                "Node are deleted and its heir %s stays" % (past, annotations.get(keys.heir) or "(none)")))
             continue
         entry, uncordon = give_back_entry(node, keys, drain_annotation)
         if entry or uncordon:
@@ -138,11 +174,17 @@ def instance_state(listed, provider_id):
     return GOING if listed_as.get("state") == DELETING else RUNNING
 
 
+def left(decision):
+    """How many things are left to do: donors to give back, nodes to remove or finish, kept heirs to unpair, orphans,
+    groups to point back (HOLD and an unpaired KEEP are ends)."""
+    nodes = [n for n, d in decision["nodes"].items() if d["action"] in (GIVE_BACK, REMOVE, FINISH)
+             or (d["action"] == KEEP and d.get("write"))]
+    return len(nodes) + len(decision["instances"]) + len(decision["groups"])
+
+
 def done(decision):
-    """Whether nothing is left to do: no donor to give back, no node to remove or finish, no orphan, no group to
-    point back (HOLD and KEEP are ends)."""
-    left = [n for n, d in decision["nodes"].items() if d["action"] in (GIVE_BACK, REMOVE, FINISH)]
-    return not left and not decision["instances"] and not decision["groups"]
+    """Whether nothing is left to do (left)."""
+    return not left(decision)
 
 
 def describe(decision):
@@ -155,3 +197,21 @@ def describe(decision):
     lines += ["group %s: on the upgrade's image, but the journal has no record of its image before: left as it is"
               % g for g in decision["unrecorded_groups"]]
     return lines
+
+
+_STEP_WORDS = {"set_group_image": "pointed group %(group)s back at %(image)s", "give_back": "gave back %(name)s",
+               "unpair": "unpaired the kept heir %(name)s", "drain": "draining %(name)s",
+               "delete_instance": "deleted the instance of %(name)s", "delete_node": "deleted the Node %(name)s"}
+
+
+def progress_line(result):
+    """One line per call of upgrade_abort (its result), as the upgrade's progress line is one per pass: what the call
+    did and how much is left, or that it waits for the live run to stop, or the end."""
+    if result.get("waiting"):
+        return "abort: waiting for the live run to stop at its next safe point (asked through its run lock)"
+    if result.get("done"):
+        return "abort: done: %s" % result.get("msg", "")
+    did = [_STEP_WORDS.get(d.get("step"), "%(step)s") % dict({"name": "?", "group": "?", "image": "?"}, **d)
+           + (" (uncordoned)" if d.get("uncordoned") else "") for d in result.get("did") or []]
+    return "abort: %s (%d thing(s) were left to undo before this step)" % (
+        "; ".join(did) or "waiting for the cloud", result.get("left", 0))

@@ -24,7 +24,8 @@ description:
     upgrade created whose donor still exists drained (through the Eviction API, as M(kubenodes.image_upgrade.node_drain)),
     then its instance deleted, then its Node once the cloud lists its instance no more.
   - What stays - a node the upgrade created whose donor is already deleted (or past its point of no return, its etcd
-    member removed - that donor's deletion is finished), so capacity never drops below the start; a node the upgrade
+    member removed or its instance deleting or gone - that donor's deletion is finished) or whose replacement is done,
+    so capacity never drops below the start, its pairing taken off as the run's promotion does; a node the upgrade
     did not create; a control-plane node it created (its etcd member would have to go first - named in a warning).
   - When nothing is left, the run's own end follows - the cloud settings and the cluster-autoscaler the upgrade
     changed are put back, every C(to-be-replaced) taint comes off, the attempt is recorded in the journal as
@@ -147,6 +148,11 @@ did:
   returned: always
   type: list
   elements: dict
+left:
+  description: How many things are left to undo after this call (donors, nodes, kept heirs to unpair, instances,
+    groups); in check mode, before any.
+  returned: unless RV(waiting)
+  type: int
 report:
   description: The report written at the end (C(summary), C(files)).
   returned: when done

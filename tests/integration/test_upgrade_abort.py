@@ -1,8 +1,13 @@
-"""Abort and roll back (issue 23 item 4), end to end on AWS: an upgrade of one worker group at surge 2 is killed with
-its whole process tree right after its first drain call (two heirs created, a donor cordoned and tainted, none
-deleted yet); abort_upgrade.yml then leaves the cluster as it was - the start's nodes, none cordoned, tainted or
-excluded from the load balancers, no instance beyond the start's, the group on its old image, its cloud settings
-back, the lock free - and rollback_nodes.yml, run next, replaces nothing (every node is on the previous image)."""
+"""Abort and roll back (issue 23 item 4), end to end on each cloud: an upgrade of one worker group of 3 at surge 2
+is killed with its whole process tree at a chosen moment, and abort_upgrade.yml then leaves the cluster as it was -
+as many nodes per group as at the start, none cordoned, tainted, excluded from the load balancers or paired, no
+instance beyond the nodes', the group on its old image, its cloud settings back, the lock free.
+
+- Killed right after its first drain call (two heirs created, a donor cordoned and tainted, none deleted yet), on
+  GCP, Azure and AWS: the abort removes both heirs and gives the donors back, so the start's nodes are left.
+- Killed right after its first donor's Node deletion (AWS): the heirs whose donors are gone or going stay, and
+  rollback_nodes.yml then replaces them onto the previous image with an upgrade's invariants (the watcher), after a
+  rollback with no recorded image refused and changed nothing."""
 
 import json
 import pathlib
@@ -28,6 +33,14 @@ def short_names(values, report_dir):
                 max_surge=values["rolling_upgrade_max_surge"], **{cloud: values["rolling_upgrade_" + cloud]})
 
 
+def rollback_values(values, report_dir):
+    """rollback_nodes.yml's variables: the short names, and the sandbox's role variables (its short waits, the labels
+    not to copy), as an operator may pass them; never the upgrade's image or report directory."""
+    role = {k: v for k, v in values.items()
+            if k.startswith("rolling_upgrade_") and k not in ("rolling_upgrade_image", "rolling_upgrade_report_dir")}
+    return dict(role, **short_names(values, report_dir))
+
+
 def marks_left(handle):
     """Nodes still cordoned, tainted to be replaced, excluded from the load balancers or paired."""
     left = {}
@@ -44,26 +57,36 @@ def marks_left(handle):
     return left
 
 
-def worker_world(upgrade_cluster, **overrides):
-    """A sandbox on AWS with one worker group of 3 nodes (and a control plane the run leaves alone), upgraded at surge
+def worker_world(upgrade_cluster, cloud="aws", **overrides):
+    """A sandbox on `cloud` with one worker group of 3 nodes (and a control plane the run leaves alone), upgraded at surge
     2; its start, the groups' images and cloud settings."""
-    handle, values, start = upgrade_cluster("aws", workers=3, groups=1, rolling_upgrade_max_surge=2, **overrides)
+    handle, values, start = upgrade_cluster(cloud, workers=3, groups=1, rolling_upgrade_max_surge=2, **overrides)
     workers = {uh.label_value(n["metadata"]["labels"][uh.GROUP_LABEL]) for n in uh.nodes(handle)
                if uh.CONTROL_PLANE_LABEL not in n["metadata"]["labels"]}
     values["rolling_upgrade_scaling_groups"] = sorted(start["group_ids"][w] for w in workers)
     return handle, values, start, uh.group_images(values), uh.group_settings(values)
 
 
-def abort_and_check(handle, values, start, images, settings, report_dir, tmp_path, outcomes):
-    """abort_upgrade.yml, then the cluster as it was: the start's nodes with no mark of the run, the start's
-    instances, the groups' images and settings, the lock free, the abort journaled and the attempts' `outcomes`."""
+def abort_and_check(handle, values, start, images, settings, report_dir, tmp_path, outcomes, may_keep=(), said=()):
+    """abort_upgrade.yml, then the cluster as it was: as many nodes as at the start, the start's but for heirs in
+    `may_keep` that replaced some, with no mark of the run; an instance for each node and no other; the groups'
+    images and settings, the lock free, the abort journaled and the attempts' `outcomes`; its progress a line per
+    step, `said` among them. Returns the heirs kept."""
     abort = uh.PlaybookRun(short_names(values, report_dir), tmp_path / "abort.log",
                            playbook=REPO / "playbooks" / "abort_upgrade.yml")
     assert abort.wait(300) == 0, abort.output()[-6000:]
     abort.assert_no_secret_in_output()
-    assert sorted(n["metadata"]["name"] for n in uh.nodes(handle)) == start["node_names"]
+    lines = [line for line in abort.output().splitlines() if line.startswith("abort: ")]
+    assert lines and lines[-1].startswith("abort: done: the upgrade to "), abort.output()[-6000:]
+    assert any(line.endswith("thing(s) were left to undo before this step)") for line in lines[:-1]), lines
+    assert all(any(line.startswith(s) for line in lines) for s in said), (said, lines)
+    names = sorted(n["metadata"]["name"] for n in uh.nodes(handle))
+    kept = sorted(set(names) - set(start["node_names"]))
+    assert len(names) == len(start["node_names"]) and set(kept) <= set(may_keep), (names, may_keep)
     assert marks_left(handle) == {}
-    assert {i["provider_id"] for i in uh.live_instances(handle)} == start["instances"]
+    assert sorted(i["node_name"] for i in uh.live_instances(handle)) == names, "an instance left behind"
+    if not may_keep:
+        assert {i["provider_id"] for i in uh.live_instances(handle)} == start["instances"]
     assert uh.group_images(values) == images
     uh.assert_settings_restored(values, settings, report_dir=report_dir)
     assert uh.lease_holder(handle) is None, "the abort did not release the run lock"
@@ -71,47 +94,101 @@ def abort_and_check(handle, values, start, images, settings, report_dir, tmp_pat
     assert journal["abort"]["outcome"] == "done", journal.get("abort")
     summary = json.loads((pathlib.Path(report_dir) / "image-upgrade-report.json").read_text())
     assert [a["outcome"] for a in summary["attempts"]] == outcomes, summary["attempts"]
-    return abort
+    return kept
 
 
-@pytest.mark.timeout(900)
-def test_abort_after_a_kill_leaves_the_cluster_as_it_was_and_rollback_replaces_nothing(upgrade_cluster, tmp_path):
-    handle, values, start, images, settings = worker_world(upgrade_cluster)
+def killed_at(world, tmp_path, point):
+    """The upgrade of `world` (worker_world) killed whole at hold point `point`; the world."""
     hold_file = tmp_path / "hold"
-    run = uh.PlaybookRun(values, tmp_path / "killed.log",
-                         env={hold_points.ENV_POINTS: "drain", hold_points.ENV_FILE: str(hold_file)})
+    run = uh.PlaybookRun(world[1], tmp_path / "killed.log",
+                         env={hold_points.ENV_POINTS: point, hold_points.ENV_FILE: str(hold_file)})
     try:
-        wait_for_hold(run, hold_file, "drain", 300)
+        wait_for_hold(run, hold_file, point, 300)
         run.kill()
     finally:
         run.kill()
+    assert uh.journal(world[0])["group_images"], "the group's image before the run is not in the journal"
+    return world
+
+
+def check_mode_names(values, tmp_path, handle, words, going=()):
+    """abort_upgrade.yml --check says `words` and leaves the instances as they are, but those of the nodes in
+    `going` (donors whose instance deletion the killed run asked: the cloud finishes it on its own)."""
+    before = {i["provider_id"] for i in uh.live_instances(handle) if i["node_name"] not in going}
+    check = uh.PlaybookRun(short_names(values, tmp_path / "check-report"), tmp_path / "abort-check.log", check=True,
+                           playbook=REPO / "playbooks" / "abort_upgrade.yml")
+    assert check.wait(120) == 0, check.output()[-4000:]
+    assert all(w in check.output() for w in words), check.output()[-4000:]
+    after = {i["provider_id"] for i in uh.live_instances(handle) if i["node_name"] not in going}
+    assert after == before, "check mode changed the instances: %s, then %s" % (sorted(before), sorted(after))
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
+def test_abort_after_a_kill_at_a_drain_leaves_the_start_nodes(upgrade_cluster, tmp_path, cloud):
+    handle, values, start, images, settings = killed_at(worker_world(upgrade_cluster, cloud), tmp_path, "drain")
     created = [i for i in uh.live_instances(handle) if i["provider_id"] not in start["instances"]]
     assert len(created) == 2, created
     assert marks_left(handle), "the killed run left no donor marked: the abort would have nothing to undo"
-    assert uh.journal(handle)["group_images"], "the group's image before the run is not in the journal"
+    check_mode_names(values, tmp_path, handle, ["pointed back from", "remove: created by this upgrade"])
+    abort_and_check(handle, values, start, images, settings, tmp_path / "abort-report", tmp_path, ["killed", "aborted"])
 
-    report_dir = tmp_path / "abort-report"
-    check = uh.PlaybookRun(short_names(values, report_dir), tmp_path / "abort-check.log", check=True,
-                           playbook=REPO / "playbooks" / "abort_upgrade.yml")
-    assert check.wait(120) == 0, check.output()[-4000:]
-    assert "pointed back from" in check.output() and "remove: created by this upgrade" in check.output(), check.output()[-4000:]
-    assert len(uh.live_instances(handle)) == len(start["instances"]) + 2, "check mode changed the instances"
 
-    abort_and_check(handle, values, start, images, settings, report_dir, tmp_path, ["killed", "aborted"])
-
-    rollback = uh.PlaybookRun(short_names(values, tmp_path / "rollback-report"), tmp_path / "rollback.log",
-                              playbook=REPO / "playbooks" / "rollback_nodes.yml")
-    assert rollback.wait(300) == 0, rollback.output()[-6000:]
-    assert sorted(n["metadata"]["name"] for n in uh.nodes(handle)) == start["node_names"]
-    assert set(uh.group_images(values).values()) == set(images.values())
+@pytest.mark.timeout(900)
+def test_abort_after_a_kill_past_a_replacement_keeps_its_heirs_and_rollback_replaces_them(upgrade_cluster, tmp_path):
+    world = worker_world(upgrade_cluster, "aws")
+    handle, values, start = world[:3]
+    # Before any upgrade no journal records a previous image: a rollback refuses and changes nothing.
+    refused = uh.PlaybookRun(short_names(values, tmp_path / "refused-report"), tmp_path / "refused.log",
+                             playbook=REPO / "playbooks" / "rollback_nodes.yml")
+    assert refused.wait(120) != 0
+    assert "records no image the groups had before the last upgrade" in refused.output(), refused.output()[-3000:]
+    assert "nothing was changed" in refused.output()
     assert {i["provider_id"] for i in uh.live_instances(handle)} == start["instances"]
-    # The rollback pointed no group anywhere, so its own journal records no previous image: a second one refuses.
-    again = uh.PlaybookRun(short_names(values, tmp_path / "again-report"), tmp_path / "again.log",
-                           playbook=REPO / "playbooks" / "rollback_nodes.yml")
-    assert again.wait(120) != 0
-    assert "records no image the groups had before the last upgrade" in again.output(), again.output()[-3000:]
-    assert "nothing was changed" in again.output()
-    assert {i["provider_id"] for i in uh.live_instances(handle)} == start["instances"]
+
+    handle, values, start, images, settings = killed_at(world, tmp_path, "delete-node")
+    gone = sorted(set(start["node_names"]) - {n["metadata"]["name"] for n in uh.nodes(handle)})
+    assert gone, "the killed run deleted no donor's Node: nothing would be kept"
+    heirs = {n["metadata"]["name"]: (n["metadata"].get("annotations") or {}).get(uh.PREFIX + "/donor")
+             for n in uh.nodes(handle) if n["metadata"]["name"] not in start["node_names"]}
+    donors = gone + [n["metadata"]["name"] for n in uh.nodes(handle) if uh.PREFIX + "/heir" in (n["metadata"].get("annotations") or {})]
+    check_mode_names(values, tmp_path, handle, ["pointed back from", "keep: "], going=donors)
+    # The heir of each donor already gone stays (and one whose donor's instance is deleted); the others go.
+    kept = abort_and_check(handle, values, start, images, settings, tmp_path / "abort-report", tmp_path,
+                           ["killed", "aborted"], may_keep=heirs)
+    assert {h for h, donor in heirs.items() if donor in gone} <= set(kept) and kept, (heirs, gone, kept)
+
+    after_abort = uh.snapshot(handle)
+    previous = sorted(set(images.values()))
+    assert len(previous) == 1, images
+    report_dir = tmp_path / "rollback-report"
+    watcher = uh.Watcher(handle)
+    watcher.start()
+    try:
+        rollback = uh.PlaybookRun(rollback_values(values, report_dir), tmp_path / "rollback.log",
+                                  playbook=REPO / "playbooks" / "rollback_nodes.yml")
+        rc = rollback.wait(400)
+    finally:
+        watcher.stop()
+    assert rc == 0, rollback.output()[-6000:]
+    rollback.assert_no_secret_in_output()
+    watcher.check(after_abort, max_surge=2)
+    # Every node on the previous image, as many per group; the heirs replaced, the start's nodes left on it untouched.
+    nodes = uh.nodes(handle)
+    names = {n["metadata"]["name"] for n in nodes}
+    assert not names & set(kept), "heirs on the upgrade's image are still there: %s" % sorted(names)
+    assert set(after_abort["node_names"]) - set(kept) <= names
+    assert {g: len(v) for g, v in uh.snapshot(handle)["groups"].items()} == {g: len(v) for g, v in after_abort["groups"].items()}
+    for node in nodes:
+        assert node["status"]["nodeInfo"]["osImage"].lower() == previous[0].lower(), (
+            node["metadata"]["name"], node["status"]["nodeInfo"]["osImage"])
+        assert uh.is_ready(node) and not node["spec"].get("unschedulable"), node["metadata"]["name"]
+    instances = uh.live_instances(handle)
+    assert sorted(i["node_name"] for i in instances) == sorted(names)
+    assert all(i["image"].lower() == previous[0].lower() for i in instances), instances
+    assert marks_left(handle) == {}
+    summary = json.loads((report_dir / "image-upgrade-report.json").read_text())
+    assert sorted(r["node"] for r in summary["nodes"] if r["done"]) == kept, summary["nodes"]
 
 
 @pytest.mark.timeout(600)
@@ -124,7 +201,8 @@ def test_a_live_run_stops_for_the_abort_within_seconds_and_the_abort_undoes_it(u
     try:
         uh.wait_until(lambda: len(uh.live_instances(handle)) > len(start["instances"]), 240, "a heir created")
         asked = time.monotonic()
-        abort_and_check(handle, values, start, images, settings, tmp_path / "abort-report", tmp_path, ["stopped", "aborted"])
+        abort_and_check(handle, values, start, images, settings, tmp_path / "abort-report", tmp_path, ["stopped", "aborted"],
+                        said=["abort: waiting for the live run to stop"])
         assert run.wait(60) != 0
     finally:
         run.kill()

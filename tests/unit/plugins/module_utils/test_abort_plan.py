@@ -25,7 +25,10 @@ def journal(created=(), groups=None, refills=None):
 
 
 def decide(nodes, created=(), listed=None, groups_now=None, groups_before=None, refills=None):
+    """abort_plan.decide on `nodes`, the cloud listing `listed` ({name: state}; by default every node's instance
+    running)."""
     world = {n["metadata"]["name"]: n for n in nodes}
+    listed = {name: "running" for name in world} if listed is None else listed
     instances = {"cloud://%s" % name: {"group": "G1", "state": state} for name, state in (listed or {}).items()}
     return abort_plan.decide(world, instances, journal(created, groups_before, refills), KEYS, DRAIN,
                              groups=groups_now or {})
@@ -85,6 +88,39 @@ def test_a_donor_past_its_point_of_no_return_is_finished_and_its_heir_stays(phas
     assert decided["new-1"]["action"] == abort_plan.KEEP
 
 
+def test_a_kept_heir_loses_its_pairing_as_the_runs_promotion_takes_it_off():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import crosschecks
+
+    heir = node("new-1", {KEYS.donor: "old-1", KEYS.phase: "heir", KEYS.phase_since: "2026-01-01T00:00:00Z",
+                          KEYS.phase_history: "heir@2026-01-01T00:00:00Z", KEYS.started_at: "2026-01-01T00:00:00Z"})
+    kept = abort_plan.decide({"new-1": heir}, {}, journal(["new-1"]), KEYS, DRAIN, now=1767225660.0)["nodes"]["new-1"]
+    assert kept["action"] == abort_plan.KEEP
+    assert kept["write"] == {"expect": {KEYS.donor: "old-1"}, "annotations": {
+        KEYS.donor: None, KEYS.phase: "replaced", KEYS.phase_since: "2026-01-01T00:01:00Z",
+        KEYS.phase_history: "heir@2026-01-01T00:00:00Z,replaced@2026-01-01T00:01:00Z", KEYS.started_at: "2026-01-01T00:00:00Z"}}
+    after = {k: v for k, v in dict(heir["metadata"]["annotations"], **kept["write"]["annotations"]).items() if v is not None}
+    promoted = dict(heir, metadata=dict(heir["metadata"], annotations=after))
+    assert crosschecks.annotation_problems(promoted, KEYS) == []
+    # Once unpaired (or promoted by the run before it was killed) it is not taken for a node never paired and removed.
+    again = decide([promoted], created=["new-1"])
+    assert again["nodes"]["new-1"]["action"] == abort_plan.KEEP and again["nodes"]["new-1"]["write"] == {}
+    assert abort_plan.done(again)
+
+
+@pytest.mark.parametrize("state", ["deleting", None])
+def test_a_donor_whose_instance_is_deleted_is_finished_not_given_back_and_its_heir_stays(state):
+    """Killed between the donor's instance deletion and its Node's: giving it back would leave a Node with no machine
+    and remove the heir, the only capacity left."""
+    donor = node("old-1", {KEYS.heir: "new-1", KEYS.phase: "drained", DRAIN: "t"}, cordoned=True)
+    listed = {"new-1": "running", **({"old-1": state} if state else {})}
+    decided = decide([donor, node("new-1", {KEYS.donor: "old-1"})], created=["new-1"], listed=listed)["nodes"]
+    assert decided["old-1"]["action"] == abort_plan.FINISH and "its instance is" in decided["old-1"]["reason"]
+    assert decided["old-1"]["instance"] == (abort_plan.GOING if state else abort_plan.GONE)
+    assert decided["new-1"]["action"] == abort_plan.KEEP
+    # A node never paired is not judged by its instance (it may be in a group the abort does not list).
+    assert "old-2" not in decide([node("old-2")], listed={})["nodes"]
+
+
 def test_instances_created_and_never_nodes_are_deleted_unless_already_going():
     decision = decide([node("old-1")], created=["new-1", "new-2", "new-3"],
                       listed={"new-1": "running", "new-2": "deleting", "old-1": "running"})
@@ -101,8 +137,10 @@ def test_groups_point_back_only_at_their_recorded_image():
 
 
 def test_done_when_only_kept_and_held_nodes_are_left():
-    heir = node("new-1", {KEYS.donor: "old-1"})
-    assert abort_plan.done(decide([heir], created=["new-1"]))
+    heir = node("new-1", {KEYS.phase: "replaced"})
+    assert abort_plan.done(decide([heir, node("new-cp", labels={CONTROL_PLANE_LABEL: ""})], created=["new-1", "new-cp"]))
+    # A kept heir still paired with its gone donor is a step left: its pairing ends first.
+    assert not abort_plan.done(decide([node("new-1", {KEYS.donor: "old-1"})], created=["new-1"]))
     assert not abort_plan.done(decide([node("old-1"), node("new-1", {KEYS.donor: "old-1"})], created=["new-1"]))
     assert not abort_plan.done(decide([], groups_now={"G1": NEW}, groups_before={"G1": OLD}))
 
@@ -128,3 +166,25 @@ def test_a_leaving_nodes_next_step_follows_its_instance(state, step):
     listed = {"new-1": state} if state else {}
     decided = decide([node("old-1"), node("new-1", {KEYS.donor: "old-1"})], created=["new-1"], listed=listed)["nodes"]
     assert decided["new-1"]["action"] == abort_plan.REMOVE and decided["new-1"]["instance"] == step
+
+
+def test_a_line_per_call_says_what_it_did_and_what_is_left():
+    line = abort_plan.progress_line(dict(done=False, waiting=False, left=3, did=[
+        dict(step="set_group_image", group="G1", image=OLD), dict(step="give_back", name="old-1", uncordoned=True),
+        dict(step="unpair", name="new-2"), dict(step="drain", name="new-1")]))
+    assert line == ("abort: pointed group G1 back at image-old; gave back old-1 (uncordoned); unpaired the kept heir "
+                    "new-2; draining new-1 (3 thing(s) were left to undo before this step)")
+    assert abort_plan.progress_line(dict(done=False, waiting=False, left=1, did=[])) == (
+        "abort: waiting for the cloud (1 thing(s) were left to undo before this step)")
+    assert "waiting for the live run to stop" in abort_plan.progress_line(dict(done=False, waiting=True))
+    assert abort_plan.progress_line(dict(done=True, waiting=False, msg="the upgrade to x is aborted")) == (
+        "abort: done: the upgrade to x is aborted")
+
+
+def test_left_counts_what_is_still_to_undo():
+    decision = decide([node("old-1", {KEYS.heir: "new-1", KEYS.phase: "paired"}), node("new-1", {KEYS.donor: "old-1"}),
+                       node("new-2", {KEYS.donor: "gone-1"})], created=["new-1", "new-2", "new-3"],
+                      listed={"old-1": "running", "new-1": "running", "new-2": "running", "new-3": "running"},
+                      groups_now={"G1": NEW}, groups_before={"G1": OLD})
+    # old-1 given back, new-1 removed, new-2 unpaired, instance new-3 deleted, G1 pointed back.
+    assert abort_plan.left(decision) == 5
