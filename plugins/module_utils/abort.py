@@ -20,7 +20,8 @@ import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
     abort_plan, base, drain_api, executor, kube, kube_access, lease, node_state, run, run_lock, validate)
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_access
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_access, etcd_access, facts_views
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import etcd as etcd_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import journal as journal_store
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base as provider_base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
@@ -35,9 +36,29 @@ ARGUMENT_SPEC = dict(
     autoscaler=dict(type="dict", options=dict(name=dict(type="str", default="cluster-autoscaler"),
                                               namespace=dict(type="str", default="kube-system"))),
     drain=dict(type="dict", default={}),
+    # etcd's TLS files, to remove the member of a control-plane node the upgrade created; none: such nodes are named.
+    etcd=dict(type="dict", options=dict(
+        endpoints=dict(type="list", elements="str", default=[]), ca_cert=dict(type="path", required=True),
+        client_cert=dict(type="path", required=True), client_key=dict(type="path", required=True, no_log=False),
+        request_timeout=dict(type="float", default=5), timeout=dict(type="float", default=60))),
     report_dir=dict(type="path", required=True),
 )
-VALIDATE = validate.checker(dict(annotation_prefix=validate.annotation_prefix))
+_PREFIX_RULES = validate.checker(dict(annotation_prefix=validate.annotation_prefix))
+
+
+def option_problems(params):
+    """The module's validate= hook: the annotation prefix's rule and the etcd option's TLS files."""
+    return _PREFIX_RULES(params) + etcd_problems(params)
+
+
+VALIDATE = option_problems
+
+
+def etcd_problems(params):
+    """The etcd option's TLS files this process cannot read, named as etcd.<option> (before anything changes)."""
+    if not params.get("etcd"):
+        return []
+    return etcd_store.certificate_file_problems(params["etcd"], names={o: "etcd.%s" % o for o in etcd_store.CERTIFICATE_OPTIONS})
 
 
 def _now():
@@ -112,7 +133,8 @@ class Abort:
                                       "%s (%s)" % item for item in sorted(errors.items())), reason="cloud_read")
         listed = {i.provider_id: dict(group=i.group_id, state=i.state) for items in instances.values() for i in items}
         decision = abort_plan.decide(nodes, listed, journal, self.keys, drain_api.drain_annotation(self.keys.prefix),
-                                     normalize=cloud.normalize, groups={g.id: g.image for g in groups}, now=time.time())
+                                     normalize=cloud.normalize, groups={g.id: g.image for g in groups}, now=time.time(),
+                                     etcd_reachable=bool(self.params.get("etcd")))
         return decision, nodes, cloud
 
     def _step(self, decision, nodes, cloud):
@@ -144,9 +166,30 @@ class Abort:
                     and not kube_nodes.drain(name)["drained"]:
                 self.did.append(dict(step="drain", name=name))
                 continue
+            if item.get("control_plane") and not self._etcd_member_gone(name, item, nodes):
+                continue
             self._remove(name, nodes[name], item, cloud, kube_nodes, removed)
         if removed:
             self._journal({"instances_removed": removed})
+
+    def _etcd_member_gone(self, name, item, nodes):
+        """A control-plane node of the upgrade, drained: its etcd member removed (etcd.MemberRemoval, with the checks
+        of etcd_member_remove: health, alarms, learners, quorum) or found gone already. False while etcd refuses for
+        now (another member unhealthy, quorum): the next call tries again, and the node stays meanwhile."""
+        settings = self.params["etcd"]
+        others = [n for other, n in nodes.items() if other != name]
+        endpoints = settings["endpoints"] or facts_views.control_plane_endpoints(others)
+        members = len(facts_views.control_plane_endpoints(list(nodes.values())))
+        remover = etcd_access.EtcdRemover(settings["ca_cert"], settings["client_cert"], settings["client_key"],
+                                          request_timeout=settings["request_timeout"], timeout=settings["timeout"],
+                                          warn=self.module.warn)
+        outcome = remover(dict(name=name, node_ip=item.get("node_ip")), endpoints, members) or {}
+        if outcome.get("waiting"):
+            self.module.warn("the etcd member of %s is not removed yet: %s" % (name, outcome.get("msg")))
+            return False
+        if outcome.get("changed"):
+            self.did.append(dict(step="etcd_remove", name=name))
+        return True
 
     def _remove(self, name, node, item, cloud, kube_nodes, removed):
         """The instance of a drained node deleted; its Node once the cloud lists the instance no more."""

@@ -16,8 +16,9 @@ is ever removed, and a group is pointed back only at the image it recorded befor
   refill whose worker was removed) or its replacement is done (phase replaced): capacity never drops below the start.
   A heir that stays loses its pairing as the run's own promotion takes it off (donor annotation off, phase replaced,
   its trail carried on), so it is an ordinary up-to-date node to a later upgrade or rollback. Any other one is
-  removed - drained, its instance deleted, then its Node once the cloud confirms - unless it is a control-plane node
-  (its etcd member would have to go first: it is named, not touched);
+  removed - drained, its instance deleted, then its Node once the cloud confirms; a control-plane one has its etcd
+  member removed (with the quorum checks) after its drain and before its instance goes, and is only named, not
+  touched, when the abort was given no way to reach etcd;
 - an instance this upgrade created that has no Node yet is deleted;
 - a node this upgrade did not create is never removed.
 
@@ -50,6 +51,11 @@ def _annotations(node):
 
 def _provider_id(node):
     return (node.get("spec") or {}).get("providerID") or ""
+
+
+def _internal_ip(node):
+    return next((a.get("address") for a in (node.get("status") or {}).get("addresses") or []
+                 if a.get("type") == "InternalIP" and a.get("address")), None)
 
 
 def give_back_entry(node, keys, drain_annotation):
@@ -102,10 +108,12 @@ def past_return(node, keys, listed, normalize=default_normalize):
     return None
 
 
-def decide(nodes, instances, journal, keys, drain_annotation, normalize=default_normalize, groups=None, now=0.0):
+def decide(nodes, instances, journal, keys, drain_annotation, normalize=default_normalize, groups=None, now=0.0,
+           etcd_reachable=False):
     """The abort's decision. `nodes`: {name: Node dict}; `instances`: {provider ID: {group, state}} as the clouds
     list them now; `journal`: the upgrade's journal (or None); `groups`: {group ID: its image now}; `now`: epoch
-    seconds, for a kept heir's phase trail. Returns
+    seconds, for a kept heir's phase trail; `etcd_reachable`: whether the abort may remove etcd members (it was given
+    etcd's TLS files). Returns
     {nodes: {name: {action, reason, ...}}, instances: [{provider_id, group}] to delete, groups: [{group, image,
     now}] to point back, unrecorded_groups: [group] on another image than before with nothing recorded}."""
     journal = journal or {}
@@ -128,15 +136,20 @@ def decide(nodes, instances, journal, keys, drain_annotation, normalize=default_
             elif replaced and past_return(nodes[replaced], keys, listed, normalize):
                 decided[name] = dict(action=KEEP, write={},
                                      reason="the node it replaces (%s) never serves again: it stays" % replaced)
-            elif CONTROL_PLANE_LABEL in (_meta(node).get("labels") or {}):
+            elif CONTROL_PLANE_LABEL in (_meta(node).get("labels") or {}) and not etcd_reachable:
                 decided[name] = dict(action=HOLD, reason=(
-                    "a control-plane node this upgrade created: the abort does not remove it (its etcd member would have "
-                    "to go first); remove it with etcd_member_remove, node_drain and node_delete, or roll back"))
+                    "a control-plane node this upgrade created: its etcd member must go first, and the abort was given "
+                    "no etcd TLS files (the playbook's etcd variable, or rolling_upgrade_etcd_ca_cert, _client_cert and "
+                    "_client_key): give them and run the abort again, or remove it with etcd_member_remove, node_drain "
+                    "and node_delete, or roll back"))
             else:
+                control_plane = CONTROL_PLANE_LABEL in (_meta(node).get("labels") or {})
                 decided[name] = dict(action=REMOVE, provider_id=pid, group=created[pid].get("group"),
-                                     reason="created by this upgrade, and %s" % (
+                                     control_plane=control_plane, node_ip=_internal_ip(node),
+                                     reason="created by this upgrade, and %s%s" % (
                                          "the node it replaces (%s) is still there" % replaced if replaced
-                                         else "not yet paired with any node"))
+                                         else "not yet paired with any node",
+                                         "; its etcd member is removed before its instance" if control_plane else ""))
             continue
         past = past_return(node, keys, listed, normalize)
         if past:
@@ -200,6 +213,7 @@ def describe(decision):
 
 
 _STEP_WORDS = {"set_group_image": "pointed group %(group)s back at %(image)s", "give_back": "gave back %(name)s",
+               "etcd_remove": "removed the etcd member of %(name)s",
                "unpair": "unpaired the kept heir %(name)s", "drain": "draining %(name)s",
                "delete_instance": "deleted the instance of %(name)s", "delete_node": "deleted the Node %(name)s"}
 

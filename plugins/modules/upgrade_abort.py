@@ -26,7 +26,10 @@ description:
   - What stays - a node the upgrade created whose donor is already deleted (or past its point of no return, its etcd
     member removed or its instance deleting or gone - that donor's deletion is finished) or whose replacement is done,
     so capacity never drops below the start, its pairing taken off as the run's promotion does; a node the upgrade
-    did not create; a control-plane node it created (its etcd member would have to go first - named in a warning).
+    did not create; a control-plane node it created when O(etcd) is not given (its etcd member must go first -
+    named in a warning). With O(etcd), such a node is drained, its etcd member removed with the checks of
+    M(kubenodes.image_upgrade.etcd_member_remove) (health, alarms, learners, quorum; a refusal for now is retried by
+    the next call), then its instance and its Node go.
   - When nothing is left, the run's own end follows - the cloud settings and the cluster-autoscaler the upgrade
     changed are put back, every C(to-be-replaced) taint comes off, the attempt is recorded in the journal as
     V(aborted) (and the journal's C(abort) entry as done), the report is written to O(report_dir) and the lock
@@ -96,6 +99,37 @@ options:
         M(kubenodes.image_upgrade.upgrade_step) (one eviction round per call).
     type: dict
     default: {}
+  etcd:
+    description:
+      - How to reach etcd, to remove the member of a control-plane node the upgrade created before the node goes.
+        Without it such a node stays and is named in a warning. Its TLS files are checked before anything changes.
+    type: dict
+    suboptions:
+      endpoints:
+        description: etcd client URLs; by default every control-plane node's InternalIP on port 2379 but the node's own.
+        type: list
+        elements: str
+        default: []
+      ca_cert:
+        description: CA certificate of etcd's client URLs.
+        type: path
+        required: true
+      client_cert:
+        description: Client certificate for etcd.
+        type: path
+        required: true
+      client_key:
+        description: Key of O(etcd.client_cert).
+        type: path
+        required: true
+      request_timeout:
+        description: Seconds one etcd request may take.
+        type: float
+        default: 5
+      timeout:
+        description: Seconds one member removal may take in all (its checks and its leader transfer).
+        type: float
+        default: 60
   report_dir:
     description:
       - Directory of the report written at the end (as M(kubenodes.image_upgrade.upgrade_journal) O(kubenodes.image_upgrade.upgrade_journal#module:report_dir)).

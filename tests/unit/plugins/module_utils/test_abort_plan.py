@@ -24,14 +24,14 @@ def journal(created=(), groups=None, refills=None):
             "refills": dict(refills or {})}
 
 
-def decide(nodes, created=(), listed=None, groups_now=None, groups_before=None, refills=None):
+def decide(nodes, created=(), listed=None, groups_now=None, groups_before=None, refills=None, etcd_reachable=False):
     """abort_plan.decide on `nodes`, the cloud listing `listed` ({name: state}; by default every node's instance
     running)."""
     world = {n["metadata"]["name"]: n for n in nodes}
     listed = {name: "running" for name in world} if listed is None else listed
     instances = {"cloud://%s" % name: {"group": "G1", "state": state} for name, state in (listed or {}).items()}
     return abort_plan.decide(world, instances, journal(created, groups_before, refills), KEYS, DRAIN,
-                             groups=groups_now or {})
+                             groups=groups_now or {}, etcd_reachable=etcd_reachable)
 
 
 TAINT = {"key": KEYS.to_be_replaced, "value": "true", "effect": "PreferNoSchedule"}
@@ -70,7 +70,21 @@ def test_an_unpaired_node_of_the_upgrade_is_removed_and_a_control_plane_one_is_h
     decided = decide([node("old-1"), node("new-1"), cp], created=["new-1", "new-cp"])["nodes"]
     assert decided["new-1"]["action"] == abort_plan.REMOVE and "not yet paired" in decided["new-1"]["reason"]
     assert decided["new-cp"]["action"] == abort_plan.HOLD and "etcd_member_remove" in decided["new-cp"]["reason"]
+    assert "etcd TLS files" in decided["new-cp"]["reason"]
     assert "old-1" not in decided, "a node the upgrade never marked is left alone"
+
+
+def test_a_control_plane_heir_whose_donor_is_there_is_removed_with_its_etcd_member_when_etcd_can_be_reached():
+    cp = node("new-cp", {KEYS.donor: "old-cp", KEYS.phase: "heir"}, labels={CONTROL_PLANE_LABEL: ""})
+    cp["status"] = {"addresses": [{"type": "Hostname", "address": "new-cp"}, {"type": "InternalIP", "address": "10.0.0.9"}]}
+    donor = node("old-cp", {KEYS.heir: "new-cp", KEYS.phase: "draining"}, labels={CONTROL_PLANE_LABEL: ""}, cordoned=True)
+    decided = decide([donor, cp], created=["new-cp"], etcd_reachable=True)["nodes"]
+    assert decided["new-cp"]["action"] == abort_plan.REMOVE and decided["new-cp"]["control_plane"] is True
+    assert decided["new-cp"]["node_ip"] == "10.0.0.9" and "etcd member is removed" in decided["new-cp"]["reason"]
+    assert decided["old-cp"]["action"] == abort_plan.GIVE_BACK
+    # Its donor's member removed already (past the point of no return): the heir stays, etcd or not.
+    donor["metadata"]["annotations"][KEYS.phase] = "etcd-removed"
+    assert decide([donor, cp], created=["new-cp"], etcd_reachable=True)["nodes"]["new-cp"]["action"] == abort_plan.KEEP
 
 
 def test_a_node_the_upgrade_did_not_create_is_never_removed():
