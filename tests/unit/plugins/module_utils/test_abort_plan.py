@@ -202,3 +202,49 @@ def test_left_counts_what_is_still_to_undo():
                       groups_now={"G1": NEW}, groups_before={"G1": OLD})
     # old-1 given back, new-1 removed, new-2 unpaired, instance new-3 deleted, G1 pointed back.
     assert abort_plan.left(decision) == 5
+
+
+# ------------------------------------------------------------------- an abort at every moment of one replacement
+
+def _moments():
+    """Every state one replacement (donor old-1, heir new-1 of this upgrade) can be killed in, as the run moves it:
+    the heir's instance only created, or joined; the donor paired, draining, drained, its etcd member removed; its
+    instance deleting or gone; its Node deleted. Yields (name, nodes, listed {name: state})."""
+    yield "heir instance created, no Node yet", [node("old-1")], {"old-1": "running", "new-1": "running"}
+    yield "heir joined, not paired", [node("old-1"), node("new-1")], None
+    for phase in (None, "paired", "draining", "drained", "etcd-removed"):
+        annotations = {KEYS.heir: "new-1"}
+        if phase:
+            annotations[KEYS.phase] = phase
+        cordoned = phase not in (None, "paired")
+        for donor_instance in ("running", "deleting", "gone"):
+            if donor_instance != "running" and phase not in ("drained", "etcd-removed"):
+                continue   # the run deletes an instance only once its node is drained
+            listed = {"new-1": "running"}
+            if donor_instance != "gone":
+                listed["old-1"] = donor_instance
+            donor = node("old-1", dict(annotations, **({DRAIN: "t"} if cordoned else {})), cordoned=cordoned)
+            yield ("donor %s, its instance %s" % (phase or "half paired", donor_instance),
+                   [donor, node("new-1", {KEYS.donor: "old-1", KEYS.phase: "heir"})], listed)
+    yield "donor's Node deleted", [node("new-1", {KEYS.donor: "old-1", KEYS.phase: "heir"})], {"new-1": "running"}
+
+
+@pytest.mark.parametrize("moment", list(_moments()), ids=lambda m: m[0])
+def test_an_abort_at_any_moment_of_a_replacement_leaves_exactly_one_of_donor_and_heir(moment):
+    """Whatever moment the run was killed in, the abort ends the replacement with one node serving: the donor given
+    back, its heir's instance removed; or, once the donor can never serve again, the heir kept and the donor's
+    deletion finished. Never both (an instance left behind), never neither (capacity below the start)."""
+    _name, nodes, listed = moment
+    decision = decide(nodes, created=["new-1"], listed=listed)
+    acted = {n: d["action"] for n, d in decision["nodes"].items()}
+    names = {n["metadata"]["name"] for n in nodes}
+    orphans = {i["provider_id"] for i in decision["instances"]}
+    donor_serves = "old-1" in names and acted.get("old-1") not in (abort_plan.FINISH, abort_plan.REMOVE)
+    heir_serves = ("new-1" in names and acted.get("new-1") in (abort_plan.KEEP, abort_plan.HOLD)) or (
+        "new-1" not in names and "cloud://new-1" not in orphans and listed and listed.get("new-1") == "running")
+    assert donor_serves != heir_serves, (acted, orphans)
+    if donor_serves:
+        # A donor never comes back once its etcd member is removed or its instance is going.
+        donor = next(n for n in nodes if n["metadata"]["name"] == "old-1")
+        assert donor["metadata"]["annotations"].get(KEYS.phase) != "etcd-removed" and (listed or {}).get("old-1", "running") == "running"
+        assert acted.get("new-1") == abort_plan.REMOVE or "cloud://new-1" in orphans
