@@ -17,6 +17,11 @@ Beyond that, for the world property tests (test_executor_worlds.py), the world c
                     tick or two, then NotReady, then the instance goes, and with `autoheal` the group creates a
                     replacement: a foreign node), blip() (a Node NotReady for some ticks); both are recorded in
                     `losses`, which active_losses() counts for the capacity invariant;
+  refusals:         `refusing` (group id -> [ticks left, how]): while it lasts the group's creates are refused for
+                    quota or capacity: at once ("now": create returns the cloud's words), or accepted and refused
+                    later on the instance ("late": GCE, listed CREATING with the refusal and retried by the cloud;
+                    "failed": Azure, a FAILED instance with the refusal); when it ends, a late-refused instance
+                    still listed is created after all (it boots);
   the journal:      `records`, where every executor's record_created writes (report.merge) and from which every
                     executor's Settings are read (a resumed run);
   action hooks:     `before` (kind, item, detail) and `after` (kind, item) callables around every mutating action
@@ -27,8 +32,11 @@ Beyond that, for the world property tests (test_executor_worlds.py), the world c
 import copy
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, facts_views, node_state, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import REFUSED_FOR
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CREATING, DELETING, RUNNING, Group, Instance)
+    CREATING, DELETING, FAILED, RUNNING, Group, Instance)
+
+QUOTA_WORDS = "Quota 'CPUS' exceeded. Limit: 8.0 in region r"
 
 OLD = "projects/p/global/images/old"
 NEW = "projects/p/global/images/NEW"   # compared case-insensitively with the target
@@ -86,6 +94,8 @@ class World:
         self.scale_ups = []           # instances the groups created by themselves: dict(group, name, autoheal)
         self.dying = []               # kill_instance() timelines: [ticks to NotReady, ticks to gone, loss]
         self.node_group, self.node_image = {}, {}   # what the world knows of every Node it ever held
+        self.refusing = {}            # group id -> [ticks left, "now" | "late" | "failed"]
+        self.refused = []             # (tick, group, how, providerID or None) of every refusal
         self.ticks = 0
         self.ips = 0
         self.before, self.after = [], []
@@ -197,10 +207,18 @@ class World:
                 created = []
                 for _number in range(count):
                     world.gate(take, "create", group_id)
+                    how = (world.refusing.get(group_id) or [0, None])[1]
+                    if how == "now":
+                        world.refused.append((world.ticks, group_id, how, None))
+                        world.acted("create", group_id)
+                        return created, QUOTA_WORDS
                     world.counter += 1
                     name = "n%d" % world.counter
                     inst = Instance(provider_id="gce://p/z/" + name, node_name=name, group_id=group_id,
                                     image=world.groups[group_id].image, state=CREATING, created_at=world.now, name=name)
+                    if how in ("late", "failed"):
+                        inst.extra = {REFUSED_FOR: QUOTA_WORDS}
+                        world.refused.append((world.ticks, group_id, how, inst.provider_id))
                     world.instances[group_id].append(inst)
                     world.resize(group_id, 1)
                     world.created.append(group_id)
@@ -475,8 +493,19 @@ class World:
             ready = node["status"]["conditions"][0]
             if ready["status"] != "True" and name not in self.down:
                 ready.update(status="True", lastTransitionTime=core.format_time(self.now))
+        for gid in list(self.refusing):
+            self.refusing[gid][0] -= 1
+            if self.refusing[gid][0] <= 0:
+                del self.refusing[gid]
         for gid, items in self.instances.items():
             for inst in items:
+                if inst.extra.get(REFUSED_FOR) and inst.state == CREATING:
+                    if (inst.provider_id, "failed") in {(r[3], r[2]) for r in self.refused}:
+                        inst.state = FAILED    # Azure: the allocation failed, for good
+                        continue
+                    if gid in self.refusing:
+                        continue               # GCE retries it while the quota lasts
+                    inst.extra = {}            # the quota freed: created after all
                 if inst.state == CREATING:
                     inst.state = RUNNING
                 elif inst.state == RUNNING and inst.node_name not in self.nodes:

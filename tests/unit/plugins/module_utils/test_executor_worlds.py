@@ -22,6 +22,9 @@ The worlds (Scenario, drawn by `scenarios`; core_world.World holds them):
                death leaves an unhealthy etcd member that nobody removes: a permanent fault. Also NotReady
                hiccups of a Node for 1-2 ticks;
   unavailable: (unavailable=True) max_unavailable 1 or 50% besides max_surge (delete-first in worker groups);
+  refusals:    (refusals=True) for 1-6 ticks a group's creates are refused for quota or capacity: at once, or
+               accepted and refused later on the instance (GCE: listed CREATING with the refusal, created after all
+               once the quota frees; Azure: a FAILED instance);
   kills:       (kills=True) the run dies before a random step (kill rate up to 6%, at most 3 kills); a kill may fall
                between the cloud's create and its journal record.
 The journal: World.records, where the executor's record_created writes as the journal merges (report.merge: first
@@ -131,7 +134,7 @@ EVENT_TICKS = st.integers(0, 14)
 
 @st.composite
 def scenarios(draw, foreign=False, linger=False, members=False, heirs=False, unavailable=False, kills=False,
-              scale_ups_from=0):
+              scale_ups_from=0, refusals=False):
     groups = []
     if draw(st.booleans()):
         old = draw(st.integers(1, 3))
@@ -153,6 +156,10 @@ def scenarios(draw, foreign=False, linger=False, members=False, heirs=False, una
                            draw(st.booleans()), draw(st.integers(1, 3))))
         for _number in range(draw(st.integers(0, 1))):
             events.append((draw(EVENT_TICKS), "hiccup", draw(st.integers(0, 9)), draw(st.integers(1, 2))))
+    if refusals:
+        for _number in range(draw(st.integers(1, 2))):
+            events.append((draw(EVENT_TICKS), "quota", draw(st.integers(0, 2)), draw(st.integers(1, 6)),
+                           draw(st.sampled_from(["now", "late", "failed"]))))
     return Scenario(
         groups=tuple(groups),
         max_surge=draw(st.sampled_from([1, 2, 3, "50%"])),
@@ -444,6 +451,11 @@ class Run:
             self.joined.append(name)
             self.watch.log.append("%s joins %s (someone else scaled it up)" % (name, gid))
             return True
+        if what == "quota":
+            gid = sorted(w.groups)[which % len(w.groups)]
+            w.refusing[gid] = list(how)
+            self.watch.log.append("%s refuses creates (%s) for %d tick(s)" % (gid, how[1], how[0]))
+            return True
         if what == "hiccup":
             dying = {loss["node"] for loss in w.losses}
             name = self.pick(which, sorted(n for n in w.nodes if w.ready_schedulable(n) and n not in dying))
@@ -507,6 +519,12 @@ def test_a_heir_that_dies_after_joining_never_lets_its_donor_go(scenario):
 
 
 @examples(120)
+@given(scenarios(refusals=True))
+def test_quota_refusals_at_once_or_late_hold_the_surge_and_the_run_finishes_once_they_end(scenario):
+    upgrade(scenario)
+
+
+@examples(120)
 @given(scenarios(kills=True))
 def test_killed_runs_resumed_from_the_journal_keep_every_invariant_and_finish(scenario):
     upgrade(scenario)
@@ -527,7 +545,7 @@ def test_killed_runs_never_take_a_node_they_did_not_create_for_their_own(scenari
 
 
 @examples(300)
-@given(scenarios(foreign=True, linger=True, members=True, heirs=True, unavailable=True, kills=True))
+@given(scenarios(foreign=True, linger=True, members=True, heirs=True, unavailable=True, kills=True, refusals=True))
 def test_every_invariant_at_every_step_on_any_world(scenario):
     upgrade(scenario)
 
