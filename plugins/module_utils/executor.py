@@ -7,7 +7,9 @@ point the scaling groups at the image; cache annotations, pair, repair and copy 
 within the budget; give back nodes whose pair broke; drain donors whose heir is Ready; remove the etcd
 members of drained control-plane donors; delete the instances and the Node objects of finished
 replacements; delete instances that never joined, failed or were orphaned; record the phases; journal.
-A drain that finishes in a pass goes on to etcd and deletion in the same pass.
+A drain that finishes in a pass goes on to etcd and deletion in the same pass. A pass that finds nothing the plan was
+made from changed (the Nodes as the planner reads them, the cloud's read, etcd's health, the options, the run's records)
+within a poll interval of it, and no hold opened since, takes that plan again instead of planning (Executor.read).
 
 The executor takes its outside worlds as arguments, so unit and property tests drive it against an
 in-memory world and the upgrade_step action plugin against the real cluster and clouds (one file per outside
@@ -15,8 +17,10 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
   kube:   list_nodes() -> [Node dict]; write_node(node, entry) -> (status, node); uncordon(name);
           drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node) -> False when
           the Node changed since it was read (left to the next pass), else True (or None); optionally
-          wait_for_change(seconds) (a watch that ends the wait between passes early) and drain_concurrency
-          (how many donors it can drain at once; MAX_DRAINS_AT_ONCE at most are)
+          wait_for_change(seconds) (a watch that ends the wait between passes early), drain_concurrency
+          (how many donors it can drain at once; MAX_DRAINS_AT_ONCE at most are), nodes_version() (of the last
+          list_nodes: moves when what the planner reads of the Nodes changed) and calls() ({calls, by_kind} of its
+          Kubernetes requests, for the journal)
   cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud);
           set_group_image(group, image); create(group, count) -> (instances, quota message or "");
           delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
