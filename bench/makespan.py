@@ -34,43 +34,70 @@ ARMS = {
     "reference": {"rolling_upgrade_max_surge": 1, "rolling_upgrade_max_surge_total": 1},
     "defaults": {},
     "surge4": {"rolling_upgrade_max_surge": 4},
+    # The large world's (issue 22): a tenth of each group at once.
+    "surge10pct": {"rolling_upgrade_max_surge": "10%"},
 }
 DEFAULT_SURGE, DEFAULT_SURGE_TOTAL = 1, None   # roles/rolling_upgrade/defaults/main.yml
 # A real GCE project's timings (bench/README.md gives the sources): seconds per API request, a createInstances or
 # deleteInstances operation running, an instance from its creation to RUNNING, a deleted instance still listed.
 REALISTIC_GCE = {"latency": 0.2, "op_delay": 5.0, "boot_delay": 25.0, "delete_delay": 30.0}
+# The same figures for Azure and AWS (bench/README.md gives the sources and which are assumptions). Only the GCE
+# emulator takes all four in this benchmark; the arms run on GCE. Azure: an ARM request; a scale-out or instance
+# deletion's long-running operation until it reports done; a VM from the scale-out to running; a deleted VM still
+# listed. AWS: an EC2 or Auto Scaling request (SetDesiredCapacity and TerminateInstanceInAutoScalingGroup answer at
+# once: no operation to wait on); an instance from pending to running; a terminated instance still shutting down.
+REALISTIC_AZURE = {"latency": 0.2, "op_delay": 60.0, "boot_delay": 60.0, "delete_delay": 60.0}
+REALISTIC_AWS = {"latency": 0.15, "op_delay": 0.0, "boot_delay": 16.0, "delete_delay": 30.0}
+REALISTIC = {"gcp": REALISTIC_GCE, "azure": REALISTIC_AZURE, "aws": REALISTIC_AWS}
 # The durations (not the per-request latency) are halved so that one arm fits in about five minutes on this machine.
 REALISTIC_SCALE = 0.5
 
 
-def realistic_knobs(scale=REALISTIC_SCALE):
+def realistic_knobs(scale=REALISTIC_SCALE, cloud="gcp"):
     """The emulator's fault knobs for a realistic arm: the durations scaled, the per-request latency as measured."""
-    return {k: (v if k == "latency" else round(v * scale, 2)) for k, v in REALISTIC_GCE.items()}
+    return {k: (v if k == "latency" else round(v * scale, 2)) for k, v in REALISTIC[cloud].items()}
+GROUP_LABEL, CONTROL_PLANE_LABEL = "sandbox.kubenodes.io/group", "node-role.kubernetes.io/control-plane"
 PASS_LINE = re.compile(r"pass (\d+): \d+/\d+ nodes on the image")
 
 
-def world_objects(namespace, replicas):
-    """The Deployment with its maxUnavailable-1 PDB, and the cluster-autoscaler (pure)."""
-    labels = {"app": "app"}
-    template = seed._pod_template(labels)  # pylint: disable=protected-access
-    objs = [("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
-            ("/apis/apps/v1/namespaces/%s/deployments" % namespace, {
-                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "app"},
-                "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": template}}),
-            ("/apis/policy/v1/namespaces/%s/poddisruptionbudgets" % namespace, {
-                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "app"},
-                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}})]
+def world_objects(namespace, replicas, groups=None):
+    """The Deployment with its maxUnavailable-1 PDB, and the cluster-autoscaler (pure). With `groups` ({group label
+    value: replicas}), one such Deployment per worker group instead, its pods kept on that group's nodes."""
+    objs = [("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})]
+    apps = {"app": (replicas, None)} if groups is None else {
+        "app-%d" % i: (count, {GROUP_LABEL: value}) for i, (value, count) in enumerate(sorted(groups.items()))}
+    for name, (count, selector) in apps.items():
+        labels = {"app": name}
+        template = seed._pod_template(labels, {"nodeSelector": selector} if selector else None)  # pylint: disable=protected-access
+        objs += [("/apis/apps/v1/namespaces/%s/deployments" % namespace, {
+                     "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+                     "spec": {"replicas": count, "selector": {"matchLabels": labels}, "template": template}}),
+                 ("/apis/policy/v1/namespaces/%s/poddisruptionbudgets" % namespace, {
+                     "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+                     "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}})]
     objs += [o for o in seed.workload_objects() if o[1]["metadata"].get("name") == "cluster-autoscaler"]
     return objs
+
+
+def worker_groups(kube):
+    """{group label value: worker count} of the seeded cluster's workers."""
+    groups = {}
+    for node in kube.request("GET", "/api/v1/nodes").get("items") or []:
+        labels = node["metadata"].get("labels") or {}
+        if CONTROL_PLANE_LABEL not in labels and labels.get(GROUP_LABEL):
+            groups[labels[GROUP_LABEL]] = groups.get(labels[GROUP_LABEL], 0) + 1
+    return groups
 
 
 def prepare(handle, args, knobs):
     # The cloud's default call rate (not the sandbox scenario's): the figures are measured against it.
     values = scenario.prepare(str(handle.state_dir), "gcp", control_planes=args.control_planes, workers=args.workers,
-                              groups=2, workloads=False, say=world.quiet, rolling_upgrade_heir_ready_seconds=args.heir_ready,
+                              groups=args.groups, workloads=False, say=world.quiet, rolling_upgrade_heir_ready_seconds=args.heir_ready,
                               rolling_upgrade_cloud_calls_per_minute=None, **knobs)
     kube = handle.kube()
-    objs = world_objects("bench", args.workers)
+    # The large world: one small Deployment per group (--app-replicas each), else one replica per worker.
+    objs = world_objects("bench", args.workers,
+                         {g: args.app_replicas for g in worker_groups(kube)} if args.app_replicas else None)
     for path, obj in objs:
         kube.request("POST", path, obj)
         if obj["kind"] == "Namespace":
@@ -167,6 +194,8 @@ def run_arm(args, engine, arm, workdir, realistic=False):
         "cloud": realistic_knobs() if realistic else {"latency": 0.0, "boot_delay": boot},
         # The run report's count of the step engine's GCE requests (calls, peak per minute, limit).
         "cloud_calls": summary.get("cloud_calls"),
+        # The run report's Kubernetes requests of the step engine, by kind and per replaced node (issue 22).
+        "kube_calls": summary.get("kube_calls"),
         "completed": rc == 0 and replaced == len(donors) and nodes_now["on_image"] == nodes_now["total"],
         "nodes": {"control_planes": len(cp), "workers": len(workers), "replaced": replaced,
                   "on_image_at_end": "%d/%d" % (nodes_now["on_image"], nodes_now["total"])},
@@ -247,23 +276,33 @@ def print_table(results):
     cols = ("engine", "arm", "rc", "makespan_s", "passes", "bound_s", "ratio", "cpu_s_per_replaced_node",
             "start_to_first_create_s")
     print("\n| " + " | ".join(cols) + " | drain/delete median s (workers) | Ready->paired s (median/max) | "
-          "Ready->cordon-gate s (median/max) | cloud calls (peak/min, of limit) |")
-    print("|" + "---|" * (len(cols) + 4))
+          "Ready->cordon-gate s (median/max) | cloud calls (peak/min, of limit) | cloud calls per replaced node | "
+          "Kubernetes calls (per replaced node) |")
+    print("|" + "---|" * (len(cols) + 6))
     for r in results:
         m = r["measured"]
         rp, rc_ = r["ready_to_paired_s"] or {}, r["ready_to_cordon_minus_gate_s"] or {}
-        calls = r.get("cloud_calls") or {}
+        calls, kubes = r.get("cloud_calls") or {}, r.get("kube_calls") or {}
+        replaced = r["nodes"]["replaced"]
         print("| " + " | ".join(str(r.get(c)) for c in cols)
-              + " | %s / %s | %s / %s | %s / %s | %s (%s, %s) |" % (
+              + " | %s / %s | %s / %s | %s / %s | %s (%s, %s) | %s | %s (%s) |" % (
                   m["drain_worker_median_s"], m["delete_worker_median_s"], rp.get("median"), rp.get("max"),
                   rc_.get("median"), rc_.get("max"), calls.get("calls"), calls.get("peak_per_minute"),
-                  calls.get("peak_fraction_of_limit")))
+                  calls.get("peak_fraction_of_limit"), _div(calls.get("calls"), replaced), kubes.get("calls"),
+                  kubes.get("per_replaced_node")))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--control-planes", type=int, default=1, choices=(1, 3))
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--groups", type=int, default=2, help="worker scaling groups")
+    parser.add_argument("--app-replicas", type=int, default=0,
+                        help="one Deployment of this many replicas (PDB maxUnavailable 1) per worker group, instead of "
+                             "one replica per worker")
+    parser.add_argument("--large", action="store_true",
+                        help="issue 22's large world: 3 control planes and 1,000 workers in 10 groups, 2 replicas per "
+                             "group, only surge10pct@realistic (--workers and --groups still override the sizes)")
     parser.add_argument("--quick", action="store_true", help="2 workers (1 per group): a fast check of the script")
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--realistic", default="", help="these arms once more with realistic cloud timings (after --arms)")
@@ -277,8 +316,14 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         args.workers = 2
+    if args.large:
+        given = argv if argv is not None else sys.argv[1:]
+        args.control_planes, args.app_replicas = 3, args.app_replicas or 2
+        args.workers = args.workers if "--workers" in given else 1000
+        args.groups = args.groups if "--groups" in given else 10
+        args.arms, args.realistic = ("" if "--arms" not in given else args.arms), (args.realistic or "surge10pct")
     engines = [world.ENGINE]
-    arms = args.arms.split(",")
+    arms = [a for a in args.arms.split(",") if a]
     realistic = [a for a in args.realistic.split(",") if a]
     if set(arms + realistic) - set(ARMS):
         parser.error("--arms and --realistic: choose from %s" % ",".join(ARMS))
@@ -286,6 +331,7 @@ def main(argv=None):
     workdir.mkdir(parents=True, exist_ok=True)
     header = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "commit": world.commit(),
               "engines": engines, "arms": arms, "parallel": args.parallel, "control_planes": args.control_planes, "workers": args.workers,
+              "groups": args.groups, "app_replicas": args.app_replicas,
               "join_delay_s": args.join_delay, "heir_ready_s": args.heir_ready, "load_start": world.loadavg(),
               "realistic_arms": realistic, "realistic_knobs": realistic_knobs(), "realistic_scale": REALISTIC_SCALE}
     counted, burn = world.check_cpu_accounting(workdir)

@@ -7,7 +7,9 @@ point the scaling groups at the image; cache annotations, pair, repair and copy 
 within the budget; give back nodes whose pair broke; drain donors whose heir is Ready; remove the etcd
 members of drained control-plane donors; delete the instances and the Node objects of finished
 replacements; delete instances that never joined, failed or were orphaned; record the phases; journal.
-A drain that finishes in a pass goes on to etcd and deletion in the same pass.
+A drain that finishes in a pass goes on to etcd and deletion in the same pass. A pass that finds nothing the plan was
+made from changed (the Nodes as the planner reads them, the cloud's read, etcd's health, the options, the run's records)
+within a poll interval of it, and no hold opened since, takes that plan again instead of planning (Executor.read).
 
 The executor takes its outside worlds as arguments, so unit and property tests drive it against an
 in-memory world and the upgrade_step action plugin against the real cluster and clouds (one file per outside
@@ -15,8 +17,10 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
   kube:   list_nodes() -> [Node dict]; write_node(node, entry) -> (status, node); uncordon(name);
           drain(name) -> dict(drained, evicted, drain_started, reason, ...); delete_node(node) -> False when
           the Node changed since it was read (left to the next pass), else True (or None); optionally
-          wait_for_change(seconds) (a watch that ends the wait between passes early) and drain_concurrency
-          (how many donors it drains at once)
+          wait_for_change(seconds) (a watch that ends the wait between passes early), drain_concurrency
+          (how many donors it can drain at once; MAX_DRAINS_AT_ONCE at most are), nodes_version() (of the last
+          list_nodes: moves when what the planner reads of the Nodes changed) and calls() ({calls, by_kind} of its
+          Kubernetes requests, for the journal)
   cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud);
           set_group_image(group, image); create(group, count) -> (instances, quota message or "");
           delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import copy
 import dataclasses
 import time
 import uuid
@@ -55,6 +60,17 @@ DEFAULT_POLL = 2.0
 DEFAULT_SLICE = 60.0
 DRAIN_POLL = 0.5    # while evicted pods are still terminating: their going is not a Node's change
 GATE_MARGIN = 0.05  # past a heir's heir_ready_seconds, so the pass finds the gate open
+# The most donors one pass drains at once, each in its own thread (issue 22). Every donor whose heir is Ready drains in
+# the pass; their number is already bounded by the surge, so this cap only matters for a large surge (10 % of 1,000
+# workers is 100 donors): the rest wait for a thread within the same pass, not for a later pass. Why 32: each drain may
+# have rolling_upgrade_drain_concurrency (default 10) evictions in flight, so 32 drains hold at most 320 requests,
+# within the 600 that a default kube-apiserver serves at once (--max-requests-inflight 400 plus
+# --max-mutating-requests-inflight 200, shared out by API Priority and Fairness), leaving room for the controllers
+# that recreate the evicted pods; above it, the apiserver answers 429 and the drains slow down rather than speed up.
+MAX_DRAINS_AT_ONCE = 32
+
+
+_UNREAD = object()   # Executor.plan: etcd's health not read by the caller
 
 
 # How a refusal names the step it refused.
@@ -192,6 +208,11 @@ class Executor:
         self.settings_left = set()   # the settings this run named as left (rolling_upgrade_cloud_settings leave)
         self.passes = 0
         self.last_read = None     # (nodes, groups) of this executor's last read, for a plan again after set_group_image
+        # The last plan with what it was made from, taken again while nothing of that changed (read, _reusable); off:
+        # every pass plans (the benchmark's baseline).
+        self.plan_reuse = True
+        self.planned = None
+        self.plans_made = self.plans_reused = 0
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
         self.group_errors = {}
         self.surge_cap_said = False
@@ -210,31 +231,69 @@ class Executor:
             self.timings[bucket] += time.monotonic() - start
 
     def read(self):
-        """Nodes (one LIST) and the clouds (one read per group), then the plan; with the views the
-        progress line and the role use."""
+        """Nodes (from the kube side's cache) and the clouds (one read per group), then the plan; with the views the
+        progress line and the role use. The last plan is taken again, without planning, while nothing it was made
+        from changed (_reusable); the pass then acts on the Nodes as they are now."""
         nodes = self._timed("kube", self.kube.list_nodes)
+        version = self.nodes_version() if self.plan_reuse else None
         cloud = None
         if self.cloud is not None:
             cloud = self._timed("cloud", self.cloud.read, self.settings.scaling_groups or None)
         groups, instances, errors = cloud if cloud is not None else (None, None, None)
         self.instances, self.group_errors = instances, dict(errors or {})
         self.last_read = (nodes, groups)
-        return self.plan(nodes, groups, instances, errors)
+        health = self._health(nodes)
+        last = self.planned
+        if version is not None and last is not None and last["version"] == version and self._reusable(
+                last, (groups, instances, errors), health):
+            self.plans_reused += 1
+            return copy.deepcopy(last["facts"]), {n["metadata"]["name"]: n for n in nodes}
+        return self.plan(nodes, groups, instances, errors, version=version, health=health)
 
-    def plan(self, nodes, groups, instances, errors):
-        """The planner's facts on one read, with the views the progress line and the role use."""
+    def nodes_version(self):
+        """The kube side's version of the Nodes its last list_nodes gave (moves whenever what the planner reads of them
+        changed, ours too), or None where it keeps none (then every pass plans)."""
+        version = getattr(self.kube, "nodes_version", None)
+        return version() if version is not None else None
+
+    def _health(self, nodes):
+        """The etcd health to plan with (None while no control-plane replacement is owed, or in check mode)."""
+        if self.etcd_health is None or not self.control_plane_owed or self.settings.check_mode:
+            return None
+        endpoints = self.settings.etcd_endpoints or facts_views.control_plane_endpoints(nodes)
+        return self._timed("etcd", self.etcd_health, endpoints)
+
+    def _plan_inputs(self, cloud, health):
+        """What a plan is made from besides the Nodes and the clock: the cloud's read, etcd's health, the options and
+        what this run recorded (its creations, intents, start counts, delete-first removals and refills)."""
+        s = self.settings
+        return (cloud, health, planner_options(s), s.scaling_groups, s.created, s.start_counts, s.removed_first,
+                s.refills, s.intents)
+
+    def _reusable(self, last, cloud, health):
+        """Whether the last plan is this pass's plan too: made from the same Nodes (the caller compares their version),
+        the same inputs (_plan_inputs), and young enough that no clock-driven condition can have changed it since:
+        the next moment a Ready heir's heir_ready_seconds or a drained node's load-balancer hold runs out, else one
+        poll interval (a join timeout, a canary's soak or an intent's window then ends at most one poll later, the
+        granularity they have anyway while nothing wakes the wait)."""
+        return self.clock() < last["until"] and self._plan_inputs(cloud, health) == last["inputs"]
+
+    def plan(self, nodes, groups, instances, errors, version=None, health=_UNREAD):
+        """The planner's facts on one read, with the views the progress line and the role use (etcd's `health` read
+        for it unless given). With the Nodes' `version` (nodes_version), the plan is kept for the passes that find
+        nothing changed (_reusable)."""
         options = planner_options(self.settings)
         normalize = self.cloud.normalize if self.cloud is not None else core.default_normalize
-        health = None
-        if self.etcd_health is not None and self.control_plane_owed and not self.settings.check_mode:
-            endpoints = self.settings.etcd_endpoints or facts_views.control_plane_endpoints(nodes)
-            health = self._timed("etcd", self.etcd_health, endpoints)
+        health = self._health(nodes) if health is _UNREAD else health
+        now = self.clock()
+        inputs = copy.deepcopy(self._plan_inputs((groups, instances, errors), health)) if version is not None else None
         facts = core.plan_upgrade(nodes, options, groups=groups, instances=instances, group_errors=errors,
-                                  now=self.clock(), normalize=normalize,
+                                  now=now, normalize=normalize,
                                   scope=self.settings.scaling_groups or None, created=self.settings.created,
                                   start_counts=self.settings.start_counts,
                                   removed_first=self.settings.removed_first, refills=self.settings.refills,
                                   intents=self.settings.intents, control_plane_health=health)
+        self.plans_made += 1
         self.control_plane_owed = bool(facts["budget"]["control_plane_first"])
         if health and health != core.HEALTH_UNREAD:
             facts["control_plane_health"] = health
@@ -242,7 +301,13 @@ class Executor:
         facts.update(donors=facts_views.donors(nodes, facts, keys, instances),
                      donors_gone=facts_views.donors_gone(nodes, facts, keys), not_ready=facts_views.not_ready(nodes),
                      control_plane_endpoints=facts_views.control_plane_endpoints(nodes))
-        return facts, {n["metadata"]["name"]: n for n in nodes}
+        by_name = {n["metadata"]["name"]: n for n in nodes}
+        self.planned = None
+        if version is not None and self.plan_reuse:
+            # Up to the next hold that opens after this plan (one already open is in it), at most one poll interval.
+            until = min([now + float(self.settings.poll)] + [m for m in self._gate_moments(facts) if m > now])
+            self.planned = dict(version=version, inputs=inputs, until=until, facts=copy.deepcopy(facts))
+        return facts, by_name
 
     # -- the single place for safety cross-checks -----------------------------------------------------
     def cloud_view(self):
@@ -568,20 +633,28 @@ class Executor:
             self._timed("kube", self.journal, progress.journal_record(
                 state.facts, self.passes, state.drains, state.finished, run=self.settings.journal_run,
                 api_seconds=self.timings, engine_id=self.engine_id, etcd_removed=[i["name"] for i in state.removed_now],
-                cloud_calls=self.cloud_calls()))
+                cloud_calls=self.cloud_calls(), kube_calls=self.kube_calls()))
 
     def cloud_calls(self):
         """The cloud's count of this executor's calls (CloudAccess.calls), or None where the cloud keeps none."""
         calls = getattr(self.cloud, "calls", None)
         return calls() if calls is not None else None
 
+    def kube_calls(self):
+        """The Kubernetes requests of this executor's client by kind (KubeAccess.calls), or None where none are kept."""
+        calls = getattr(self.kube, "calls", None)
+        return calls() if calls is not None else None
+
     def _drain_all(self, items):
-        """One eviction round on each donor, in plan order; at once (up to the kube side's drain_concurrency)
-        where it offers that, so that a wave of donors whose heirs turned Ready together is cordoned together
-        and not one API round trip after another. At once, every drain is tried and the first failure in plan order
-        is raised when all have ended; one after another, the first failure stops the rest (as a kill would)."""
+        """One eviction round on each donor, in plan order; at once where the kube side offers it (its
+        drain_concurrency), every donor whose heir is Ready in its own thread up to MAX_DRAINS_AT_ONCE, so that a wave of
+        donors whose heirs turned Ready together is cordoned together and not one API round trip after another. Their
+        number is the surge's: each has a Ready heir. Evictions a PodDisruptionBudget refuses are not an error: the
+        round reports them blocked and the next pass tries again. At once, every drain is tried and the first failure
+        in plan order is raised when all have ended; one after another, the first failure stops the rest (as a kill
+        would)."""
         names = [item["name"] for item in items]
-        workers = min(int(getattr(self.kube, "drain_concurrency", 1) or 1), len(names))
+        workers = min(int(getattr(self.kube, "drain_concurrency", 1) or 1), MAX_DRAINS_AT_ONCE, len(names))
         if workers <= 1:
             return [self.kube.drain(name) for name in names]
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
@@ -736,16 +809,25 @@ class Executor:
         seconds = float(self.settings.poll)
         if any(d.get("pending") and not d.get("blocked") for d in result["drains"]):
             seconds = min(seconds, DRAIN_POLL)
-        for item in result["facts"]["plan"].get("waiting_for_lb") or []:
+        now = self.clock()
+        for moment in self._gate_moments(result["facts"]):
+            seconds = min(seconds, max(moment - now, 0.0) + GATE_MARGIN)
+        return seconds
+
+    def _gate_moments(self, facts):
+        """The moments (clock seconds) the plan's clock-driven holds open: a drained node's load-balancer hold, a Ready
+        heir's heir_ready_seconds."""
+        moments = []
+        for item in facts["plan"].get("waiting_for_lb") or []:
             until = core.parse_time(item.get("until"))
             if until is not None:
-                seconds = min(seconds, max(until - self.clock(), 0.0) + GATE_MARGIN)
+                moments.append(until)
         hold = float(self.settings.options.heir_ready_seconds or 0)
-        for item in result["facts"]["plan"].get("waiting_for_heir") or []:
+        for item in facts["plan"].get("waiting_for_heir") or []:
             since = core.parse_time(item.get("heir_ready_since")) if item.get("heir_ready") else None
             if since is not None:
-                seconds = min(seconds, max(since + hold - self.clock(), 0.0) + GATE_MARGIN)
-        return seconds
+                moments.append(since + hold)
+        return moments
 
     def _wait(self, result):
         """Wait before the next pass (wait_seconds); where the cluster can be watched, a Node's change that the

@@ -49,7 +49,7 @@ class MalformedJournal(Exception):
 _NODE_SHAPE = {"group": "string", "heir": "string", "role": "string", "error": "string", "phases": "object",
                "evicted": "list", "evicted_count": "number", "evicted_owners": "object", "waits": "object", "retries": "object"}
 _ATTEMPT_SHAPE = {"started": "string", "ended": "string", "outcome": "string", "passes": "number",
-                  "api_seconds": "object", "cloud_calls": "object"}
+                  "api_seconds": "object", "cloud_calls": "object", "kube_calls": "object"}
 _GATE_SHAPE = {"seconds": "object"}
 JOURNAL_SHAPE = {
     "image": "string", "target_image": "string", "started": "string", "finished": "string", "passes": "number",

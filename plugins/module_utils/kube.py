@@ -21,6 +21,7 @@ import copy
 import json
 import os
 import random
+import threading
 import time
 import traceback
 from urllib.parse import quote
@@ -563,8 +564,71 @@ def _retry_after(exc):
         return 0.0
 
 
+# ---------------------------------------------------------------------------------------------------
+# The calls counted (the run report's Kubernetes calls by kind): every attempt that goes out through _send or watch.
+
+_CALL_COUNT = "kubenodes_call_count"
+
+
+def call_kind(method, path, query=None):
+    """What one Kubernetes request is, for counting (pure): list, watch, get, create, evict, patch, update, delete."""
+    method = str(method).upper()
+    if method == "GET":
+        if str((query or {}).get("watch", "")).lower() in ("true", "1"):
+            return "watch"
+        return "list" if _is_collection(path) else "get"
+    if method == "POST":
+        return "evict" if path.rstrip("/").endswith("/eviction") else "create"
+    return {"PATCH": "patch", "PUT": "update", "DELETE": "delete"}.get(method, method.lower())
+
+
+def _is_collection(path):
+    """Whether an API path names a collection (/api/v1/nodes, /apis/apps/v1/namespaces/x/deployments), not one object."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:] if parts[:1] == ["apis"] else None
+    if rest is None:
+        return False
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]   # namespaced: namespaces/<ns>/<resource>[/<name>...]
+    return len(rest) == 1
+
+
+class CallCount:
+    """The Kubernetes requests one API client sent, by kind (call_kind); each attempt of a retried call counts, as the
+    API server sees it. Shared by the threads of a pass (drains at once), hence the lock."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.by_kind = {}
+
+    def add(self, kind):
+        with self.lock:
+            self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+
+    def stats(self):
+        """{calls, by_kind} so far."""
+        with self.lock:
+            return {"calls": sum(self.by_kind.values()), "by_kind": dict(sorted(self.by_kind.items()))}
+
+
+def count_calls(api_client):
+    """Count the requests of `api_client` from now on; returns its CallCount (the same one each time)."""
+    counter = getattr(api_client, _CALL_COUNT, None)
+    if not isinstance(counter, CallCount):
+        counter = CallCount()
+        setattr(api_client, _CALL_COUNT, counter)
+    return counter
+
+
+def _count(api_client, method, path, query):
+    counter = getattr(api_client, _CALL_COUNT, None)
+    if isinstance(counter, CallCount):
+        counter.add(call_kind(method, path, query))
+
+
 def _send(api_client, method, path, query, body, content_type, timeout):
     """One attempt of raw_request."""
+    _count(api_client, method, path, query)
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type
@@ -604,6 +668,7 @@ def watch(api_client, path, resource_version, seconds, query=None, clock=time.mo
     deadline = clock() + seconds
     params = dict(query or {}, watch="true", resourceVersion=resource_version, allowWatchBookmarks="true",
                   timeoutSeconds=max(1, int(seconds)))
+    _count(api_client, "GET", path, params)
     headers = {"Accept": "application/json"}
     # The read timeout ends a quiet stream on time; the server's timeoutSeconds one that has events.
     timeout = (REQUEST_TIMEOUT[0], max(0.1, seconds if read_timeout is None else read_timeout))

@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as drain_core
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api, node_cache, node_state
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import StepFailure
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api, kube, node_cache, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import MAX_DRAINS_AT_ONCE, StepFailure
 
 
 def planning_signature(node, prefix):
@@ -21,7 +21,9 @@ def planning_signature(node, prefix):
     capacity, another controller's annotations such as the TTL controller's) does not make a pass look again
     before its poll. Of the annotations it reads only this collection's, under `prefix`."""
     meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
-    ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    # The Ready condition's status and since when (the planner's ready_since: a heir's hold, a canary's soak), so that
+    # a Node that went NotReady and Ready again between two reads counts as changed.
+    ready = [(c.get("status"), c.get("lastTransitionTime")) for c in status.get("conditions") or [] if c.get("type") == "Ready"]
     ours = sorted((k, v) for k, v in (meta.get("annotations") or {}).items() if k.startswith(prefix + "/"))
     return (tuple(sorted((meta.get("labels") or {}).items())), tuple(ours),
             bool(meta.get("deletionTimestamp")), bool(spec.get("unschedulable")), spec.get("providerID"),
@@ -32,7 +34,9 @@ def planning_signature(node, prefix):
 class KubeAccess:
     """Kubernetes through one API client (kube.build_api_client), as the modules reach it."""
 
-    drain_concurrency = 8   # donors drained at once in one pass (each with its own eviction_concurrency)
+    # Donors drained at once in one pass, each with its own eviction_concurrency: as many as have a Ready heir, up to the
+    # executor's hard cap (executor.MAX_DRAINS_AT_ONCE says why).
+    drain_concurrency = MAX_DRAINS_AT_ONCE
 
     def __init__(self, api_client, annotation_prefix, drain=None, clock=time.time):
         self.client = api_client
@@ -48,17 +52,34 @@ class KubeAccess:
         # Of the last read of the Nodes, for wait_for_change: its version, each Node's planning_signature, and the
         # resourceVersions of this pass's own writes with the signature each left.
         self.listed_version, self.signatures, self.own_writes = None, {}, {}
+        self.listed_signatures, self.nodes_generation = None, 0   # of the last list (nodes_version)
         self.in_flight = {}   # Node name -> the watch's events for it held while our own write or deletion is on its way
         self.deleted_uids = set()   # Nodes we deleted whose DELETED event the watch has not brought yet
         self.cache = node_cache.NodeCache(api_client, listen=self._changes_plan)
+        self.call_count = kube.count_calls(api_client)   # every request of the client: the cache's, the drains', the journal's
         # The evictions, the drains of a pass, the watch and a spare.
         drain_api.widen_connection_pool(api_client, int(drain.get("eviction_concurrency") or 10) + self.drain_concurrency + 3)
+
+    def calls(self):
+        """The Kubernetes requests this client sent so far ({calls, by_kind}: kube.CallCount), for the journal and the
+        report."""
+        return self.call_count.stats()
+
+    def nodes_version(self):
+        """Of the last list_nodes: a number that moves whenever what the planner reads of the Nodes (planning_signature)
+        changed since the list before, whoever changed it; the executor plans again only then (or when the cloud, its
+        own records or the clock say so). A heartbeat, or a change to what no plan reads, keeps it."""
+        return self.nodes_generation
 
     def list_nodes(self):
         with self.cache.lock:   # no event is judged against the signatures between the snapshot and them
             nodes, self.listed_version = self.cache.read()
             self.signatures = {n["metadata"]["name"]: planning_signature(n, self.prefix) for n in nodes}
             self.own_writes = {}
+            # Compared with the last list's own copy: the watch updates self.signatures for our writes meanwhile.
+            if self.signatures != self.listed_signatures:
+                self.listed_signatures = dict(self.signatures)
+                self.nodes_generation += 1
         return nodes
 
     def write_node(self, node, entry):

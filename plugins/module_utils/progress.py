@@ -131,7 +131,7 @@ API_BUCKETS = ("cloud", "kube", "drain", "etcd")
 
 
 def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=None, run=None, api_seconds=None,
-                   engine_id=None, etcd_removed=None, cloud_calls=None):
+                   engine_id=None, etcd_removed=None, cloud_calls=None, kube_calls=None):
     """What this pass saw, as an upgrade_journal record: per donor its group, heir, role and the time it
     entered its current phase (the journal keeps the earliest time per phase, so phases accumulate);
     evicted pods from node_drain results; `deleted` names nodes whose replacement finished now, and
@@ -141,7 +141,8 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
     deletes without a Node (never joined, failed, orphaned) are recorded with the reason. With `run`, the
     attempt `run` is recorded with its passes so far, and with `api_seconds` ({cloud, kube, drain, etcd}: the
     seconds the executor `engine_id` spent in those calls so far) its API time, and with `cloud_calls` (call_rate's
-    stats: calls by kind, peak per minute, limit) that executor's cloud calls so far. `etcd_removed` names donors whose
+    stats: calls by kind, peak per minute, limit) that executor's cloud calls so far, and with `kube_calls` ({calls, by_kind}:
+    kube.CallCount) its Kubernetes requests so far. `etcd_removed` names donors whose
     etcd member went in this pass (they are often deleted in the same pass, so no later read sees that phase)."""
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
     nodes = _donor_entries(facts)
@@ -163,11 +164,11 @@ def journal_record(facts, pass_number=0, drain_results=None, deleted=None, now=N
     if warnings:
         record["events"] = warnings
     if run:
-        record["attempts"] = _attempts(run, pass_number, api_seconds, engine_id, cloud_calls)
+        record["attempts"] = _attempts(run, pass_number, api_seconds, engine_id, cloud_calls, kube_calls)
     return record
 
 
-def _attempts(run, pass_number, api_seconds, engine_id, cloud_calls=None):
+def _attempts(run, pass_number, api_seconds, engine_id, cloud_calls=None, kube_calls=None):
     # This attempt's passes so far (the report sums every attempt's).
     attempts = {run: {"started": run, "passes": int(pass_number or 0)}}
     if api_seconds and engine_id:
@@ -175,6 +176,8 @@ def _attempts(run, pass_number, api_seconds, engine_id, cloud_calls=None):
                                                     if k in API_BUCKETS}}
     if cloud_calls and engine_id:
         attempts[run]["cloud_calls"] = {engine_id: dict(cloud_calls)}
+    if kube_calls and engine_id:
+        attempts[run]["kube_calls"] = {engine_id: dict(kube_calls)}
     return attempts
 
 

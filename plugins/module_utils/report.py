@@ -155,6 +155,11 @@ def _merge_attempt(entry, seen):
                 known[key] = max(known.get(key) or 0, value or 0)
             elif value is not None:
                 known[key] = value
+    # Each executor's Kubernetes requests so far (kube.CallCount): the largest count seen, in total and by kind.
+    for engine_id, calls in (seen.get("kube_calls") or {}).items():
+        known = entry.setdefault("kube_calls", {}).setdefault(str(engine_id), {})
+        _keep_largest(known.setdefault("by_kind", {}), (calls or {}).get("by_kind"))
+        known["calls"] = max(known.get("calls") or 0, (calls or {}).get("calls") or 0)
 
 
 def _keep_largest(known, seen):
@@ -457,6 +462,24 @@ def cloud_calls(journal):
     return total
 
 
+def kube_calls(journal, replaced=0):
+    """The Kubernetes requests of the step engine's executors (node cache, writes, drains, journal), summed over every
+    executor of every attempt: {calls, by_kind, per_replaced_node (None before a node was replaced)}; None when none
+    recorded any."""
+    total, seen = {"calls": 0, "by_kind": {}}, False
+    for attempt in (journal.get("attempts") or {}).values():
+        for calls in (attempt.get("kube_calls") or {}).values():
+            seen = True
+            total["calls"] += int((calls or {}).get("calls") or 0)
+            for kind, count in ((calls or {}).get("by_kind") or {}).items():
+                total["by_kind"][kind] = total["by_kind"].get(kind, 0) + int(count or 0)
+    if not seen:
+        return None
+    total["by_kind"] = dict(sorted(total["by_kind"].items()))
+    total["per_replaced_node"] = round(total["calls"] / float(replaced), 1) if replaced else None
+    return total
+
+
 def summarize(journal, now=None):
     """The report as one dict: totals, wall time and per-node rows with phase durations in seconds."""
     started = parse_time(journal.get("started"))
@@ -485,6 +508,7 @@ def summarize(journal, now=None):
         "time_breakdown": time_breakdown(journal, now),
         "api_seconds": api_seconds(journal),
         "cloud_calls": cloud_calls(journal),
+        "kube_calls": kube_calls(journal, sum(1 for r in rows if r["done"])),
         "gates": gate_rows(journal),
         "cloud_settings": cloud_settings.rows(journal),
     }
@@ -600,6 +624,9 @@ def _markdown_head(summary):
     clouds = summary.get("cloud_calls")
     if clouds:
         lines.append(_cloud_calls_line(clouds))
+    kubes = summary.get("kube_calls")
+    if kubes:
+        lines.append(_kube_calls_line(kubes))
     attempts = summary.get("attempts") or []
     if attempts:
         lines.append("- attempts: %d (%s); passes summed over all of them" % (len(attempts), _outcome_counts(attempts)))
@@ -617,6 +644,14 @@ def _cloud_calls_line(clouds):
     return "- cloud API requests: %d%s; throttling answers: %d; waited for the limit: %s%s" % (
         clouds["calls"], against, clouds.get("throttled") or 0, _duration(clouds.get("waited_seconds") or 0),
         "; by kind: %s" % kinds if kinds else "")
+
+
+def _kube_calls_line(kubes):
+    """The Kubernetes API requests: how many, per replaced node, by kind."""
+    kinds = ", ".join("%s %d" % item for item in sorted(kubes.get("by_kind", {}).items(), key=lambda kv: (-kv[1], kv[0])))
+    per_node = kubes.get("per_replaced_node")
+    return "- Kubernetes API requests: %d%s%s" % (kubes["calls"], " (%s per replaced node)" % per_node if per_node else "",
+                                                  "; by kind: %s" % kinds if kinds else "")
 
 
 def _breakdown_parts(spent):

@@ -127,6 +127,13 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     assert len(calls["by_kind"]) >= 3 and calls["throttled"] == 0, calls
     markdown = (pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.md").read_text()
     assert "- cloud API requests: %d; peak %d per minute" % (calls["calls"], calls["peak_per_minute"]) in markdown
+    # Issue 22: the Kubernetes requests of the passes by kind (the Node cache's list and watches, the pairs' and phases'
+    # patches, the drains' evictions, the Nodes' deletions), per replaced node, and the report's line.
+    kubes = summary["kube_calls"]
+    assert kubes["calls"] == sum(kubes["by_kind"].values()) > 0, kubes
+    assert {"list", "watch", "get", "patch", "evict", "delete"} <= set(kubes["by_kind"]), kubes
+    assert kubes["per_replaced_node"] == round(kubes["calls"] / float(summary["nodes_replaced"]), 1), kubes
+    assert "- Kubernetes API requests: %d (%s per replaced node)" % (kubes["calls"], kubes["per_replaced_node"]) in markdown
     assert not uh.lease_holder(handle), "the run lock was not released"
     # Issue 23: every node to replace carried the PreferNoSchedule taint (the journal says when it was set), and no node
     # is left with it.

@@ -30,6 +30,7 @@ Beyond that, for the world property tests (test_executor_worlds.py), the world c
 """
 
 import copy
+import json
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, facts_views, node_state, report
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import REFUSED_FOR
@@ -155,6 +156,11 @@ class World:
         class Kube:
             def list_nodes(self):
                 return copy.deepcopy(list(world.nodes.values()))
+
+            def nodes_version(self):
+                # Changes with any change to any Node (the production cache's generation), so that the executor
+                # takes its last plan again exactly when nothing of the Nodes changed.
+                return json.dumps(world.nodes, sort_keys=True, default=str)
 
             def write_node(self, node, entry):
                 name = node["metadata"]["name"]

@@ -376,10 +376,29 @@ def test_every_pass_is_journaled():
     assert w.journal and w.journal[-1]["passes"] == ex.passes
     api = w.journal[-1]["attempts"]["2026-12-01T00:00:00Z"]["api_seconds"]
     assert list(api) == [ex.engine_id] and set(api[ex.engine_id]) == {"cloud", "kube", "drain", "etcd"}
+    assert "kube_calls" not in w.journal[-1]["attempts"]["2026-12-01T00:00:00Z"]   # this world's kube counts none
     journal = report.new_journal(NEW, core.format_time(w.now))
     for record in w.journal:
         report.merge(journal, record)
     assert "deleted" in journal["nodes"]["old-1"]["phases"]
+
+
+def test_each_pass_journals_the_kubernetes_calls_its_kube_counted_so_far():
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    ex = w.executor(opts(), journal_run="2026-12-01T00:00:00Z")
+    counted = []
+    ex.kube.calls = lambda: counted.append(1) or {"calls": 10 * len(counted), "by_kind": {"patch": 10 * len(counted)}}
+    ex.run_slice(seconds=60)
+    passes = [r for r in w.journal if "passes" in r]
+    assert len(counted) == len(passes) > 1   # each pass's record asked once
+    calls = w.journal[-1]["attempts"]["2026-12-01T00:00:00Z"]["kube_calls"]
+    assert calls == {ex.engine_id: {"calls": 10 * len(counted), "by_kind": {"patch": 10 * len(counted)}}}
+    journal = report.new_journal(NEW, core.format_time(w.now))
+    for record in w.journal:
+        report.merge(journal, record)
+    total = 10 * len(counted)
+    assert report.summarize(journal)["kube_calls"] == {"calls": total, "by_kind": {"patch": total}, "per_replaced_node": total}
 
 
 def test_the_journal_has_the_heirs_creation_join_and_ready_before_the_pair():
@@ -554,6 +573,59 @@ def test_donors_are_drained_at_once_where_the_kube_side_offers_it_and_in_plan_or
     assert [o["node"] for o in ex._drain_all([dict(name=n) for n in "ab"])] == ["a", "b"]  # pylint: disable=protected-access
 
 
+class CountingDrains:
+    """A kube side that drains `drain_concurrency` donors at once and counts how many were in a drain together."""
+
+    def __init__(self, drain_concurrency, together):
+        import threading
+
+        self.drain_concurrency = drain_concurrency
+        self.together = together
+        self.lock = threading.Lock()
+        self.now = self.most = 0
+
+    def drain(self, name):
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            self.together.wait()
+        finally:
+            with self.lock:
+                self.now -= 1
+        return dict(drained=False, node=name, blocked=["shop/web-%s" % name])
+
+
+def test_every_donor_with_a_ready_heir_drains_at_once_beyond_the_old_fixed_eight():
+    import threading
+
+    ex = World([group("G1")]).executor(opts())
+    # 12 donors (a surge of 12 whose heirs turned Ready together): the barrier breaks unless all 12 are in at once.
+    ex.kube = CountingDrains(executor.MAX_DRAINS_AT_ONCE, threading.Barrier(12, timeout=10))
+    names = ["w-%d" % n for n in range(12)]
+    done = ex._drain_all([dict(name=n) for n in names])   # pylint: disable=protected-access
+    assert ex.kube.most == 12 and [d["node"] for d in done] == names
+    # A round whose evictions a PDB refused is a result like any other (blocked): the next pass drains again.
+    assert all(d["blocked"] and not d["drained"] for d in done)
+
+
+def test_drains_at_once_stop_at_the_hard_cap_and_the_rest_still_drain_in_the_same_pass(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(executor, "MAX_DRAINS_AT_ONCE", 4)
+    ex = World([group("G1")]).executor(opts())
+    ex.kube = CountingDrains(100, threading.Barrier(4, timeout=10))   # the kube side could take more
+    names = ["w-%d" % n for n in range(12)]
+    done = ex._drain_all([dict(name=n) for n in names])   # pylint: disable=protected-access
+    assert ex.kube.most == 4 and [d["node"] for d in done] == names
+
+
+def test_the_kube_side_drains_as_many_donors_at_once_as_the_cap():
+    from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import kube_access
+
+    assert kube_access.KubeAccess.drain_concurrency == executor.MAX_DRAINS_AT_ONCE == 32
+
+
 def test_a_finished_replacement_is_journaled_at_once_and_the_slice_goes_on():
     w = World([group("G1", image=NEW)])
     w.add_node("old-1", "G1", OLD)
@@ -586,3 +658,64 @@ def test_a_stop_asked_during_a_wait_ends_the_slice_there_and_the_next_run_goes_o
     resumed = w.executor(opts(), poll=2.0)
     resumed.sleep = w.tick
     assert resumed.run_slice(seconds=60)["finished"] == ["old-1"]
+
+
+# -- the last plan taken again while nothing it was made from changed (issue 22) ----------------------------------
+
+def test_a_pass_that_finds_nothing_changed_takes_the_last_plan_and_any_change_plans_again():
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    w.add_node("old-2", "G1", OLD)
+    ex = w.executor(opts(), poll=2.0)
+    facts, nodes = ex.read()
+    assert (ex.plans_made, ex.plans_reused) == (1, 0)
+    again, again_nodes = ex.read()
+    assert (ex.plans_made, ex.plans_reused) == (1, 1)
+    assert again == facts and again is not facts and again_nodes == nodes and again_nodes is not nodes
+    again.setdefault("problems", []).append({"refused": "by this pass"})   # a pass's own additions stay its own
+    assert {"refused": "by this pass"} not in ex.read()[0]["problems"]
+    w.now += 1.9   # within one poll interval of the plan
+    ex.read()
+    assert (ex.plans_made, ex.plans_reused) == (1, 3)
+    changes = [lambda: setattr(w, "now", w.now + 0.2),   # one poll past the plan: clock-driven conditions may have moved
+               lambda: w.nodes["old-1"]["metadata"]["labels"].update(team="blue"),   # a Node
+               lambda: setattr(w.instances["G1"][0], "state", "DELETING"),          # the cloud's read
+               lambda: ex.settings.created.update({"gce://p/z/x": {"group": "G1", "created": "2026-12-05T00:00:00Z"}}),
+               lambda: setattr(ex.settings, "surge_cap", 1)]                         # the options the planner gets
+    for number, change in enumerate(changes, start=2):
+        change()
+        ex.read()
+        assert ex.plans_made == number, "a change did not plan again: %d" % number
+        ex.read()
+        assert ex.plans_made == number, "nothing changed, yet it planned again: %d" % number
+
+
+def test_without_plan_reuse_or_a_node_version_every_pass_plans():
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    ex = w.executor(opts(), poll=2.0)
+    ex.plan_reuse = False
+    ex.read(), ex.read()
+    assert (ex.plans_made, ex.plans_reused) == (2, 0)
+    ex = w.executor(opts(), poll=2.0)
+    ex.kube.nodes_version = lambda: None   # a kube side that keeps no version of its Nodes
+    ex.read(), ex.read()
+    assert (ex.plans_made, ex.plans_reused) == (2, 0)
+
+
+def test_a_reused_plan_ends_when_a_ready_heirs_hold_opens_and_the_donor_is_drained_then():
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    ex = w.executor(opts(heir_ready_seconds=30), poll=60.0)
+    for _tick in range(10):
+        result = ex.run_pass()
+        waiting = [i for i in result["facts"]["plan"]["waiting_for_heir"] if i.get("heir_ready")]
+        if waiting:
+            break
+        w.tick(1)
+    opens = core.parse_time(waiting[0]["heir_ready_since"]) + 30
+    made = ex.plans_made
+    w.now = opens - 0.5
+    assert not ex.run_pass()["facts"]["plan"]["drain"] and ex.plans_made == made   # the last plan, held
+    w.now = opens
+    assert [d["name"] for d in ex.run_pass()["facts"]["plan"]["drain"]] == ["old-1"] and ex.plans_made == made + 1

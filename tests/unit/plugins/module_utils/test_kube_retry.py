@@ -270,3 +270,38 @@ def test_a_run_is_told_while_a_call_waits_for_the_api_server(server):
     before = len(told)
     assert call(quiet, "GET", "/api/v1/nodes")["kind"] == "NodeList"
     assert len(told) == before
+
+
+@pytest.mark.parametrize("method, path, query, kind", [
+    ("GET", "/api/v1/nodes", {"limit": 500}, "list"),
+    ("GET", "/api/v1/nodes", {"watch": "true", "resourceVersion": "5"}, "watch"),
+    ("GET", "/api/v1/nodes/w-1", None, "get"),
+    ("GET", "/api/v1/namespaces", None, "list"),
+    ("GET", "/api/v1/namespaces/kube-system", None, "get"),
+    ("GET", "/api/v1/namespaces/shop/pods", {"fieldSelector": "spec.nodeName=w-1"}, "list"),
+    ("GET", "/api/v1/pods", None, "list"),
+    ("GET", "/apis/policy/v1/namespaces/shop/poddisruptionbudgets", None, "list"),
+    ("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/lock", None, "get"),
+    ("POST", "/api/v1/namespaces/shop/pods/web-1/eviction", None, "evict"),
+    ("POST", "/api/v1/namespaces/shop/events", None, "create"),
+    ("PATCH", "/api/v1/nodes/w-1", None, "patch"),
+    ("PUT", "/api/v1/namespaces/kube-system/configmaps/journal", None, "update"),
+    ("DELETE", "/api/v1/nodes/w-1", None, "delete"),
+])
+def test_each_kubernetes_request_is_named_by_its_kind(method, path, query, kind):
+    assert kube.call_kind(method, path, query) == kind
+
+
+def test_a_counted_client_counts_every_attempt_by_kind_and_an_uncounted_one_nothing(server):
+    server.script = [status(503), (200, {"kind": "NodeList", "items": []}, None)]
+    api = client_for("http://127.0.0.1:%d" % server.server_port)
+    call(api, "GET", "/api/v1/nodes")   # before counting: not counted
+    counter = kube.count_calls(api)
+    assert kube.count_calls(api) is counter   # one count per client
+    server.seen.clear()
+    server.script = [status(503), (200, {}, None)]
+    call(api, "PATCH", "/api/v1/nodes/w-1", body={"spec": {"unschedulable": True}})
+    call(api, "GET", "/api/v1/nodes/w-1")
+    # The 503 and its retry are two requests the server saw: both count.
+    assert len(server.seen) == 3
+    assert counter.stats() == {"calls": 3, "by_kind": {"get": 1, "patch": 2}}

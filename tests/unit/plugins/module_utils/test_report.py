@@ -294,3 +294,23 @@ def test_the_report_gives_the_cloud_calls_of_every_executor_with_the_peak_agains
 
 def test_a_journal_without_cloud_calls_reports_none():
     assert report.summarize(report.new_journal("img", "2026-12-05T10:00:00Z"))["cloud_calls"] is None
+
+
+def test_the_report_gives_the_kubernetes_calls_by_kind_and_per_replaced_node():
+    journal = report.new_journal("img", "2026-12-05T10:00:00Z")
+    report.merge(journal, {"attempts": {"a": {"kube_calls": {"e1": {"calls": 30, "by_kind": {"list": 2, "patch": 28}}}}}})
+    # The same executor's totals told again, lower (an older pass journaled late): the largest stays.
+    report.merge(journal, {"attempts": {"a": {"kube_calls": {"e1": {"calls": 20, "by_kind": {"list": 1, "patch": 19}}}}}})
+    report.merge(journal, {"attempts": {"b": {"kube_calls": {"e2": {"calls": 10, "by_kind": {"watch": 4, "evict": 6}}}}}})
+    assert report.kube_calls(journal, replaced=4) == {"calls": 40, "by_kind": {"evict": 6, "list": 2, "patch": 28, "watch": 4},
+                                                      "per_replaced_node": 10.0}
+    summary = report.summarize(journal)
+    assert summary["kube_calls"]["per_replaced_node"] is None   # nothing replaced in this journal
+    line = [x for x in report.render_markdown(summary).splitlines() if "Kubernetes API requests" in x]
+    assert line == ["- Kubernetes API requests: 40; by kind: patch 28, evict 6, watch 4, list 2"]
+    line = report._kube_calls_line(report.kube_calls(journal, replaced=4))  # pylint: disable=protected-access
+    assert line == "- Kubernetes API requests: 40 (10.0 per replaced node); by kind: patch 28, evict 6, watch 4, list 2"
+
+
+def test_a_journal_without_kube_calls_reports_none():
+    assert report.summarize(report.new_journal("img", "2026-12-05T10:00:00Z"))["kube_calls"] is None
