@@ -487,6 +487,7 @@ def summarize(journal, now=None):
         "cloud_calls": cloud_calls(journal),
         "gates": gate_rows(journal),
         "cloud_settings": cloud_settings.rows(journal),
+        "cloud_settings_unread": cloud_settings.unread_rows(journal),
     }
 
 
@@ -570,6 +571,7 @@ def render_markdown(summary):
     lines += _markdown_removed(summary.get("instances_removed") or [])
     lines += _markdown_gates(summary.get("gates") or [])
     lines += _markdown_cloud_settings(summary.get("cloud_settings") or [])
+    lines += _markdown_unread_settings(summary.get("cloud_settings_unread") or [])
     lines += _markdown_attempts(summary.get("attempts") or [])
     lines.append("")
     return "\n".join(lines)
@@ -674,6 +676,14 @@ def _markdown_cloud_settings(settings):
         cells = (row["group"], row["setting"], row["original"], row["neutral"], row["changed"] or "-", restored.replace("|", "/"))
         lines.append("| %s | %s | %s | %s | %s | %s |" % cells)
     return lines
+
+
+def _markdown_unread_settings(unread):
+    if not unread:
+        return []
+    lines = ["", "Cloud settings the run could not read and went on without (%s; the cloud may have acted on these "
+             "groups by itself):" % cloud_settings.ALLOW_UNREADABLE, "", "| group | setting | first seen |", "|---|---|---|"]
+    return lines + ["| %s | %s | %s |" % (row["group"], row["setting"], row["seen"] or "-") for row in unread]
 
 
 def _markdown_gates(gates):

@@ -392,7 +392,11 @@ def test_azure_autoscale_setting_resizes_the_scale_set_undrained_unless_the_run_
     [unread] = azure_provider.list_groups([guarded])
     assert unread.settings[AUTOSCALE] == cloud_settings.UNREADABLE
     [refusal] = cloud_settings.judge([unread], {}, lambda g: 0)["refusals"]
-    assert "Microsoft.Insights/autoscalesettings/read" in refusal and "rolling_upgrade_cloud_settings" in refusal
+    assert "Microsoft.Insights/autoscalesettings/read" in refusal and cloud_settings.ALLOW_UNREADABLE in refusal
+    # With rolling_upgrade_allow_unreadable_autoscale: named, not refused; the set's other settings still go to neutral.
+    judged = cloud_settings.judge([unread], {}, lambda g: 0, allow_unreadable=True)
+    assert judged["refusals"] == [] and [(u["group"], u["name"]) for u in judged["unread"]] == [(guarded, AUTOSCALE)]
+    assert [c["name"] for c in judged["changes"]] == [OVERPROVISION]
 
 
 def test_azure_overprovisioning_deletes_an_extra_vm_that_ran_unless_the_run_turns_it_off(
