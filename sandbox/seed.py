@@ -6,6 +6,12 @@ instance hooks make the nodes join through the node simulator. With cloud "none"
 in the simulator, with made-up providerIDs `sim://<group>/<node>`. Through "azure" the scale sets are Uniform
 unless `azure_orchestration="Flexible"` (`seed --azure-orchestration Flexible`) makes them Flexible.
 
+Azure's Uniform worker sets are created as ARM creates them without the field: overprovisioned. The creation's
+scale-out then makes one VM more per set, which joins and which the cloud deletes again; the seeding waits for
+that and deletes the extra's Node once its instance is gone from the cloud, as the cloud-controller-manager's
+node-lifecycle controller does on a real cluster (settle_nodes). The control-plane set is created with
+overprovision false: an extra control-plane VM would join etcd as a member that Azure then deletes.
+
 Workloads (namespace `workloads` unless told otherwise), all pods real API objects scheduled by the real
 scheduler and made Running by the simulator:
 - Deployments `web-<i>` with PodDisruptionBudgets (integer minAvailable = replicas - 1),
@@ -42,7 +48,7 @@ def seed_nodes(state, control_planes, workers, worker_groups, cloud="none", imag
     """Create the groups and instances; return [{"id", "role", "size", "names"?}] (names known for cloud none).
     azure_orchestration: "Uniform" (the emulator's default) or "Flexible", for cloud "azure" only.
     worker_group_options: more arguments of the emulator's Admin.create_group for the worker groups (a GCE region,
-    an AWS min_size)."""
+    an AWS min_size); Azure Uniform worker sets leave overprovision unset (ARM's default: on) unless they name it."""
     if azure_orchestration and cloud != "azure":
         raise ValueError("azure_orchestration=%s applies to cloud azure, not %s; leave it out or seed through azure"
                          % (azure_orchestration, cloud))
@@ -81,12 +87,40 @@ def seed_nodes(state, control_planes, workers, worker_groups, cloud="none", imag
         if size <= 0:
             continue
         more = dict(worker_group_options or {}) if role == "worker" else {}
+        if cloud == "azure" and role == "worker" and azure_orchestration != "Flexible":
+            more.setdefault("overprovision", None)   # unset: ARM overprovisions, as for a set made without the field
         if azure_orchestration:
             more["orchestration"] = azure_orchestration
         group_id = admin.create_group(name, role, size, image_ref, **more)
         groups.append({"id": group_id, "role": role, "size": size})
         say("group %s: %d %s instance(s) on %s" % (group_id, size, role, image_ref))
     return groups
+
+
+def settle_nodes(state, before, count, timeout, say=print):
+    """Wait until exactly `count` of the instances made since `before` (the simulator's providerIDs then) exist and
+    run, and delete the Node of each of them the cloud has deleted since. That is what the cloud-controller-manager's
+    node-lifecycle controller does on a real cluster with a Node whose instance the cloud no longer has: here, an
+    Azure overprovisioning extra that joined before the cloud deleted it. A Node whose instance the cloud still lists
+    (deleting) is kept: the simulator hears of a deletion only once the emulator no longer lists the instance.
+    Returns the names of the Nodes deleted."""
+    sim = NodeSimClient(state["nodesim_url"])
+    kube = _kube(state)
+    deadline = time.monotonic() + timeout
+    while True:
+        made = [i for i in sim.instances() if i["provider_id"] not in before]
+        live = [i for i in made if i["state"] != "deleted"]
+        if len(live) == count and all(i["state"] == "ready" for i in live):
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError("%d instance(s) made, %d wanted, after %.0fs: %s" % (
+                len(live), count, timeout, sorted((i["node_name"], i["state"]) for i in live)))
+        time.sleep(0.3)
+    gone = sorted({i["node_name"] for i in made if i["state"] == "deleted"} - {i["node_name"] for i in live})
+    for name in gone:
+        kube.request("DELETE", "/api/v1/nodes/" + name, ok=(200, 404), parse=False)
+        say("node %s deleted: the cloud deleted its instance (an overprovisioning extra)" % name)
+    return gone
 
 
 def count_ready_nodes(state):
@@ -238,10 +272,13 @@ def seed(state, control_planes=3, workers=6, worker_groups=2, cloud="none", imag
     """Nodes, then workloads; wait for everything to be Ready/Running. Returns a summary dict."""
     started = time.monotonic()
     already_ready = count_ready_nodes(state)
+    before = {i["provider_id"] for i in NodeSimClient(state["nodesim_url"]).instances()}
     groups = seed_nodes(state, control_planes, workers, worker_groups, cloud=cloud, image=image, say=say,
                         azure_orchestration=azure_orchestration, worker_group_options=worker_group_options)
     total = control_planes + workers
     wait_nodes(state, already_ready + total, timeout, say=say)
+    if cloud != "none":
+        settle_nodes(state, before, total, timeout, say=say)
     summary = {"cloud": cloud, "image": image, "groups": groups, "nodes": total,
                "nodes_ready_after_s": round(time.monotonic() - started, 1)}
     say("%d nodes Ready after %.1fs" % (total, time.monotonic() - started))

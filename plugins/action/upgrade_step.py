@@ -92,6 +92,7 @@ def argument_spec():
         surge_cap=dict(type="int"),
         gate_after=dict(type="str", choices=["none", "batch", "replacement"], default="none"),
         cloud_settings=dict(type="str", choices=["neutralise", "leave"], default="neutralise"),
+        allow_unreadable_autoscale=dict(type="bool", default=False),
         gate=dict(type="dict", default={}, options=GATE_SPEC),
         gate_ran=dict(type="dict"),
         reference=dict(type="str"),

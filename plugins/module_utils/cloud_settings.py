@@ -27,7 +27,8 @@ found, so that the run's end (finish, abort, or the next run after a kill) puts 
 - Azure autoscale settings (Microsoft.Insights/autoscalesettings) whose targetResourceUri is the scale set, when
   enabled: Azure sets the scale set's capacity itself, and a scale-in deletes VMs without a drain. Disabled
   (enabled false). When the identity may not read autoscale settings the run is refused: whether one would act
-  cannot be told.
+  cannot be told; unless the user says to go on without them (rolling_upgrade_allow_unreadable_autoscale), and the
+  run then names each such scale set in a warning and in the report (`unread`).
 - Azure overprovision (Uniform scale sets; on when the field is unset): a scale-out creates more VMs than asked and
   deletes the extras once enough run; an extra can join as a Node, be taken as the heir, and go undrained. Off.
 - Azure automaticRepairsPolicy.enabled: an unhealthy VM is replaced (deleted, a new one created on the latest
@@ -53,6 +54,9 @@ AZURE_OVERPROVISION = "overprovision"
 AZURE_REPAIRS = "automaticRepairsPolicy.enabled"
 # Its value when the autoscale settings could not be read (no permission).
 UNREADABLE = "unreadable"
+# The permission that reads them, and the role variable that lets a run go on without reading them.
+AUTOSCALE_READ = "Microsoft.Insights/autoscalesettings/read"
+ALLOW_UNREADABLE = "rolling_upgrade_allow_unreadable_autoscale"
 # The AWS scaling processes a run suspends, each with its own entry.
 AWS_PROCESSES = (AWS_AZ_REBALANCE, AWS_ALARM_NOTIFICATION, AWS_SCHEDULED_ACTIONS, AWS_REPLACE_UNHEALTHY)
 
@@ -106,11 +110,11 @@ def _neutral(name, value, size, unavailable):
         return (needed if int(value) > needed else None), None
     if name == AZURE_AUTOSCALE:
         if value == UNREADABLE:
-            return None, ("its autoscale settings could not be read (the identity needs Microsoft.Insights/"
-                          "autoscalesettings/read, as in the Monitoring Reader role): an enabled one would change the "
-                          "scale set's capacity during the run, deleting VMs without a drain. Grant that permission "
-                          "and Microsoft.Insights/autoscalesettings/write, or, when no autoscale setting targets the "
-                          "scale set, set rolling_upgrade_cloud_settings to leave")
+            return None, ("its autoscale settings could not be read (the identity needs %s, as in the Monitoring "
+                          "Reader role): an enabled one would change the scale set's capacity during the run, deleting "
+                          "VMs without a drain. Grant that permission and Microsoft.Insights/autoscalesettings/write, "
+                          "or, when you know no autoscale setting targets the scale set, set %s to true (the run goes "
+                          "on with a warning)" % (AUTOSCALE_READ, ALLOW_UNREADABLE))
         return (None if value == "false" else "false"), None
     if name in (AZURE_OVERPROVISION, AZURE_REPAIRS):
         return (None if value == "false" else "false"), None
@@ -125,13 +129,15 @@ def _neutral(name, value, size, unavailable):
     return None, None
 
 
-def judge(groups, recorded, unavailable_of):
+def judge(groups, recorded, unavailable_of, allow_unreadable=False):
     """What a pass does with the settings of `groups` (Group values in scope): a dict of `changes` (a setting to set to
     its neutral value and to journal first: {group, name, original, neutral}), `again` (a setting this upgrade
-    journaled that is off its neutral value again: set again, journaled already) and `refusals` (texts, one per
-    setting that cannot be changed safely). `recorded` is the journal's cloud_settings; `unavailable_of(group)` how
-    many of its nodes the run may remove before their heir exists."""
-    changes, again, refusals = [], [], []
+    journaled that is off its neutral value again: set again, journaled already), `refusals` (texts, one per
+    setting that cannot be changed safely) and `unread` (a setting whose value could not be read, which
+    `allow_unreadable` lets the run leave unread instead of refusing: {group, name, text}). `recorded` is the
+    journal's cloud_settings; `unavailable_of(group)` how many of its nodes the run may remove before their heir
+    exists."""
+    changes, again, refusals, unread = [], [], [], []
     for group in groups:
         for name, value in sorted((getattr(group, "settings", None) or {}).items()):
             entry = recorded.get(key_of(group.id, name))
@@ -140,11 +146,25 @@ def judge(groups, recorded, unavailable_of):
                     again.append(dict(group=group.id, name=name, original=entry.get("original"), neutral=entry.get("neutral")))
                 continue
             neutral, refusal = _neutral(name, value, group.target_size, unavailable_of(group))
-            if refusal:
+            if refusal and value == UNREADABLE and allow_unreadable:
+                unread.append(dict(group=group.id, name=name, text=_unread_text(group.id, name)))
+            elif refusal:
                 refusals.append("scaling group %s: %s" % (group.id, refusal))
             elif neutral is not None:
                 changes.append(dict(group=group.id, name=name, original=value, neutral=neutral))
-    return dict(changes=changes, again=again, refusals=refusals)
+    return dict(changes=changes, again=again, refusals=refusals, unread=unread)
+
+
+def _unread_text(group, name):
+    return ("scaling group %s: its %s could not be read (the identity lacks %s) and the run goes on without them (%s): "
+            "an enabled autoscale setting on it may change its capacity during the run, deleting VMs without a drain"
+            % (group, name, AUTOSCALE_READ, ALLOW_UNREADABLE))
+
+
+def unread_record(unread, now):
+    """The journal record of settings a run went on without reading (judge's `unread`): {cloud_settings_unread}."""
+    return {"cloud_settings_unread": {key_of(u["group"], u["name"]): dict(group=u["group"], name=u["name"], seen=now)
+                                      for u in unread}}
 
 
 def unavailable(max_unavailable, role, size):
@@ -177,7 +197,10 @@ def to_restore(recorded):
 def merge(journal, record):
     """Fold a record's cloud_settings into the journal (report.merge): an entry's original, neutral and changed are
     its first record's, unless it was restored and a new change comes (a later upgrade's); restored and held are
-    the last given."""
+    the last given. A setting a run went on without reading (cloud_settings_unread) keeps its first record."""
+    for key, seen in ((record or {}).get("cloud_settings_unread") or {}).items():
+        if isinstance(seen, dict):
+            journal.setdefault("cloud_settings_unread", {}).setdefault(key, dict(seen))
     for key, seen in ((record or {}).get("cloud_settings") or {}).items():
         if not isinstance(seen, dict):
             continue
@@ -205,6 +228,12 @@ def describe(change):
     """One change in words, for the run's output and check mode."""
     return "%s of %s from %s to %s for the run (%s)" % (change["name"], change["group"], change["original"],
                                                         change["neutral"], WHY.get(change["name"], "the cloud would act"))
+
+
+def unread_rows(journal):
+    """The report's rows of the settings a run went on without reading: {group, setting, seen}."""
+    return [dict(group=e.get("group") or "", setting=e.get("name") or "", seen=e.get("seen"))
+            for _key, e in sorted(((journal or {}).get("cloud_settings_unread") or {}).items()) if isinstance(e, dict)]
 
 
 def rows(journal):

@@ -123,6 +123,8 @@ class Settings:
         self.cloud_settings = {}
         # rolling_upgrade_cloud_settings leave: none is changed, each one that would act is named once.
         self.leave_cloud_settings = False
+        # rolling_upgrade_allow_unreadable_autoscale: a setting that cannot be read is named, not refused.
+        self.allow_unreadable = False
 
 
 def planner_options(settings):
@@ -397,7 +399,12 @@ class Executor:
         rows = {r["id"]: r for r in facts.get("scaling_groups") or []}
         max_unavailable = self.settings.options.max_unavailable
         return cloud_settings.judge([g for g in groups if g.id in rows], self.settings.cloud_settings, lambda g: (
-            cloud_settings.unavailable(max_unavailable, rows[g.id].get("role"), g.target_size)))
+            cloud_settings.unavailable(max_unavailable, rows[g.id].get("role"), g.target_size)),
+            allow_unreadable=self.settings.allow_unreadable)
+
+    def _stamp(self):
+        """Now, as the journal writes moments."""
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
 
     def _neutralise_cloud_settings(self, state):
         """Before the first change to a group: the settings with which its cloud would act on it by itself set to
@@ -406,6 +413,12 @@ class Executor:
         if self.cloud is None or state.facts.get("done"):
             return
         judged = self.settings_judged(state.facts)
+        unread = [u for u in judged["unread"] if u["text"] not in self.settings_left]
+        for item in unread:
+            self.settings_left.add(item["text"])
+            self.say("WARNING: " + item["text"])
+        if unread and self.journal is not None:
+            self._timed("kube", self.journal, cloud_settings.unread_record(unread, self._stamp()))
         if self.settings.leave_cloud_settings:
             left = [cloud_settings.describe(c) for c in judged["changes"]] + judged["refusals"]
             for text in (t for t in left if t not in self.settings_left):
@@ -417,8 +430,7 @@ class Executor:
             raise StepFailure("%s. Nothing in the cloud was changed" % "; ".join(judged["refusals"]),
                               reason="cloud_setting")
         if judged["changes"]:
-            record = cloud_settings.changed_record(
-                judged["changes"], time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock())))
+            record = cloud_settings.changed_record(judged["changes"], self._stamp())
             if self.record_settings is not None:
                 self.record_settings(record)
             self.settings.cloud_settings.update(record["cloud_settings"])
@@ -679,7 +691,7 @@ class Executor:
         """{group_images: {group: {before, at}}}: the image each group of `items` has before it is pointed at the new
         one, as this executor's last read saw it (the journal keeps the first record of each group)."""
         before = {g.id: g.image for g in (self.last_read or (None, None))[1] or []}
-        moment = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        moment = self._stamp()
         return {"group_images": {item["group"]: {"before": before.get(item["group"]), "at": moment}
                                  for item in items if before.get(item["group"])}}
 

@@ -57,6 +57,7 @@ JOURNAL_SHAPE = {
     "instances_created": {}, "start_counts": "object", "removed_first": {}, "refills": "object", "create_intents": {},
     "replacing_taints": {}, "group_images": {"before": "string", "at": "string"}, "abort": "object",
     "cloud_settings": {"group": "string", "name": "string", "changed": "string", "restored": "string", "held": "string"},
+    "cloud_settings_unread": {"group": "string", "name": "string", "seen": "string"},
 }
 _TYPES = {"object": (dict, "an object"), "list": (list, "a list"), "string": (str, "a string"),
           "number": ((int, float), "a number")}

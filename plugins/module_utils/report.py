@@ -511,6 +511,7 @@ def summarize(journal, now=None):
         "kube_calls": kube_calls(journal, sum(1 for r in rows if r["done"])),
         "gates": gate_rows(journal),
         "cloud_settings": cloud_settings.rows(journal),
+        "cloud_settings_unread": cloud_settings.unread_rows(journal),
     }
 
 
@@ -594,6 +595,7 @@ def render_markdown(summary):
     lines += _markdown_removed(summary.get("instances_removed") or [])
     lines += _markdown_gates(summary.get("gates") or [])
     lines += _markdown_cloud_settings(summary.get("cloud_settings") or [])
+    lines += _markdown_unread_settings(summary.get("cloud_settings_unread") or [])
     lines += _markdown_attempts(summary.get("attempts") or [])
     lines.append("")
     return "\n".join(lines)
@@ -709,6 +711,14 @@ def _markdown_cloud_settings(settings):
         cells = (row["group"], row["setting"], row["original"], row["neutral"], row["changed"] or "-", restored.replace("|", "/"))
         lines.append("| %s | %s | %s | %s | %s | %s |" % cells)
     return lines
+
+
+def _markdown_unread_settings(unread):
+    if not unread:
+        return []
+    lines = ["", "Cloud settings the run could not read and went on without (%s; the cloud may have acted on these "
+             "groups by itself):" % cloud_settings.ALLOW_UNREADABLE, "", "| group | setting | first seen |", "|---|---|---|"]
+    return lines + ["| %s | %s | %s |" % (row["group"], row["setting"], row["seen"] or "-") for row in unread]
 
 
 def _markdown_gates(gates):

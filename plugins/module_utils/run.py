@@ -367,6 +367,7 @@ class UpgradeRun:
                                    stop=AbortWatch(self.stop, self.check_abort_requested))
         engine.passes = args["passes"]
         settings.leave_cloud_settings = args["cloud_settings"] == "leave"
+        settings.allow_unreadable = args["allow_unreadable_autoscale"]
         if not etcd_args["delegated"] and not args["passes"] and not (args.get("start") or {}).get("preflight"):
             # Without the start's preflight: the etcd files are checked on the first pass's plan, before any change.
             engine.before_first_change = self._etcd_files_first
@@ -647,6 +648,9 @@ class UpgradeRun:
                     "; ".join("would set %s" % cloud_settings.describe(c) for c in judged["changes"]) or "none")
             if judged["refusals"] and args["cloud_settings"] != "leave":
                 shown["cloud_settings"] += ". The run would refuse: %s" % "; ".join(judged["refusals"])
+            if judged["unread"]:
+                shown["cloud_settings"] += ". The run would go on without reading: %s" % "; ".join(
+                    u["text"] for u in judged["unread"])
         pdbs = read.get("blocking_pdbs") or []
         if pdbs:
             shown["pdbs"] = "PodDisruptionBudgets allowing no disruption now: %s" % ", ".join(

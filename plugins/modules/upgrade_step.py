@@ -141,6 +141,14 @@ options:
     type: str
     choices: [neutralise, leave]
     default: neutralise
+  allow_unreadable_autoscale:
+    description:
+      - Go on when the identity may not read an Azure scale set's autoscale settings
+        (C(Microsoft.Insights/autoscalesettings/read) answered 403) instead of stopping before anything changes. Each
+        such scale set is named in a warning once per run and in the report (C(cloud_settings_unread)); an enabled
+        autoscale setting on it can then change its capacity during the run, deleting VMs without a drain.
+    type: bool
+    default: false
   exclude_labels:
     description:
       - Label (and taint) keys never copied from donor to heir.

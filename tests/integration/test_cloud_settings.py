@@ -271,7 +271,7 @@ def test_gce_autohealing_is_left_on_it_recreates_a_vm_in_place_which_the_provide
     old, new = gce_admin.create_image("autoheal-old"), gce_admin.create_image("autoheal-new")
     group = gce_admin.create_group("autoheal", "worker", 2, old, autohealing=True)
     judged = cloud_settings.judge(gce_provider.list_groups([group]), {}, lambda g: 0)
-    assert judged == dict(changes=[], again=[], refusals=[])
+    assert judged == dict(changes=[], again=[], refusals=[], unread=[])
     _eventually(lambda: len([i for i in gce_provider.list_instances(group) if i.state == base.RUNNING]) == 2)
     gce_provider.set_group_image(group, new)
     victim = gce_provider.list_instances(group)[0]
@@ -392,7 +392,10 @@ def test_azure_autoscale_setting_resizes_the_scale_set_undrained_unless_the_run_
     [unread] = azure_provider.list_groups([guarded])
     assert unread.settings[AUTOSCALE] == cloud_settings.UNREADABLE
     [refusal] = cloud_settings.judge([unread], {}, lambda g: 0)["refusals"]
-    assert "Microsoft.Insights/autoscalesettings/read" in refusal and "rolling_upgrade_cloud_settings" in refusal
+    assert "Microsoft.Insights/autoscalesettings/read" in refusal and cloud_settings.ALLOW_UNREADABLE in refusal
+    # With rolling_upgrade_allow_unreadable_autoscale: named, not refused.
+    judged = cloud_settings.judge([unread], {}, lambda g: 0, allow_unreadable=True)
+    assert judged["refusals"] == [] and [(u["group"], u["name"]) for u in judged["unread"]] == [(unread.id, AUTOSCALE)]
 
 
 def test_azure_overprovisioning_deletes_an_extra_vm_that_ran_unless_the_run_turns_it_off(

@@ -36,7 +36,11 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
 
     The cloud acts as real clouds do (issue 26): deletions stay listed for a while (the emulators' defaults), and the
     first heir's create is accepted and then refused for quota or capacity. The run removes that instance at once
-    (it would otherwise wait join_timeout, 30 min, for it), holds the surge naming the quota or capacity, and ends."""
+    (it would otherwise wait join_timeout, 30 min, for it), holds the surge naming the quota or capacity, and ends.
+
+    A health check fails mid-run (health_event): on AWS and Azure the run switched the cloud's replacement of an
+    unhealthy instance off, so nothing happens; on GCE autohealing is left on by decision and recreates the VM in place
+    on the new image, which the run leaves alone."""
     overrides, extra_args = {}, ()
     if cloud == "azure":
         # etcd reached "through a control-plane host": the step hands the removal to the delegated
@@ -45,8 +49,11 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
         overrides["rolling_upgrade_etcd_delegate_to"] = "etcd-host"
         extra_args = ("--diff",)
     # Worker groups whose cloud acts on them by itself (cloud_settings.py): regional MIGs (GCE's proactive
-    # redistribution is their default), scale sets with an Automatic upgrade policy; every ASG spans three zones.
-    overrides["worker_group_options"] = {"gcp": {"region": "us-central1"}, "azure": {"upgrade_policy": "Automatic"},
+    # redistribution is their default) with autohealing, scale sets with an Automatic upgrade policy and automatic
+    # repairs (and overprovisioned, as the sandbox seeds Uniform worker sets: ARM's default); every ASG spans three
+    # zones.
+    overrides["worker_group_options"] = {"gcp": {"region": "us-central1", "autohealing": True},
+                                         "azure": {"upgrade_policy": "Automatic", "automatic_repairs": True},
                                          "aws": None}[cloud]
     # The cloud call limit (issue 22), whose source the report names: the sandbox scenario's 3000 a minute on GCE, the
     # cloud's default on Azure (375), 500 given here on AWS.
@@ -67,15 +74,21 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
         handle.cloud(cloud).add_scheduled_action(autoscaled, len(start["groups"][label]) - 1, delay=25, name="mid-run")
     settings = uh.group_settings(values)
     handle.cloud(cloud).set_faults(late_refusals=1)
-    rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT, extra_args=extra_args)
+    sick, healed = health_event(handle, cloud, start)
+    before = handle.cloud(cloud).state() if cloud == "azure" else None
+    rc, output, watcher = uh.run_watched(handle, values, tmp_path / "upgrade.log", timeout=RUN_TIMEOUT, extra_args=extra_args,
+                                         during=[sick], cloud_took=healed)
     assert rc == 0, output[-6000:]
+    assert sick.acted.is_set(), "the health check never failed mid-run: %s" % sick.errors
+    check_health_event(handle, cloud, start, sick, before, watcher)
     [held] = [line for line in output.splitlines() if "WARNING: the cloud refused new instances for quota or capacity" in line]
     assert LATE_REFUSAL_WORDS[cloud] in held and "at most 1 replacement(s)" in held, held
     # The cloud settings that act on a group by themselves were neutralised for the run and are back as they were.
     # (the settings of each worker group, how many groups): AWS suspends the scaling processes of every group; the
     # autoscaled group's autoscaler is off for the run too.
     neutralised = {"gcp": (["updatePolicy.instanceRedistributionType"], 2),
-                   "aws": (["AZRebalance", "AlarmNotification", "ReplaceUnhealthy", "ScheduledActions"], 3), "azure": (["upgradePolicy.mode"], 2)}
+                   "aws": (["AZRebalance", "AlarmNotification", "ReplaceUnhealthy", "ScheduledActions"], 3),
+                   "azure": (["automaticRepairsPolicy.enabled", "overprovision", "upgradePolicy.mode"], 2)}
     rows = uh.assert_settings_restored(values, settings)
     if cloud == "aws":
         [mid_run] = [r for r in handle.cloud(cloud).scalings() if r["group"] == autoscaled and "mid-run" in r["cause"]]
@@ -93,9 +106,17 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
         assert "restored %s of %s to %s" % (row["setting"], row["group"], row["original"]) in output
     passes = [int(found[0]) for found in uh.PROGRESS.findall(output)]
     assert passes and passes == list(range(1, len(passes) + 1)), "one progress line per pass: %s" % passes
-    assert "3/3 nodes on the image" in output
+    # A node GCE autohealed onto the new image mid-run is no longer one to replace: the run counts the other two.
+    assert "%d/%d nodes on the image" % ((3 - len(healed),) * 2) in output
     watcher.check(start, max_surge=1)
-    uh.assert_upgraded(handle, values, start)
+    # Nothing the run deleted went undrained: each start node's instance went after the watcher saw it cordoned (the
+    # one GCE autohealed went by the cloud's hand, and came back).
+    start_nodes = {i["provider_id"]: i["node_name"] for i in handle.nodesim.instances() if i["provider_id"] in start["instances"]}
+    cordoned = {name: moment for moment, _kind, name in watcher.seen(("cordon",))}
+    for moment, _kind, gone in watcher.seen(("instance-deletion",)):
+        if gone in start_nodes and start_nodes[gone] not in healed:
+            assert cordoned.get(start_nodes[gone], moment + 1) <= moment, (start_nodes[gone], watcher.events)
+    uh.assert_upgraded(handle, values, start, healed=healed)
     # The executor's guard refused nothing on this consistent cluster; the report's timeline starts at each heir's
     # creation (no gap while it is made), and its breakdown accounts for the whole wall time.
     assert "refused: " not in output, output[-6000:]
@@ -147,13 +168,16 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     reasons = {}
     for item in ours:
         reasons.setdefault(item["involvedObject"]["name"], []).append(item["reason"])
-    for donor in (n for names in start["groups"].values() for n in names):
+    for donor in (n for names in start["groups"].values() for n in names if n not in healed):
         assert {"UpgradePaired", "UpgradeCordoned", "UpgradeDrainStarted", "UpgradeDrained",
                 "UpgradeNodeDeleted"} <= set(reasons.get(donor, ())), (donor, reasons)
         # A step is one Event (warnings may be several: a drain blocked by different PodDisruptionBudgets).
         steps = [r for r in reasons[donor] if r not in ("UpgradeDrainBlocked", "UpgradeProblem")]
         assert sorted(set(steps)) == sorted(steps), reasons[donor]
-    assert sum(r.count("UpgradeHeirReady") for r in reasons.values()) == 3, reasons
+    assert sum(r.count("UpgradeHeirReady") for r in reasons.values()) == 3 - len(healed), reasons
+    # The node GCE autohealed was neither drained nor deleted by the run: the cloud recreated it, the run left it.
+    assert not any(set(reasons.get(n, ())) & {"UpgradeCordoned", "UpgradeDrainStarted", "UpgradeNodeDeleted"}
+                   for n in healed), reasons
     # The control-plane donor's etcd member went in the pass that deleted it: that phase has its Event too.
     [control_plane] = [n for g, names in start["groups"].items() if "control-plane" in g for n in names]
     assert "UpgradeEtcdMemberRemoved" in reasons[control_plane], reasons[control_plane]
@@ -170,6 +194,88 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
                          re.M), output[-6000:]
     # Least privilege, measured: what the ServiceAccount asked for (audit log) against rbac.yml, both ways.
     rbac_audit.check_upgrade(handle)
+
+
+def _worker_donor(handle, start):
+    """(group id, node name, providerID) of the start's node in the worker group not under the cloud's autoscaler."""
+    (label,) = [g for g in start["groups"] if g.endswith("workers-1")]
+    (name,) = start["groups"][label]
+    (instance,) = [i for i in handle.nodesim.instances() if i["node_name"] == name and i["state"] != "deleted"]
+    return start["group_ids"][label], name, instance["provider_id"]
+
+
+def health_event(handle, cloud, start):
+    """A health check that fails mid-run, on a worker donor (the control plane is replaced first, alone, so the donor
+    is still there), once the run changed what it changes: (ActWhen thread, set of the nodes the cloud will have
+    recreated in place, filled when it acts).
+    AWS: the instance marked unhealthy once ReplaceUnhealthy is suspended. Azure: the VM fails its health once both
+    automatic repairs and overprovisioning are off on every worker set (seen on the emulator). GCE: the VM fails its
+    health once its group points at the new template; autohealing, left on, recreates it in place on the new image
+    before the run reaches the workers, and the run must leave it be."""
+    admin = handle.cloud(cloud)
+    group_id, name, provider_id = _worker_donor(handle, start)
+    healed = set()
+    if cloud == "aws":
+        def neutralised():
+            [group] = admin.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group_id])["AutoScalingGroups"]
+            return "ReplaceUnhealthy" in [p["ProcessName"] for p in group.get("SuspendedProcesses") or []]
+
+        def act():
+            return admin.mark_unhealthy(provider_id.rsplit("/", 1)[1])
+    elif cloud == "azure":
+        workers = [gid.rsplit("/", 1)[1].lower() for label, gid in start["group_ids"].items() if "workers" in label]
+
+        def neutralised():
+            sets = [s for s in admin.state()["scale_sets"] if s["name"].lower() in workers]
+            return len(sets) == len(workers) and all(
+                s["properties"].get("overprovision") is False and
+                (s["properties"].get("automaticRepairsPolicy") or {}).get("enabled") is False for s in sets)
+
+        def act():
+            return admin.fail_health(group_id, provider_id.rsplit("/", 1)[1])
+    else:
+        template = admin.state()["groups"][group_id]["template"]
+
+        def neutralised():
+            return admin.state()["groups"][group_id]["template"] != template
+
+        def act():
+            healed.add(name)
+            return admin.fail_health(group_id, name)
+    sick = uh.ActWhen(neutralised, act, timeout=RUN_TIMEOUT)
+    sick.donor = (group_id, name, provider_id)
+    return sick, healed
+
+
+def check_health_event(handle, cloud, start, sick, before, watcher):
+    """What came of health_event, read from the emulator: AWS skipped the replacement (ReplaceUnhealthy suspended) and
+    the process is back; Azure repaired nothing and made no extra VM during the run, both settings back on; GCE
+    recreated the VM once, in place, and the run never cordoned it."""
+    admin = handle.cloud(cloud)
+    group_id, name, provider_id = sick.donor
+    if cloud == "aws":
+        marked = [r for r in admin.health_replacements() if r["group"] == group_id]
+        assert marked and all(r["skipped"] == "ReplaceUnhealthy suspended" and r["terminated"] is None for r in marked), marked
+        [group] = admin.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group_id])["AutoScalingGroups"]
+        assert "ReplaceUnhealthy" not in [p["ProcessName"] for p in group.get("SuspendedProcesses") or []], group
+    elif cloud == "azure":
+        workers = {gid.rsplit("/", 1)[1].lower() for label, gid in start["group_ids"].items() if "workers" in label}
+        then = {s["name"].lower(): s for s in before["scale_sets"] if s["name"].lower() in workers}
+        now = {s["name"].lower(): s for s in admin.state()["scale_sets"] if s["name"].lower() in workers}
+        assert sorted(then) == sorted(now) == sorted(workers), (sorted(then), sorted(now))
+        for vmss, seen in now.items():
+            # The seeding's scale-out made one extra VM (overprovisioning, ARM's default); the run made none.
+            assert len(then[vmss]["overprovisioned"]) == 1 and seen["overprovisioned"] == then[vmss]["overprovisioned"], (
+                vmss, then[vmss]["overprovisioned"], seen["overprovisioned"])
+            assert seen["repaired"] == [], (vmss, seen["repaired"])
+            assert seen["properties"].get("overprovision") is True, (vmss, seen["properties"])
+            assert seen["properties"]["automaticRepairsPolicy"]["enabled"] is True, (vmss, seen["properties"])
+    else:
+        heals = admin.state()["autoheals"]
+        assert [h["instance"] for h in heals] == [name] and heals[0]["group"] == group_id, heals
+        assert not uh.touched(watcher, name, kinds=("cordon", "node-deletion")), watcher.seen(("cordon", "node-deletion"))
+        (instance,) = [i for i in handle.nodesim.instances() if i["node_name"] == name]
+        assert instance["provider_id"] == provider_id and instance["state"] == "ready", instance
 
 
 IN_FLIGHT = re.compile(r"pass (\d+): [^\n\"]*?in flight: ([^;\"]*)")

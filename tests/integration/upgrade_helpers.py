@@ -178,6 +178,8 @@ def snapshot(handle):
         "group_ids": group_ids,
         "node_names": sorted(n for names in per_group.values() for n in names),
         "instances": {i["provider_id"] for i in live_instances(handle)},
+        # With the ones gone before the start (an Azure overprovisioning extra of the seeding, sandbox/seed.py).
+        "known_instances": {i["provider_id"] for i in handle.nodesim.instances()},
         "autoscaler_replicas": autoscaler["spec"]["replicas"],
         "control_planes": sum(1 for n in nodes(handle) if CONTROL_PLANE_LABEL in n["metadata"]["labels"]),
         "workloads": workload_replicas(handle),
@@ -432,8 +434,11 @@ class Watcher(threading.Thread):
 
     EVENTS = ("instance-created", "cordon", "eviction", "etcd-removal", "instance-deletion", "node-deletion")
 
-    def __init__(self, handle, interval=0.5, max_seconds=900, etcd=False):
+    def __init__(self, handle, interval=0.5, max_seconds=900, etcd=False, cloud_took=None):
         super().__init__(daemon=True, name="upgrade-watcher")
+        # Names of nodes the cloud itself took away for a while (a GCE autoheal, recreating one in place; filled in
+        # while the run runs): while not Ready they count as Ready, their outage being the cloud's act, not the run's.
+        self.cloud_took = cloud_took if cloud_took is not None else set()
         self.handle = handle
         self.kube = handle.kube()
         self.sim = handle.nodesim
@@ -466,7 +471,7 @@ class Watcher(threading.Thread):
         node_list = self.kube.request("GET", "/api/v1/nodes").get("items", [])
         for node in node_list:
             group = node["metadata"]["labels"].get(GROUP_LABEL)
-            ready[group] = ready.get(group, 0) + (1 if is_ready(node) else 0)
+            ready[group] = ready.get(group, 0) + (1 if is_ready(node) or node["metadata"]["name"] in self.cloud_took else 0)
         existing = {}
         live = set()
         for instance in self.sim.instances():
@@ -616,17 +621,19 @@ def _owned_by_daemonset(pod):
     return any(ref.get("kind") == "DaemonSet" for ref in pod["metadata"].get("ownerReferences") or [])
 
 
-def assert_upgraded(handle, values, start, report=True, groups=None):
+def assert_upgraded(handle, values, start, report=True, groups=None, healed=()):
     """The end state of a finished upgrade, checked from the apiserver, the simulator and etcd. `groups`:
-    the node labels of the groups upgraded (default all); the other groups must be untouched."""
+    the node labels of the groups upgraded (default all); the other groups must be untouched. `healed`: nodes of
+    the start the cloud recreated in place on the new image during the run (a GCE autoheal): they stay, on the image,
+    with their instance, and are not replaced."""
     image = values["rolling_upgrade_image"]
     groups = set(start["groups"]) if groups is None else set(groups)
     untouched = sorted(n for g, names in start["groups"].items() if g not in groups for n in names)
-    replaced = sorted(n for g, names in start["groups"].items() if g in groups for n in names)
+    replaced = sorted(n for g, names in start["groups"].items() if g in groups for n in names if n not in healed)
     all_nodes = nodes(handle)
     names = sorted(n["metadata"]["name"] for n in all_nodes)
     assert not set(names) & set(replaced), "old nodes are still there: %s" % names
-    assert set(untouched) <= set(names), "nodes outside the upgraded groups were removed: %s" % names
+    assert set(untouched) | set(healed) <= set(names), "nodes outside the upgraded groups were removed: %s" % names
     per_group = {}
     for node in all_nodes:
         labels = node["metadata"]["labels"]
@@ -654,7 +661,7 @@ def assert_upgraded(handle, values, start, report=True, groups=None):
             assert instance["image"].lower() == image.lower(), (instance["node_name"], instance["image"], image)
         assert instance["state"] == "ready", instance
     assert {i["provider_id"] for i in instances} & start["instances"] == {
-        i["provider_id"] for i in instances if i["node_name"] in untouched}
+        i["provider_id"] for i in instances if i["node_name"] in untouched or i["node_name"] in healed}
 
     control_planes = sorted(n["metadata"]["name"] for n in all_nodes if CONTROL_PLANE_LABEL in n["metadata"]["labels"])
     assert etcd_member_names(handle) == control_planes
@@ -663,9 +670,10 @@ def assert_upgraded(handle, values, start, report=True, groups=None):
     assert autoscaler["spec"]["replicas"] == start["autoscaler_replicas"]
 
     pods = wait_workloads_running(handle, start)
-    # Bare pods have no controller: force-drained, they are gone and not recreated.
+    # Bare pods have no controller: force-drained, they are gone and not recreated. A healed node was never drained:
+    # its pods run on, restarted on the recreated VM.
     bare = [p["metadata"]["name"] for p in pods if not p["metadata"].get("ownerReferences")
-            and p["spec"].get("nodeName") not in untouched]
+            and p["spec"].get("nodeName") not in untouched and p["spec"].get("nodeName") not in healed]
     assert not bare, "bare pods outlived their drained nodes: %s" % bare
 
     if report:
@@ -804,12 +812,47 @@ def wait_pod_running(kube, namespace, selector, node, timeout=60):
         time.sleep(0.5)
 
 
-def run_watched(handle, values, log_path, timeout=600, etcd=False, extra_args=()):
-    """Run the playbook to its end with a Watcher sampling throughout; (returncode, output, stopped watcher)."""
-    watcher = Watcher(handle, etcd=etcd)
+class ActWhen(threading.Thread):
+    """While a run runs: once `condition()` holds (looked at every 0.3 s, up to `timeout` seconds), `action()` once.
+    `acted` is set when it ran; `result` is what it returned, `errors` what the looks or the action raised. For a
+    cloud's own act in the middle of a run (a health check failing once the run changed the cloud's settings)."""
+
+    def __init__(self, condition, action, timeout=600):
+        super().__init__(daemon=True, name="act-when")
+        self.condition, self.action, self.timeout = condition, action, timeout
+        self.acted = threading.Event()
+        self.stopped = threading.Event()
+        self.result = None
+        self.errors = []
+
+    def run(self):
+        deadline = time.monotonic() + self.timeout
+        while not self.stopped.is_set() and time.monotonic() < deadline:
+            try:
+                if self.condition():
+                    self.result = self.action()
+                    self.acted.set()
+                    return
+            except Exception as exc:  # noqa: BLE001 - reported by the test that reads errors
+                self.errors.append(repr(exc))
+            self.stopped.wait(0.3)
+
+    def stop(self):
+        self.stopped.set()
+        self.join(timeout=30)
+
+
+def run_watched(handle, values, log_path, timeout=600, etcd=False, extra_args=(), during=(), cloud_took=None):
+    """Run the playbook to its end with a Watcher sampling throughout (`cloud_took`: Watcher's); `during`: ActWhen
+    threads started with the run and stopped after it. (returncode, output, stopped watcher)."""
+    watcher = Watcher(handle, etcd=etcd, cloud_took=cloud_took)
     watcher.start()
+    for thread in during:
+        thread.start()
     try:
         rc, output = run_upgrade(values, log_path, timeout=timeout, extra_args=extra_args)
     finally:
         watcher.stop()
+        for thread in during:
+            thread.stop()
     return rc, output, watcher

@@ -26,7 +26,7 @@ def test_each_setting_that_acts_on_its_own_goes_to_its_neutral_value():
     judged = _judge([_group("gce", {cs.GCE_REDISTRIBUTION: "PROACTIVE"}),
                      _group("aws", {cs.AWS_AZ_REBALANCE: "active", cs.AWS_MIN_SIZE: 0}),
                      _group("azure", {cs.AZURE_UPGRADE_POLICY: "Automatic"})])
-    assert judged == dict(refusals=[], again=[], changes=[
+    assert judged == dict(refusals=[], again=[], unread=[], changes=[
         dict(group="gce", name=cs.GCE_REDISTRIBUTION, original="PROACTIVE", neutral="NONE"),
         dict(group="aws", name=cs.AWS_AZ_REBALANCE, original="active", neutral="suspended"),
         dict(group="azure", name=cs.AZURE_UPGRADE_POLICY, original="Automatic", neutral="Manual")])
@@ -36,7 +36,7 @@ def test_the_clouds_own_autoscalers_are_switched_off_in_both_directions():
     judged = _judge([_group("gce", {cs.GCE_AUTOSCALER: "ONLY_SCALE_OUT"}), _group("gce-on", {cs.GCE_AUTOSCALER: "ON"}),
                      _group("gce-off", {cs.GCE_AUTOSCALER: "OFF"}),
                      _group("aws", {cs.AWS_ALARM_NOTIFICATION: "active", cs.AWS_SCHEDULED_ACTIONS: "suspended"})])
-    assert judged == dict(refusals=[], again=[], changes=[
+    assert judged == dict(refusals=[], again=[], unread=[], changes=[
         dict(group="gce", name=cs.GCE_AUTOSCALER, original="ONLY_SCALE_OUT", neutral="OFF"),
         dict(group="gce-on", name=cs.GCE_AUTOSCALER, original="ON", neutral="OFF"),
         dict(group="aws", name=cs.AWS_ALARM_NOTIFICATION, original="active", neutral="suspended")])
@@ -49,14 +49,42 @@ def test_an_enabled_azure_autoscale_setting_is_disabled_and_one_that_cannot_be_r
                      _group("unread", {cs.AZURE_AUTOSCALE: cs.UNREADABLE})])
     assert judged["changes"] == [dict(group="on", name=cs.AZURE_AUTOSCALE, original="true", neutral="false")]
     [refusal] = judged["refusals"]
-    for words in ("scaling group unread", "Microsoft.Insights/autoscalesettings/read", "rolling_upgrade_cloud_settings"):
+    # The permission it needs and the variable that lets a run go on without it.
+    for words in ("scaling group unread", "Microsoft.Insights/autoscalesettings/read",
+                  "rolling_upgrade_allow_unreadable_autoscale to true"):
         assert words in refusal, refusal
+    assert judged["unread"] == []
+
+
+def test_unreadable_autoscale_settings_are_named_not_refused_when_the_user_allows_it():
+    groups = [_group("on", {cs.AZURE_AUTOSCALE: "true"}), _group("unread", {cs.AZURE_AUTOSCALE: cs.UNREADABLE}),
+              _group("rolling", {cs.AZURE_UPGRADE_POLICY: "Rolling"})]
+    judged = cs.judge(groups, {}, lambda g: 0, allow_unreadable=True)
+    assert judged["changes"] == [dict(group="on", name=cs.AZURE_AUTOSCALE, original="true", neutral="false")]
+    # Only the unreadable setting is let through: a Rolling policy is still refused.
+    [refusal] = judged["refusals"]
+    assert "scaling group rolling" in refusal, refusal
+    [unread] = judged["unread"]
+    assert (unread["group"], unread["name"]) == ("unread", cs.AZURE_AUTOSCALE)
+    for words in ("scaling group unread", "Microsoft.Insights/autoscalesettings/read",
+                  "rolling_upgrade_allow_unreadable_autoscale", "deleting VMs without a drain"):
+        assert words in unread["text"], unread["text"]
+    # Journaled once with when it was first seen; the report lists it, the Markdown in a table of its own.
+    journal = {}
+    cs.merge(journal, cs.unread_record(judged["unread"], "2026-01-01T00:00:00Z"))
+    cs.merge(journal, cs.unread_record(judged["unread"], "2026-01-01T00:05:00Z"))
+    assert cs.unread_rows(journal) == [dict(group="unread", setting=cs.AZURE_AUTOSCALE, seen="2026-01-01T00:00:00Z")]
+    assert cs.rows(journal) == [] and cs.to_restore(journal.get("cloud_settings")) == []
+    summary = report.summarize(dict(journal, nodes={}))
+    assert summary["cloud_settings_unread"] == cs.unread_rows(journal)
+    markdown = report.render_markdown(summary)
+    assert "| unread | %s | 2026-01-01T00:00:00Z |" % cs.AZURE_AUTOSCALE in markdown, markdown
 
 
 def test_azure_overprovisioning_and_automatic_repairs_go_off_for_the_run():
     judged = _judge([_group("on", {cs.AZURE_OVERPROVISION: "true", cs.AZURE_REPAIRS: "true"}),
                      _group("off", {cs.AZURE_OVERPROVISION: "false", cs.AZURE_REPAIRS: "false"})])
-    assert judged == dict(refusals=[], again=[], changes=[
+    assert judged == dict(refusals=[], again=[], unread=[], changes=[
         dict(group="on", name=cs.AZURE_REPAIRS, original="true", neutral="false"),
         dict(group="on", name=cs.AZURE_OVERPROVISION, original="true", neutral="false")])
 
@@ -64,7 +92,7 @@ def test_azure_overprovisioning_and_automatic_repairs_go_off_for_the_run():
 def test_settings_already_neutral_are_left_alone():
     judged = _judge([_group("gce", {cs.GCE_REDISTRIBUTION: "NONE"}), _group("azure", {cs.AZURE_UPGRADE_POLICY: "Manual"}),
                      _group("aws", {cs.AWS_AZ_REBALANCE: "suspended", cs.AWS_MIN_SIZE: 3})])
-    assert judged == dict(changes=[], again=[], refusals=[])
+    assert judged == dict(changes=[], again=[], refusals=[], unread=[])
 
 
 @pytest.mark.parametrize("min_size, size, unavailable, neutral", [
@@ -90,7 +118,7 @@ def test_a_journaled_setting_is_not_journaled_again_and_is_set_again_when_someon
     recorded = cs.changed_record([dict(group="g", name=cs.AWS_AZ_REBALANCE, original="active", neutral="suspended")],
                                  "2026-01-01T00:00:00Z")["cloud_settings"]
     # As the run left it: nothing to do; the original stays what the first run found, not the neutral value.
-    assert _judge([_group("g", {cs.AWS_AZ_REBALANCE: "suspended"})], recorded) == dict(changes=[], again=[], refusals=[])
+    assert _judge([_group("g", {cs.AWS_AZ_REBALANCE: "suspended"})], recorded) == dict(changes=[], again=[], refusals=[], unread=[])
     judged = _judge([_group("g", {cs.AWS_AZ_REBALANCE: "active"})], recorded)
     assert judged["changes"] == [] and judged["again"] == [
         dict(group="g", name=cs.AWS_AZ_REBALANCE, original="active", neutral="suspended")]
@@ -199,3 +227,21 @@ def test_with_leave_nothing_is_changed_nor_refused_and_each_setting_is_named_onc
     assert w.groups["G1"].settings == {cs.AWS_AZ_REBALANCE: "active", cs.AZURE_UPGRADE_POLICY: "Rolling"}
     warned = [line for line in said if "rolling_upgrade_cloud_settings leave" in line]
     assert len(warned) == 2 and any("AZRebalance of G1 from active to suspended" in line for line in warned), warned
+
+
+def test_with_unreadable_autoscale_allowed_the_executor_goes_on_names_it_once_and_journals_it():
+    w = _world({cs.AZURE_AUTOSCALE: cs.UNREADABLE, cs.AZURE_UPGRADE_POLICY: "Automatic"})
+    said, journaled = [], []
+    ex = w.executor(core.Options(image=NEW.lower()))
+    ex.say = said.append
+    ex.settings.allow_unreadable = True
+    ex.journal = journaled.append
+    ex.record_settings = lambda record: None
+    ex.run_pass()
+    ex.run_pass()
+    # The other setting is still neutralised; the unreadable one is left, named once and journaled once.
+    assert w.groups["G1"].settings == {cs.AZURE_AUTOSCALE: cs.UNREADABLE, cs.AZURE_UPGRADE_POLICY: "Manual"}
+    warned = [line for line in said if "could not be read" in line]
+    assert len(warned) == 1 and warned[0].startswith("WARNING: scaling group G1:"), said
+    unread = [r["cloud_settings_unread"] for r in journaled if "cloud_settings_unread" in r]
+    assert len(unread) == 1 and list(unread[0]) == ["G1|%s" % cs.AZURE_AUTOSCALE], unread
