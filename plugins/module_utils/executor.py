@@ -17,7 +17,9 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
           the Node changed since it was read (left to the next pass), else True (or None); optionally
           wait_for_change(seconds) (a watch that ends the wait between passes early) and drain_concurrency
           (how many donors it drains at once)
-  cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud);
+  cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud); optionally
+          refresh(group_ids) -> ({group: [Instance]}, {group: error}), those of the groups it did not list in
+          the last read listed now;
           set_group_image(group, image); create(group, count) -> (instances, quota message or "");
           delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
           that spans one slice (the provider then reads each group's manager and template once)
@@ -33,7 +35,9 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
 
 Every destructive step (cordon by drain, etcd removal, delegated or not, instance deletion, Node
 deletion) goes through Executor.guard() first: the one place where the executor calls the planner's
-cross-checks (core.check_step), on the nodes as this pass last wrote them and on this pass's cloud read.
+cross-checks (core.check_step), on the nodes as this pass last wrote them and on this pass's cloud read; an etcd
+removal and an instance deletion on a listing of their group made in this pass (the cloud lists a steady group only
+every cloud_reads.STEADY_REREAD seconds: _read_fresh lists it then).
 A refused step is not taken; the refusal is a named problem in the result and on the progress line.
 """
 
@@ -269,6 +273,25 @@ class Executor:
                     message="refusing to %s %s: %s; it is left alone (nothing destructive is done to it) until the "
                             "cluster and the cloud agree: correct what is named, or take it out of "
                             "rolling_upgrade_scaling_groups, and run again" % (_STEP_WORDS[step], what, problem))
+
+    def _read_fresh(self, items):
+        """An etcd removal or an instance deletion is judged on a listing of its group made in this pass: the groups
+        of `items` that the cloud served from an earlier listing (CloudAccess.read lists steady groups only every
+        cloud_reads.STEADY_REREAD seconds) are listed now, and the guard's cloud view takes them."""
+        refresh = getattr(self.cloud, "refresh", None)
+        if refresh is None or self.instances is None or not items:
+            return
+        where = {self.cloud.normalize(i.provider_id): group for group, listed in self.instances.items() for i in listed}
+        groups = {item.get("group") or where.get(self.cloud.normalize(item.get("provider_id") or "")) for item in items}
+        if None in groups:   # an instance no listing names: every group, so that none is judged on an older one
+            groups = set(self.instances) | set(self.group_errors)
+        instances, errors = self._timed("cloud", refresh, sorted(groups - {None}))
+        self.instances.update(instances)
+        for group in instances:
+            self.group_errors.pop(group, None)
+        for group, error in errors.items():
+            self.instances.pop(group, None)
+            self.group_errors[group] = error
 
     # -- one pass ------------------------------------------------------------------------------------
     def run_pass(self, facts=None, nodes=None, instances=None, group_errors=None):
@@ -509,7 +532,9 @@ class Executor:
         """The etcd members of the plan's and of this pass's drained control-plane donors: removed here, or
         returned in etcd_due where the removal is delegated; a removal that waits is left to a later pass."""
         facts = state.facts
-        for item in state.plan["etcd_remove"] + [i for i in state.drained_now if i.get("control_plane")]:
+        removals = state.plan["etcd_remove"] + [i for i in state.drained_now if i.get("control_plane")]
+        self._read_fresh(removals)
+        for item in removals:
             if not self._allowed(state, "etcd_remove", item):
                 continue
             if self.etcd is None:
@@ -533,9 +558,10 @@ class Executor:
         """The instances, then the Node objects, of the plan's finished donors and of this pass's drained workers
         and removed control-plane members."""
         nodes = state.nodes
-        state.finishing = [item for item in state.plan["delete_nodes"]
-                           + [i for i in state.drained_now if not i.get("control_plane")] + state.removed_now
-                           if self._allowed(state, "delete_instance", item)]
+        finishing = (state.plan["delete_nodes"] + [i for i in state.drained_now if not i.get("control_plane")]
+                     + state.removed_now)
+        self._read_fresh(finishing)
+        state.finishing = [item for item in finishing if self._allowed(state, "delete_instance", item)]
         if not state.finishing:
             return
         # Owed (and journaled) before the deletions: a run cut off after them, before its pass ended, still leaves the
@@ -557,6 +583,7 @@ class Executor:
 
     def _delete_orphan_instances(self, state):
         """The plan's instances that never joined, failed or were orphaned (plan.delete_instances)."""
+        self._read_fresh(state.plan["delete_instances"])
         state.orphans = [item for item in state.plan["delete_instances"] if self._allowed(state, "delete_instance", item)]
         if state.orphans:
             self._timed("cloud", self.cloud.delete, [i["provider_id"] for i in state.orphans])

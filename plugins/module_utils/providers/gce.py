@@ -27,6 +27,7 @@ import os
 import re
 import secrets
 import string
+import threading
 import time
 import uuid
 
@@ -585,6 +586,7 @@ class GceProvider(CloudProvider):
         self._credentials = creds
         self._client_options = {"api_endpoint": self.options["endpoint"]} if self.options.get("endpoint") else None
         self._clients = {}
+        self._clients_lock = threading.Lock()   # the groups are listed from several threads (node_state.list_instances)
         self._recent = {}   # group ID -> {name: Instance} created by this object
         self._memo = None   # within reading(): {"igm": {group ID: IGM}, "template": {URL: template}}
         self.skipped_groups = []   # (group, reason) that the last discovery by list_groups() passed over
@@ -595,6 +597,10 @@ class GceProvider(CloudProvider):
     # ---- plumbing ------------------------------------------------------------------------------------
 
     def _client(self, kind):
+        with self._clients_lock:
+            return self._clients.get(kind) or self._new_client(kind)
+
+    def _new_client(self, kind):
         client = self._clients.get(kind)
         if client is None:
             cls = getattr(compute_v1, kind)

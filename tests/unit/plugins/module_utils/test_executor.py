@@ -2,6 +2,7 @@
 role's Jinja (same-pass finish, the quota surge cap, when to wait), delegated etcd removal, check mode,
 the overall timeout and the journal."""
 
+import dataclasses
 import os
 import signal
 import threading
@@ -586,3 +587,27 @@ def test_a_stop_asked_during_a_wait_ends_the_slice_there_and_the_next_run_goes_o
     resumed = w.executor(opts(), poll=2.0)
     resumed.sleep = w.tick
     assert resumed.run_slice(seconds=60)["finished"] == ["old-1"]
+
+
+
+def test_an_instance_deletion_is_judged_on_a_listing_of_its_group_made_in_the_same_pass():
+    """The cloud lists a steady group only every cloud_reads.STEADY_REREAD seconds (CloudAccess): before a deletion
+    the executor lists the group again (refresh), and the guard judges on that listing, not on the pass's read."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    reach(w, "delete_nodes")
+    ex = w.executor(opts(), take=lambda kind, item: kind != "delete-instance")
+    refreshed = []
+
+    def refresh(group_ids):
+        refreshed.append(list(group_ids))
+        # Since the pass's read the cloud recreated old-1's instance on the new image by itself (a health repair):
+        # a listing made now says so, and the instance is not outdated any more.
+        return {"G1": [dataclasses.replace(i, image=NEW.lower()) if i.node_name == "old-1" else i
+                       for i in w.instances["G1"]]}, {}
+    ex.cloud.refresh = refresh
+    result = ex.run_pass()
+    assert [i["name"] for i in result["facts"]["plan"]["delete_nodes"]] == ["old-1"]
+    assert refreshed == [["G1"]]
+    assert [(p["node"], p["step"]) for p in result["refused"]] == [("old-1", "delete_instance")]
+    assert "old-1" in w.nodes and w.instance_by_id("gce://p/z/old-1") is not None
