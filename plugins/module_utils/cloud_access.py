@@ -28,6 +28,7 @@ class CloudAccess:
         self.kept = {}        # group ID: (listed at, Group, [Instance]) of its last listing
         self.written = set()  # groups this run wrote to since their last listing
         self.fresh = set()    # groups listed in the last read or since (refresh)
+        self.refused = []     # quota or capacity refusals of creates followed since the executor last asked
 
     def normalize(self, provider_id):
         return self.provider.normalize_provider_id(provider_id)
@@ -43,6 +44,7 @@ class CloudAccess:
     def read(self, scaling_groups):
         """(groups, {group: [Instance]}, {group: error}): the groups as the provider reads them now, the instances of
         those where something can have changed listed now, the others as last listed."""
+        self._follow()
         with self.provider.reading():
             groups = self.provider.list_groups(list(scaling_groups) if scaling_groups else None)
             listing = cloud_reads.due(groups, self.kept, self.written, self.clock(), self.steady_reread)
@@ -82,6 +84,29 @@ class CloudAccess:
                 self.kept.pop(group_id, None)
         return instances, errors
 
+    def _follow(self):
+        """The creates started without waiting whose operations ended: their groups are listed at once; a quota or
+        capacity refusal is kept for refusals() (the executor holds the surge, as for a create refused at once), a
+        name taken meanwhile is nothing made (the plan creates again), and any other failure fails the step."""
+        try:
+            ended = self.provider.follow_operations()
+        except base.ProviderError as exc:
+            raise StepFailure("following the cloud's create operations failed: %s" % exc, step="create")
+        for group_id, name, failure in ended:
+            self._wrote(group_id)
+            if failure is None or failure.code == "RESOURCE_ALREADY_EXISTS":
+                continue
+            if isinstance(failure, base.QuotaError):
+                self.refused.append(str(failure))
+                continue
+            raise StepFailure("creating instance %s in %s failed: %s" % (name, group_id, failure), step="create",
+                              group=group_id)
+
+    def refusals(self):
+        """The quota or capacity refusals of creates followed since the last call (each said once)."""
+        refused, self.refused = self.refused, []
+        return refused
+
     def _wrote(self, group_id):
         """The next read lists this group again, whatever it held."""
         if group_id:
@@ -104,11 +129,14 @@ class CloudAccess:
             raise StepFailure("setting %s of %s to %s failed: %s" % (name, group_id, value, exc), step="set_cloud_setting")
 
     def create(self, group_id, count):
+        """Up to `count` new instances: (instances, quota message or ""). Where the provider can, each returns once
+        the cloud accepted it, and the next read follows its operation (_follow): the pass goes on meanwhile."""
         self._wrote(group_id)
         created = []
+        started = dict(wait=False) if getattr(self.provider, "creates_without_waiting", False) else {}
         for _attempt in range(count):
             try:
-                created.append(self.provider.create_instance(group_id))
+                created.append(self.provider.create_instance(group_id, **started))
             except base.QuotaError as exc:
                 return created, str(exc)
             except base.ProviderError as exc:

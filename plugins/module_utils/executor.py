@@ -20,7 +20,8 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
   cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud); optionally
           refresh(group_ids) -> ({group: [Instance]}, {group: error}), those of the groups it did not list in
           the last read listed now;
-          set_group_image(group, image); create(group, count) -> (instances, quota message or "");
+          set_group_image(group, image); create(group, count) -> (instances, quota message or ""), which may
+          return before the cloud ran them: then optionally refusals() -> [quota message] of those it refused since;
           delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
           that spans one slice (the provider then reads each group's manager and template once)
   etcd:   callable(item, endpoints, expected_member_count) that removes the member of item["node_ip"],
@@ -223,7 +224,15 @@ class Executor:
         groups, instances, errors = cloud if cloud is not None else (None, None, None)
         self.instances, self.group_errors = instances, dict(errors or {})
         self.last_read = (nodes, groups)
-        return self.plan(nodes, groups, instances, errors)
+        facts, named = self.plan(nodes, groups, instances, errors)
+        refusals = getattr(self.cloud, "refusals", None)
+        refused = refusals() if refusals is not None else []
+        if refused:
+            # Creates of an earlier pass that the cloud refused for quota or capacity once it ran them (the cloud
+            # follows their operations): the surge is held as for a create refused at once, before this pass creates.
+            self._hold_surge(facts["budget"]["in_flight"], refused)
+            facts, named = self.plan(nodes, groups, instances, errors)
+        return facts, named
 
     def plan(self, nodes, groups, instances, errors):
         """The planner's facts on one read, with the views the progress line and the role use."""

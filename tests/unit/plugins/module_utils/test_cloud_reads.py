@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_reads, node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.cloud_access import CloudAccess
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import StepFailure
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
     CREATING, DELETING, FAILED, REFUSED_FOR, RUNNING, STATE_PROBLEM, STOPPED, UNKNOWN, Group, Instance)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
@@ -99,6 +100,9 @@ class _Provider(base.ReadingMemo):
 
     def set_group_image(self, group_id, image):
         return True
+
+    def follow_operations(self):
+        return []
 
 
 def _world(count=3):
@@ -199,3 +203,47 @@ def test_refresh_lists_now_only_the_named_groups_not_listed_since_the_last_read(
     assert cloud.refresh(["g2", "g3"]) == ({}, {})   # fresh in this pass already
     assert provider.listings == ["g1", "g2", "g3", "g2", "g3"]
 
+
+# -- creates that return before the cloud ran them, followed by the next read ---------------------------------------
+class _Starting(_Provider):
+    """A provider whose creates return at once; `ended` is what follow_operations() reports next."""
+
+    creates_without_waiting = True
+
+    def __init__(self, groups):
+        super().__init__(groups)
+        self.ended, self.waits = [], []
+
+    def create_instance(self, group_id, wait=True):
+        self.waits.append(wait)
+        return _inst("new", CREATING, gid=group_id)
+
+    def follow_operations(self):
+        ended, self.ended = self.ended, []
+        return ended
+
+
+def test_a_create_returns_without_waiting_and_the_next_read_follows_its_operation():
+    provider = _Starting(_world(2))
+    cloud = CloudAccess(provider, clock=_Clock())
+    cloud.read(None)
+    assert [i.name for i in cloud.create("g1", 2)[0]] == ["new", "new"] and provider.waits == [False, False]
+    provider.ended = [("g1", "new-1", None), ("g2", "new-2", base.QuotaError("creating new-2: QUOTA_EXCEEDED", code="QUOTA_EXCEEDED")),
+                      ("g2", "new-3", base.ProviderError("creating new-3: taken", code="RESOURCE_ALREADY_EXISTS"))]
+    cloud.read(None)
+    # Both groups listed again (g1 was written, g2's operations ended); the quota refusal told once.
+    assert provider.listings[2:] == ["g1", "g2"]
+    assert cloud.refusals() == ["creating new-2: QUOTA_EXCEEDED"] and cloud.refusals() == []
+
+
+def test_a_followed_create_that_failed_for_another_reason_fails_the_step_naming_it():
+    provider = _Starting(_world(1))
+    cloud = CloudAccess(provider, clock=_Clock())
+    provider.ended = [("g1", "new-1", base.ProviderError("creating new-1: the template is gone", code="RESOURCE_NOT_READY"))]
+    with pytest.raises(StepFailure, match="creating instance new-1 in g1 failed: creating new-1: the template is gone"):
+        cloud.read(None)
+
+
+def test_a_provider_that_waits_for_its_creates_is_asked_as_before():
+    provider = _Provider(_world(1))
+    assert [i.name for i in CloudAccess(provider, clock=_Clock()).create("g1", 1)[0]] == ["new"]

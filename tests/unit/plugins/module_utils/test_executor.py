@@ -204,6 +204,29 @@ def test_refused_creates_hold_the_surge_for_the_rest_of_the_run():
     assert facts["budget"]["max_surge_total"] == 1 and facts["plan"]["create"] == []
 
 
+def test_creates_the_cloud_refused_once_it_ran_them_hold_the_surge_before_the_next_pass_creates():
+    """A create that returned before the cloud ran it (CloudAccess.create on GCE) and whose operation then failed for
+    quota: the next read learns it (refusals), and the surge is held at what is in flight before that pass plans its
+    creations, as for a create refused at once; the refused instance never existed, so it holds no slot."""
+    w, ex, said = _four_outdated(3)
+    ex.run_pass()
+    made = [i for i in w.instances["G1"] if i.node_name.startswith("n")]
+    assert len(made) == 3
+    # The cloud ran the three operations: two instances came, the third was refused (it is not listed).
+    w.instances["G1"].remove(made[2])
+    w.resize("G1", -1)
+    told = [["creating instance n3 in G1 failed: QUOTA_EXCEEDED: Quota 'INSTANCES' exceeded"]]
+    ex.cloud.refusals = lambda: told.pop() if told else []
+    creates = []
+    create = ex.cloud.create
+    ex.cloud.create = lambda group_id, count: creates.append((group_id, count)) or create(group_id, count)
+    w.tick()
+    result = ex.run_pass()
+    assert ex.settings.surge_cap == 2 and result["facts"]["budget"]["max_surge_total"] == 2
+    assert creates == [] and result["facts"]["plan"]["create"] == []
+    assert any("at most 2 replacement(s)" in line and "Quota 'INSTANCES'" in line for line in said)
+
+
 def test_a_heir_the_cloud_accepted_then_refused_for_quota_holds_the_surge_and_is_removed():
     """Issue 26: GCE accepted both creates, then left one CREATING with QUOTA_EXCEEDED. The next pass removes it and
     holds the surge at the one still in flight, naming the quota; no third heir is created meanwhile."""
@@ -587,7 +610,6 @@ def test_a_stop_asked_during_a_wait_ends_the_slice_there_and_the_next_run_goes_o
     resumed = w.executor(opts(), poll=2.0)
     resumed.sleep = w.tick
     assert resumed.run_slice(seconds=60)["finished"] == ["old-1"]
-
 
 
 def test_an_instance_deletion_is_judged_on_a_listing_of_its_group_made_in_the_same_pass():
