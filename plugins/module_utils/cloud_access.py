@@ -29,6 +29,7 @@ class CloudAccess:
         self.written = set()  # groups this run wrote to since their last listing
         self.fresh = set()    # groups listed in the last read or since (refresh)
         self.refused = []     # quota or capacity refusals of creates followed since the executor last asked
+        self.groups_read = None   # (read at, scope, [Group]) of the last read of the groups themselves
 
     def normalize(self, provider_id):
         return self.provider.normalize_provider_id(provider_id)
@@ -45,8 +46,12 @@ class CloudAccess:
         """(groups, {group: [Instance]}, {group: error}): the groups as the provider reads them now, the instances of
         those where something can have changed listed now, the others as last listed."""
         self._follow()
+        scope = sorted(scaling_groups or [])
         with self.provider.reading():
-            groups = self.provider.list_groups(list(scaling_groups) if scaling_groups else None)
+            groups = self._groups_if_steady(scope)
+            if groups is None:
+                groups = self.provider.list_groups(list(scaling_groups) if scaling_groups else None)
+                self.groups_read = (self.clock(), scope, groups)
             listing = cloud_reads.due(groups, self.kept, self.written, self.clock(), self.steady_reread)
             instances, errors = self._list(groups, listing)
         for group in groups:
@@ -56,6 +61,19 @@ class CloudAccess:
         self.kept = {g.id: self.kept[g.id] for g in groups if g.id in self.kept}
         self.listed = {self.normalize(i.provider_id): i for items in instances.values() for i in items}
         return groups, instances, errors
+
+    def _groups_if_steady(self, scope):
+        """The groups as last read when that read is younger than the steady interval, for the same scope, and none
+        of them is due (cloud_reads.due: each steady, none written to): then nothing can have changed there but by
+        the cloud acting on its own, which the next read after the interval catches (a group added to the project
+        too). Else None: the groups are read again."""
+        if self.groups_read is None:
+            return None
+        at, last_scope, groups = self.groups_read
+        now = self.clock()
+        if last_scope != scope or not 0 <= now - at < self.steady_reread:
+            return None
+        return None if cloud_reads.due(groups, self.kept, self.written, now, self.steady_reread) else list(groups)
 
     def refresh(self, group_ids):
         """The groups of `group_ids` not listed since the last read, listed now (a destructive step is judged on a

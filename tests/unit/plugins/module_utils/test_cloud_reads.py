@@ -72,6 +72,7 @@ class _Provider(base.ReadingMemo):
         self.hold = hold                # a threading.Barrier the listings wait at, to prove they overlap
 
     def list_groups(self, group_ids=None):
+        self.group_reads = getattr(self, "group_reads", 0) + 1
         return [self.groups[g][0] for g in (group_ids or sorted(self.groups))]
 
     def list_instances(self, group_id):
@@ -150,6 +151,23 @@ def test_a_steady_group_is_listed_again_only_after_the_reread_interval_and_serve
     clock.now += 1
     cloud.read(None)
     assert provider.listings == ["g1", "g2", "g1", "g2"]
+
+
+def test_the_groups_themselves_are_read_again_only_when_one_is_due_or_after_the_interval_or_for_another_scope():
+    cloud, provider, clock = _access()
+    cloud.read(None)
+    clock.now += 1
+    cloud.read(None)
+    assert provider.group_reads == 1, "every group steady and recently read: nothing read"
+    cloud.read(["g1"])
+    assert provider.group_reads == 2, "another scope"
+    cloud.read(None)
+    cloud.create("g2", 1)
+    cloud.read(None)
+    assert provider.group_reads == 4 and provider.listings[-1] == "g2", "a group written to: the groups and it"
+    clock.now += cloud_reads.STEADY_REREAD
+    cloud.read(None)
+    assert provider.group_reads == 5 and provider.listings[-2:] == ["g1", "g2"]
 
 
 def test_a_group_the_cloud_acts_on_is_listed_every_pass():
