@@ -586,7 +586,7 @@ class GceProvider(CloudProvider):
         self._credentials = creds
         self._client_options = {"api_endpoint": self.options["endpoint"]} if self.options.get("endpoint") else None
         self._clients = {}
-        self._clients_lock = threading.Lock()   # the groups are listed from several threads (node_state.list_instances)
+        self._lock = threading.Lock()   # the clients and open operations: groups are listed from several threads
         self._recent = {}   # group ID -> {name: Instance} created by this object
         self._operations = {}   # operation name -> (GroupRef, instance name, what it does): creates not waited for
         self._memo = None   # within reading(): {"igm": {group ID: IGM}, "template": {URL: template}}
@@ -598,7 +598,7 @@ class GceProvider(CloudProvider):
     # ---- plumbing ------------------------------------------------------------------------------------
 
     def _client(self, kind):
-        with self._clients_lock:
+        with self._lock:
             return self._clients.get(kind) or self._new_client(kind)
 
     def _new_client(self, kind):
@@ -960,7 +960,7 @@ class GceProvider(CloudProvider):
                             name=name, extra={"zone": zone})
         self._recent.setdefault(ref.id, {})[name] = instance
         if op is not None:
-            with self._clients_lock:
+            with self._lock:
                 self._operations[op.name] = (ref, name, doing)
         return instance
 
@@ -969,7 +969,7 @@ class GceProvider(CloudProvider):
         name, None when it succeeded or the ProviderError it failed with: QuotaError for a quota or capacity
         refusal)]. One operations.get per operation still open; an instance whose create failed is forgotten (it
         no longer counts as being created)."""
-        with self._clients_lock:
+        with self._lock:
             open_ops = list(self._operations.items())
         ended = []
         done = compute_v1.Operation.Status.DONE
@@ -980,7 +980,7 @@ class GceProvider(CloudProvider):
                 continue
             errors = [(e.code, e.message) for e in op.error.errors] if op.error else []
             failure = error_from_operation(errors, op.http_error_status_code, op.http_error_message, doing)
-            with self._clients_lock:
+            with self._lock:
                 self._operations.pop(op_name, None)
             if failure is not None:
                 self._recent.get(ref.id, {}).pop(name, None)
