@@ -10,10 +10,10 @@ instances again only where something can have changed since its last listing:
 - a steady group is listed again after STEADY_REREAD seconds: the clouds also act on their own (autoscalers, health
   repairs, issue 26), and that slower listing catches them.
 
-An etcd member's removal and an instance's deletion are judged on a listing of their group made in the same pass,
-not on a kept one (Executor._read_fresh before Executor.guard). A drain is judged on the pass's read, which for a
-steady group is at most STEADY_REREAD seconds old: the drain destroys nothing in the cloud, and the deletion after it
-is judged again on a fresh listing."""
+A drain, an etcd member's removal and an instance's deletion are judged on a listing of their group made in the same
+pass, not on a kept one (Executor._read_fresh before Executor.guard): a heir whose instance the cloud deletes by itself
+must stop its donor's drain at once (tests/integration/test_upgrade_capacity.py
+test_heir_deleted_by_the_cloud_before_its_donor_drains)."""
 
 from __future__ import annotations
 

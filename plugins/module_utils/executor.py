@@ -36,8 +36,8 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
 
 Every destructive step (cordon by drain, etcd removal, delegated or not, instance deletion, Node
 deletion) goes through Executor.guard() first: the one place where the executor calls the planner's
-cross-checks (core.check_step), on the nodes as this pass last wrote them and on this pass's cloud read; an etcd
-removal and an instance deletion on a listing of their group made in this pass (the cloud lists a steady group only
+cross-checks (core.check_step), on the nodes as this pass last wrote them and on this pass's cloud read; a drain, an
+etcd removal and an instance deletion on a listing of their group made in this pass (the cloud lists a steady group only
 every cloud_reads.STEADY_REREAD seconds: _read_fresh lists it then).
 A refused step is not taken; the refusal is a named problem in the result and on the progress line.
 """
@@ -284,7 +284,7 @@ class Executor:
                             "rolling_upgrade_scaling_groups, and run again" % (_STEP_WORDS[step], what, problem))
 
     def _read_fresh(self, items):
-        """An etcd removal or an instance deletion is judged on a listing of its group made in this pass: the groups
+        """A drain, an etcd removal or an instance deletion is judged on a listing of its group made in this pass: the groups
         of `items` that the cloud served from an earlier listing (CloudAccess.read lists steady groups only every
         cloud_reads.STEADY_REREAD seconds) are listed now, and the guard's cloud view takes them."""
         refresh = getattr(self.cloud, "refresh", None)
@@ -517,6 +517,7 @@ class Executor:
     def _drain_donors(self, state):
         """One eviction round on each donor the guard allows; each drain's phase is written, a finished one's
         donor goes on to etcd and deletion in this pass (state.drained_now)."""
+        self._read_fresh(state.plan["drain"])   # a heir the cloud deletes meanwhile must stop its donor's drain
         to_drain = [item for item in state.plan["drain"] if self._allowed(state, "drain", item)]
         # Out of the load balancers first: the drains the guard allows, and nodes a run without the label drained.
         draining = {item["name"] for item in state.plan["drain"]}
