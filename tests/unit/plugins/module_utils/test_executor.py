@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, progress, report, stop_signals
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import RUNNING, Instance
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import DELETING, RUNNING, Instance
 
 from core_world import NEW, OLD, Killed, World, group, make_node
 
@@ -633,3 +633,21 @@ def test_an_instance_deletion_is_judged_on_a_listing_of_its_group_made_in_the_sa
     assert refreshed == [["G1"]]
     assert [(p["node"], p["step"]) for p in result["refused"]] == [("old-1", "delete_instance")]
     assert "old-1" in w.nodes and w.instance_by_id("gce://p/z/old-1") is not None
+
+
+def test_a_drain_is_judged_on_a_listing_of_its_group_made_in_the_same_pass():
+    """The cloud deleted the heir's instance after the pass's read served a kept listing of its steady group: the
+    listing made before the drain shows it DELETING, and the donor is not drained onto the dying heir."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    reach(w, "drain")
+    ex = w.executor(opts(), take=lambda kind, item: kind != "drain")
+    heirs = [i for i in w.instances["G1"] if i.node_name != "old-1"]
+
+    def refresh(group_ids):
+        return {"G1": [dataclasses.replace(i, state=DELETING) if i in heirs else i for i in w.instances["G1"]]}, {}
+    ex.cloud.refresh = refresh
+    result = ex.run_pass()
+    assert [i["name"] for i in result["facts"]["plan"]["drain"]] == ["old-1"]
+    assert [(p["node"], p["step"]) for p in result["refused"]] == [("old-1", "drain")]
+    assert "old-1" not in w.drained
