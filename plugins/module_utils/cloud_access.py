@@ -6,18 +6,30 @@ A provider's error is the executor's StepFailure, naming the step; a quota refus
 
 from __future__ import annotations
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
+import copy
+import time
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_reads, node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import StepFailure
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
 
 
 class CloudAccess:
     """One cloud provider (providers/factory.build_provider), with the instance listing of the last read so
-    deletions skip what is already gone or going."""
+    deletions skip what is already gone or going. A pass lists the instances of the groups where something can have
+    changed (cloud_reads.due), at once (node_state.list_instances); a steady group's last listing serves until
+    cloud_reads.STEADY_REREAD has passed or this run wrote to it."""
 
-    def __init__(self, provider):
+    def __init__(self, provider, clock=time.monotonic, steady_reread=cloud_reads.STEADY_REREAD):
         self.provider = provider
         self.listed = {}
+        self.clock = clock
+        self.steady_reread = float(steady_reread)
+        self.kept = {}        # group ID: (listed at, Group, [Instance]) of its last listing
+        self.written = set()  # groups this run wrote to since their last listing
+        self.fresh = set()    # groups listed in the last read or since (refresh)
+        self.refused = []     # quota or capacity refusals of creates followed since the executor last asked
+        self.groups_read = None   # (read at, scope, [Group]) of the last read of the groups themselves
 
     def normalize(self, provider_id):
         return self.provider.normalize_provider_id(provider_id)
@@ -31,11 +43,96 @@ class CloudAccess:
         return self.provider.reading()
 
     def read(self, scaling_groups):
-        groups, instances, errors = node_state.read_cloud(self.provider, scaling_groups)
+        """(groups, {group: [Instance]}, {group: error}): the groups as the provider reads them now, the instances of
+        those where something can have changed listed now, the others as last listed."""
+        self._follow()
+        scope = sorted(scaling_groups or [])
+        with self.provider.reading():
+            groups = self._groups_if_steady(scope)
+            if groups is None:
+                groups = self.provider.list_groups(list(scaling_groups) if scaling_groups else None)
+                self.groups_read = (self.clock(), scope, groups)
+            listing = cloud_reads.due(groups, self.kept, self.written, self.clock(), self.steady_reread)
+            instances, errors = self._list(groups, listing)
+        for group in groups:
+            if group.id not in instances and group.id not in errors:
+                instances[group.id] = [copy.copy(i) for i in self.kept[group.id][2]]
+        self.fresh = set(listing)
+        self.kept = {g.id: self.kept[g.id] for g in groups if g.id in self.kept}
         self.listed = {self.normalize(i.provider_id): i for items in instances.values() for i in items}
         return groups, instances, errors
 
+    def _groups_if_steady(self, scope):
+        """The groups as last read when that read is younger than the steady interval, for the same scope, and none
+        of them is due (cloud_reads.due: each steady, none written to): then nothing can have changed there but by
+        the cloud acting on its own, which the next read after the interval catches (a group added to the project
+        too). Else None: the groups are read again."""
+        if self.groups_read is None:
+            return None
+        at, last_scope, groups = self.groups_read
+        now = self.clock()
+        if last_scope != scope or not 0 <= now - at < self.steady_reread:
+            return None
+        return None if cloud_reads.due(groups, self.kept, self.written, now, self.steady_reread) else list(groups)
+
+    def refresh(self, group_ids):
+        """The groups of `group_ids` not listed since the last read, listed now (a destructive step is judged on a
+        listing of its group made in its pass): ({group: [Instance]}, {group: error}) of those listed."""
+        groups = [kept[1] for gid, kept in self.kept.items() if gid in set(group_ids) - self.fresh]
+        if not groups:
+            return {}, {}
+        with self.provider.reading():
+            instances, errors = self._list(groups, [g.id for g in groups])
+        self.fresh.update(g.id for g in groups)
+        for group_id in errors:
+            self.kept.pop(group_id, None)
+        for items in instances.values():
+            self.listed.update((self.normalize(i.provider_id), i) for i in items)
+        return instances, errors
+
+    def _list(self, groups, group_ids):
+        at = self.clock()
+        instances, errors = node_state.list_instances(self.provider, group_ids)
+        by_id = {g.id: g for g in groups}
+        for group_id in group_ids:
+            self.written.discard(group_id)
+            if group_id in instances:
+                self.kept[group_id] = (at, by_id[group_id], [copy.copy(i) for i in instances[group_id]])
+            else:
+                self.kept.pop(group_id, None)
+        return instances, errors
+
+    def _follow(self):
+        """The creates started without waiting whose operations ended: their groups are listed at once; a quota or
+        capacity refusal is kept for refusals() (the executor holds the surge, as for a create refused at once), a
+        name taken meanwhile is nothing made (the plan creates again), and any other failure fails the step."""
+        try:
+            ended = self.provider.follow_operations()
+        except base.ProviderError as exc:
+            raise StepFailure("following the cloud's create operations failed: %s" % exc, step="create")
+        for group_id, name, failure in ended:
+            self._wrote(group_id)
+            if failure is None or failure.code == "RESOURCE_ALREADY_EXISTS":
+                continue
+            if isinstance(failure, base.QuotaError):
+                self.refused.append(str(failure))
+                continue
+            raise StepFailure("creating instance %s in %s failed: %s" % (name, group_id, failure), step="create",
+                              group=group_id)
+
+    def refusals(self):
+        """The quota or capacity refusals of creates followed since the last call (each said once)."""
+        refused, self.refused = self.refused, []
+        return refused
+
+    def _wrote(self, group_id):
+        """The next read lists this group again, whatever it held."""
+        if group_id:
+            self.written.add(group_id)
+            self.fresh.discard(group_id)
+
     def set_group_image(self, group_id, image):
+        self._wrote(group_id)
         try:
             self.provider.set_group_image(group_id, image)   # the provider retries its own calls (one level)
         except base.ProviderError as exc:
@@ -43,16 +140,21 @@ class CloudAccess:
 
     def set_setting(self, group_id, name, value):
         """One of the group's cloud settings (cloud_settings.py) set to `value`."""
+        self._wrote(group_id)
         try:
             return self.provider.set_run_setting(group_id, name, value)
         except base.ProviderError as exc:
             raise StepFailure("setting %s of %s to %s failed: %s" % (name, group_id, value, exc), step="set_cloud_setting")
 
     def create(self, group_id, count):
+        """Up to `count` new instances: (instances, quota message or ""). Where the provider can, each returns once
+        the cloud accepted it, and the next read follows its operation (_follow): the pass goes on meanwhile."""
+        self._wrote(group_id)
         created = []
+        started = dict(wait=False) if getattr(self.provider, "creates_without_waiting", False) else {}
         for _attempt in range(count):
             try:
-                created.append(self.provider.create_instance(group_id))
+                created.append(self.provider.create_instance(group_id, **started))
             except base.QuotaError as exc:
                 return created, str(exc)
             except base.ProviderError as exc:
@@ -72,6 +174,7 @@ class CloudAccess:
             known = self.listed.get(self.normalize(provider_id))
             if known is None or known.state == base.DELETING:
                 continue   # already gone, or the cloud deletes it already
+            self._wrote(known.group_id)
             try:
                 if self.provider.delete_instance(known.provider_id):
                     deleted.append(known.provider_id)

@@ -21,8 +21,11 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
           (how many donors it can drain at once; MAX_DRAINS_AT_ONCE at most are), nodes_version() (of the last
           list_nodes: moves when what the planner reads of the Nodes changed) and calls() ({calls, by_kind} of its
           Kubernetes requests, for the journal)
-  cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud);
-          set_group_image(group, image); create(group, count) -> (instances, quota message or "");
+  cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud); optionally
+          refresh(group_ids) -> ({group: [Instance]}, {group: error}), those of the groups it did not list in
+          the last read listed now;
+          set_group_image(group, image); create(group, count) -> (instances, quota message or ""), which may
+          return before the cloud ran them: then optionally refusals() -> [quota message] of those it refused since;
           delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
           that spans one slice (the provider then reads each group's manager and template once)
   etcd:   callable(item, endpoints, expected_member_count) that removes the member of item["node_ip"],
@@ -37,7 +40,9 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
 
 Every destructive step (cordon by drain, etcd removal, delegated or not, instance deletion, Node
 deletion) goes through Executor.guard() first: the one place where the executor calls the planner's
-cross-checks (core.check_step), on the nodes as this pass last wrote them and on this pass's cloud read.
+cross-checks (core.check_step), on the nodes as this pass last wrote them and on this pass's cloud read; a drain, an
+etcd removal and an instance deletion on a listing of their group made in this pass (the cloud lists a steady group only
+every cloud_reads.STEADY_REREAD seconds: _read_fresh lists it then).
 A refused step is not taken; the refusal is a named problem in the result and on the progress line.
 """
 
@@ -249,8 +254,18 @@ class Executor:
         if version is not None and last is not None and last["version"] == version and self._reusable(
                 last, (groups, instances, errors), health):
             self.plans_reused += 1
-            return copy.deepcopy(last["facts"]), {n["metadata"]["name"]: n for n in nodes}
-        return self.plan(nodes, groups, instances, errors, version=version, health=health)
+            facts, named = copy.deepcopy(last["facts"]), {n["metadata"]["name"]: n for n in nodes}
+        else:
+            facts, named = self.plan(nodes, groups, instances, errors, version=version, health=health)
+        refusals = getattr(self.cloud, "refusals", None)
+        refused = refusals() if refusals is not None else []
+        if refused:
+            # Creates of an earlier pass that the cloud refused for quota or capacity once it ran them (the cloud
+            # follows their operations): the surge is held as for a create refused at once, before this pass creates
+            # (the held surge is one of the planner's options: the plan is made again, never reused).
+            self._hold_surge(facts["budget"]["in_flight"], refused)
+            facts, named = self.plan(nodes, groups, instances, errors, version=version, health=health)
+        return facts, named
 
     def nodes_version(self):
         """The kube side's version of the Nodes its last list_nodes gave (moves whenever what the planner reads of them
@@ -336,6 +351,25 @@ class Executor:
                     message="refusing to %s %s: %s; it is left alone (nothing destructive is done to it) until the "
                             "cluster and the cloud agree: correct what is named, or take it out of "
                             "rolling_upgrade_scaling_groups, and run again" % (_STEP_WORDS[step], what, problem))
+
+    def _read_fresh(self, items):
+        """A drain, an etcd removal or an instance deletion is judged on a listing of its group made in this pass: the groups
+        of `items` that the cloud served from an earlier listing (CloudAccess.read lists steady groups only every
+        cloud_reads.STEADY_REREAD seconds) are listed now, and the guard's cloud view takes them."""
+        refresh = getattr(self.cloud, "refresh", None)
+        if refresh is None or self.instances is None or not items:
+            return
+        where = {self.cloud.normalize(i.provider_id): group for group, listed in self.instances.items() for i in listed}
+        groups = {item.get("group") or where.get(self.cloud.normalize(item.get("provider_id") or "")) for item in items}
+        if None in groups:   # an instance no listing names: every group, so that none is judged on an older one
+            groups = set(self.instances) | set(self.group_errors)
+        instances, errors = self._timed("cloud", refresh, sorted(groups - {None}))
+        self.instances.update(instances)
+        for group in instances:
+            self.group_errors.pop(group, None)
+        for group, error in errors.items():
+            self.instances.pop(group, None)
+            self.group_errors[group] = error
 
     # -- one pass ------------------------------------------------------------------------------------
     def run_pass(self, facts=None, nodes=None, instances=None, group_errors=None):
@@ -562,6 +596,7 @@ class Executor:
     def _drain_donors(self, state):
         """One eviction round on each donor the guard allows; each drain's phase is written, a finished one's
         donor goes on to etcd and deletion in this pass (state.drained_now)."""
+        self._read_fresh(state.plan["drain"])   # a heir the cloud deletes meanwhile must stop its donor's drain
         to_drain = [item for item in state.plan["drain"] if self._allowed(state, "drain", item)]
         # Out of the load balancers first: the drains the guard allows, and nodes a run without the label drained.
         draining = {item["name"] for item in state.plan["drain"]}
@@ -586,7 +621,9 @@ class Executor:
         """The etcd members of the plan's and of this pass's drained control-plane donors: removed here, or
         returned in etcd_due where the removal is delegated; a removal that waits is left to a later pass."""
         facts = state.facts
-        for item in state.plan["etcd_remove"] + [i for i in state.drained_now if i.get("control_plane")]:
+        removals = state.plan["etcd_remove"] + [i for i in state.drained_now if i.get("control_plane")]
+        self._read_fresh(removals)
+        for item in removals:
             if not self._allowed(state, "etcd_remove", item):
                 continue
             if self.etcd is None:
@@ -610,9 +647,10 @@ class Executor:
         """The instances, then the Node objects, of the plan's finished donors and of this pass's drained workers
         and removed control-plane members."""
         nodes = state.nodes
-        state.finishing = [item for item in state.plan["delete_nodes"]
-                           + [i for i in state.drained_now if not i.get("control_plane")] + state.removed_now
-                           if self._allowed(state, "delete_instance", item)]
+        finishing = (state.plan["delete_nodes"] + [i for i in state.drained_now if not i.get("control_plane")]
+                     + state.removed_now)
+        self._read_fresh(finishing)
+        state.finishing = [item for item in finishing if self._allowed(state, "delete_instance", item)]
         if not state.finishing:
             return
         # Owed (and journaled) before the deletions: a run cut off after them, before its pass ended, still leaves the
@@ -634,6 +672,7 @@ class Executor:
 
     def _delete_orphan_instances(self, state):
         """The plan's instances that never joined, failed or were orphaned (plan.delete_instances)."""
+        self._read_fresh(state.plan["delete_instances"])
         state.orphans = [item for item in state.plan["delete_instances"] if self._allowed(state, "delete_instance", item)]
         if state.orphans:
             self._timed("cloud", self.cloud.delete, [i["provider_id"] for i in state.orphans])

@@ -456,6 +456,27 @@ def test_quota_refusal_is_a_quota_error_and_creates_nothing(admin, provider, ima
     assert len(provider.list_instances(group)) == 1
 
 
+def test_a_create_not_waited_for_is_followed_to_its_end_and_a_refusal_then_is_a_quota_error(admin, provider, images):
+    """Issue 22: create_instance(wait=False) returns once createInstances is accepted, with the instance's providerID;
+    follow_operations() tells how it ended, once: done, or refused for quota (the refused one is not listed after)."""
+    group = admin.create_group(_unique("nowait"), "worker", 1, images[0])
+    admin.set_faults(op_delay=0.5)
+    made = provider.create_instance(group, wait=False)
+    assert made.state == base.CREATING and made.provider_id == "gce://%s/%s/%s" % (PROJECT, made.extra["zone"], made.name)
+    assert provider.follow_operations() == []   # still running
+    [(group_id, name, failure)] = _wait_for(provider.follow_operations)
+    assert (group_id, name, failure) == (gce.parse_group_id(group).id, made.name, None)
+    assert provider.follow_operations() == []   # told once
+    total = sum(1 for g in admin.state()["groups"].values() for m in g["managed"].values()
+                if m["currentAction"] != "DELETING")
+    admin.set_faults(quota=total)
+    refused = provider.create_instance(group, wait=False)
+    [(group_id, name, failure)] = _wait_for(provider.follow_operations)
+    assert name == refused.name and isinstance(failure, base.QuotaError) and failure.code == "QUOTA_EXCEEDED"
+    assert refused.name not in [i.name for i in provider.list_instances(group)]
+    assert made.name in [i.name for i in provider.list_instances(group)]
+
+
 def test_a_mig_that_keeps_retrying_for_quota_reports_it_per_instance(admin, provider, images):
     """The real MIG accepts createInstances and retries while the quota is short; the attempt's errors show
     on the instance, which stays CREATING (it still holds budget) and boots once the quota frees."""

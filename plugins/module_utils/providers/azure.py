@@ -987,6 +987,7 @@ class AzureProvider(ReadingMemo, CloudProvider):
         self.retry_base_delay = retry_base_delay
         self.sdk_retries = sdk_retries
         self._clients = {}
+        self._clients_lock = threading.Lock()
         self._locations = {}
         self._modes = {}        # canonical group ID: UNIFORM or FLEXIBLE (fixed when a scale set is created)
         self._vm_groups = {}    # normalized providerID of a Flexible VM: canonical group ID, from listings
@@ -1002,6 +1003,10 @@ class AzureProvider(ReadingMemo, CloudProvider):
 
     def client(self, subscription_id=None):
         sub = (subscription_id or self.subscription_id).lower()
+        with self._clients_lock:   # the groups are listed from several threads (node_state.list_instances)
+            return self._clients.get(sub) or self._new_client(sub, subscription_id)
+
+    def _new_client(self, sub, subscription_id):
         if sub not in self._clients:
             # Every ARM request takes its token of the call rate here, the long-running operations' polls too.
             kwargs = dict(base_url=self.endpoint, credential_scopes=[self.credential_scope],

@@ -174,9 +174,18 @@ class CloudProvider(abc.ABC):
     def list_instances(self, group_id) -> List[Instance]:
         """Every instance of the group, with state, image and creation time."""
 
+    # Whether create_instance takes wait=False: it then returns once the cloud accepted the create, and
+    # follow_operations() tells how each such create ended.
+    creates_without_waiting = False
+
     @abc.abstractmethod
     def create_instance(self, group_id) -> Instance:
         """Add one instance to the group; return it with its future node name and providerID."""
+
+    def follow_operations(self) -> list:
+        """The creates started without waiting that ended since the last call: [(group ID, instance name, None or
+        the ProviderError it failed with)]. By default every create is waited for, so none."""
+        return []
 
     @abc.abstractmethod
     def delete_instance(self, provider_id) -> bool:

@@ -27,6 +27,7 @@ import os
 import re
 import secrets
 import string
+import threading
 import time
 import uuid
 
@@ -585,7 +586,9 @@ class GceProvider(CloudProvider):
         self._credentials = creds
         self._client_options = {"api_endpoint": self.options["endpoint"]} if self.options.get("endpoint") else None
         self._clients = {}
+        self._lock = threading.Lock()   # the clients and open operations: groups are listed from several threads
         self._recent = {}   # group ID -> {name: Instance} created by this object
+        self._operations = {}   # operation name -> (GroupRef, instance name, what it does): creates not waited for
         self._memo = None   # within reading(): {"igm": {group ID: IGM}, "template": {URL: template}}
         self.skipped_groups = []   # (group, reason) that the last discovery by list_groups() passed over
 
@@ -595,6 +598,10 @@ class GceProvider(CloudProvider):
     # ---- plumbing ------------------------------------------------------------------------------------
 
     def _client(self, kind):
+        with self._lock:
+            return self._clients.get(kind) or self._new_client(kind)
+
+    def _new_client(self, kind):
         client = self._clients.get(kind)
         if client is None:
             cls = getattr(compute_v1, kind)
@@ -915,7 +922,13 @@ class GceProvider(CloudProvider):
                 times[inst.name] = parse_rfc3339(inst.creation_timestamp)
         return times
 
-    def create_instance(self, group_id):
+    #: create_instance(wait=False) starts the create and returns; follow_operations() follows it (zonal groups).
+    creates_without_waiting = True
+
+    def create_instance(self, group_id, wait=True):
+        """Add one instance to the group. With wait False, on a zonal group, return once GCE accepted createInstances
+        (its zone, and so its providerID, is known): the operation is followed by follow_operations(). A regional
+        group picks the zone itself, which is read once the operation is done, so there it is always waited for."""
         ref = parse_group_id(group_id)
         igm = self._get_igm(ref)
         if not igm.base_instance_name:
@@ -930,7 +943,9 @@ class GceProvider(CloudProvider):
             try:
                 op = self._call(doing, client.create_instances_unary, request=self._mig_request(
                     ref, resource_kw, {"instances": [{"name": name}]}))
-                self._wait(op, doing, ref.project, ref.kind, ref.scope)
+                if wait or ref.regional:
+                    self._wait(op, doing, ref.project, ref.kind, ref.scope)
+                    op = None
                 break
             except ProviderError as exc:
                 if exc.code == "RESOURCE_ALREADY_EXISTS":
@@ -944,7 +959,33 @@ class GceProvider(CloudProvider):
                             node_name=name, group_id=ref.id, image=image, state=CREATING, created_at=time.time(),
                             name=name, extra={"zone": zone})
         self._recent.setdefault(ref.id, {})[name] = instance
+        if op is not None:
+            with self._lock:
+                self._operations[op.name] = (ref, name, doing)
         return instance
+
+    def follow_operations(self):
+        """The operations of creates started without waiting that ended since the last call: [(group ID, instance
+        name, None when it succeeded or the ProviderError it failed with: QuotaError for a quota or capacity
+        refusal)]. One operations.get per operation still open; an instance whose create failed is forgotten (it
+        no longer counts as being created)."""
+        with self._lock:
+            open_ops = list(self._operations.items())
+        ended = []
+        done = compute_v1.Operation.Status.DONE
+        for op_name, (ref, name, doing) in open_ops:
+            op = self._call("%s: reading operation %s" % (doing, op_name), self._client("ZoneOperationsClient").get,
+                            project=ref.project, zone=ref.scope, operation=op_name)
+            if op.status != done:
+                continue
+            errors = [(e.code, e.message) for e in op.error.errors] if op.error else []
+            failure = error_from_operation(errors, op.http_error_status_code, op.http_error_message, doing)
+            with self._lock:
+                self._operations.pop(op_name, None)
+            if failure is not None:
+                self._recent.get(ref.id, {}).pop(name, None)
+            ended.append((ref.id, name, failure))
+        return ended
 
     def _zone_of_new_instance(self, ref, name, attempts=5, delay=1.0):
         """A regional MIG picks the zone itself; read it back (bounded) to build the providerID."""

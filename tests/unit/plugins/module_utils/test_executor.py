@@ -2,6 +2,7 @@
 role's Jinja (same-pass finish, the quota surge cap, when to wait), delegated etcd removal, check mode,
 the overall timeout and the journal."""
 
+import dataclasses
 import os
 import signal
 import threading
@@ -9,7 +10,7 @@ import threading
 import pytest
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, progress, report, stop_signals
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import RUNNING, Instance
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import DELETING, RUNNING, Instance
 
 from core_world import NEW, OLD, Killed, World, group, make_node
 
@@ -201,6 +202,29 @@ def test_refused_creates_hold_the_surge_for_the_rest_of_the_run():
     w.tick()
     facts, _nodes = ex.read()
     assert facts["budget"]["max_surge_total"] == 1 and facts["plan"]["create"] == []
+
+
+def test_creates_the_cloud_refused_once_it_ran_them_hold_the_surge_before_the_next_pass_creates():
+    """A create that returned before the cloud ran it (CloudAccess.create on GCE) and whose operation then failed for
+    quota: the next read learns it (refusals), and the surge is held at what is in flight before that pass plans its
+    creations, as for a create refused at once; the refused instance never existed, so it holds no slot."""
+    w, ex, said = _four_outdated(3)
+    ex.run_pass()
+    made = [i for i in w.instances["G1"] if i.node_name.startswith("n")]
+    assert len(made) == 3
+    # The cloud ran the three operations: two instances came, the third was refused (it is not listed).
+    w.instances["G1"].remove(made[2])
+    w.resize("G1", -1)
+    told = [["creating instance n3 in G1 failed: QUOTA_EXCEEDED: Quota 'INSTANCES' exceeded"]]
+    ex.cloud.refusals = lambda: told.pop() if told else []
+    creates = []
+    create = ex.cloud.create
+    ex.cloud.create = lambda group_id, count: creates.append((group_id, count)) or create(group_id, count)
+    w.tick()
+    result = ex.run_pass()
+    assert ex.settings.surge_cap == 2 and result["facts"]["budget"]["max_surge_total"] == 2
+    assert creates == [] and result["facts"]["plan"]["create"] == []
+    assert any("at most 2 replacement(s)" in line and "Quota 'INSTANCES'" in line for line in said)
 
 
 def test_a_heir_the_cloud_accepted_then_refused_for_quota_holds_the_surge_and_is_removed():
@@ -719,3 +743,44 @@ def test_a_reused_plan_ends_when_a_ready_heirs_hold_opens_and_the_donor_is_drain
     assert not ex.run_pass()["facts"]["plan"]["drain"] and ex.plans_made == made   # the last plan, held
     w.now = opens
     assert [d["name"] for d in ex.run_pass()["facts"]["plan"]["drain"]] == ["old-1"] and ex.plans_made == made + 1
+
+
+def test_an_instance_deletion_is_judged_on_a_listing_of_its_group_made_in_the_same_pass():
+    """The cloud lists a steady group only every cloud_reads.STEADY_REREAD seconds (CloudAccess): before a deletion
+    the executor lists the group again (refresh), and the guard judges on that listing, not on the pass's read."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    reach(w, "delete_nodes")
+    ex = w.executor(opts(), take=lambda kind, item: kind != "delete-instance")
+    refreshed = []
+
+    def refresh(group_ids):
+        refreshed.append(list(group_ids))
+        # Since the pass's read the cloud recreated old-1's instance on the new image by itself (a health repair):
+        # a listing made now says so, and the instance is not outdated any more.
+        return {"G1": [dataclasses.replace(i, image=NEW.lower()) if i.node_name == "old-1" else i
+                       for i in w.instances["G1"]]}, {}
+    ex.cloud.refresh = refresh
+    result = ex.run_pass()
+    assert [i["name"] for i in result["facts"]["plan"]["delete_nodes"]] == ["old-1"]
+    assert refreshed == [["G1"]]
+    assert [(p["node"], p["step"]) for p in result["refused"]] == [("old-1", "delete_instance")]
+    assert "old-1" in w.nodes and w.instance_by_id("gce://p/z/old-1") is not None
+
+
+def test_a_drain_is_judged_on_a_listing_of_its_group_made_in_the_same_pass():
+    """The cloud deleted the heir's instance after the pass's read served a kept listing of its steady group: the
+    listing made before the drain shows it DELETING, and the donor is not drained onto the dying heir."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    reach(w, "drain")
+    ex = w.executor(opts(), take=lambda kind, item: kind != "drain")
+    heirs = [i for i in w.instances["G1"] if i.node_name != "old-1"]
+
+    def refresh(group_ids):
+        return {"G1": [dataclasses.replace(i, state=DELETING) if i in heirs else i for i in w.instances["G1"]]}, {}
+    ex.cloud.refresh = refresh
+    result = ex.run_pass()
+    assert [i["name"] for i in result["facts"]["plan"]["drain"]] == ["old-1"]
+    assert [(p["node"], p["step"]) for p in result["refused"]] == [("old-1", "drain")]
+    assert "old-1" not in w.drained

@@ -1,0 +1,267 @@
+"""Which groups a pass lists (cloud_reads), and CloudAccess listing only those, at once, with a fresh listing on demand
+(refresh) and after each of its own writes."""
+
+import threading
+
+import pytest
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_reads, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.cloud_access import CloudAccess
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import StepFailure
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import (
+    CREATING, DELETING, FAILED, REFUSED_FOR, RUNNING, STATE_PROBLEM, STOPPED, UNKNOWN, Group, Instance)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
+
+
+def _group(gid="g1", size=2):
+    return Group(id=gid, name=gid, image="img-a", target_size=size)
+
+
+def _inst(name, state=RUNNING, gid="g1", **extra):
+    return Instance(provider_id="gce://p/z/" + name, node_name=name, group_id=gid, image="img-a", state=state,
+                    created_at=1.0, name=name, extra=dict(extra))
+
+
+# -- the pure rules ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("state", [RUNNING, STOPPED])
+def test_a_group_whose_instances_all_run_or_stopped_as_many_as_its_target_is_steady(state):
+    assert cloud_reads.steady(_group(), [_inst("a"), _inst("b", state)])
+
+
+@pytest.mark.parametrize("odd", [
+    _inst("b", CREATING), _inst("b", DELETING), _inst("b", FAILED), _inst("b", UNKNOWN),
+    _inst("b", current_action="VERIFYING"), _inst("b", errors=["QUOTA_EXCEEDED: no room"]),
+    _inst("b", **{STATE_PROBLEM: "in repair"}), _inst("b", **{REFUSED_FOR: "ZONE_RESOURCE_POOL_EXHAUSTED"}),
+    _inst("b", listed=False)])
+def test_a_group_with_one_instance_the_cloud_still_acts_on_is_not_steady(odd):
+    assert not cloud_reads.steady(_group(), [_inst("a", current_action="NONE"), odd])
+
+
+def test_a_group_resized_away_from_its_instances_or_without_a_target_is_not_steady():
+    assert not cloud_reads.steady(_group(size=3), [_inst("a"), _inst("b")])
+    assert not cloud_reads.steady(_group(size=1), [_inst("a"), _inst("b")])
+    assert not cloud_reads.steady(_group(size=None), [_inst("a"), _inst("b")])
+
+
+def test_due_lists_new_unsteady_written_resized_and_stale_groups_and_skips_steady_recent_ones():
+    steady = [_inst("a"), _inst("b")]
+    kept = {"new": None, "calm": (100.0, _group("calm"), steady), "busy": (100.0, _group("busy"), [_inst("a", CREATING)]),
+            "wrote": (100.0, _group("wrote"), steady), "resized": (100.0, _group("resized"), steady),
+            "old": (100.0 - cloud_reads.STEADY_REREAD, _group("old"), steady), "future": (200.0, _group("future"), steady)}
+    kept.pop("new")
+    groups = [_group("new"), _group("calm"), _group("busy"), _group("wrote"), _group("resized", size=3), _group("old"),
+              _group("future")]
+    # "future": a listing stamped after now (a clock that went back) is not trusted either.
+    assert cloud_reads.due(groups, kept, {"wrote"}, 100.0 + 29.0) == ["new", "busy", "wrote", "resized", "old", "future"]
+    assert cloud_reads.due([_group("calm")], kept, set(), 100.0 + cloud_reads.STEADY_REREAD) == ["calm"]
+
+
+# -- node_state.list_instances: at once, a bounded number at a time ------------------------------------------------
+class _Provider(base.ReadingMemo):
+    """Groups of instances in memory; counts its listings, and how many ran at once."""
+
+    name = "fake"
+    waiting_listener = None
+
+    def __init__(self, groups, fail=(), hold=None):
+        self.groups = groups            # {group ID: (Group, [Instance])}
+        self.fail = dict(fail)          # {group ID: exception}
+        self.listings = []
+        self.running = self.most = 0
+        self.lock = threading.Lock()
+        self.hold = hold                # a threading.Barrier the listings wait at, to prove they overlap
+
+    def list_groups(self, group_ids=None):
+        self.group_reads = getattr(self, "group_reads", 0) + 1
+        return [self.groups[g][0] for g in (group_ids or sorted(self.groups))]
+
+    def list_instances(self, group_id):
+        with self.lock:
+            self.listings.append(group_id)
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            if self.hold is not None:
+                self.hold.wait(timeout=5)
+            if group_id in self.fail:
+                raise self.fail[group_id]
+            return list(self.groups[group_id][1])
+        finally:
+            with self.lock:
+                self.running -= 1
+
+    def normalize_provider_id(self, provider_id):
+        return provider_id.lower()
+
+    def delete_instance(self, provider_id):
+        return True
+
+    def create_instance(self, group_id):
+        return _inst("new", CREATING, gid=group_id)
+
+    def set_group_image(self, group_id, image):
+        return True
+
+    def follow_operations(self):
+        return []
+
+
+def _world(count=3):
+    return {"g%d" % n: (_group("g%d" % n), [_inst("g%d-a" % n, gid="g%d" % n), _inst("g%d-b" % n, gid="g%d" % n)])
+            for n in range(1, count + 1)}
+
+
+def test_groups_are_listed_at_once_up_to_the_thread_bound_and_a_failing_group_is_its_own_error():
+    provider = _Provider(_world(4), fail={"g2": base.ProviderError("503 from the API")},
+                         hold=threading.Barrier(cloud_reads.READ_THREADS))
+    instances, errors = node_state.list_instances(provider, ["g1", "g2", "g3", "g4"])
+    assert provider.most == cloud_reads.READ_THREADS   # all four in flight together: the barrier let them through
+    assert sorted(instances) == ["g1", "g3", "g4"] and errors == {"g2": "503 from the API"}
+
+
+def test_an_error_that_is_no_provider_error_propagates_from_the_threads():
+    provider = _Provider(_world(2), fail={"g2": KeyError("bug")})
+    with pytest.raises(KeyError):
+        node_state.list_instances(provider, ["g1", "g2"])
+
+
+# -- CloudAccess: listing only what can have changed ---------------------------------------------------------------
+class _Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def _access(world=None):
+    provider, clock = _Provider(world or _world(2)), _Clock()
+    return CloudAccess(provider, clock=clock), provider, clock
+
+
+def test_a_steady_group_is_listed_again_only_after_the_reread_interval_and_served_meanwhile_as_last_listed():
+    cloud, provider, clock = _access()
+    first = cloud.read(None)
+    assert provider.listings == ["g1", "g2"] and cloud.fresh == {"g1", "g2"}
+    clock.now += cloud_reads.STEADY_REREAD - 1
+    again = cloud.read(None)
+    assert provider.listings == ["g1", "g2"] and cloud.fresh == set()
+    assert again[1] == first[1] and again[2] == {}
+    assert set(cloud.listed) == {"gce://p/z/g1-a", "gce://p/z/g1-b", "gce://p/z/g2-a", "gce://p/z/g2-b"}
+    clock.now += 1
+    cloud.read(None)
+    assert provider.listings == ["g1", "g2", "g1", "g2"]
+
+
+def test_the_groups_themselves_are_read_again_only_when_one_is_due_or_after_the_interval_or_for_another_scope():
+    cloud, provider, clock = _access()
+    cloud.read(None)
+    clock.now += 1
+    cloud.read(None)
+    assert provider.group_reads == 1, "every group steady and recently read: nothing read"
+    cloud.read(["g1"])
+    assert provider.group_reads == 2, "another scope"
+    cloud.read(None)
+    cloud.create("g2", 1)
+    cloud.read(None)
+    assert provider.group_reads == 4 and provider.listings[-1] == "g2", "a group written to: the groups and it"
+    clock.now += cloud_reads.STEADY_REREAD
+    cloud.read(None)
+    assert provider.group_reads == 5 and provider.listings[-2:] == ["g1", "g2"]
+
+
+def test_a_group_the_cloud_acts_on_is_listed_every_pass():
+    world = _world(2)
+    world["g2"][1][1] = _inst("g2-b", CREATING, gid="g2")
+    cloud, provider, _clock = _access(world)
+    cloud.read(None)
+    cloud.read(None)
+    cloud.read(None)
+    assert provider.listings == ["g1", "g2", "g2", "g2"]
+
+
+def test_each_write_of_the_run_has_its_group_listed_by_the_next_read():
+    cloud, provider, _clock = _access()
+    cloud.read(None)
+    cloud.create("g1", 1)
+    cloud.read(None)
+    assert provider.listings[2:] == ["g1"]
+    cloud.delete(["gce://p/z/g2-a"])
+    cloud.read(None)
+    assert provider.listings[3:] == ["g2"]
+    cloud.set_group_image("g1", "img-b")
+    cloud.read(None)
+    assert provider.listings[4:] == ["g1"]
+    cloud.read(None)
+    assert provider.listings[5:] == []
+
+
+def test_a_group_whose_listing_failed_is_listed_again_and_not_served_from_an_older_listing():
+    cloud, provider, _clock = _access()
+    cloud.read(None)
+    provider.fail["g1"] = base.ProviderError("503")
+    cloud.kept.clear()   # as after a write: both listed now; g1 fails
+    _groups, instances, errors = cloud.read(None)
+    assert errors == {"g1": "503"} and "g1" not in instances
+    provider.fail.clear()
+    _groups, instances, errors = cloud.read(None)
+    assert provider.listings[-1] == "g1" and errors == {} and "g1" in instances
+
+
+def test_refresh_lists_now_only_the_named_groups_not_listed_since_the_last_read():
+    cloud, provider, clock = _access(_world(3))
+    cloud.read(None)
+    clock.now += 1
+    cloud.read(None)
+    assert provider.listings == ["g1", "g2", "g3"]
+    provider.groups["g2"][1].pop()   # the cloud (an autoscaler) removed g2-b on its own
+    instances, errors = cloud.refresh(["g2", "g3"])
+    assert sorted(instances) == ["g2", "g3"] and errors == {}
+    assert [i.name for i in instances["g2"]] == ["g2-a"]
+    assert cloud.refresh(["g2", "g3"]) == ({}, {})   # fresh in this pass already
+    assert provider.listings == ["g1", "g2", "g3", "g2", "g3"]
+
+
+# -- creates that return before the cloud ran them, followed by the next read ---------------------------------------
+class _Starting(_Provider):
+    """A provider whose creates return at once; `ended` is what follow_operations() reports next."""
+
+    creates_without_waiting = True
+
+    def __init__(self, groups):
+        super().__init__(groups)
+        self.ended, self.waits = [], []
+
+    def create_instance(self, group_id, wait=True):
+        self.waits.append(wait)
+        return _inst("new", CREATING, gid=group_id)
+
+    def follow_operations(self):
+        ended, self.ended = self.ended, []
+        return ended
+
+
+def test_a_create_returns_without_waiting_and_the_next_read_follows_its_operation():
+    provider = _Starting(_world(2))
+    cloud = CloudAccess(provider, clock=_Clock())
+    cloud.read(None)
+    assert [i.name for i in cloud.create("g1", 2)[0]] == ["new", "new"] and provider.waits == [False, False]
+    provider.ended = [("g1", "new-1", None), ("g2", "new-2", base.QuotaError("creating new-2: QUOTA_EXCEEDED", code="QUOTA_EXCEEDED")),
+                      ("g2", "new-3", base.ProviderError("creating new-3: taken", code="RESOURCE_ALREADY_EXISTS"))]
+    cloud.read(None)
+    # Both groups listed again (g1 was written, g2's operations ended); the quota refusal told once.
+    assert provider.listings[2:] == ["g1", "g2"]
+    assert cloud.refusals() == ["creating new-2: QUOTA_EXCEEDED"] and cloud.refusals() == []
+
+
+def test_a_followed_create_that_failed_for_another_reason_fails_the_step_naming_it():
+    provider = _Starting(_world(1))
+    cloud = CloudAccess(provider, clock=_Clock())
+    provider.ended = [("g1", "new-1", base.ProviderError("creating new-1: the template is gone", code="RESOURCE_NOT_READY"))]
+    with pytest.raises(StepFailure, match="creating instance new-1 in g1 failed: creating new-1: the template is gone"):
+        cloud.read(None)
+
+
+def test_a_provider_that_waits_for_its_creates_is_asked_as_before():
+    provider = _Provider(_world(1))
+    assert [i.name for i in CloudAccess(provider, clock=_Clock()).create("g1", 1)[0]] == ["new"]
