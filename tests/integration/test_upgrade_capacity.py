@@ -178,7 +178,8 @@ def test_lingering_deletions_leave_the_refill_owed(upgrade_cluster, cloud, tmp_p
 @pytest.mark.parametrize("cloud", ["gcp", "azure"])
 def test_heir_deleted_by_the_cloud_before_its_donor_drains(upgrade_cluster, cloud, tmp_path):
     """A worker group of 2, heirs that must be Ready 15 s before their donor drains, and deletions that last
-    20 s (the heir's lingers past the moment its donor would drain: it is deleted within 10 s of turning Ready). Right after the first heir's Node turns Ready the cloud deletes its instance: listed as DELETING, its Node
+    20 s (the heir's lingers past the moment its donor would drain: it is deleted within 10 s of turning
+    Ready). Right after the first heir's Node turns Ready the cloud deletes its instance: listed as DELETING, its Node
     still reads Ready. No worker of the start is cordoned while that instance lingers (a heir counts only while its
     instance runs: the pair is broken and the donor given back); Ready never falls below 2 and the group ends whole.
     Once the instance is gone its Node is deleted, as a cloud controller manager would."""
