@@ -13,7 +13,9 @@ instances again only where something can have changed since its last listing:
 A drain, an etcd member's removal and an instance's deletion are judged on a listing of their group made in the same
 pass, not on a kept one (Executor._read_fresh before Executor.guard): a heir whose instance the cloud deletes by itself
 must stop its donor's drain at once (tests/integration/test_upgrade_capacity.py
-test_heir_deleted_by_the_cloud_before_its_donor_drains)."""
+test_heir_deleted_by_the_cloud_before_its_donor_drains). So are a pairing (a heir counts only while its instance runs)
+and a plan that says done (every group: the run must not end a node short): Executor.read lists those groups again
+and plans once more."""
 
 from __future__ import annotations
 

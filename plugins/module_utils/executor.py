@@ -265,7 +265,25 @@ class Executor:
             # (the held surge is one of the planner's options: the plan is made again, never reused).
             self._hold_surge(facts["budget"]["in_flight"], refused)
             facts, named = self.plan(nodes, groups, instances, errors, version=version, health=health)
+        if self._list_again(self._groups_to_confirm(facts, named)):
+            facts, named = self.plan(nodes, groups, self.instances, self.group_errors, version=version, health=health)
         return facts, named
+
+    def _groups_to_confirm(self, facts, named):
+        """The groups whose listing this plan's decisions rest on, which must be made in this pass (a steady group's
+        may be older, CloudAccess): every group when it says done (a group may have lost an instance since, and the run
+        would end a node short), and the groups of the nodes it pairs (a heir counts only while its instance runs).
+        Both found by the property worlds through CloudAccess."""
+        if self.instances is None:
+            return set()
+        if facts.get("done"):
+            return set(self.instances) | set(self.group_errors)
+        keys = core.AnnotationKeys(facts["annotation_prefix"])
+        pairing = [name for name, patch in (facts.get("node_patches") or {}).items()
+                   if any((patch.get("annotations") or {}).get(key) for key in (keys.heir, keys.donor))]
+        where = {self.cloud.normalize(i.provider_id): group for group, listed in self.instances.items() for i in listed}
+        return {where.get(self.cloud.normalize(((named.get(name) or {}).get("spec") or {}).get("providerID") or ""))
+                for name in pairing} - {None}
 
     def nodes_version(self):
         """The kube side's version of the Nodes its last list_nodes gave (moves whenever what the planner reads of them
@@ -356,20 +374,28 @@ class Executor:
         """A drain, an etcd removal or an instance deletion is judged on a listing of its group made in this pass: the groups
         of `items` that the cloud served from an earlier listing (CloudAccess.read lists steady groups only every
         cloud_reads.STEADY_REREAD seconds) are listed now, and the guard's cloud view takes them."""
-        refresh = getattr(self.cloud, "refresh", None)
-        if refresh is None or self.instances is None or not items:
+        if self.instances is None or not items:
             return
         where = {self.cloud.normalize(i.provider_id): group for group, listed in self.instances.items() for i in listed}
         groups = {item.get("group") or where.get(self.cloud.normalize(item.get("provider_id") or "")) for item in items}
         if None in groups:   # an instance no listing names: every group, so that none is judged on an older one
             groups = set(self.instances) | set(self.group_errors)
-        instances, errors = self._timed("cloud", refresh, sorted(groups - {None}))
+        self._list_again(groups - {None})
+
+    def _list_again(self, groups):
+        """The groups of `groups` not listed in this pass listed now (the cloud's refresh), into this pass's read;
+        whether any was."""
+        refresh = getattr(self.cloud, "refresh", None)
+        if refresh is None or self.instances is None or not groups:
+            return False
+        instances, errors = self._timed("cloud", refresh, sorted(groups))
         self.instances.update(instances)
         for group in instances:
             self.group_errors.pop(group, None)
         for group, error in errors.items():
             self.instances.pop(group, None)
             self.group_errors[group] = error
+        return bool(instances or errors)
 
     # -- one pass ------------------------------------------------------------------------------------
     def run_pass(self, facts=None, nodes=None, instances=None, group_errors=None):

@@ -22,6 +22,10 @@ Beyond that, for the world property tests (test_executor_worlds.py), the world c
                     later on the instance ("late": GCE, listed CREATING with the refusal and retried by the cloud;
                     "failed": Azure, a FAILED instance with the refusal); when it ends, a late-refused instance
                     still listed is created after all (it boots);
+  the production cloud side: executor(access=seconds) puts the production CloudAccess (module_utils/cloud_access.py)
+                    between the executor and this world, on a provider over it (WorldProvider): the pass then lists a
+                    steady group only every `seconds` of world time, or after a write to it, and lists a group
+                    again before a drain, an etcd removal or a deletion in it (cloud_reads.py);
   the journal:      `records`, where every executor's record_created writes (report.merge) and from which every
                     executor's Settings are read (a resumed run);
   action hooks:     `before` (kind, item, detail) and `after` (kind, item) callables around every mutating action
@@ -29,10 +33,13 @@ Beyond that, for the world property tests (test_executor_worlds.py), the world c
                     the step is done.
 """
 
+import contextlib
 import copy
 import json
 
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor, facts_views, node_state, report
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
+    cloud_access, core, executor, facts_views, node_state, report)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import REFUSED_FOR
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CREATING, DELETING, FAILED, RUNNING, Group, Instance)
@@ -142,14 +149,16 @@ class World:
                                  instances={k: list(v) for k, v in self.instances.items()}, now=self.now, **kw)
 
     # -- the executor's outside worlds, in memory ------------------------------------------------------
-    def executor(self, options, take=None, etcd_delegated=False, etcd_health=False, journaled=False, **settings):
+    def executor(self, options, take=None, etcd_delegated=False, etcd_health=False, journaled=False, access=None,
+                 **settings):
         """The production executor (module_utils/executor.py) wired to this world. `take(kind, item)`
         returning False kills the run at that moment (the step does not happen, nor anything after it).
         Every executor reads the world's journal (`records`) back as a resumed run does, and its record_created
         merges into it as the journal does (report.merge). etcd_health: True gives the executor the world's etcd health
         port, a callable gives it that one.
         journaled: each record is written after a kill gate of kind "record" (a kill between a create and its
-        record)."""
+        record). access: the production CloudAccess between the executor and the world, listing a steady group every
+        `access` seconds of world time (see the module docstring)."""
         take = take or (lambda kind, item: True)
         world = self
 
@@ -254,11 +263,14 @@ class World:
             world.acted("etcd", item["name"])
             return outcome
 
+        cloud = Cloud()
+        if access is not None:
+            cloud = cloud_access.CloudAccess(WorldProvider(self, cloud), clock=lambda: world.now, steady_reread=access)
         self.journal = []
         recorded = dict(created=self.records.get("instances_created"), start_counts=self.records.get("start_counts"),
                         removed_first=self.records.get("removed_first"), refills=self.records.get("refills"),
                         intents=self.records.get("create_intents"))
-        ex = executor.Executor(executor.Settings(options, **dict(recorded, **settings)), Kube(), Cloud(),
+        ex = executor.Executor(executor.Settings(options, **dict(recorded, **settings)), Kube(), cloud,
                                etcd=None if etcd_delegated else etcd, journal=self.journal.append,
                                clock=lambda: world.now, sleep=world.tick,
                                etcd_health=self.etcd_health if etcd_health is True else (etcd_health or None))
@@ -549,6 +561,67 @@ class World:
                 self.unlisted[name] = self.unlisted.get(name, 0) + 1
                 if self.unlisted[name] > self.ccm_delay:
                     del self.nodes[name]
+
+
+class _NoCallRate:
+    @staticmethod
+    def stats():
+        return None
+
+
+class WorldProvider(base.CloudProvider):
+    """A cloud provider over a World, for the production CloudAccess: it reads the world as the clouds' listings do
+    (copies), and acts through the world's own cloud port `port` (its kill gates, checks and refusals)."""
+
+    call_rate = _NoCallRate()
+
+    def __init__(self, world, port):   # pylint: disable=super-init-not-called
+        self.world, self.port = world, port
+
+    def reading(self):
+        return contextlib.nullcontext()
+
+    def list_groups(self, group_ids=None):
+        return [copy.copy(g) for gid, g in sorted(self.world.groups.items()) if not group_ids or gid in group_ids]
+
+    def list_instances(self, group_id):
+        return [copy.copy(i) for i in self.world.instances[group_id]]
+
+    def create_instance(self, group_id):
+        created, refusal = self.port.create(group_id, 1)
+        if refusal:
+            raise base.QuotaError(refusal)
+        return created[0]
+
+    def delete_instance(self, provider_id):
+        return bool(self.port.delete([provider_id]))
+
+    def group_image(self, group_id):
+        return self.world.groups[group_id].image
+
+    def set_group_image(self, group_id, image):
+        self.port.set_group_image(group_id, image)
+        return True
+
+    def set_run_setting(self, group_id, name, value):
+        self.port.set_setting(group_id, name, value)
+        return True
+
+    def normalize_provider_id(self, provider_id):
+        return core.default_normalize(provider_id)
+
+    def validate_image(self, image):
+        return image
+
+    def instance_headroom(self, group_ids):
+        return []
+
+    def searched(self):
+        return "the world"
+
+    def group_id_of(self, provider_id):
+        inst = self.world.instance_by_id(provider_id)
+        return inst.group_id if inst is not None else None
 
 
 def group(gid, role=None, image=OLD):

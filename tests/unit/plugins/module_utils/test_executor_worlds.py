@@ -25,6 +25,9 @@ The worlds (Scenario, drawn by `scenarios`; core_world.World holds them):
   refusals:    (refusals=True) for 1-6 ticks a group's creates are refused for quota or capacity: at once, or
                accepted and refused later on the instance (GCE: listed CREATING with the refusal, created after all
                once the quota frees; Azure: a FAILED instance);
+  the cloud side: (any class) the executor's cloud is the world's port itself, or the production CloudAccess over it
+               (Scenario.access), which lists a steady group only every 90 or 150 s of world time (a tick is 60 s)
+               or after a write to it, and lists a group again before a drain, an etcd removal or a deletion;
   kills:       (kills=True) the run dies before a random step (kill rate up to 6%, at most 3 kills); a kill may fall
                between the cloud's create and its journal record.
 The journal: World.records, where the executor's record_created writes as the journal merges (report.merge: first
@@ -107,6 +110,7 @@ class Scenario:
     kill_at: tuple = ()          # (kind, n): the run dies before the n-th step of that kind (an example's kill)
     cached: bool = True
     seed: int = 0
+    access: object = None        # seconds: through the production CloudAccess, a steady group listed that often
 
     def options(self):
         return core.Options(image=TARGET, max_surge=self.max_surge, max_surge_total=self.max_surge_total,
@@ -171,7 +175,8 @@ def scenarios(draw, foreign=False, linger=False, members=False, heirs=False, una
         kill_rate=draw(st.sampled_from([0.02, 0.04, 0.06])) if kills else 0.0,
         max_kills=draw(st.integers(1, 3)) if kills else 0,
         cached=draw(st.booleans()),
-        seed=draw(st.integers(0, 2**16)))
+        seed=draw(st.integers(0, 2**16)),
+        access=draw(st.sampled_from([None, 90.0, 150.0])))
 
 
 # -- the invariants -------------------------------------------------------------------------------------------
@@ -360,7 +365,7 @@ class Run:
 
     def executor(self):
         self.executors += 1
-        return self.w.executor(self.options, self.take, etcd_health=True, journaled=True)
+        return self.w.executor(self.options, self.take, etcd_health=True, journaled=True, access=self.sc.access)
 
     def bound(self):
         nodes = sum(old + foreign for _role, old, foreign in self.sc.groups)
@@ -765,3 +770,25 @@ def test_the_planner_names_the_foreign_nodes():
         assert "foreign" in facts, sorted(facts)
         assert sorted(f if isinstance(f, str) else f.get("name") for f in facts["foreign"]) == expected
         assert not facts["plan"]["pairs"]
+
+
+def test_done_is_said_on_a_listing_of_every_group_made_in_that_pass():
+    # W0: two old workers, through the production CloudAccess listing a steady group every 150 s (2.5 ticks). Heirs die
+    # after joining and a quota refuses W0's creates for 6 ticks. Found by the properties on 06ac6d3: the heir n4's
+    # instance stopped in tick 12 while W0's listing from before it was still served (a STOPPED instance counts as
+    # settled, so the group read as steady), and the pass said done with one Ready node on the image of the two.
+    run = upgrade(Scenario(groups=(("worker", 2, 0),), max_unavailable=1, cached=False, kill_rate=0.02, max_kills=1,
+                           events=((0, "heir dies", 0, STOPPED, 1, False, 1), (0, "heir dies", 0, STOPPED, 1, False, 1),
+                                   (1, "quota", 0, 6, "failed")), access=150.0))
+    assert run.result is not None
+    whole(run, "W0", 2)    # (both heirs died: the group's own replacements of them serve)
+
+
+def test_a_heir_is_paired_on_a_listing_of_its_group_made_in_that_pass():
+    # CP: one old node, W1: one old worker, through the production CloudAccess listing a steady group every 150 s.
+    # Found by a soak on 06ac6d3: the control-plane heir n2's instance stopped in tick 8 while the control plane's listing
+    # from before was still served (STOPPED counts as settled), and n2 was paired as cp-o0's heir on it.
+    run = upgrade(Scenario(groups=((CP, 1, 0), ("worker", 1, 0)), kill_rate=0.02, max_kills=1, cached=False,
+                           events=((0, "foreign joins", 0), (0, "unhealthy", 0, 5), (0, "heir dies", 0, STOPPED, 1, True, 1),
+                                   (0, "quota", 0, 1, "now"), (8, "unhealthy", 1, 1)), access=150.0), live=False)
+    assert "n2" not in run.w.nodes or run.w.nodes["n2"]["metadata"]["annotations"].get(P + "donor") is None
