@@ -1383,7 +1383,13 @@ class AzureProvider(ReadingMemo, CloudProvider):
         what = "set %s of %s to %s" % (name, vmss, value)
         poller = self._call(what, self.client(sub).virtual_machine_scale_sets.begin_update, rg, vmss,
                             {"properties": body})
-        self._wait(what, poller)
+        try:
+            self._wait(what, poller)
+        except ProviderError as exc:
+            # A poll that failed on its way (a 5xx) leaves the outcome unknown: the scale set, read afresh, tells.
+            self._forget("vmss")
+            if not exc.retryable or run_settings(self._get_vmss(sub, rg, vmss, fresh=True)).get(name) != value:
+                raise
         return True
 
     def _set_autoscale(self, group_id, value):
