@@ -281,7 +281,7 @@ class Executor:
         keys = core.AnnotationKeys(facts["annotation_prefix"])
         pairing = [name for name, patch in (facts.get("node_patches") or {}).items()
                    if any((patch.get("annotations") or {}).get(key) for key in (keys.heir, keys.donor))]
-        where = {self.cloud.normalize(i.provider_id): group for group, listed in self.instances.items() for i in listed}
+        where = self._group_of_instance()
         return {where.get(self.cloud.normalize(((named.get(name) or {}).get("spec") or {}).get("providerID") or ""))
                 for name in pairing} - {None}
 
@@ -376,11 +376,15 @@ class Executor:
         cloud_reads.STEADY_REREAD seconds) are listed now, and the guard's cloud view takes them."""
         if self.instances is None or not items:
             return
-        where = {self.cloud.normalize(i.provider_id): group for group, listed in self.instances.items() for i in listed}
+        where = self._group_of_instance()
         groups = {item.get("group") or where.get(self.cloud.normalize(item.get("provider_id") or "")) for item in items}
         if None in groups:   # an instance no listing names: every group, so that none is judged on an older one
             groups = set(self.instances) | set(self.group_errors)
         self._list_again(groups - {None})
+
+    def _group_of_instance(self):
+        """{normalized providerID: group} of this pass's cloud read."""
+        return {self.cloud.normalize(i.provider_id): group for group, listed in self.instances.items() for i in listed}
 
     def _list_again(self, groups):
         """The groups of `groups` not listed in this pass listed now (the cloud's refresh), into this pass's read;
