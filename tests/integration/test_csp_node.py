@@ -80,6 +80,12 @@ def test_create_waits_until_running_then_delete_is_idempotent(cloud):
     by_name = run_module("csp_node", dict(cloud.options, state="absent", cluster_check=False, group=group, node_name=[name]))
     assert not by_name["failed"], by_name.get("msg")
     assert by_name["changed"] is True and by_name["deleted"] == [created["provider_ids"][1]]
+    # Asked again while the cloud still lists it as deleting: found, not deleted twice (the cloud may take a while).
+    while_deleting = run_module("csp_node", dict(cloud.options, state="absent", cluster_check=False, group=group, node_name=[name],
+                                                 wait=True, wait_timeout=120, wait_sleep=1))
+    assert not while_deleting["failed"], while_deleting.get("msg")
+    assert while_deleting["changed"] is False and while_deleting["deleted"] == []
+    assert name not in [i.node_name for i in provider_of(cloud).list_instances(group)]
     again = run_module("csp_node", dict(cloud.options, state="absent", cluster_check=False, group=group, node_name=[name]))
     assert again["changed"] is False and again["already_absent"] == [name]
 
