@@ -485,7 +485,9 @@ def summarize(journal, now=None):
     started = parse_time(journal.get("started"))
     finished = parse_time(journal.get("finished"))
     end = finished or now
-    rows = [_node_row(name, journal["nodes"][name], end) for name in sorted(journal.get("nodes") or {})]
+    removed_first = journal.get("removed_first") or {}
+    rows = [_node_row(name, journal["nodes"][name], end, name in removed_first) for name in sorted(journal.get("nodes") or {})]
+    replaced = sum(1 for r in rows if r["done"] and r["kind"] != SURPLUS)
     attempts = attempt_rows(journal)
     outcomes = {}
     for attempt in attempts:
@@ -499,8 +501,9 @@ def summarize(journal, now=None):
         "passes": sum(a["passes"] for a in attempts) if attempts else (journal.get("passes") or 0),
         "attempts": attempts,
         "attempt_outcomes": outcomes,
-        "nodes_replaced": sum(1 for r in rows if r["done"]),
-        "nodes_total": len(rows),
+        "nodes_replaced": replaced,
+        "nodes_total": sum(1 for r in rows if r["kind"] != SURPLUS),
+        "surplus_removed": sum(1 for r in rows if r["done"] and r["kind"] == SURPLUS),
         "pods_evicted": sum(r["pods_evicted"] for r in rows),
         "evictions": evictions(journal),
         "nodes": rows,
@@ -508,7 +511,7 @@ def summarize(journal, now=None):
         "time_breakdown": time_breakdown(journal, now),
         "api_seconds": api_seconds(journal),
         "cloud_calls": cloud_calls(journal),
-        "kube_calls": kube_calls(journal, sum(1 for r in rows if r["done"])),
+        "kube_calls": kube_calls(journal, replaced),
         "gates": gate_rows(journal),
         "cloud_settings": cloud_settings.rows(journal),
         "cloud_settings_unread": cloud_settings.unread_rows(journal),
@@ -530,8 +533,15 @@ def evictions(journal):
             "most_by_name": max(by_name.values()) if by_name else 0}
 
 
-def _node_row(name, entry, end):
-    """One replaced node's row: its phases, their durations in seconds, evictions, waits, retries, outcome."""
+# What a node's row is: a donor its heir replaces, a worker removed delete-first (its refill comes after it), or a
+# node this upgrade created that no donor needed (a heir whose donor the cloud recreated in place on the image, say),
+# removed as surplus. Only the first two are nodes replaced.
+DONOR, REMOVED_FIRST, SURPLUS = "donor", "removed first", "surplus"
+
+
+def _node_row(name, entry, end, removed_first=False):
+    """One node's row: what it is (DONOR, REMOVED_FIRST, SURPLUS: a node with neither heir nor delete-first record
+    was marked obsolete as surplus), its phases, their durations in seconds, evictions, waits, retries, outcome."""
     segs = segments(entry, end)
     durations = {}
     for phase, start, stop in segs:
@@ -543,6 +553,7 @@ def _node_row(name, entry, end):
         "heir": entry.get("heir") or "",
         "group": entry.get("group") or "",
         "role": entry.get("role") or "",
+        "kind": REMOVED_FIRST if removed_first else DONOR if entry.get("heir") else SURPLUS,
         "phases": dict(entry.get("phases") or {}),
         "phase_seconds": durations,
         "total_seconds": int((last - first).total_seconds()) if first and last else 0,
@@ -614,6 +625,9 @@ def _markdown_head(summary):
             summary["nodes_replaced"], summary["nodes_total"], summary["pods_evicted"],
             len(summary.get("instances_removed") or [])),
     ]
+    if summary.get("surplus_removed"):
+        lines[-1] += ("; surplus nodes removed: %d (new nodes no donor needed, such as a heir whose donor the cloud "
+                      "recreated in place on the image; not counted as replaced)" % summary["surplus_removed"])
     spent = summary.get("time_breakdown")
     if spent:
         lines.append("- where the time went (each moment counted once, in this order): %s; this collection's own "
@@ -671,7 +685,8 @@ def _markdown_node(row):
     waits = ", ".join("%s %s" % (k, v) for k, v in sorted(row["waits"].items())) or "-"
     retries = ", ".join("%s %s" % (k, v) for k, v in sorted(row["retries"].items())) or "-"
     lines = ["| %s | %s | %s | %s | %s | %s | %d | %s | %s |" % (
-        row["node"], row["heir"] or "-", row["group"] or "-", row["role"] or "-", _duration(row["total_seconds"]),
+        row["node"], row["heir"] or ("- (%s)" % row["kind"] if row.get("kind") in (SURPLUS, REMOVED_FIRST) else "-"),
+        row["group"] or "-", row["role"] or "-", _duration(row["total_seconds"]),
         phases or "-", row["pods_evicted"], waits, retries)]
     if row.get("forced"):
         lines.append("| | | | | | deleted past eviction: %s | | | |" % ", ".join(row["forced"]).replace("|", "/"))

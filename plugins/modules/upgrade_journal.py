@@ -196,7 +196,10 @@ events_written:
   type: int
   sample: 2
 summary:
-  description: Totals, wall time, and per node the phase durations in seconds (with O(state=report)).
+  description:
+    - Totals, wall time, and per node the phase durations in seconds (with O(state=report)).
+    - C(nodes_replaced) counts the donors replaced by their heirs and the workers removed delete-first;
+      C(surplus_removed) the new nodes no donor needed that the run removed (each node's C(kind) says which).
   returned: when state is report
   type: dict
 files:

@@ -684,12 +684,18 @@ def assert_upgraded(handle, values, start, report=True, groups=None, healed=()):
         markdown = (report_dir / "image-upgrade-report.md").read_text()
         for old in replaced:
             assert old in text and old in markdown, "the report does not name %s" % old
-        # The summary's count is the donors really replaced: exactly the old nodes of the upgraded groups.
+        # The summary's count is the donors really replaced: exactly the old nodes of the upgraded groups. A node it
+        # names as surplus is one this upgrade created and removed (a heir whose donor the cloud healed in place).
         summary = json.loads(text)
-        finished = sorted(row["node"] for row in summary["nodes"] if row["done"])
+        finished = sorted(row["node"] for row in summary["nodes"] if row["done"] and row["kind"] != "surplus")
         assert summary["nodes_replaced"] == len(replaced) and finished == replaced, (
             "the report says %s node(s) replaced (%s), the upgrade replaced %s" % (
                 summary["nodes_replaced"], finished, replaced))
+        surplus = sorted(row["node"] for row in summary["nodes"] if row["kind"] == "surplus")
+        start_nodes = {n for names in start["groups"].values() for n in names}
+        assert not set(surplus) & start_nodes and not set(surplus) & set(names), (
+            "the report names as surplus %s: nodes of the start, or nodes still there (%s)" % (surplus, names))
+        assert summary["surplus_removed"] == len(surplus), summary
     return all_nodes
 
 

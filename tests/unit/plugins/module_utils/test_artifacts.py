@@ -32,7 +32,7 @@ def test_report_artifact_has_the_totals_and_one_row_per_node():
     assert art["summary"]["nodes_total"] == 2 and art["summary"]["nodes_replaced"] == 2
     assert art["summary"]["pods_evicted"] == 10 and art["summary"]["attempts"] == 1
     assert art["summary"]["wall_seconds"] == 600 and art["summary"]["passes"] == 3
-    assert art["nodes"][0] == {"node": "w-000", "heir": "n-000", "group": "g1", "role": "worker", "phase": "done",
+    assert art["nodes"][0] == {"node": "w-000", "heir": "n-000", "group": "g1", "role": "worker", "kind": "donor", "phase": "done",
                                "done": True, "seconds": 180, "pods_evicted": 5, "retries": 2, "error": ""}
     assert art["nodes_omitted"] == 0
     # The pod names stay in the report files: the artifact counts them.

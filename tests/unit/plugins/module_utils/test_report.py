@@ -49,6 +49,28 @@ def test_summary_durations_per_phase_and_wall_time():
     assert summary["nodes_replaced"] == 1 and summary["pods_evicted"] == 2
 
 
+def test_a_surplus_node_removed_is_not_a_node_replaced_and_a_worker_removed_first_is():
+    """A heir whose donor the cloud recreated in place on the image (a GCE autoheal) is removed as surplus: its row
+    has no heir and no delete-first record. It is named, but not counted as replaced; a worker removed delete-first
+    (no heir either: its refill comes after it) is."""
+    journal = report.new_journal("img-b", "2026-11-30T10:00:00Z")
+    report.merge(journal, observation(paired="2026-11-30T10:00:30Z", deleted="2026-11-30T10:04:00Z"))
+    report.merge(journal, {"nodes": {
+        "w-5": {"group": "g1", "role": "worker", "phases": {"draining": "2026-11-30T10:02:00Z", "deleted": "2026-11-30T10:03:00Z"}},
+        "w-1": {"group": "g1", "role": "worker", "phases": {"draining": "2026-11-30T10:01:00Z", "deleted": "2026-11-30T10:02:00Z"}},
+        "w-2": {"group": "g1", "role": "worker", "phases": {"draining": "2026-11-30T10:01:00Z"}}},
+        "removed_first": {"w-1": {"group": "g1", "since": "2026-11-30T10:00:40Z", "labels": {}, "taints": []}}})
+    journal["finished"] = "2026-11-30T10:05:00Z"
+    summary = report.summarize(journal)
+    kinds = {r["node"]: (r["kind"], r["done"]) for r in summary["nodes"]}
+    assert kinds == {"w-0": ("donor", True), "w-1": ("removed first", True), "w-5": ("surplus", True), "w-2": ("surplus", False)}
+    assert summary["nodes_replaced"] == 2 and summary["nodes_total"] == 2 and summary["surplus_removed"] == 1
+    markdown = report.render_markdown(summary)
+    assert "nodes replaced: 2 of 2" in markdown and "surplus nodes removed: 1" in markdown
+    assert "| w-5 | - (surplus) |" in markdown and "| w-1 | - (removed first) |" in markdown
+    assert "surplus" not in report.render_markdown(report.summarize(report.merge(report.new_journal("img-b", None), observation())))
+
+
 def test_unfinished_node_runs_to_now():
     journal = report.merge(report.new_journal("i", "2026-11-30T10:00:00Z"), observation(draining="2026-11-30T10:00:00Z"))
     now = report.parse_time("2026-11-30T10:10:00Z")
