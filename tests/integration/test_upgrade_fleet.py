@@ -210,7 +210,7 @@ def test_a_clusters_credentials_never_appear_in_the_output_even_at_vvv(tmp_path)
     token, secret = "tok-" + "f1ee7" * 8, "sec-" + "c10ud" * 8
     inventory = {"clusters": {"hosts": {"one": {
         "kube": {"kubeconfig": str(tmp_path / "no-kubeconfig"), "api_key": token},
-        "provider": "azure", "azure": {"subscription_id": "s", "client_id": "c", "secret": secret, "tenant": "t"},
+        "provider": "azure", "azure": {"subscription_id": "00000000-0000-0000-0000-000000000000", "client_id": "c", "secret": secret, "tenant": "t"},
         "image": "img"}}}}
     inventory_path = tmp_path / "fleet.yml"
     inventory_path.write_text(yaml.safe_dump(inventory))

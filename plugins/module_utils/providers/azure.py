@@ -84,6 +84,7 @@ IMAGE_FORMATS = (
 ROLE_TAG = "kubenodes-role"
 
 _NAME = r"[^/\s]+"
+_SUBSCRIPTION_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 _GROUP_RE = re.compile(r"^/subscriptions/(?P<sub>%s)/resourcegroups/(?P<rg>%s)/providers/microsoft\.compute/"
                        r"virtualmachinescalesets/(?P<vmss>%s)$" % (_NAME, _NAME, _NAME), re.IGNORECASE)
 _PROVIDER_ID_RE = re.compile(r"^azure:///subscriptions/(?P<sub>%s)/resourcegroups/(?P<rg>%s)/providers/"
@@ -807,6 +808,13 @@ def resolve_auth(options, environ=None, credential_file=None):
         _check_certificate(settings)
     if not settings.get("subscription_id"):
         raise ProviderError("azure: no subscription; set azure.subscription_id or AZURE_SUBSCRIPTION_ID")
+    if not _SUBSCRIPTION_RE.match(str(settings["subscription_id"]).strip()):
+        # Every request would otherwise fail with a 404 or 403 naming a URL, far from the option.
+        raise ProviderError("azure: the subscription %r (azure.subscription_id, AZURE_SUBSCRIPTION_ID or the "
+                            "credentials file) is not a subscription ID: Azure's are GUIDs such as "
+                            "8a5d1b2c-0000-4000-8000-00000000a2e1; `az account show --query id` gives yours"
+                            % str(settings["subscription_id"])[:80])
+    settings["subscription_id"] = str(settings["subscription_id"]).strip()
     return kind, settings
 
 

@@ -338,13 +338,13 @@ def credentials_file(tmp_path):
     path = tmp_path / "credentials"
     path.write_text(textwrap.dedent("""\
         [default]
-        subscription_id = sub-default
+        subscription_id = 0b1e5c9a-dddd-4ddd-9ddd-00000000aadd
         client_id = app-default
         secret = s3cret-default
         tenant = tenant-default
 
         [other]
-        subscription_id = sub-other
+        subscription_id = 0b1e5c9a-eeee-4eee-9eee-00000000aaee
         client_id = app-other
         secret = s3cret-other
         tenant = tenant-other
@@ -355,24 +355,29 @@ def credentials_file(tmp_path):
 def test_resolve_auth_order(credentials_file, tmp_path):
     missing = str(tmp_path / "none")
     # an explicit service principal wins over the default profile
-    kind, s = az.resolve_auth(dict(client_id="a", secret="b", tenant="t", subscription_id="s"), {}, credentials_file)
+    kind, s = az.resolve_auth(dict(client_id="a", secret="b", tenant="t", subscription_id="0b1e5c9a-5555-4555-9555-00000000aa55"), {}, credentials_file)
     assert kind == "client_secret" and s["client_id"] == "a"
     # a named profile
     kind, s = az.resolve_auth(dict(profile="other"), {}, credentials_file)
-    assert (kind, s["subscription_id"], s["secret"]) == ("client_secret", "sub-other", "s3cret-other")
+    assert (kind, s["subscription_id"], s["secret"]) == ("client_secret", "0b1e5c9a-eeee-4eee-9eee-00000000aaee", "s3cret-other")
     # the [default] profile when nothing else is given
     kind, s = az.resolve_auth({}, {}, credentials_file)
     assert (kind, s["client_id"]) == ("client_secret", "app-default")
     # nothing at all: the SDK's chain, but a subscription is still needed
-    assert az.resolve_auth(dict(subscription_id="s"), {}, missing)[0] == "default"
+    assert az.resolve_auth(dict(subscription_id="0b1e5c9a-5555-4555-9555-00000000aa55"), {}, missing)[0] == "default"
     with pytest.raises(ProviderError, match="AZURE_SUBSCRIPTION_ID"):
         az.resolve_auth({}, {}, missing)
     # explicit sources
-    assert az.resolve_auth(dict(auth_source="msi", subscription_id="s"), {}, missing)[0] == "msi"
-    assert az.resolve_auth(dict(auth_source="cli", subscription_id="s"), {}, missing)[0] == "cli"
-    assert az.resolve_auth(dict(auth_source="msi", access_token="x", subscription_id="s"), {}, missing)[0] == "token"
+    assert az.resolve_auth(dict(auth_source="msi", subscription_id="0b1e5c9a-5555-4555-9555-00000000aa55"), {}, missing)[0] == "msi"
+    assert az.resolve_auth(dict(auth_source="cli", subscription_id="0b1e5c9a-5555-4555-9555-00000000aa55"), {}, missing)[0] == "cli"
+    assert az.resolve_auth(dict(auth_source="msi", access_token="x", subscription_id="0b1e5c9a-5555-4555-9555-00000000aa55"), {}, missing)[0] == "token"
+    # a subscription that is not a GUID is named before any request (Azure's answer would name only a URL)
+    with pytest.raises(ProviderError, match="subscription 'my-sub' .*azure.subscription_id.* not a subscription ID"):
+        az.resolve_auth(dict(auth_source="msi", subscription_id="my-sub"), {}, missing)
+    upper = "0B1E5C9A-5555-4555-9555-00000000AA55"
+    assert az.resolve_auth(dict(auth_source="msi", subscription_id=" %s " % upper), {}, missing)[1]["subscription_id"] == upper
     with pytest.raises(ProviderError, match="needs secret, tenant"):
-        az.resolve_auth(dict(auth_source="env", client_id="a", subscription_id="s"), {}, missing)
+        az.resolve_auth(dict(auth_source="env", client_id="a", subscription_id="0b1e5c9a-5555-4555-9555-00000000aa55"), {}, missing)
     with pytest.raises(ProviderError, match="profile 'nope' not found"):
         az.resolve_auth(dict(profile="nope"), {}, credentials_file)
 

@@ -35,19 +35,19 @@ def env(monkeypatch):
 
 
 def test_awx_user_and_password_credential_is_a_password_login(env, tmp_path):
-    options = env(AZURE_SUBSCRIPTION_ID="sub-1", AZURE_AD_USER="ops@example.com", AZURE_PASSWORD="pw-123")
+    options = env(AZURE_SUBSCRIPTION_ID="0b1e5c9a-1111-4a1a-9a1a-00000000aa01", AZURE_AD_USER="ops@example.com", AZURE_PASSWORD="pw-123")
     kind, settings = az.resolve_auth(options, credential_file=str(tmp_path / "none"))
     assert kind == "user_password"
-    assert (settings["ad_user"], settings["password"], settings["subscription_id"]) == ("ops@example.com", "pw-123", "sub-1")
+    assert (settings["ad_user"], settings["password"], settings["subscription_id"]) == ("ops@example.com", "pw-123", "0b1e5c9a-1111-4a1a-9a1a-00000000aa01")
 
 
 def test_awx_service_principal_credential_still_wins(env, tmp_path):
-    options = env(AZURE_SUBSCRIPTION_ID="sub-1", AZURE_CLIENT_ID="app", AZURE_TENANT="t", AZURE_SECRET="s")
+    options = env(AZURE_SUBSCRIPTION_ID="0b1e5c9a-1111-4a1a-9a1a-00000000aa01", AZURE_CLIENT_ID="app", AZURE_TENANT="t", AZURE_SECRET="s")
     assert az.resolve_auth(options, credential_file=str(tmp_path / "none"))[0] == "client_secret"
 
 
 def test_user_without_password_is_named(env, tmp_path):
-    options = env(AZURE_SUBSCRIPTION_ID="sub-1", AZURE_AD_USER="ops@example.com")
+    options = env(AZURE_SUBSCRIPTION_ID="0b1e5c9a-1111-4a1a-9a1a-00000000aa01", AZURE_AD_USER="ops@example.com")
     with pytest.raises(ProviderError, match="needs password"):
         az.resolve_auth(dict(options, auth_source="env", client_id=None), credential_file=str(tmp_path / "none"))
 
@@ -81,7 +81,7 @@ def _certificate(tmp_path, with_key=True):
 
 def test_certificate_service_principal_and_its_thumbprint(env, tmp_path):
     path, thumbprint = _certificate(tmp_path)
-    options = env(AZURE_SUBSCRIPTION_ID="s", AZURE_CLIENT_ID="app", AZURE_TENANT="t",
+    options = env(AZURE_SUBSCRIPTION_ID="0b1e5c9a-5555-4555-9555-00000000aa55", AZURE_CLIENT_ID="app", AZURE_TENANT="t",
                   AZURE_X509_CERTIFICATE_PATH=path, AZURE_THUMBPRINT=thumbprint.lower())
     kind, settings = az.resolve_auth(options, credential_file=str(tmp_path / "none"))
     assert kind == "certificate" and settings["x509_certificate_path"] == path
@@ -90,7 +90,7 @@ def test_certificate_service_principal_and_its_thumbprint(env, tmp_path):
 
 def test_a_wrong_thumbprint_or_a_file_without_key_fails_naming_it(env, tmp_path):
     path, thumbprint = _certificate(tmp_path)
-    options = env(AZURE_SUBSCRIPTION_ID="s", AZURE_CLIENT_ID="app", AZURE_TENANT="t", AZURE_X509_CERTIFICATE_PATH=path)
+    options = env(AZURE_SUBSCRIPTION_ID="0b1e5c9a-5555-4555-9555-00000000aa55", AZURE_CLIENT_ID="app", AZURE_TENANT="t", AZURE_X509_CERTIFICATE_PATH=path)
     with pytest.raises(ProviderError, match="does not match the certificate in %s \\(its thumbprint is %s\\)" % (path, thumbprint)):
         az.resolve_auth(dict(options, thumbprint="AB" * 20), credential_file=str(tmp_path / "none"))
     cert_only = _certificate(tmp_path, with_key=False)[0]
@@ -103,9 +103,9 @@ def test_a_wrong_thumbprint_or_a_file_without_key_fails_naming_it(env, tmp_path)
 
 def test_user_and_password_from_a_credentials_file_profile(tmp_path):
     path = tmp_path / "credentials"
-    path.write_text("[ops]\nsubscription_id = sub-9\nad_user = ops@example.com\npassword = pw-9\n")
+    path.write_text("[ops]\nsubscription_id = 0b1e5c9a-9999-4a9a-9a9a-00000000aa09\nad_user = ops@example.com\npassword = pw-9\n")
     kind, settings = az.resolve_auth(dict(profile="ops"), {}, str(path))
-    assert (kind, settings["ad_user"], settings["subscription_id"]) == ("user_password", "ops@example.com", "sub-9")
+    assert (kind, settings["ad_user"], settings["subscription_id"]) == ("user_password", "ops@example.com", "0b1e5c9a-9999-4a9a-9a9a-00000000aa09")
 
 
 def test_cert_validation_mode_and_ca_bundle_decide_what_the_transport_verifies():
@@ -138,7 +138,7 @@ def test_the_user_login_builds_without_azure_identitys_own_deprecation_warning()
 
 
 def test_awx_user_login_warns_naming_the_options_and_the_alternative_never_the_password(env, tmp_path):
-    options = env(AZURE_SUBSCRIPTION_ID="sub-1", AZURE_AD_USER="ops@example.com", AZURE_PASSWORD="pw-123")
+    options = env(AZURE_SUBSCRIPTION_ID="0b1e5c9a-1111-4a1a-9a1a-00000000aa01", AZURE_AD_USER="ops@example.com", AZURE_PASSWORD="pw-123")
     [message] = az.login_warnings(options, credential_file=str(tmp_path / "none"))
     for named in ("azure.ad_user 'ops@example.com' (AZURE_AD_USER)", "azure.password (AZURE_PASSWORD)",
                   "UsernamePasswordCredential", "deprecates", "multifactor", "https://aka.ms/azsdk/identity/mfa",
@@ -150,11 +150,11 @@ def test_awx_user_login_warns_naming_the_options_and_the_alternative_never_the_p
 
 def test_other_logins_and_refused_options_give_no_login_warning(env, tmp_path):
     none = str(tmp_path / "none")
-    assert az.login_warnings(env(AZURE_SUBSCRIPTION_ID="sub-1", AZURE_CLIENT_ID="app", AZURE_TENANT="t",
+    assert az.login_warnings(env(AZURE_SUBSCRIPTION_ID="0b1e5c9a-1111-4a1a-9a1a-00000000aa01", AZURE_CLIENT_ID="app", AZURE_TENANT="t",
                                  AZURE_SECRET="s"), credential_file=none) == []
-    assert az.login_warnings(dict(env(AZURE_SUBSCRIPTION_ID="sub-1"), auth_source="msi"), credential_file=none) == []
+    assert az.login_warnings(dict(env(AZURE_SUBSCRIPTION_ID="0b1e5c9a-1111-4a1a-9a1a-00000000aa01"), auth_source="msi"), credential_file=none) == []
     # A user without a password is refused when the provider is built (naming the password), not warned about here.
-    assert az.login_warnings(dict(env(AZURE_SUBSCRIPTION_ID="sub-1", AZURE_AD_USER="ops@example.com"),
+    assert az.login_warnings(dict(env(AZURE_SUBSCRIPTION_ID="0b1e5c9a-1111-4a1a-9a1a-00000000aa01", AZURE_AD_USER="ops@example.com"),
                                   auth_source="env"), credential_file=none) == []
 
 
@@ -162,7 +162,7 @@ def test_a_module_with_the_awx_user_credential_warns_once(env, tmp_path, monkeyp
     from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import base
 
     monkeypatch.setenv("HOME", str(tmp_path))
-    env(AZURE_SUBSCRIPTION_ID="sub-1", AZURE_AD_USER="ops@example.com", AZURE_PASSWORD="pw-123")
+    env(AZURE_SUBSCRIPTION_ID="0b1e5c9a-1111-4a1a-9a1a-00000000aa01", AZURE_AD_USER="ops@example.com", AZURE_PASSWORD="pw-123")
     module = base.InProcessModule({}, {"provider": "azure"}, cloud=base.CLOUD_REQUIRED)
     [message] = module.warnings
     assert message.startswith("azure.ad_user 'ops@example.com' (AZURE_AD_USER)") and "pw-123" not in message
