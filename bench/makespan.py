@@ -3,14 +3,15 @@
     .venv/bin/python bench/makespan.py [--control-planes 1|3] [--workers 8] [--quick]
                                        [--arms reference,defaults,surge4] [--realistic ARMS] [--json FILE] [--keep]
 
-One fixed world per arm, each on a fresh sandbox with the GCE emulator: 1 (or 3) control-plane nodes and
+One fixed world per arm, each on a fresh sandbox with one cloud's emulator (--cloud, GCE by default): 1 (or 3)
+control-plane nodes and
 8 workers in 2 groups on image A, a 20 s join delay, a Deployment `app` (one replica per worker) with a
 PodDisruptionBudget of maxUnavailable 1 and the cluster-autoscaler Deployment. Then playbooks/upgrade_nodes.yml
 rolls it to image B. Arms: the reference's semantics (max_surge 1, max_surge_total 1), the role's defaults
 (max_surge 1 per group, no cluster-wide cap) and max_surge 4, all in this one invocation; each is compared with
 its critical-path bound and the reference arm with surge 4. With --realistic, the arms named there run once more
 (named <arm>@realistic) with the emulator at a real cloud's per-call latency and operation durations
-(REALISTIC_GCE, scaled by REALISTIC_SCALE; bench/README.md gives the sources). bench/README.md gives the bound's
+(REALISTIC_GCE, _AZURE or _AWS, scaled by REALISTIC_SCALE; bench/README.md gives the sources). bench/README.md gives the bound's
 formula and keeps the figures recorded for the task-chain engine the role had until issue 27.
 """
 
@@ -41,8 +42,8 @@ DEFAULT_SURGE, DEFAULT_SURGE_TOTAL = 1, None   # roles/rolling_upgrade/defaults/
 # A real GCE project's timings (bench/README.md gives the sources): seconds per API request, a createInstances or
 # deleteInstances operation running, an instance from its creation to RUNNING, a deleted instance still listed.
 REALISTIC_GCE = {"latency": 0.2, "op_delay": 5.0, "boot_delay": 25.0, "delete_delay": 30.0}
-# The same figures for Azure and AWS (bench/README.md gives the sources and which are assumptions). Only the GCE
-# emulator takes all four in this benchmark; the arms run on GCE. Azure: an ARM request; a scale-out or instance
+# The same figures for Azure and AWS (bench/README.md gives the sources and which are assumptions); EMULATOR_KNOBS
+# says which knob of each emulator takes them. Azure: an ARM request; a scale-out or instance
 # deletion's long-running operation until it reports done; a VM from the scale-out to running; a deleted VM still
 # listed. AWS: an EC2 or Auto Scaling request (SetDesiredCapacity and TerminateInstanceInAutoScalingGroup answer at
 # once: no operation to wait on); an instance from pending to running; a terminated instance still shutting down.
@@ -53,9 +54,46 @@ REALISTIC = {"gcp": REALISTIC_GCE, "azure": REALISTIC_AZURE, "aws": REALISTIC_AW
 REALISTIC_SCALE = 0.5
 
 
+# Which fault knob of each emulator takes each figure. The Azure emulator's scale-out operation ends when its VM runs
+# (boot_delay), so its boot takes the longer of the operation and the boot; the AWS emulator launches launch_delay
+# after SetDesiredCapacity (moto's instance then runs at once) and lists a terminated instance for terminate_delay.
+EMULATOR_KNOBS = {"gcp": {"latency": "latency", "op_delay": "op_delay", "boot_delay": "boot_delay",
+                          "delete_delay": "delete_delay"},
+                  "azure": {"latency": "latency", "boot_delay": "boot_delay", "delete_delay": "delete_delay"},
+                  "aws": {"latency": "latency", "boot_delay": "launch_delay", "delete_delay": "terminate_delay"}}
+
+
 def realistic_knobs(scale=REALISTIC_SCALE, cloud="gcp"):
-    """The emulator's fault knobs for a realistic arm: the durations scaled, the per-request latency as measured."""
-    return {k: (v if k == "latency" else round(v * scale, 2)) for k, v in REALISTIC[cloud].items()}
+    """The realistic figures of `cloud`: the durations scaled, the per-request latency as measured."""
+    figures = dict(REALISTIC[cloud])
+    if cloud == "azure":
+        figures["boot_delay"] = max(figures.pop("op_delay"), figures["boot_delay"])
+    return {k: (v if k == "latency" else round(v * scale, 2)) for k, v in figures.items() if k in EMULATOR_KNOBS[cloud]}
+
+
+def set_realistic(admin, cloud, figures):
+    """Set `figures` (realistic_knobs) on the emulator: GCE changes only these knobs; the Azure and AWS set_faults
+    set every knob, the others to their defaults (what the sandbox runs with)."""
+    knobs = {EMULATOR_KNOBS[cloud][k]: v for k, v in figures.items()}
+    if cloud == "gcp":
+        admin._call("POST", "faults", knobs)  # pylint: disable=protected-access
+    else:
+        admin.set_faults(**knobs)
+
+
+def listed_seconds(admin, cloud):
+    """Off GCE, the emulator's seconds a deleted instance stays listed in its group (None on GCE, whose request log
+    times each deletion: delete_times)."""
+    if cloud == "aws":
+        return float(admin._http("GET", "/_kubenodes/faults")["terminate_delay"])  # pylint: disable=protected-access
+    return float(admin.state()["faults"]["delete_delay"]) if cloud == "azure" else None
+
+
+def boot_seconds(admin, cloud):
+    """The emulator's seconds from a create to a running instance, as set now (the bound's boot)."""
+    if cloud == "aws":
+        return float(admin._http("GET", "/_kubenodes/faults")["launch_delay"])  # pylint: disable=protected-access
+    return float(admin.state()["faults"]["boot_delay"])
 GROUP_LABEL, CONTROL_PLANE_LABEL = "sandbox.kubenodes.io/group", "node-role.kubernetes.io/control-plane"
 PASS_LINE = re.compile(r"pass (\d+): \d+/\d+ nodes on the image")
 
@@ -91,7 +129,7 @@ def worker_groups(kube):
 
 def prepare(handle, args, knobs):
     # The cloud's default call rate (not the sandbox scenario's): the figures are measured against it.
-    values = scenario.prepare(str(handle.state_dir), "gcp", control_planes=args.control_planes, workers=args.workers,
+    values = scenario.prepare(str(handle.state_dir), args.cloud, control_planes=args.control_planes, workers=args.workers,
                               groups=args.groups, workloads=False, say=world.quiet, rolling_upgrade_heir_ready_seconds=args.heir_ready,
                               rolling_upgrade_cloud_calls_per_minute=None, **knobs)
     kube = handle.kube()
@@ -109,7 +147,8 @@ def prepare(handle, args, knobs):
 
 def delete_times(requests, heirs_gone):
     """Per donor: seconds from the last deleteInstances request to its group before the donor's instance was
-    gone (its Node got the unreachable taint), as {donor: seconds}. `heirs_gone`: {donor: (group label, t)}."""
+    gone (its Node got the unreachable taint), as {donor: seconds}. `heirs_gone`: {donor: (group label, t)}. GCE
+    only: the Azure and AWS emulators' request logs do not say when or which group (node_delete_times)."""
     by_group = {}
     for req in requests:
         path = req.get("path", "")
@@ -123,18 +162,27 @@ def delete_times(requests, heirs_gone):
     return out
 
 
+def node_delete_times(donors, gone):
+    """Per donor: seconds from its Node's deletion to its instance gone. The collection deletes the Node right after
+    its delete call returns, so this is shorter than the time from the call by the call's own duration (the bound is
+    then lower, the ratio higher). `donors`: the watch's records, `gone`: {donor: when its instance was gone}."""
+    return {n: gone[n] - r["deleted"] for n, r in donors.items() if gone.get(n) and r.get("deleted")
+            and gone[n] >= r["deleted"]}
+
+
 def run_arm(args, engine, arm, workdir, realistic=False):
     knobs = dict(ARMS[arm])
     arm_name = arm + ("@realistic" if realistic else "")
     label = "%s/%s" % (engine, arm_name)
     world.log("arm %s: fresh sandbox, seeding %d+%d nodes" % (label, args.control_planes, args.workers))
-    with world.fresh_sandbox("gcp", keep=args.keep) as handle:
+    with world.fresh_sandbox(args.cloud, keep=args.keep) as handle:
         values = prepare(handle, args, knobs)
-        admin = handle.cloud("gcp")
+        admin = handle.cloud(args.cloud)
         if realistic:
-            # Set after seeding (the world's own nodes come up fast); only these knobs change.
-            admin._call("POST", "faults", realistic_knobs())  # pylint: disable=protected-access
-        boot = float(admin.state()["faults"]["boot_delay"])
+            # Set after seeding (the world's own nodes come up fast).
+            set_realistic(admin, args.cloud, realistic_knobs(cloud=args.cloud))
+        boot = boot_seconds(admin, args.cloud)
+        listed_for = listed_seconds(admin, args.cloud)
         before = {i["provider_id"] for i in handle.nodesim.instances()}
         watch = world.ClusterWatch(handle).start()
         load_before = world.loadavg()
@@ -144,7 +192,7 @@ def run_arm(args, engine, arm, workdir, realistic=False):
         watch.stop()
         requests = admin.requests()
         instances = handle.nodesim.instances()
-        nodes_now = upgrade_nodes(handle)
+        nodes_now = upgrade_nodes(handle, values["rolling_upgrade_image"])
         # Read before the sandbox (and the report directory in its state) goes.
         summary = report_summary(values)
     started = run.started
@@ -161,10 +209,18 @@ def run_arm(args, engine, arm, workdir, realistic=False):
     # after the deleteInstances call (before the cloud removes the instance), when the node simulator saw the cloud
     # remove it.
     removed = {i["node_name"]: i["removed_at"] for i in instances if i.get("removed_at")}
-    gone = {n: r["gone"] or removed.get(n) for n, r in donors.items()}
-    deletes = delete_times(requests, {n: (r["group"], gone[n]) for n, r in donors.items() if gone[n]})
+    # Off GCE, when the node simulator saw the instance leave the group: the AWS emulator's EC2 says shutting-down (the
+    # Node turns unreachable) halfway through the terminate_delay the group still lists it for.
+    gone = {n: (r["gone"] or removed.get(n)) if args.cloud == "gcp" else (removed.get(n) or r["gone"])
+            for n, r in donors.items()}
+    deletes = (delete_times(requests, {n: (r["group"], gone[n]) for n, r in donors.items() if gone[n]})
+               if args.cloud == "gcp" else node_delete_times(donors, gone))
     d_w, e_w = bound.median([drains.get(n) for n in workers]), bound.median([deletes.get(n) for n in workers])
     d_cp, e_cp = bound.median([drains.get(n) for n in cp]), bound.median([deletes.get(n) for n in cp])
+    if listed_for is not None:
+        # Off GCE the group lists a deleted instance (its slot held) for the emulator's knob from the delete call:
+        # the bound takes that, not the measured time from the Node's deletion (node_delete_times), which is shorter.
+        e_w, e_cp = max(e_w, listed_for), max(e_cp, listed_for)
     surge = ARMS[arm].get("rolling_upgrade_max_surge", DEFAULT_SURGE)
     surge_total = ARMS[arm].get("rolling_upgrade_max_surge_total", DEFAULT_SURGE_TOTAL)
     # The joins as the node simulator timed them (instance created to Node registered): a control-plane heir also
@@ -179,9 +235,10 @@ def run_arm(args, engine, arm, workdir, realistic=False):
                                args.heir_ready, d_w, e_w, d_cp, e_cp, join_cp=j_cp)
     crit_knobs = bound.critical_path(len(cp), list(groups.values()), surge, surge_total, boot, args.join_delay,
                                      args.heir_ready, d_w, e_w, d_cp, e_cp)
-    creates = [r["at"] for r in requests if r.get("method") == "POST" and r.get("at", 0) >= started
-               and r.get("path", "").endswith(("/createInstances", "/resize"))]
     heir_boots = [i["created"] for i in instances if i["provider_id"] not in before and i.get("created")]
+    # The first create request (GCE's log times them); elsewhere the first heir instance the node simulator saw.
+    creates = [r["at"] for r in requests if r.get("method") == "POST" and r.get("at", 0) >= started
+               and r.get("path", "").endswith(("/createInstances", "/resize"))] if args.cloud == "gcp" else heir_boots
     reaction = watch.reaction(args.heir_ready)
     replaced = sum(1 for n in donors if donors[n]["deleted"])
     output = run.output()
@@ -190,9 +247,9 @@ def run_arm(args, engine, arm, workdir, realistic=False):
     makespan = (run.ended or time.time()) - started
     last_delete = max([r["deleted"] for r in donors.values() if r["deleted"]] or [0]) - started
     result = {
-        "engine": engine, "arm": arm_name, "knobs": ARMS[arm], "rc": rc,
-        "cloud": realistic_knobs() if realistic else {"latency": 0.0, "boot_delay": boot},
-        # The run report's count of the step engine's GCE requests (calls, peak per minute, limit).
+        "engine": engine, "arm": arm_name, "knobs": ARMS[arm], "rc": rc, "cloud_name": args.cloud,
+        "cloud": realistic_knobs(cloud=args.cloud) if realistic else {"latency": 0.0, "boot_delay": boot},
+        # The run report's count of the step engine's cloud requests (calls, peak per minute, limit).
         "cloud_calls": summary.get("cloud_calls"),
         # The run report's Kubernetes requests of the step engine, by kind and per replaced node (issue 22).
         "kube_calls": summary.get("kube_calls"),
@@ -232,9 +289,11 @@ def run_arm(args, engine, arm, workdir, realistic=False):
     return result
 
 
-def upgrade_nodes(handle):
+def upgrade_nodes(handle, image):
+    """{total, on_image}: the Nodes, and those Ready on `image` (the node simulator reports the cloud's image reference
+    as the osImage, as assert_upgraded reads it)."""
     items = world.upgrade_helpers.nodes(handle)
-    on_image = sum(1 for n in items if scenario.IMAGE_B in (n["status"].get("nodeInfo") or {}).get("osImage", "")
+    on_image = sum(1 for n in items if (n["status"].get("nodeInfo") or {}).get("osImage", "").lower() == image.lower()
                    and world.upgrade_helpers.is_ready(n))
     return {"total": len(items), "on_image": on_image}
 
@@ -294,6 +353,8 @@ def print_table(results):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cloud", default="gcp", choices=sorted(REALISTIC),
+                        help="the cloud emulator the world runs on (default gcp)")
     parser.add_argument("--control-planes", type=int, default=1, choices=(1, 3))
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--groups", type=int, default=2, help="worker scaling groups")
@@ -329,11 +390,12 @@ def main(argv=None):
         parser.error("--arms and --realistic: choose from %s" % ",".join(ARMS))
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="kubenodes-makespan-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    header = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "commit": world.commit(),
+    header = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "commit": world.commit(), "cloud": args.cloud,
               "engines": engines, "arms": arms, "parallel": args.parallel, "control_planes": args.control_planes, "workers": args.workers,
               "groups": args.groups, "app_replicas": args.app_replicas,
               "join_delay_s": args.join_delay, "heir_ready_s": args.heir_ready, "load_start": world.loadavg(),
-              "realistic_arms": realistic, "realistic_knobs": realistic_knobs(), "realistic_scale": REALISTIC_SCALE}
+              "realistic_arms": realistic, "realistic_knobs": realistic_knobs(cloud=args.cloud),
+              "realistic_scale": REALISTIC_SCALE}
     counted, burn = world.check_cpu_accounting(workdir)
     header["cpu_accounting_check"] = {"module_burned_s": burn, "wait4_counted_s": round(counted, 2),
                                       "workers_counted": counted >= 0.9 * burn}
@@ -364,8 +426,8 @@ def main(argv=None):
     results.sort(key=lambda r: order[(r["engine"], r["arm"])])
     done = [r for r in results if "error" not in r]
     header["load_end"] = world.loadavg()
-    print("\nmakespan benchmark, %s, commit %s, load average %s -> %s, logs in %s"
-          % (header["date"], header["commit"], header["load_start"], header["load_end"], workdir))
+    print("\nmakespan benchmark, %s, %s, commit %s, load average %s -> %s, logs in %s"
+          % (args.cloud, header["date"], header["commit"], header["load_start"], header["load_end"], workdir))
     print_table(done)
     rat = ratios(done)
     for key, value in rat.items():

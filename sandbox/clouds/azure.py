@@ -906,7 +906,10 @@ class AzureEmulator:
                                         autoscaled=list(v.get("autoscaled") or []),
                                         overprovisioned=list(v.get("overprovisioned") or []),
                                         repaired=list(v.get("repaired") or []))
-                                   for v in self.scale_sets.values()]}
+                                   for v in self.scale_sets.values()],
+                    # The timings a benchmark reads back (bench/makespan.py's bound takes the boot).
+                    "faults": {"boot_delay": self.boot_delay, "delete_delay": self.delete_delay,
+                               "latency": self.faults.latency}}
 
     # -- ARM handlers (lock held; return (status, body, headers)) --------------------------------------
 

@@ -28,6 +28,35 @@ def test_ten_percent_per_group_of_a_thousand_workers_is_ten_waves_of_a_hundred()
 def test_every_cloud_has_realistic_timings_and_the_durations_are_scaled():
     for cloud in ("gcp", "azure", "aws"):
         knobs = makespan.realistic_knobs(0.5, cloud)
-        assert set(knobs) == {"latency", "op_delay", "boot_delay", "delete_delay"}
+        assert set(knobs) == set(makespan.EMULATOR_KNOBS[cloud]) >= {"latency", "boot_delay", "delete_delay"}
         assert knobs["latency"] == makespan.REALISTIC[cloud]["latency"]
-        assert knobs["boot_delay"] == makespan.REALISTIC[cloud]["boot_delay"] * 0.5
+        assert knobs["delete_delay"] == makespan.REALISTIC[cloud]["delete_delay"] * 0.5
+    assert makespan.realistic_knobs(0.5, "gcp")["boot_delay"] == makespan.REALISTIC_GCE["boot_delay"] * 0.5
+    # Azure's scale-out operation ends when its VM runs: the emulator's boot takes the longer of the two.
+    azure = makespan.REALISTIC_AZURE
+    assert makespan.realistic_knobs(0.5, "azure")["boot_delay"] == max(azure["op_delay"], azure["boot_delay"]) * 0.5
+
+
+def test_each_emulator_gets_the_realistic_figures_under_its_own_knob_names():
+    class Admin:
+        def __init__(self):
+            self.calls = []
+
+        def _call(self, method, what, body):
+            self.calls.append(("_call", method, what, body))
+
+        def set_faults(self, **knobs):
+            self.calls.append(("set_faults", knobs))
+
+    for cloud, expected in (("gcp", [("_call", "POST", "faults", {"latency": 0.2, "op_delay": 2.5, "boot_delay": 12.5,
+                                                                  "delete_delay": 15.0})]),
+                            ("azure", [("set_faults", {"latency": 0.2, "boot_delay": 30.0, "delete_delay": 30.0})]),
+                            ("aws", [("set_faults", {"latency": 0.15, "launch_delay": 8.0, "terminate_delay": 15.0})])):
+        admin = Admin()
+        makespan.set_realistic(admin, cloud, makespan.realistic_knobs(0.5, cloud))
+        assert admin.calls == expected, cloud
+
+
+def test_off_gce_a_deletion_is_timed_from_the_nodes_deletion():
+    donors = {"a": {"deleted": 10.0}, "b": {"deleted": 20.0}, "c": {"deleted": None}, "d": {"deleted": 30.0}}
+    assert makespan.node_delete_times(donors, {"a": 14.5, "b": None, "c": 40.0, "d": 29.0}) == {"a": 4.5}
