@@ -221,6 +221,7 @@ class Executor:
         self.planned = None
         self.plans_made = self.plans_reused = 0
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
+        self.relisted = set()     # the groups this pass listed again (_list_again)
         self.group_errors = {}
         self.surge_cap_said = False
         # A replacement finished since the last gate: with gate_after "batch" no heir is created until the gate ran.
@@ -247,7 +248,7 @@ class Executor:
         if self.cloud is not None:
             cloud = self._timed("cloud", self.cloud.read, self.settings.scaling_groups or None)
         groups, instances, errors = cloud if cloud is not None else (None, None, None)
-        self.instances, self.group_errors = instances, dict(errors or {})
+        self.instances, self.group_errors, self.relisted = instances, dict(errors or {}), set()
         self.last_read = (nodes, groups)
         health = self._health(nodes)
         last = self.planned
@@ -265,9 +266,19 @@ class Executor:
             # (the held surge is one of the planner's options: the plan is made again, never reused).
             self._hold_surge(facts["budget"]["in_flight"], refused)
             facts, named = self.plan(nodes, groups, instances, errors, version=version, health=health)
-        if self._list_again(self._groups_to_confirm(facts, named)):
+        # One round of listings for the groups the plan rests on and those its destructive steps act in (each step is
+        # judged on a listing of its group made in this pass, _read_fresh): at once, not a round per step.
+        confirm = self._groups_to_confirm(facts, named)
+        if self._list_again(confirm | self._groups_acted_on(facts)) & confirm:
             facts, named = self.plan(nodes, groups, self.instances, self.group_errors, version=version, health=health)
         return facts, named
+
+    def _groups_acted_on(self, facts):
+        """The groups of this plan's drains, etcd removals and instance deletions (none in check mode)."""
+        if self.settings.check_mode:
+            return set()
+        plan = facts["plan"]
+        return self._groups_of(plan["drain"] + plan["etcd_remove"] + plan["delete_nodes"] + plan["delete_instances"])
 
     def _groups_to_confirm(self, facts, named):
         """The groups whose listing this plan's decisions rest on, which must be made in this pass (a steady group's
@@ -374,24 +385,31 @@ class Executor:
         """A drain, an etcd removal or an instance deletion is judged on a listing of its group made in this pass: the groups
         of `items` that the cloud served from an earlier listing (CloudAccess.read lists steady groups only every
         cloud_reads.STEADY_REREAD seconds) are listed now, and the guard's cloud view takes them."""
+        self._list_again(self._groups_of(items))
+
+    def _groups_of(self, items):
+        """The groups of `items` (plan entries with a group or a providerID): every group when one names an instance
+        that no listing of this pass holds, so that none is judged on an older listing."""
         if self.instances is None or not items:
-            return
+            return set()
         where = self._group_of_instance()
         groups = {item.get("group") or where.get(self.cloud.normalize(item.get("provider_id") or "")) for item in items}
-        if None in groups:   # an instance no listing names: every group, so that none is judged on an older one
+        if None in groups:
             groups = set(self.instances) | set(self.group_errors)
-        self._list_again(groups - {None})
+        return groups - {None}
 
     def _group_of_instance(self):
         """{normalized providerID: group} of this pass's cloud read."""
         return {self.cloud.normalize(i.provider_id): group for group, listed in self.instances.items() for i in listed}
 
     def _list_again(self, groups):
-        """The groups of `groups` not listed in this pass listed now (the cloud's refresh), into this pass's read;
-        whether any was."""
+        """The groups of `groups` not listed in this pass listed now (the cloud's refresh, which also skips those its
+        read listed), into this pass's read; returns those it listed."""
         refresh = getattr(self.cloud, "refresh", None)
+        groups = set(groups) - self.relisted
         if refresh is None or self.instances is None or not groups:
-            return False
+            return set()
+        self.relisted |= groups
         instances, errors = self._timed("cloud", refresh, sorted(groups))
         self.instances.update(instances)
         for group in instances:
@@ -399,7 +417,7 @@ class Executor:
         for group, error in errors.items():
             self.instances.pop(group, None)
             self.group_errors[group] = error
-        return bool(instances or errors)
+        return set(instances) | set(errors)
 
     # -- one pass ------------------------------------------------------------------------------------
     def run_pass(self, facts=None, nodes=None, instances=None, group_errors=None):
@@ -436,7 +454,7 @@ class Executor:
         if read_here:
             facts, nodes = self.read()
         elif instances is not None:
-            self.instances, self.group_errors = instances, dict(group_errors or {})
+            self.instances, self.group_errors, self.relisted = instances, dict(group_errors or {}), set()
         return PassState(facts, nodes, read_here)
 
     @staticmethod

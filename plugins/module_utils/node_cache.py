@@ -14,7 +14,6 @@ A watch that ends in 410 Gone (its version compacted), breaks, or is refused lis
 from __future__ import annotations
 
 import collections
-import copy
 import threading
 import time
 
@@ -93,7 +92,17 @@ class NodeStore:
 
     def snapshot(self):
         """Copies of every Node, in name order: the planner may change what it is given."""
-        return [copy.deepcopy(self.nodes[name]) for name in sorted(self.nodes)]
+        return [json_copy(self.nodes[name]) for name in sorted(self.nodes)]
+
+
+def json_copy(value):
+    """A deep copy of a JSON document (dicts, lists and immutable scalars, as the API's answers and the watch's events
+    are): what copy.deepcopy makes of it at about a third of its cost, which every pass paid for every Node."""
+    if isinstance(value, dict):
+        return {key: json_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_copy(item) for item in value]
+    return value
 
 
 class NodeCache:

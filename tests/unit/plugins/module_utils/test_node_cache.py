@@ -77,3 +77,15 @@ def test_the_planner_gets_copies():
     store = NodeStore([node("a", 1)], "1")
     store.snapshot()[0]["metadata"]["labels"]["changed"] = "by the planner"
     assert store.nodes["a"]["metadata"]["labels"] == {}
+
+
+def test_the_copies_are_deep_and_equal_to_the_nodes_at_every_level():
+    held = node("a", 1, zone="z1")
+    held["spec"] = {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": False}
+    held["status"] = {"conditions": [{"type": "Ready", "status": "True"}], "capacity": {"pods": "110"}, "weight": 1.5}
+    store = NodeStore([held], "1")
+    copied = store.snapshot()[0]
+    assert copied == held
+    copied["spec"]["taints"][0]["effect"] = "NoExecute"
+    copied["status"]["conditions"].append({"type": "DiskPressure"})
+    assert held["spec"]["taints"][0]["effect"] == "NoSchedule" and len(held["status"]["conditions"]) == 1
