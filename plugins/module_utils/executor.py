@@ -25,8 +25,10 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
           refresh(group_ids) -> ({group: [Instance]}, {group: error}), those of the groups it did not list in
           the last read listed now;
           set_group_image(group, image); create(group, count) -> (instances, quota message or ""), which may
-          return before the cloud ran them: then optionally refusals() -> [quota message] of those it refused since;
-          delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
+          return before the cloud ran them: then optionally refusals() -> [quota message] of those it refused since,
+          and identified() -> [Instance] of those returned without a providerID (not named by the cloud yet) that it
+          named since; delete(provider_ids) -> deleted ids, which may return before the cloud ran them (the instances
+          then list as being deleted); normalize(provider_id); optionally reading(), a context
           that spans one slice (the provider then reads each group's manager and template once)
   etcd:   callable(item, endpoints, expected_member_count) that removes the member of item["node_ip"],
           or None when the removal is delegated (the step then returns it in `etcd_due`)

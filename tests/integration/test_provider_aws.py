@@ -362,28 +362,29 @@ def test_create_polls_until_the_asynchronous_launch(admin, provider, images):
     assert after_raise.count("DescribeAutoScalingGroups") >= 2     # it polled
 
 
-def test_creates_not_waited_for_raise_the_capacity_once_each_and_are_named_when_the_group_lists_them(admin, provider, images):
+@pytest.mark.parametrize("launch_delay", [0.0, 0.6])
+def test_creates_not_waited_for_raise_the_capacity_once_each_and_are_named_when_the_group_lists_them(
+        admin, provider, images, launch_delay):
     """Issue 22: create_instance(wait=False) raises the desired capacity and returns an instance without a providerID
-    (PENDING), listed as being created until the launch comes; follow_operations() names each once. A second create
-    meanwhile raises the capacity again (the first is followed, not an earlier create that timed out)."""
+    (PENDING), listed as being created until the launch comes; follow_operations() names each once, each a different
+    instance, whether the launches came before the next create (the emulator launches at once) or after all three.
+    A create meanwhile raises the capacity again (the one followed is not an earlier create that timed out)."""
     group = _group(admin, images, size=1)
-    admin.set_faults(launch_delay=0.6)
+    admin.set_faults(launch_delay=launch_delay)
     admin.clear_requests()
     started = time.monotonic()
-    made = [provider.create_instance(group, wait=False) for dummy in range(2)]
+    made = [provider.create_instance(group, wait=False) for dummy in range(3)]
     assert time.monotonic() - started < 0.5   # no wait for the launch
-    assert _actions(admin).count("SetDesiredCapacity") == 2 and provider.list_groups([group])[0].target_size == 3
-    assert [(i.provider_id, i.state, i.extra[base.PENDING]) for i in made] == [("", base.CREATING, True)] * 2
-    listed = provider.list_instances(group)
-    assert len(listed) == 3 and [i.state for i in listed if not i.provider_id] == [base.CREATING] * 2
-    assert provider.follow_operations() == []   # not launched yet
+    assert _actions(admin).count("SetDesiredCapacity") == 3 and provider.list_groups([group])[0].target_size == 4
+    assert [(i.provider_id, i.state, i.extra[base.PENDING]) for i in made] == [("", base.CREATING, True)] * 3
+    assert len(provider.list_instances(group)) == 4   # the new instances, or their placeholders until launched
     ended = []
-    _until(lambda: ended.extend(provider.follow_operations()) or len(ended) == 2, timeout=10, what="both launches")
-    assert [(e.group_id, e.failure, e.kind) for e in ended] == [(group, None, "create")] * 2
-    named = sorted(e.instance.provider_id for e in ended)
-    assert len(set(named)) == 2 and all(e.name == e.instance.name for e in ended)
+    _until(lambda: ended.extend(provider.follow_operations()) or len(ended) == 3, timeout=10, what="three launches")
+    assert [(e.group_id, e.failure, e.kind) for e in ended] == [(group, None, "create")] * 3
+    named = {e.instance.provider_id for e in ended}
+    assert len(named) == 3 and all(e.name == e.instance.name for e in ended)
     listed = provider.list_instances(group)
-    assert set(named) <= {i.provider_id for i in listed} and len(listed) == 3
+    assert named <= {i.provider_id for i in listed} and len(listed) == 4
     assert all(i.provider_id for i in listed)   # no placeholder left
     assert provider.follow_operations() == []   # told once
 

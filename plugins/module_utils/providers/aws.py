@@ -652,20 +652,22 @@ class AwsProvider(ReadingMemo, CloudProvider):
             self._sleep(self.poll_interval)
 
     def _launched(self, group_id, asg):
-        """[(create, member or None)]: each create of `group_id` started without waiting with the instance the group
-        (as `asg` describes it) launched for it: the first, by instance ID, that was not in the group when that create
-        raised the capacity and that no other create took (as create_instance takes it when it waits)."""
+        """[(create, member or None)]: each create of `group_id` started without waiting, in order, with the instance
+        the group (as `asg` describes it) launched for it: the first, by instance ID, that was not in the group when
+        that create raised the capacity and that no other create took (as create_instance takes it when it waits).
+        The latest create chooses first: it knew the most instances, so the instances launched for the earlier ones
+        (in the group by the time it raised the capacity) are not its own, while an earlier create may take any."""
         with self._lock:
             starts = list(self._launching.get(group_id, ()))
             taken = set(self._claimed)
         members = sorted(asg.get("Instances", []), key=lambda m: m["InstanceId"])
         found = []
-        for start in starts:
+        for start in reversed(starts):
             member = next((m for m in members if m["InstanceId"] not in start[2] and m["InstanceId"] not in taken), None)
             if member is not None:
                 taken.add(member["InstanceId"])
             found.append((start, member))
-        return found
+        return found[::-1]
 
     def follow_operations(self):
         """The creates started without waiting that ended since the last call: [Ended] with the instance named once
