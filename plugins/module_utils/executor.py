@@ -785,7 +785,8 @@ class Executor:
         nothing."""
         identified = getattr(self.cloud, "identified", None)
         for inst in identified() if identified is not None else []:
-            self._record_created([inst], {}, intent=self._open_intent(inst.group_id))
+            if inst.provider_id not in self.settings.created:   # else a plan recovered it under its intent already
+                self._record_created([inst], {}, intent=self._open_intent(inst.group_id))
 
     def _open_intent(self, group_id):
         """The key of the oldest create intent of `group_id` with fewer instances recorded under it than it settled

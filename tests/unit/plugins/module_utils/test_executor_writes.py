@@ -53,6 +53,11 @@ def test_an_unnamed_create_settles_its_intent_with_the_count_accepted_and_is_rec
     engine._record_identified()
     assert "intent" not in records[-1]["instances_created"]["gce://p/z/c"] and "create_intents" not in records[-1]
     assert set(engine.settings.created) == {"gce://p/z/a", "gce://p/z/b", "gce://p/z/c"}
+    # Named again (a plan recovered it meanwhile, or the cloud told twice): recorded once.
+    before = len(records)
+    cloud.named = [_inst("c")]
+    engine._record_identified()
+    assert len(records) == before
 
 
 def test_a_named_instance_goes_under_the_oldest_intent_of_its_own_group_that_still_accounts_for_one():
