@@ -29,6 +29,7 @@ class CloudAccess:
         self.written = set()  # groups this run wrote to since their last listing
         self.fresh = set()    # groups listed in the last read or since (refresh)
         self.refused = []     # quota or capacity refusals of creates followed since the executor last asked
+        self.named = []       # instances of creates started without waiting that the cloud named since then
         self.groups_read = None   # (read at, scope, [Group]) of the last read of the groups themselves
 
     def normalize(self, provider_id):
@@ -103,22 +104,39 @@ class CloudAccess:
         return instances, errors
 
     def _follow(self):
-        """The creates started without waiting whose operations ended: their groups are listed at once; a quota or
-        capacity refusal is kept for refusals() (the executor holds the surge, as for a create refused at once), a
-        name taken meanwhile is nothing made (the plan creates again), and any other failure fails the step."""
+        """The writes started without waiting whose operations ended: their groups are listed at once. A create: a
+        quota or capacity refusal is kept for refusals() (the executor holds the surge, as for a create refused at
+        once), a name taken meanwhile is nothing made (the plan creates again), an instance the cloud named only now
+        is kept for identified() (the executor records it as this run's), and any other failure fails the step. A
+        delete that failed fails the step (the instance stays listed as the cloud has it: the next run sees it)."""
         try:
             ended = self.provider.follow_operations()
         except base.ProviderError as exc:
-            raise StepFailure("following the cloud's create operations failed: %s" % exc, step="create")
-        for group_id, name, failure in ended:
-            self._wrote(group_id)
+            raise StepFailure("following the cloud's operations failed: %s" % exc, step="create")
+        for done in ended:
+            self._wrote(done.group_id)
+            failure = done.failure
+            if done.kind == "delete":
+                if failure is not None and not isinstance(failure, base.NotFoundError):
+                    raise StepFailure("deleting instance %s from %s failed: %s" % (done.name, done.group_id, failure),
+                                      step="delete_instance", group=done.group_id)
+                continue
             if failure is None or failure.code == "RESOURCE_ALREADY_EXISTS":
+                if failure is None and done.instance is not None and done.instance.provider_id:
+                    self.named.append(done.instance)
                 continue
             if isinstance(failure, base.QuotaError):
                 self.refused.append(str(failure))
                 continue
-            raise StepFailure("creating instance %s in %s failed: %s" % (name, group_id, failure), step="create",
-                              group=group_id)
+            what = "instance " + done.name if done.name else "an instance"
+            raise StepFailure("creating %s in %s failed: %s" % (what, done.group_id, failure), step="create",
+                              group=done.group_id)
+
+    def identified(self):
+        """The instances of creates started without waiting that the cloud named since the last call (their
+        providerID was not known when the create returned): the executor records them as this run's at once."""
+        named, self.named = self.named, []
+        return named
 
     def refusals(self):
         """The quota or capacity refusals of creates followed since the last call (each said once)."""
@@ -148,7 +166,9 @@ class CloudAccess:
 
     def create(self, group_id, count):
         """Up to `count` new instances: (instances, quota message or ""). Where the provider can, each returns once
-        the cloud accepted it, and the next read follows its operation (_follow): the pass goes on meanwhile."""
+        the cloud accepted it, and the next read follows its operation (_follow): the pass goes on meanwhile. An
+        instance the cloud has not named yet comes back with no providerID (extra PENDING); identified() gives it
+        named later."""
         self._wrote(group_id)
         created = []
         started = dict(wait=False) if getattr(self.provider, "creates_without_waiting", False) else {}
@@ -169,14 +189,19 @@ class CloudAccess:
         return created, ""
 
     def delete(self, provider_ids):
+        """The instances deleted (their providerIDs). Where the provider can, each returns once the cloud accepted
+        the deletion: the instance lists as DELETING from then on, so it holds its slot, and the next read follows
+        the operation (_follow). An instance this pass's listing does not name, or names as DELETING, is skipped: it is
+        gone, or the cloud deletes it already."""
         deleted = []
+        started = dict(wait=False) if getattr(self.provider, "deletes_without_waiting", False) else {}
         for provider_id in provider_ids:
-            known = self.listed.get(self.normalize(provider_id))
+            known = self.listed.get(self.normalize(provider_id)) if provider_id else None
             if known is None or known.state == base.DELETING:
                 continue   # already gone, or the cloud deletes it already
             self._wrote(known.group_id)
             try:
-                if self.provider.delete_instance(known.provider_id):
+                if self.provider.delete_instance(known.provider_id, **started):
                     deleted.append(known.provider_id)
             except base.NotFoundError:
                 continue

@@ -25,8 +25,10 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
           refresh(group_ids) -> ({group: [Instance]}, {group: error}), those of the groups it did not list in
           the last read listed now;
           set_group_image(group, image); create(group, count) -> (instances, quota message or ""), which may
-          return before the cloud ran them: then optionally refusals() -> [quota message] of those it refused since;
-          delete(provider_ids) -> deleted ids; normalize(provider_id); optionally reading(), a context
+          return before the cloud ran them: then optionally refusals() -> [quota message] of those it refused since,
+          and identified() -> [Instance] of those returned without a providerID (not named by the cloud yet) that it
+          named since; delete(provider_ids) -> deleted ids, which may return before the cloud ran them (the instances
+          then list as being deleted); normalize(provider_id); optionally reading(), a context
           that spans one slice (the provider then reads each group's manager and template once)
   etcd:   callable(item, endpoints, expected_member_count) that removes the member of item["node_ip"],
           or None when the removal is delegated (the step then returns it in `etcd_due`)
@@ -250,6 +252,9 @@ class Executor:
         groups, instances, errors = cloud if cloud is not None else (None, None, None)
         self.instances, self.group_errors, self.relisted = instances, dict(errors or {}), set()
         self.last_read = (nodes, groups)
+        # Before planning: an instance of a create started without waiting that the cloud named since is this run's
+        # (recorded at once, as a create's instance is) before the plan reads it.
+        self._record_identified()
         health = self._health(nodes)
         last = self.planned
         if version is not None and last is not None and last["version"] == version and self._reusable(
@@ -790,6 +795,30 @@ class Executor:
         replanned["plan"]["set_group_image"] = []
         return replanned, nodes
 
+    def _record_identified(self):
+        """The instances of creates started without waiting that the cloud named since the last read (their create
+        returned no providerID: CloudAccess.identified), recorded as this upgrade's own, each under the oldest intent
+        of its group that still accounts for more instances than are recorded under it. Until recorded, their intent,
+        settled with the count the cloud accepted, accounts for them (core.plan_upgrade `intents`): a kill loses
+        nothing."""
+        identified = getattr(self.cloud, "identified", None)
+        for inst in identified() if identified is not None else []:
+            if inst.provider_id not in self.settings.created:   # else a plan recovered it under its intent already
+                self._record_created([inst], {}, intent=self._open_intent(inst.group_id))
+
+    def _open_intent(self, group_id):
+        """The key of the oldest create intent of `group_id` with fewer instances recorded under it than it settled
+        (or intended), or None."""
+        recorded = {}
+        for entry in self.settings.created.values():
+            if isinstance(entry, dict) and entry.get("intent"):
+                recorded[entry["intent"]] = recorded.get(entry["intent"], 0) + 1
+        for key, intent in sorted(self.settings.intents.items(), key=lambda kv: (str(kv[1].get("at")), kv[0])):
+            made = intent.get("settled", intent.get("count"))
+            if core.same(intent.get("group"), group_id) and isinstance(made, int) and recorded.get(key, 0) < made:
+                return key
+        return None
+
     def _record_intent(self, item, facts, groups=None):
         """Record, before the create call, that `item["count"]` instances are about to be created in its group: a
         kill after the cloud's create and before _record_created leaves instances that this record still proves
@@ -812,12 +841,14 @@ class Executor:
 
     def _record_created(self, created, facts, start_counts=None, delete_first=None, intent=None, recovered=None):
         """Record new instances as this upgrade's own at once (first record wins, as in the journal); with `intent`,
-        the intent they came from is settled with how many the call created."""
+        the intent they came from is settled with how many the call created (those the cloud has not named yet, with
+        no providerID, among them: the intent accounts for them until they are recorded)."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
         record = report.created_record(created, facts.get("scaling_groups"), self.clock())
         if intent is not None:
             record = report.settled_record(record, {self.settings.intents[intent]["group"]: intent})
+            record.setdefault("create_intents", {})[intent] = {"settled": len(created)}
             self.settings.intents[intent].setdefault("settled", len(created))
         record["instances_created"].update(recovered or {})
         if start_counts is not None:

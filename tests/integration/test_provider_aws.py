@@ -362,6 +362,47 @@ def test_create_polls_until_the_asynchronous_launch(admin, provider, images):
     assert after_raise.count("DescribeAutoScalingGroups") >= 2     # it polled
 
 
+@pytest.mark.parametrize("launch_delay", [0.0, 0.6])
+def test_creates_not_waited_for_raise_the_capacity_once_each_and_are_named_when_the_group_lists_them(
+        admin, provider, images, launch_delay):
+    """Issue 22: create_instance(wait=False) raises the desired capacity and returns an instance without a providerID
+    (PENDING), listed as being created until the launch comes; follow_operations() names each once, each a different
+    instance, whether the launches came before the next create (the emulator launches at once) or after all three.
+    A create meanwhile raises the capacity again (the one followed is not an earlier create that timed out)."""
+    group = _group(admin, images, size=1)
+    admin.set_faults(launch_delay=launch_delay)
+    admin.clear_requests()
+    started = time.monotonic()
+    made = [provider.create_instance(group, wait=False) for dummy in range(3)]
+    assert time.monotonic() - started < 0.5   # no wait for the launch
+    assert _actions(admin).count("SetDesiredCapacity") == 3 and provider.list_groups([group])[0].target_size == 4
+    assert [(i.provider_id, i.state, i.extra[base.PENDING]) for i in made] == [("", base.CREATING, True)] * 3
+    assert len(provider.list_instances(group)) == 4   # the new instances, or their placeholders until launched
+    ended = []
+    _until(lambda: ended.extend(provider.follow_operations()) or len(ended) == 3, timeout=10, what="three launches")
+    assert [(e.group_id, e.failure, e.kind) for e in ended] == [(group, None, "create")] * 3
+    named = {e.instance.provider_id for e in ended}
+    assert len(named) == 3 and all(e.name == e.instance.name for e in ended)
+    listed = provider.list_instances(group)
+    assert named <= {i.provider_id for i in listed} and len(listed) == 4
+    assert all(i.provider_id for i in listed)   # no placeholder left
+    assert provider.follow_operations() == []   # told once
+
+
+def test_a_create_not_waited_for_whose_launch_fails_for_capacity_is_followed_as_a_quota_error(admin, provider, images):
+    group = _group(admin, images, size=1)
+    admin.set_faults(late_refusals=1, launch_delay=0.4)
+    before = [i.provider_id for i in provider.list_instances(group)]
+    provider.create_instance(group, wait=False)
+    ended = []
+    _until(lambda: ended.extend(provider.follow_operations()) or ended, timeout=10, what="the refusal")
+    [(group_id, name, failure, kind, named)] = ended
+    assert (group_id, kind, named) == (group, "create", None) and isinstance(failure, base.QuotaError)
+    assert "sufficient t3.micro capacity" in str(failure) and group in str(failure)
+    assert [i.provider_id for i in provider.list_instances(group)] == before   # no placeholder left
+    assert provider.list_groups([group])[0].target_size == 1, "the raise of the refused launch is undone"
+
+
 def test_create_timeout_keeps_the_raised_capacity(admin, provider, images):
     group = _group(admin, images, size=1)
     admin.set_faults(launch_delay=2.0)

@@ -14,7 +14,7 @@ import requests
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import azure as az
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CREATING, DELETING, FAILED, RUNNING, InvalidReferenceError, NotFoundError, ProviderError, QuotaError,
+    CREATING, DELETING, FAILED, PENDING, RUNNING, InvalidReferenceError, NotFoundError, ProviderError, QuotaError,
 )
 from sandbox import clouds
 from sandbox.clouds import azure as emu
@@ -134,11 +134,31 @@ def test_create_instance_names_the_future_node_and_boots(admin, provider, emulat
                            role="worker")]
 
 
+def test_creates_not_waited_for_come_back_unnamed_and_are_named_by_the_listing_that_shows_their_vms(admin, provider):
+    """Issue 22: create_instance(wait=False) returns once the scale-out was accepted, without a providerID (PENDING);
+    follow_operations() names each new VM once (two in a row: two VMs, never one twice), and no placeholder stays."""
+    group_id, image = running_group(admin, provider, size=1)
+    made = [provider.create_instance(group_id, wait=False) for dummy in range(2)]
+    assert [(i.provider_id, i.state, i.image, i.extra[PENDING]) for i in made] == [("", CREATING, image, True)] * 2
+    assert provider.list_groups([group_id])[0].target_size == 3
+    assert len(provider.list_instances(group_id)) == 3   # the new VMs, or their placeholders until they are listed
+    ended = []
+    wait_until(lambda: ended.extend(provider.follow_operations()) or len(ended) == 2)
+    assert [(e.group_id, e.failure, e.kind) for e in ended] == [(group_id, None, "create")] * 2
+    named = {e.instance.provider_id for e in ended}
+    listed = provider.list_instances(group_id)
+    assert len(named) == 2 and named <= {i.provider_id for i in listed} and all(i.provider_id for i in listed)
+    assert provider.follow_operations() == []   # told once
+    assert provider.wait_running(sorted(named), timeout=10) == {pid: RUNNING for pid in named}
+
+
 def test_delete_is_idempotent_and_shrinks_the_group(admin, provider, emulator):
     group_id, _vms = running_group(admin, provider, size=3)
     victim = provider.list_instances(group_id)[1]
     assert provider.delete_instance(victim.provider_id) is True
     assert provider.list_groups([group_id])[0].target_size == 2
+    # The deletion was not waited for (delete-instances with polling=False): that it ends is known only from a later
+    # listing, which names the VM Deleting until it is gone.
     states = {i.provider_id: i.state for i in provider.list_instances(group_id)}
     assert states.get(victim.provider_id, DELETING) == DELETING
     assert provider.delete_instance(victim.provider_id) is False       # deletion already under way

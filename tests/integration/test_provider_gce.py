@@ -464,17 +464,61 @@ def test_a_create_not_waited_for_is_followed_to_its_end_and_a_refusal_then_is_a_
     made = provider.create_instance(group, wait=False)
     assert made.state == base.CREATING and made.provider_id == "gce://%s/%s/%s" % (PROJECT, made.extra["zone"], made.name)
     assert provider.follow_operations() == []   # still running
-    [(group_id, name, failure)] = _wait_for(provider.follow_operations)
-    assert (group_id, name, failure) == (gce.parse_group_id(group).id, made.name, None)
+    [ended] = _wait_for(provider.follow_operations)
+    assert ended == base.Ended(gce.parse_group_id(group).id, made.name, None, "create", None)   # named from the start
     assert provider.follow_operations() == []   # told once
     total = sum(1 for g in admin.state()["groups"].values() for m in g["managed"].values()
                 if m["currentAction"] != "DELETING")
     admin.set_faults(quota=total)
     refused = provider.create_instance(group, wait=False)
-    [(group_id, name, failure)] = _wait_for(provider.follow_operations)
+    [(group_id, name, failure, kind, named)] = _wait_for(provider.follow_operations)
     assert name == refused.name and isinstance(failure, base.QuotaError) and failure.code == "QUOTA_EXCEEDED"
+    assert kind == "create" and named is None
     assert refused.name not in [i.name for i in provider.list_instances(group)]
     assert made.name in [i.name for i in provider.list_instances(group)]
+
+
+def test_a_regional_create_not_waited_for_comes_back_unnamed_and_is_named_when_its_operation_ends(admin, provider, images):
+    """Issue 22: a regional MIG picks the zone itself, so a create not waited for returns without a providerID (extra
+    PENDING), is listed as being created meanwhile (it holds its slot), and follow_operations() names it once."""
+    group = admin.create_group(_unique("rnowait"), "worker", 0, images[0], region="us-central1")
+    admin.set_faults(op_delay=0.5, boot_delay=0.3)
+    before = len(admin.requests())
+    made = provider.create_instance(group, wait=False)
+    assert made.provider_id == "" and made.extra[base.PENDING] and made.state == base.CREATING
+    paths = [(r["method"], r["template"]) for r in admin.requests()[before:]]
+    assert ("POST", "projects/{p}/regions/{region}/operations/{name}/wait") not in paths   # returned at once
+    assert len(provider.list_instances(group)) == 1   # listed (by the MIG, or remembered) while being created
+    [ended] = _wait_for(provider.follow_operations)
+    zone = ended.instance.extra["zone"]
+    assert (ended.group_id, ended.name, ended.failure, ended.kind) == (gce.parse_group_id(group).id, made.name, None, "create")
+    assert zone.startswith("us-central1-") and ended.instance.provider_id == "gce://%s/%s/%s" % (PROJECT, zone, made.name)
+    assert base.PENDING not in ended.instance.extra
+    assert [i.provider_id for i in provider.list_instances(group)] == [ended.instance.provider_id]
+    assert provider.follow_operations() == []   # told once
+
+
+@pytest.mark.parametrize("region", [None, "us-central1"])
+def test_a_deletion_not_waited_for_lists_deleting_until_the_instance_is_gone_and_is_followed_once(
+        emulator, admin, provider, images, region):
+    """Issue 22: delete_instance(wait=False) returns once deleteInstances is accepted. The instance lists DELETING from
+    then on (it holds its slot), before the MIG says so too; the operation's end is told once. That the instance is
+    gone is known only from a later listing: the operation ends when the MIG took the deletion on."""
+    group = admin.create_group(_unique("dnowait"), "worker", 2, images[0], region=region)
+    victim = _wait_for(lambda: [i for i in provider.list_instances(group) if i.state == base.RUNNING][:1] or None)[0]
+    admin.set_faults(op_delay=0.5)
+    before = len(admin.requests())
+    assert provider.delete_instance(victim.provider_id, wait=False) is True
+    paths = [(r["method"], r["template"]) for r in admin.requests()[before:]]
+    assert not [p for p in paths if p[1].endswith("/operations/{name}/wait")]   # returned at once
+    assert {i.provider_id: i.state for i in provider.list_instances(group)}[victim.provider_id] == base.DELETING
+    assert provider.delete_instance(victim.provider_id, wait=False) is False   # being deleted already
+    [ended] = _wait_for(provider.follow_operations)
+    assert ended == base.Ended(gce.parse_group_id(group).id, victim.name, None, "delete", None)
+    assert provider.follow_operations() == []
+    _wait_for(lambda: victim.provider_id in emulator.hooks.deleted_calls)
+    _wait_for(lambda: victim.provider_id not in {i.provider_id for i in provider.list_instances(group)})
+    assert admin.state()["groups"][group]["target_size"] == 1
 
 
 def test_a_mig_that_keeps_retrying_for_quota_reports_it_per_instance(admin, provider, images):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import threading
 import time
 import traceback
 
@@ -27,8 +28,8 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
     CREATING, DELETING, RUNNING, STATE_PROBLEM, STOPPED, UNKNOWN, ROLE_CONTROL_PLANE, ROLE_WORKER, Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, ReadingMemo, with_retries,
-    zone_imbalance,
+    PENDING, CloudProvider, Ended, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, ReadingMemo,
+    with_retries, zone_imbalance,
 )
 
 try:
@@ -398,6 +399,11 @@ class AwsProvider(ReadingMemo, CloudProvider):
         self.retry_base_delay = retry_base_delay
         self._sleep = sleep
         self._clock = clock
+        # Creates started without waiting whose instance AWS has not launched yet: group -> [(started, raised to,
+        # the group's instance IDs before)]; instance IDs already given to one of them (never to a second).
+        self._launching = {}
+        self._claimed = set()
+        self._lock = threading.Lock()   # groups are listed from several threads
 
     # -- plumbing -----------------------------------------------------------------------------------
 
@@ -547,6 +553,12 @@ class AwsProvider(ReadingMemo, CloudProvider):
                 name=instance_id,
                 extra=_member_extra(member, ec2_state),
             ))
+        # Creates started without waiting whose instance the group does not list yet: being created (their slot held).
+        waiting = [start for start, member in self._launched(group_id, asg) if member is None]
+        image = self._image_of_group(asg) if waiting else ""
+        instances.extend(Instance(provider_id="", node_name="", group_id=group_id, image=image, state=CREATING,
+                                  created_at=start[0], name="", extra={PENDING: True, "listed": False})
+                         for start in waiting)
         # Instances the ASG has already let go but EC2 still shuts down: deletion under way.
         for instance_id, ec2 in sorted(ec2_view.items()):
             ec2_state = ec2.get("State", {}).get("Name")
@@ -564,7 +576,15 @@ class AwsProvider(ReadingMemo, CloudProvider):
             ))
         return instances
 
-    def create_instance(self, group_id):
+    #: create_instance(wait=False) raises the desired capacity and returns; follow_operations() names the instance
+    #: once the group lists it, or tells the launch's failure. A deletion (TerminateInstanceInAutoScalingGroup) never
+    #: waited: the instance lists Terminating (DELETING) from the answer on, and only a later listing shows it gone.
+    creates_without_waiting = True
+
+    def create_instance(self, group_id, wait=True):
+        """Add one instance: raise the group's desired capacity by one and wait until the group lists the new instance
+        (or its launch failed). With wait False, return at once an instance without a providerID (extra PENDING),
+        listed as being created until follow_operations() names it."""
         asg = self._group(group_id)
         desired = int(asg.get("DesiredCapacity") or 0)
         maximum = int(asg.get("MaxSize") or 0)
@@ -572,10 +592,11 @@ class AwsProvider(ReadingMemo, CloudProvider):
         started = self._clock()
         # A desired capacity above the group's instances is an earlier create whose launch has not come (it timed
         # out): its refusal may have come since, which holds the surge as any refusal does; else its launch is
-        # waited for again instead of raising the capacity once more.
+        # waited for again instead of raising the capacity once more. The creates this object follows are not that.
         staying = [m for m in asg.get("Instances", []) if not _leaving(m.get("LifecycleState"))]
         raised_to = desired
-        if desired > len(staying):
+        followed = sum(1 for dummy, member in self._launched(group_id, asg) if member is None)
+        if desired > len(staying) + followed:
             activities = self._call(self.autoscaling, "describe_scaling_activities", AutoScalingGroupName=group_id,
                                     MaxRecords=20).get("Activities", [])
             latest = activities[:1]
@@ -592,6 +613,11 @@ class AwsProvider(ReadingMemo, CloudProvider):
             self._call(self.autoscaling, "set_desired_capacity", AutoScalingGroupName=group_id,
                        DesiredCapacity=raised_to, HonorCooldown=False)
         self._forget("asg")
+        if not wait:
+            with self._lock:
+                self._launching.setdefault(group_id, []).append((started, raised_to, frozenset(known)))
+            return Instance(provider_id="", node_name="", group_id=group_id, image=self._image_of_group(asg),
+                            state=CREATING, created_at=started, name="", extra={PENDING: True, "listed": False})
         deadline = started + self.create_timeout
         while True:
             asg = self._group(group_id)
@@ -624,6 +650,71 @@ class AwsProvider(ReadingMemo, CloudProvider):
                                     "appeared within %ds" % (group_id, raised_to, self.create_timeout),
                                     code="CreateTimeout", retryable=True)
             self._sleep(self.poll_interval)
+
+    def _launched(self, group_id, asg):
+        """[(create, member or None)]: each create of `group_id` started without waiting, in order, with the instance
+        the group (as `asg` describes it) launched for it: the first, by instance ID, that was not in the group when
+        that create raised the capacity and that no other create took (as create_instance takes it when it waits).
+        The latest create chooses first: it knew the most instances, so the instances launched for the earlier ones
+        (in the group by the time it raised the capacity) are not its own, while an earlier create may take any."""
+        with self._lock:
+            starts = list(self._launching.get(group_id, ()))
+            taken = set(self._claimed)
+        members = sorted(asg.get("Instances", []), key=lambda m: m["InstanceId"])
+        found = []
+        for start in reversed(starts):
+            member = next((m for m in members if m["InstanceId"] not in start[2] and m["InstanceId"] not in taken), None)
+            if member is not None:
+                taken.add(member["InstanceId"])
+            found.append((start, member))
+        return found[::-1]
+
+    def follow_operations(self):
+        """The creates started without waiting that ended since the last call: [Ended] with the instance named once
+        the group lists it; a failed launch (its raise undone) with a QuotaError when AWS names quota or capacity. One
+        DescribeAutoScalingGroups per group with a create under way, and DescribeScalingActivities while one waits.
+        One that waited create_timeout is no longer followed and no failure (AWS may still launch it: the group then
+        lists it as joining, and the next create in the group waits for it instead of raising the capacity again)."""
+        with self._lock:
+            groups = sorted(g for g, starts in self._launching.items() if starts)
+        ended = []
+        for group_id in groups:
+            self._forget("asg")
+            asg = self._group(group_id)
+            activities = None
+            for start, member in self._launched(group_id, asg):
+                if member is not None:
+                    self._settle(group_id, start, member["InstanceId"])
+                    zone = member.get("AvailabilityZone", "")
+                    ended.append(Ended(group_id, member["InstanceId"], None, "create", Instance(
+                        provider_id=format_provider_id(zone, member["InstanceId"]) if zone else "",
+                        node_name=member["InstanceId"], group_id=group_id, image=self._image_of_group(asg),
+                        state=instance_state(member.get("LifecycleState"), None), created_at=start[0],
+                        name=member["InstanceId"], extra=dict(lifecycle_state=member.get("LifecycleState")))))
+                    continue
+                if activities is None:
+                    activities = self._call(self.autoscaling, "describe_scaling_activities", AutoScalingGroupName=group_id,
+                                            MaxRecords=20).get("Activities", [])
+                failure = launch_failure(activities, start[0], self._reported_failures)
+                if failure is not None:
+                    self._settle(group_id, start)
+                    try:
+                        self._fail_launch(group_id, failure, start[1], asg, "")
+                    except ProviderError as exc:
+                        ended.append(Ended(group_id, "", exc, "create"))
+                elif self._clock() >= start[0] + self.create_timeout:
+                    self._settle(group_id, start)
+                    if self.waiting_listener is not None:
+                        self.waiting_listener("AWS auto scaling group %s: desired capacity raised to %d, but no new "
+                                              "instance appeared within %ds; the next pass looks for it again"
+                                              % (group_id, start[1], self.create_timeout))
+        return ended
+
+    def _settle(self, group_id, start, instance_id=None):
+        with self._lock:
+            self._launching[group_id].remove(start)
+            if instance_id:
+                self._claimed.add(instance_id)
 
     def _fail_launch(self, group_id, failure, raised_to, asg, which):
         """A failed launch activity: the raise undone, and a QuotaError when AWS names quota or capacity (the

@@ -46,8 +46,8 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
     Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, ReadingMemo, reference_shape_problem,
-    with_retries,
+    PENDING, CloudProvider, Ended, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, ReadingMemo,
+    reference_shape_problem, with_retries,
 )
 
 try:
@@ -1001,6 +1001,10 @@ class AzureProvider(ReadingMemo, CloudProvider):
         self._vm_groups = {}    # normalized providerID of a Flexible VM: canonical group ID, from listings
         # Creates in one process go one at a time: each diffs the VM list around its own capacity change.
         self._create_lock = threading.Lock()
+        # Scale-outs started without waiting whose VM no listing named yet: canonical group ID -> [(started, the VMs
+        # before, capacity before, capacity after)] (create_instance(wait=False), follow_operations).
+        self._launching = {}
+        self._launching_lock = threading.Lock()
 
     def searched(self):
         return "Azure subscription %s (azure.subscription_id or AZURE_SUBSCRIPTION_ID)%s" % (
@@ -1221,12 +1225,28 @@ class AzureProvider(ReadingMemo, CloudProvider):
     def list_instances(self, group_id):
         sub, rg, vmss = parse_group_id(group_id)
         canonical = _format_group_id(sub, rg, vmss)
-        return [instance_from_vm(vm, canonical) for vm in self._list_vms(sub, rg, vmss)]
+        vms = self._list_vms(sub, rg, vmss)
+        instances = [instance_from_vm(vm, canonical) for vm in vms]
+        # Scale-outs started without waiting whose VM is not listed yet: being created (their slot held).
+        waiting = [start for start, vm in self._launched(canonical, vms) if vm is None]
+        image = self.group_image(canonical) if waiting else ""
+        instances.extend(Instance(provider_id="", node_name="", group_id=canonical, image=image, state=CREATING,
+                                  created_at=start[0], name="", extra={PENDING: True, "listed": False})
+                         for start in waiting)
+        return instances
 
     def group_image(self, group_id):
         return group_from_vmss(self._get_vmss(*parse_group_id(group_id))).image
 
-    def create_instance(self, group_id):
+    #: create_instance(wait=False) raises the capacity and returns; follow_operations() names the new VM once a
+    #: listing shows it. A deletion (delete-instances, polling=False) never waited: the VM lists Deleting from the
+    #: answer on, and only a later listing shows it gone.
+    creates_without_waiting = True
+
+    def create_instance(self, group_id, wait=True):
+        """Scale the set out by one and wait until its new VM is listed. With wait False, return once the scale-out
+        was accepted, an instance without a providerID (extra PENDING), listed as being created until
+        follow_operations() names it. A refusal (quota, SKU) comes with the scale-out's answer either way."""
         sub, rg, vmss = parse_group_id(group_id)
         canonical = _format_group_id(sub, rg, vmss)
         with self._create_lock:
@@ -1242,11 +1262,56 @@ class AzureProvider(ReadingMemo, CloudProvider):
                                     "node image, or name another scaling group" % vmss)
             vms_before = self._list_vms(sub, rg, vmss)
             capacity_after = self._scale_out(sub, rg, vmss, data)
+            if not wait:
+                started = time.time()
+                with self._launching_lock:
+                    self._launching.setdefault(canonical, []).append(
+                        (started, tuple(vms_before), capacity_before, capacity_after))
+                return Instance(provider_id="", node_name="", group_id=canonical, image=group_from_vmss(data).image,
+                                state=CREATING, created_at=started, name="", extra={PENDING: True, "listed": False})
             new_vm = self._await_new_vm(sub, rg, vmss, vms_before, capacity_before, capacity_after)
         instance = instance_from_vm(new_vm, canonical)
         if instance.state == UNKNOWN:
             instance.state = CREATING  # just made: whatever it reads, it is being created
         return instance
+
+    def _launched(self, canonical, vms):
+        """[(scale-out, VM or None)]: each scale-out of the group started without waiting, in order, with the VM of
+        `vms` that it made (pick_new_vm over the VMs no earlier one took)."""
+        with self._launching_lock:
+            starts = list(self._launching.get(canonical, ()))
+        taken, found = set(), []
+        for start in starts:
+            vm = pick_new_vm(list(start[1]), [v for v in vms if _vm_key(v) not in taken], start[2], start[3])
+            if vm is not None:
+                taken.add(_vm_key(vm))
+            found.append((start, vm))
+        return found
+
+    def follow_operations(self):
+        """The scale-outs started without waiting whose VM a listing now shows: [Ended] with the VM named (one VM
+        listing per group with one under way). A late allocation failure shows on the VM itself (FAILED, with its
+        reason), which the planner takes. One not listed within the timeout is no longer followed and no failure."""
+        with self._launching_lock:
+            groups = sorted(g for g, starts in self._launching.items() if starts)
+        ended = []
+        for canonical in groups:
+            sub, rg, vmss = parse_group_id(canonical)
+            for start, vm in self._launched(canonical, self._list_vms(sub, rg, vmss)):
+                if vm is None and time.time() < start[0] + self.timeout:
+                    continue
+                with self._launching_lock:
+                    self._launching[canonical].remove(start)
+                if vm is None:
+                    if self.waiting_listener is not None:
+                        self.waiting_listener("azure: scale set %s was scaled out to %d but no new VM appeared within "
+                                              "%ss; the next pass looks for it again" % (vmss, start[3], self.timeout))
+                    continue
+                instance = instance_from_vm(vm, canonical)
+                if instance.state == UNKNOWN:
+                    instance.state = CREATING  # just made: whatever it reads, it is being created
+                ended.append(Ended(canonical, instance.name, None, "create", instance))
+        return ended
 
     def _scale_out(self, sub, rg, vmss, data):
         """Raise the capacity by one with a conditional PATCH (If-Match on the ETag), so a concurrent change is
@@ -1303,6 +1368,8 @@ class AzureProvider(ReadingMemo, CloudProvider):
             states = {}
             for group_id in by_group:
                 for inst in self.list_instances(group_id):
+                    if not inst.provider_id:
+                        continue   # a scale-out not waited for whose VM is not listed yet: none of these
                     key = normalize_provider_id(inst.provider_id)
                     if key in wanted:
                         states[wanted[key]] = inst.state

@@ -14,6 +14,7 @@ import abc
 import contextlib
 import random
 import time
+import typing
 from typing import List, Optional
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import call_rate
@@ -32,6 +33,22 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
     Group,
     Instance,
 )
+
+
+# Instance.extra[PENDING]: a create the cloud accepted whose instance it has not named yet (no providerID).
+PENDING = "pending_create"
+
+
+class Ended(typing.NamedTuple):
+    """A write started without waiting that ended (CloudProvider.follow_operations): its group, the instance's name,
+    None when it succeeded or the ProviderError it failed with (QuotaError: refused for quota or capacity), "create" or
+    "delete", and for a create the instance as the cloud now names it (None where it was known from the start)."""
+
+    group_id: str
+    name: str
+    failure: Optional[Exception] = None
+    kind: str = "create"
+    instance: Optional[Instance] = None
 
 
 class ProviderError(Exception):
@@ -175,16 +192,21 @@ class CloudProvider(abc.ABC):
         """Every instance of the group, with state, image and creation time."""
 
     # Whether create_instance takes wait=False: it then returns once the cloud accepted the create, and
-    # follow_operations() tells how each such create ended.
+    # follow_operations() tells how each such create ended. The instance it returns may not be known by its
+    # providerID yet (the cloud picks the zone or the instance ID later): then its provider_id is "" and its extra
+    # says PENDING, and follow_operations() gives it, named, once the cloud does.
     creates_without_waiting = False
+    # Whether delete_instance takes wait=False: it then returns once the cloud accepted the deletion, the instance
+    # lists as DELETING from then on (it holds its slot), and follow_operations() tells how the deletion ended.
+    deletes_without_waiting = False
 
     @abc.abstractmethod
     def create_instance(self, group_id) -> Instance:
         """Add one instance to the group; return it with its future node name and providerID."""
 
     def follow_operations(self) -> list:
-        """The creates started without waiting that ended since the last call: [(group ID, instance name, None or
-        the ProviderError it failed with)]. By default every create is waited for, so none."""
+        """The writes started without waiting that ended since the last call: [Ended]. By default every write is
+        waited for, so none."""
         return []
 
     @abc.abstractmethod

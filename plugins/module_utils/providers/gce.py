@@ -39,8 +39,8 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model impo
     Group, Instance,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
-    CloudProvider, InvalidReferenceError, NotFoundError, ProviderError, QuotaError, reference_shape_problem,
-    with_retries, zone_imbalance,
+    PENDING, CloudProvider, Ended, InvalidReferenceError, NotFoundError, ProviderError, QuotaError,
+    reference_shape_problem, with_retries, zone_imbalance,
 )
 
 # google-cloud-compute takes seconds to import; it is loaded only when a GCP provider is built, so modules
@@ -588,7 +588,8 @@ class GceProvider(CloudProvider):
         self._clients = {}
         self._lock = threading.Lock()   # the clients and open operations: groups are listed from several threads
         self._recent = {}   # group ID -> {name: Instance} created by this object
-        self._operations = {}   # operation name -> (GroupRef, instance name, what it does): creates not waited for
+        self._operations = {}   # operation name -> (GroupRef, instance name, what it does, "create" or "delete")
+        self._deleting = {}     # group ID -> {instance name}: deletions accepted whose operation is still open
         self._memo = None   # within reading(): {"igm": {group ID: IGM}, "template": {URL: template}}
         self.skipped_groups = []   # (group, reason) that the last discovery by list_groups() passed over
 
@@ -866,6 +867,8 @@ class GceProvider(CloudProvider):
                 images[strip_url(url)] = ""   # a deleted template: the image is no longer knowable
         created = self._creation_times(ref, igm, managed)
         recent = self._recent.get(ref.id, {})
+        with self._lock:
+            deleting = set(self._deleting.get(ref.id, ()))
         instances = []
         listed = set()
         for mi in managed:
@@ -876,6 +879,10 @@ class GceProvider(CloudProvider):
             extra = {"current_action": mi.current_action, "instance_status": mi.instance_status, "zone": zone,
                      "template": strip_url(mi.version.instance_template)}
             state = instance_state(mi.current_action, mi.instance_status, bool(errors))
+            if name in deleting:
+                # Our deleteInstances was accepted and its operation is still open: the MIG may list the instance
+                # as it was for a moment, but it is going (it holds its slot until no listing names it).
+                state = DELETING
             if errors:
                 extra["errors"] = ["%s: %s" % e for e in errors]
                 extra["quota_exceeded"] = any(code in QUOTA_CODES for code, dummy in errors)
@@ -922,13 +929,16 @@ class GceProvider(CloudProvider):
                 times[inst.name] = parse_rfc3339(inst.creation_timestamp)
         return times
 
-    #: create_instance(wait=False) starts the create and returns; follow_operations() follows it (zonal groups).
+    #: create_instance(wait=False) starts the create and returns; follow_operations() follows it.
     creates_without_waiting = True
+    #: delete_instance(wait=False) starts the deletion and returns; follow_operations() follows it.
+    deletes_without_waiting = True
 
     def create_instance(self, group_id, wait=True):
-        """Add one instance to the group. With wait False, on a zonal group, return once GCE accepted createInstances
-        (its zone, and so its providerID, is known): the operation is followed by follow_operations(). A regional
-        group picks the zone itself, which is read once the operation is done, so there it is always waited for."""
+        """Add one instance to the group. With wait False, return once GCE accepted createInstances: the operation is
+        followed by follow_operations(). A zonal group's instance is known by its providerID at once; a regional
+        group picks the zone itself, so its instance comes back without a providerID (extra PENDING) and
+        follow_operations() names it once the operation is done."""
         ref = parse_group_id(group_id)
         igm = self._get_igm(ref)
         if not igm.base_instance_name:
@@ -943,7 +953,7 @@ class GceProvider(CloudProvider):
             try:
                 op = self._call(doing, client.create_instances_unary, request=self._mig_request(
                     ref, resource_kw, {"instances": [{"name": name}]}))
-                if wait or ref.regional:
+                if wait:
                     self._wait(op, doing, ref.project, ref.kind, ref.scope)
                     op = None
                 break
@@ -954,38 +964,59 @@ class GceProvider(CloudProvider):
         else:
             raise ProviderError("creating an instance in %s: three random names were all taken" % ref.id)
         self._forget_igm(ref)   # its target size changed
-        zone = ref.scope if not ref.regional else self._zone_of_new_instance(ref, name)
+        zone = ref.scope if not ref.regional else (self._zone_of_new_instance(ref, name) if op is None else "")
         instance = Instance(provider_id=provider_id_of(ref.project, zone, name) if zone else "",
                             node_name=name, group_id=ref.id, image=image, state=CREATING, created_at=time.time(),
-                            name=name, extra={"zone": zone})
+                            name=name, extra={"zone": zone, PENDING: True} if op is not None and not zone
+                            else {"zone": zone})
         self._recent.setdefault(ref.id, {})[name] = instance
         if op is not None:
             with self._lock:
-                self._operations[op.name] = (ref, name, doing)
-        return instance
+                self._operations[op.name] = (ref, name, doing, "create")
+        return Instance(**instance.to_dict())
 
     def follow_operations(self):
-        """The operations of creates started without waiting that ended since the last call: [(group ID, instance
-        name, None when it succeeded or the ProviderError it failed with: QuotaError for a quota or capacity
-        refusal)]. One operations.get per operation still open; an instance whose create failed is forgotten (it
-        no longer counts as being created)."""
+        """The operations of writes started without waiting that ended since the last call: [Ended], a failure a
+        QuotaError for a quota or capacity refusal. One operations.get (of the group's zone or region) per operation
+        still open. An instance whose create failed is forgotten (it no longer counts as being created); a regional
+        group's new instance is named (its zone read back). A deletion's operation ends when the MIG took the
+        instance on: the instance itself goes later, and only a later listing shows it gone (it lists DELETING until
+        then)."""
         with self._lock:
             open_ops = list(self._operations.items())
         ended = []
         done = compute_v1.Operation.Status.DONE
-        for op_name, (ref, name, doing) in open_ops:
-            op = self._call("%s: reading operation %s" % (doing, op_name), self._client("ZoneOperationsClient").get,
-                            project=ref.project, zone=ref.scope, operation=op_name)
+        for op_name, (ref, name, doing, kind) in open_ops:
+            client, where = ((self._client("RegionOperationsClient"), dict(region=ref.scope)) if ref.regional
+                             else (self._client("ZoneOperationsClient"), dict(zone=ref.scope)))
+            op = self._call("%s: reading operation %s" % (doing, op_name), client.get, project=ref.project,
+                            operation=op_name, **where)
             if op.status != done:
                 continue
             errors = [(e.code, e.message) for e in op.error.errors] if op.error else []
             failure = error_from_operation(errors, op.http_error_status_code, op.http_error_message, doing)
             with self._lock:
                 self._operations.pop(op_name, None)
-            if failure is not None:
+                if kind == "delete":
+                    self._deleting.get(ref.id, set()).discard(name)
+            ended.append(Ended(ref.id, name, failure, kind, self._named(ref, name) if kind == "create" and not failure
+                               else None))
+            if kind == "create" and failure is not None:
                 self._recent.get(ref.id, {}).pop(name, None)
-            ended.append((ref.id, name, failure))
         return ended
+
+    def _named(self, ref, name):
+        """A regional group's instance whose create is done, with its providerID (its zone read back); None for a
+        zonal group's, which was named from the start, or where the zone cannot be read yet."""
+        made = self._recent.get(ref.id, {}).get(name)
+        if not ref.regional or made is None or made.provider_id:
+            return None
+        zone = self._zone_of_new_instance(ref, name, attempts=1)
+        if not zone:
+            return None
+        made.provider_id = provider_id_of(ref.project, zone, name)
+        made.extra = {k: v for k, v in dict(made.extra, zone=zone).items() if k != PENDING}
+        return Instance(**made.to_dict())
 
     def _zone_of_new_instance(self, ref, name, attempts=5, delay=1.0):
         """A regional MIG picks the zone itself; read it back (bounded) to build the providerID."""
@@ -1025,9 +1056,11 @@ class GceProvider(CloudProvider):
         ref = self._created_by(*parse_provider_id(provider_id))
         return ref.id if ref else ref
 
-    def delete_instance(self, provider_id, group_id=None):
+    def delete_instance(self, provider_id, group_id=None, wait=True):
         """Delete the instance and shrink its group; False when it is gone or already being deleted.
-        `group_id` (optional) saves reading the instance and finds instances the API does not show yet."""
+        `group_id` (optional) saves reading the instance and finds instances the API does not show yet. With wait
+        False, return once GCE accepted deleteInstances: the instance lists DELETING from then on and
+        follow_operations() follows the operation."""
         project, zone, name = parse_provider_id(provider_id)
         if not group_id:
             # An instance this object just created may still read "not found": its group is known here.
@@ -1046,7 +1079,12 @@ class GceProvider(CloudProvider):
         op = self._call(doing, self._igm_client(ref).delete_instances_unary, request=self._mig_request(
             ref, resource_kw, {"instances": ["zones/%s/instances/%s" % (zone, name)],
                                "skip_instances_on_validation_error": True}))
-        self._wait(op, doing, ref.project, ref.kind, ref.scope)
+        if wait:
+            self._wait(op, doing, ref.project, ref.kind, ref.scope)
+        else:
+            with self._lock:
+                self._operations[op.name] = (ref, name, doing, "delete")
+                self._deleting.setdefault(ref.id, set()).add(name)
         self._forget_igm(ref)
         self._recent.get(ref.id, {}).pop(name, None)
         return True

@@ -94,6 +94,7 @@ class World:
         self.members = {}             # etcd member name -> dict(node, ip, healthy)
         self.linger = None            # callable() -> ticks a deleted instance stays listed DELETING
         self.leaving = {}             # providerID (lower case) -> ticks left listed DELETING
+        self.operations = []          # WorldProvider: the writes started without waiting, followed by the next read
         self.ccm = False              # a Node whose instance disappeared is deleted
         self.ccm_delay, self.unlisted = 0, {}   # ticks the Node outlives its instance; ticks each was unlisted
         self.autoheal = False         # an instance the world killed is replaced by the group
@@ -575,8 +576,17 @@ class WorldProvider(base.CloudProvider):
 
     call_rate = _NoCallRate()
 
+    # Writes return once the world took them, as the clouds' do (issue 22): a create's instance named at once or, every
+    # other one, only by the next follow_operations (AWS, Azure and regional GCE learn it later); a deletion followed
+    # there too.
+    creates_without_waiting = True
+    deletes_without_waiting = True
+
     def __init__(self, world, port):   # pylint: disable=super-init-not-called
         self.world, self.port = world, port
+        # The operations it follows live as long as the run's provider does: across slices (the run builds its
+        # executor once), not across a kill (a killed run's successor knows only the journal: forget_operations).
+        self.ended = world.operations
 
     def reading(self):
         return contextlib.nullcontext()
@@ -587,14 +597,28 @@ class WorldProvider(base.CloudProvider):
     def list_instances(self, group_id):
         return [copy.copy(i) for i in self.world.instances[group_id]]
 
-    def create_instance(self, group_id):
+    def create_instance(self, group_id, wait=True):
         created, refusal = self.port.create(group_id, 1)
         if refusal:
             raise base.QuotaError(refusal)
-        return created[0]
+        made = created[0]
+        if wait or self.world.counter % 2 == 0:
+            return made
+        self.ended.append(base.Ended(group_id, made.name, None, "create", copy.copy(made)))
+        return Instance(provider_id="", node_name="", group_id=group_id, image=made.image, state=CREATING,
+                        created_at=made.created_at, name="", extra={base.PENDING: True, "listed": False})
 
-    def delete_instance(self, provider_id):
-        return bool(self.port.delete([provider_id]))
+    def follow_operations(self):
+        ended = list(self.ended)
+        del self.ended[:]
+        return ended
+
+    def delete_instance(self, provider_id, wait=True):
+        group_id = self.group_id_of(provider_id) or ""
+        deleted = bool(self.port.delete([provider_id]))
+        if deleted and not wait:
+            self.ended.append(base.Ended(group_id, provider_id, None, "delete"))
+        return deleted
 
     def group_image(self, group_id):
         return self.world.groups[group_id].image

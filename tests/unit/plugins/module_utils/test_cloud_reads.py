@@ -246,8 +246,9 @@ def test_a_create_returns_without_waiting_and_the_next_read_follows_its_operatio
     cloud = CloudAccess(provider, clock=_Clock())
     cloud.read(None)
     assert [i.name for i in cloud.create("g1", 2)[0]] == ["new", "new"] and provider.waits == [False, False]
-    provider.ended = [("g1", "new-1", None), ("g2", "new-2", base.QuotaError("creating new-2: QUOTA_EXCEEDED", code="QUOTA_EXCEEDED")),
-                      ("g2", "new-3", base.ProviderError("creating new-3: taken", code="RESOURCE_ALREADY_EXISTS"))]
+    provider.ended = [base.Ended("g1", "new-1"),
+                      base.Ended("g2", "new-2", base.QuotaError("creating new-2: QUOTA_EXCEEDED", code="QUOTA_EXCEEDED")),
+                      base.Ended("g2", "new-3", base.ProviderError("creating new-3: taken", code="RESOURCE_ALREADY_EXISTS"))]
     cloud.read(None)
     # Both groups listed again (g1 was written, g2's operations ended); the quota refusal told once.
     assert provider.listings[2:] == ["g1", "g2"]
@@ -257,7 +258,8 @@ def test_a_create_returns_without_waiting_and_the_next_read_follows_its_operatio
 def test_a_followed_create_that_failed_for_another_reason_fails_the_step_naming_it():
     provider = _Starting(_world(1))
     cloud = CloudAccess(provider, clock=_Clock())
-    provider.ended = [("g1", "new-1", base.ProviderError("creating new-1: the template is gone", code="RESOURCE_NOT_READY"))]
+    gone = base.ProviderError("creating new-1: the template is gone", code="RESOURCE_NOT_READY")
+    provider.ended = [base.Ended("g1", "new-1", gone)]
     with pytest.raises(StepFailure, match="creating instance new-1 in g1 failed: creating new-1: the template is gone"):
         cloud.read(None)
 
@@ -265,3 +267,65 @@ def test_a_followed_create_that_failed_for_another_reason_fails_the_step_naming_
 def test_a_provider_that_waits_for_its_creates_is_asked_as_before():
     provider = _Provider(_world(1))
     assert [i.name for i in CloudAccess(provider, clock=_Clock()).create("g1", 1)[0]] == ["new"]
+
+
+# -- creates not named at once, and deletions that return before the cloud ran them --------------------------------
+class _Deferring(_Starting):
+    """_Starting whose creates come back unnamed (no providerID yet: AWS, Azure, a regional GCE group) and whose
+    deletions return once accepted (`deletes`: the providerIDs and how each was asked)."""
+
+    deletes_without_waiting = True
+
+    def __init__(self, groups):
+        super().__init__(groups)
+        self.deletes = []
+
+    def create_instance(self, group_id, wait=True):
+        self.waits.append(wait)
+        return Instance(provider_id="", node_name="", group_id=group_id, image="img-a", state=CREATING, created_at=1.0,
+                        name="", extra={base.PENDING: True, "listed": False})
+
+    def delete_instance(self, provider_id, wait=True):
+        self.deletes.append((provider_id, wait))
+        return True
+
+
+def test_an_unnamed_create_is_given_named_by_the_read_that_follows_its_end_once_and_a_failed_one_is_not():
+    provider = _Deferring(_world(2))
+    cloud = CloudAccess(provider, clock=_Clock())
+    cloud.read(None)
+    [made] = cloud.create("g1", 1)[0]
+    assert made.provider_id == "" and made.extra[base.PENDING] and provider.waits == [False]
+    named = _inst("g1-c", CREATING)
+    provider.ended = [base.Ended("g1", "g1-c", None, "create", named),
+                      base.Ended("g2", "", base.QuotaError("launch refused: InsufficientInstanceCapacity"))]
+    cloud.read(None)
+    assert cloud.identified() == [named] and cloud.identified() == []
+    assert cloud.refusals() == ["launch refused: InsufficientInstanceCapacity"]
+
+
+def test_a_deletion_returns_once_accepted_and_a_second_one_of_what_lists_deleting_or_unnamed_is_not_asked():
+    world = _world(1)
+    world["g1"][1].append(_inst("g1-gone", DELETING))
+    world["g1"][1].append(Instance(provider_id="", node_name="", group_id="g1", image="img-a", state=CREATING,
+                                   created_at=1.0, name="", extra={base.PENDING: True}))
+    provider = _Deferring(world)
+    cloud = CloudAccess(provider, clock=_Clock())
+    cloud.read(None)
+    assert cloud.delete(["gce://p/z/g1-a", "gce://p/z/g1-gone", "", "gce://p/z/unknown"]) == ["gce://p/z/g1-a"]
+    assert provider.deletes == [("gce://p/z/g1-a", False)]
+    # The deletion's group is listed by the next read, whatever it held (the instance then lists DELETING).
+    before = len(provider.listings)
+    cloud.read(None)
+    assert provider.listings[before:] == ["g1"]
+
+
+def test_a_followed_deletion_that_failed_fails_the_step_naming_the_instance_and_one_already_gone_does_not():
+    provider = _Deferring(_world(1))
+    cloud = CloudAccess(provider, clock=_Clock())
+    provider.ended = [base.Ended("g1", "g1-a", base.NotFoundError("deleting g1-a: not found"), "delete")]
+    cloud.read(None)
+    provider.ended = [base.Ended("g1", "g1-b", base.ProviderError("deleting g1-b: RESOURCE_IN_USE"), "delete")]
+    with pytest.raises(StepFailure, match="deleting instance g1-b from g1 failed: deleting g1-b: RESOURCE_IN_USE") as err:
+        cloud.read(None)
+    assert err.value.details["step"] == "delete_instance"

@@ -387,6 +387,7 @@ class Run:
                 self.kills = kills + 1
                 self.watch.log.append("killed")
                 ex = None
+                del self.w.operations[:]   # the killed run's provider, and the operations it followed, are gone
                 if self.rng.random() < 0.5:
                     self.tick()
                 continue

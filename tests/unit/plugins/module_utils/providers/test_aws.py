@@ -1,6 +1,7 @@
 """Pure parts of the AWS provider: formats, state mapping, error classification, launch failures."""
 
 import datetime
+import threading
 
 import pytest
 
@@ -258,3 +259,29 @@ def test_a_launch_failure_already_reported_is_not_taken_for_the_next_create():
     failed = {"ActivityId": "a1", "StatusCode": "Failed", "StartTime": 1000.0, "StatusMessage": "no capacity"}
     assert aws.launch_failure([failed], since=1002.0) is failed      # within the clock-skew allowance
     assert aws.launch_failure([failed], since=1002.0, reported={"a1"}) is None
+
+
+def _following(starts, claimed=()):
+    provider = aws.AwsProvider.__new__(aws.AwsProvider)
+    provider._lock = threading.Lock()
+    provider._launching = {"g": list(starts)}
+    provider._claimed = set(claimed)
+    return provider
+
+
+def test_creates_followed_are_each_given_a_different_new_instance_whichever_order_the_ids_sort_in():
+    """Issue 22: three creates started without waiting; the emulator (and AWS, when it is quick) launched each before
+    the next raised the capacity, so each create knew the instances of the ones before it. The lowest new instance ID
+    is the last create's: the earlier creates must not take it, or the last one waits for an instance that came."""
+    old = frozenset({"i-9"})
+    starts = [(1.0, 2, old), (2.0, 3, old | {"i-5"}), (3.0, 4, old | {"i-5", "i-7"})]
+    asg = {"Instances": [{"InstanceId": i} for i in ("i-9", "i-5", "i-7", "i-1")]}
+    found = _following(starts)._launched("g", asg)
+    assert [(start[0], member["InstanceId"]) for start, member in found] == [(1.0, "i-5"), (2.0, "i-7"), (3.0, "i-1")]
+    # Launches that came after all three raises: each create gets one of them, none twice; one still coming waits.
+    starts = [(1.0, 2, old), (2.0, 3, old), (3.0, 4, old)]
+    asg = {"Instances": [{"InstanceId": i} for i in ("i-9", "i-5", "i-1")]}
+    found = _following(starts)._launched("g", asg)
+    assert sorted(m["InstanceId"] for _s, m in found if m) == ["i-1", "i-5"] and found[0][1] is None
+    # An instance an earlier follow gave to a create is no other's.
+    assert _following(starts[:1], claimed={"i-1", "i-5"})._launched("g", asg) == [(starts[0], None)]

@@ -1,0 +1,72 @@
+"""Writes that do not block the pass (issue 22): a create the cloud accepted but named only later is recorded as this
+run's when it is named, under the intent that accounts for it until then."""
+
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import core, executor
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import CREATING, Instance
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
+
+
+class _Cloud:
+    """A cloud port whose creates come back unnamed; `named` is what identified() gives next."""
+
+    def __init__(self):
+        self.named = []
+
+    def create(self, group_id, count):
+        return [Instance(provider_id="", node_name="", group_id=group_id, image="img", state=CREATING, created_at=5.0,
+                         name="", extra={base.PENDING: True}) for dummy in range(count)], ""
+
+    def identified(self):
+        named, self.named = self.named, []
+        return named
+
+
+def _engine(cloud, records):
+    settings = executor.Settings(core.Options(image="img"))
+    engine = executor.Executor(settings, kube=None, cloud=cloud, clock=lambda: 1000.0)
+    engine.record_created = records.append
+    return engine
+
+
+def _inst(name, group="G"):
+    return Instance(provider_id="gce://p/z/" + name, node_name=name, group_id=group, image="img", state=CREATING,
+                    created_at=1001.0, name=name)
+
+
+def test_an_unnamed_create_settles_its_intent_with_the_count_accepted_and_is_recorded_under_it_once_named():
+    cloud, records = _Cloud(), []
+    engine = _engine(cloud, records)
+    intent = engine._record_intent(dict(group="G", count=2), {})
+    created, refusal = cloud.create("G", 2)
+    engine._record_created(created, {}, intent=intent)
+    # Nothing named yet: no instance recorded, the intent settled with the 2 the cloud accepted (it accounts for them).
+    assert records[-1]["instances_created"] == {} and records[-1]["create_intents"] == {intent: {"settled": 2}}
+    assert engine.settings.intents[intent]["settled"] == 2
+    cloud.named = [_inst("a")]
+    engine._record_identified()
+    assert records[-1]["instances_created"]["gce://p/z/a"]["intent"] == intent
+    cloud.named = [_inst("b")]
+    engine._record_identified()
+    assert records[-1]["instances_created"]["gce://p/z/b"]["intent"] == intent
+    # The intent accounts for no more: a third instance named in the group is recorded, under no intent.
+    cloud.named = [_inst("c")]
+    engine._record_identified()
+    assert "intent" not in records[-1]["instances_created"]["gce://p/z/c"] and "create_intents" not in records[-1]
+    assert set(engine.settings.created) == {"gce://p/z/a", "gce://p/z/b", "gce://p/z/c"}
+    # Named again (a plan recovered it meanwhile, or the cloud told twice): recorded once.
+    before = len(records)
+    cloud.named = [_inst("c")]
+    engine._record_identified()
+    assert len(records) == before
+
+
+def test_a_named_instance_goes_under_the_oldest_intent_of_its_own_group_that_still_accounts_for_one():
+    engine = _engine(_Cloud(), [])
+    engine.settings.intents = {
+        "G@1#old": {"group": "G", "at": "1970-01-01T00:00:01Z", "count": 1, "settled": 1},
+        "G@2#new": {"group": "G", "at": "1970-01-01T00:00:02Z", "count": 1},
+        "H@0#other": {"group": "H", "at": "1970-01-01T00:00:00Z", "count": 1, "settled": 1}}
+    engine.settings.created = {"gce://p/z/x": {"group": "G", "intent": "G@1#old"}}
+    assert engine._open_intent("g") == "G@2#new"    # the old one has its instance; group IDs compared as the cloud does
+    assert engine._open_intent("H") == "H@0#other"
+    assert engine._open_intent("K") is None
