@@ -622,7 +622,9 @@ class GceState:
             if self.instances.pop(ikey, None) is not None and managed.get("_announced"):
                 events.append(("deleted", ("gce://%s/%s/%s" % ikey,)))
             self.disks.pop(ikey, None)
+            # "Deleted and recreated" (GCE's recreate): a new VM, so a new ID under the same name and zone.
             managed.update(currentAction="RECREATING", version={"instanceTemplate": igm["instanceTemplate"]},
+                           id=_numeric_id(key[0], managed["_zone"], name, repr(now)),
                            _unhealthy_since=None, _announced=False, _created=now,
                            _insert_at=now + min(self.faults.insert_delay, self.faults.boot_delay),
                            _running_at=now + self.faults.boot_delay)

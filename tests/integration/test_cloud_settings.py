@@ -284,6 +284,8 @@ def test_gce_autohealing_is_left_on_it_recreates_a_vm_in_place_which_the_provide
     again = _eventually(lambda: next((i for i in gce_provider.list_instances(group)
                                       if i.name == victim.name and i.state == base.RUNNING), None))
     assert again.provider_id == victim.provider_id and new.rsplit("/", 1)[1] in again.image, again
+    # A new VM under the same name: its creation time is read again, not kept from the VM it replaced.
+    assert again.created_at > victim.created_at, (again.created_at, victim.created_at)
     assert len(gce_provider.list_instances(group)) == 2, "recreated in place: the group's size is unchanged"
 
 

@@ -118,14 +118,24 @@ def test_listing_costs_a_constant_number_of_calls_per_group(admin, provider, ima
     old = images[0]
     small = admin.create_group(_unique("small"), "worker", 1, old)
     large = admin.create_group(_unique("large"), "worker", 12, old)
-    _wait_for(lambda: len(provider.list_instances(large)) == 12)
+    _wait_for(lambda: len([i for i in provider.list_instances(large) if i.state == base.RUNNING]) == 12)
+    fresh = gce.GceProvider(admin.provider_options()["gcp"], retry_base_delay=0.02, request_timeout=10)
     counts = []
-    for group in (small, large):
+    for group in (small, large, small, large):
         before = len(admin.requests())
-        provider.list_instances(group)
+        listed = fresh.list_instances(group)
         counts.append(len(admin.requests()) - before)
-    # igm get + listManagedInstances + one template get + one instances.list for the zone
-    assert counts == [4, 4]
+        assert all(i.created_at for i in listed)
+    # First: igm get + listManagedInstances + one template get + one instances.list for the zone. Again: the
+    # template is kept (immutable) and every instance's creation time is known (same name and ID): igm get and
+    # listManagedInstances only.
+    assert counts == [4, 4, 2, 2]
+    # A new instance of the group (an ID not known yet) lists the zone's instances again, once.
+    fresh.create_instance(small)
+    fresh.list_instances(small)
+    before = len(admin.requests())
+    assert len(fresh.list_instances(small)) == 2
+    assert len(admin.requests()) - before == 2
 
 
 def test_listing_follows_every_page(admin, provider, images):
@@ -617,6 +627,8 @@ def test_one_read_of_each_group_manager_and_template_per_read_and_per_slice(admi
     old = images[0]
     groups = [admin.create_group(_unique("one-read"), "worker", 2, old) for _n in range(2)]
     _wait_for(lambda: all(len(provider.list_instances(g)) == 2 for g in groups))
+    # A provider that has read nothing yet (one that has keeps templates across slices: TEMPLATE_REREAD).
+    provider = gce.GceProvider(admin.provider_options()["gcp"], retry_base_delay=0.02, request_timeout=10)
     admin.clear_requests()
     node_state.read_cloud(provider, groups)
     igm, templates, managed = _reads(admin)
@@ -628,7 +640,8 @@ def test_one_read_of_each_group_manager_and_template_per_read_and_per_slice(admi
         for _pass in range(3):
             node_state.read_cloud(provider, groups)
         igm, templates, managed = _reads(admin)
-        assert len(igm) == 2 and len(templates) == 2 and len(managed) == 6, (igm, templates, managed)
+        # The templates were read just before, outside this slice: kept (TEMPLATE_REREAD), not read again.
+        assert len(igm) == 2 and templates == [] and len(managed) == 6, (igm, templates, managed)
         # A group this provider changed is read again (its target size moved), the other one not.
         created = provider.create_instance(groups[0])
         admin.clear_requests()

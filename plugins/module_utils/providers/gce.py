@@ -156,6 +156,12 @@ def strip_url(ref):
     return _URL_PREFIX_RE.sub("", (ref or "").strip())
 
 
+def _zone_and_name(managed_instance):
+    """(zone, name) of a managed instance whose instance URL is known, else None."""
+    where = _INSTANCE_URL_RE.match(strip_url(managed_instance.instance))
+    return (where.group(2), managed_instance.name or where.group(3)) if where else None
+
+
 def project_problem(project):
     """Why `project` is not a GCP project ID (or number), or None. GCP's rule: 6 to 30 characters, lower-case
     letters, digits and hyphens, starting with a letter, not ending with a hyphen; a domain-scoped ID
@@ -567,6 +573,8 @@ class GceProvider(CloudProvider):
     name = "gcp"
     #: instances created through this object that the API does not list yet count as CREATING this long
     CREATE_GRACE = 600.0
+    # Seconds an instance template read is used across reading() slices (_get_template).
+    TEMPLATE_REREAD = 30.0
 
     def __init__(self, options, credentials=None, retry_attempts=5, retry_base_delay=0.5, request_timeout=60.0,
                  sleep=time.sleep):
@@ -591,6 +599,8 @@ class GceProvider(CloudProvider):
         self._operations = {}   # operation name -> (GroupRef, instance name, what it does, "create" or "delete")
         self._deleting = {}     # group ID -> {instance name}: deletions accepted whose operation is still open
         self._memo = None   # within reading(): {"igm": {group ID: IGM}, "template": {URL: template}}
+        self._templates = {}   # (project, template name) -> (read at, template), see _get_template
+        self._created = {}     # (zone, instance name, instance ID) -> its creation time, see _creation_times
         self.skipped_groups = []   # (group, reason) that the last discovery by list_groups() passed over
 
     def searched(self):
@@ -751,14 +761,23 @@ class GceProvider(CloudProvider):
                              request=request)
         return [mi for mi in managed if mi.name == name] if name else managed
 
-    def _get_template(self, url):
+    def _get_template(self, url, fresh=False):
+        """The instance template at `url`: read once per reading() slice, and kept across slices for
+        TEMPLATE_REREAD seconds (GCE's templates are immutable: only a template deleted and created again under
+        the same name reads differently, and that is seen once the kept copy is that old). `fresh` reads it now,
+        for a decision that may change the group."""
         project, name = parse_template(url)
         memo = None if self._memo is None else self._memo["template"]
         key = (project, name)
-        if memo is not None and key in memo:
-            return memo[key]
+        if not fresh:
+            if memo is not None and key in memo:
+                return memo[key]
+            kept = self._templates.get(key)
+            if kept is not None and 0 <= time.monotonic() - kept[0] < self.TEMPLATE_REREAD:
+                return kept[1]
         template = self._call("reading instance template %s" % name, self._client("InstanceTemplatesClient").get,
                               project=project, instance_template=name)
+        self._templates[key] = (time.monotonic(), template)
         if memo is not None:
             memo[key] = template
         return template
@@ -910,14 +929,21 @@ class GceProvider(CloudProvider):
         return instances
 
     def _creation_times(self, ref, igm, managed):
-        """Instance creation times, one instances.list per zone the group uses (not one get per instance)."""
-        zones = set()
-        for mi in managed:
-            where = _INSTANCE_URL_RE.match(strip_url(mi.instance))
-            if where:
-                zones.add(where.group(2))
+        """Instance creation times, one instances.list per zone the group uses (not one get per instance), and
+        only for a zone where the listing shows an instance whose time is not known yet. A time is kept by zone,
+        name and the instance's ID: a VM never changes its creation time, and one the group recreates (autohealing,
+        recreateInstances: "deleted and recreated") is a new VM with a new ID, so it is read again. An instance
+        without an ID (not created yet) is never kept; the group's times are only those of its last listing."""
+        with self._lock:
+            known = dict(self._created.get(ref.id, {}))
+        listed = {where + (str(mi.id or ""),) for mi in managed for where in [_zone_and_name(mi)] if where}
+        times, kept, zones = {}, {}, set()
+        for key in listed:
+            if key[2] and key in known:
+                times[key[1]] = kept[key] = known[key]
+            else:
+                zones.add(key[0])
         base = igm.base_instance_name
-        times = {}
         for zone in sorted(zones):
             request = dict(project=ref.project, zone=zone)
             if base:
@@ -927,6 +953,10 @@ class GceProvider(CloudProvider):
             for inst in self._list("listing instances of %s in zone %s" % (ref.id, zone),
                                    self._client("InstancesClient").list, request=request):
                 times[inst.name] = parse_rfc3339(inst.creation_timestamp)
+                if times[inst.name] is not None and inst.id:
+                    kept[(zone, inst.name, str(inst.id))] = times[inst.name]
+        with self._lock:
+            self._created[ref.id] = {key: at for key, at in kept.items() if key in listed}
         return times
 
     #: create_instance(wait=False) starts the create and returns; follow_operations() follows it.
@@ -1099,7 +1129,7 @@ class GceProvider(CloudProvider):
         wanted = self.validate_image(image)
         igm = self._get_igm(ref, fresh=True)   # the group as it is now, before changing it
         template_url = self._igm_template_url(igm, ref)
-        template = self._get_template(template_url)
+        template = self._get_template(template_url, fresh=True)
         if self._template_image(template) == wanted:
             return False
         if igm.update_policy and igm.update_policy.type_ == "PROACTIVE":
@@ -1166,7 +1196,7 @@ class GceProvider(CloudProvider):
             name = next_template_name(name)
             url = API_PREFIX + "projects/%s/global/instanceTemplates/%s" % (project, name)
             try:
-                existing = self._get_template(url)
+                existing = self._get_template(url, fresh=True)
             except NotFoundError:
                 existing = None
             if existing is not None:
