@@ -12,11 +12,16 @@ changes, as they do while evicted pods terminate on a real cluster. Each size ru
 the last plan taken again while nothing it was made from changed (`reuse`, the default) and with a plan every pass
 (`every pass`, the baseline).
 
-Figures per arm: passes; plans made; CPU seconds (time.process_time) of the whole run (the executor and the in-memory
-world's own copies of the Nodes and instances, which stand in for the Node cache's snapshot and the provider's
-parsing), of the planning alone (Executor.plan), and of the world's Node version (a JSON dump of every Node here; the
-production Node cache's version is a counter, so this part is the benchmark's, not the engine's); each per pass and
-per replaced node. Not a test: the figures depend on the machine and what else runs on it.
+The Nodes are read as the production Node cache hands them out (core_world.CachedNodes over node_cache.NodeStore: a
+Node's copy made once per change and handed out again until the Node changes).
+
+Figures per arm: passes; plans made; CPU seconds (time.process_time) of the whole run (the executor, the Node store's
+copies and the in-memory world's own copies of the instances, which stand in for the provider's parsing), of the
+planning alone (Executor.plan), of the world's Node version (a JSON dump of every Node here; the production Node
+cache's version is a counter) and of finding the Nodes the world changed (`watch`, a JSON dump of every Node per read;
+in production the watch's events say it): those two parts are the benchmark's, not the engine's, and engine_cpu_*
+leaves them out; each per pass and per replaced node. Not a test: the figures depend on the machine and what else runs
+on it.
 """
 
 import argparse

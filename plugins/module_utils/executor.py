@@ -255,7 +255,8 @@ class Executor:
         self.node_infos = core.PerNode(core.NodeInfo.from_k8s)
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
         self.relisted = set()     # the groups this pass listed again (_list_again)
-        self.viewed = None        # cloud_view() of self.instances and self.group_errors, until they change
+        # cloud_view() and _group_of_instance() of self.instances and self.group_errors, until they change
+        self.viewed = self.where = None
         self.group_errors = {}
         self.surge_cap_said = False
         # A replacement finished since the last gate: with gate_after "batch" no heir is created until the gate ran.
@@ -441,11 +442,16 @@ class Executor:
 
     def _cloud_read(self, instances, errors):
         """This pass's cloud read, what the guard checks against."""
-        self.instances, self.group_errors, self.relisted, self.viewed = instances, dict(errors or {}), set(), None
+        self.instances, self.group_errors, self.relisted = instances, dict(errors or {}), set()
+        self.viewed = self.where = None
 
     def _group_of_instance(self):
-        """{normalized providerID: group} of this pass's cloud read."""
-        return {self.cloud.normalize(i.provider_id): group for group, listed in self.instances.items() for i in listed}
+        """{normalized providerID: group} of this pass's cloud read (made once per read and listing round, as
+        cloud_view)."""
+        if self.where is None:
+            self.where = {self.cloud.normalize(i.provider_id): group for group, listed in self.instances.items()
+                          for i in listed}
+        return self.where
 
     def _list_again(self, groups):
         """The groups of `groups` not listed in this pass listed now (the cloud's refresh, which also skips those its
@@ -456,7 +462,7 @@ class Executor:
             return set()
         self.relisted |= groups
         instances, errors = self._timed("cloud", refresh, sorted(groups))
-        self.viewed = None
+        self.viewed = self.where = None
         self.instances.update(instances)
         for group in instances:
             self.group_errors.pop(group, None)
