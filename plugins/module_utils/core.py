@@ -43,6 +43,7 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.vocabulary
     PHASE_REPLACED, _POINT_OF_NO_RETURN, OUTDATED, UP_TO_DATE, DONOR, HEIR, NEW, OBSOLETE, INVALID, NODE_GROUPS,
     PlanInputError, AnnotationKeys, same, is_reserved_label, copyable_labels, copyable_taints, labels_to_copy,
     taints_to_copy, surge_limit, unavailable_limit, format_time, parse_time, default_normalize, NodeInfo, Options,
+    PerNode,
 )
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.crosschecks import (  # pylint: disable=unused-import
     STEP_CORDON, STEP_DRAIN, STEP_ETCD_REMOVAL, STEP_INSTANCE_DELETION, STEP_NODE_DELETION, DESTRUCTIVE_STEPS,

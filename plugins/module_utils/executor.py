@@ -78,6 +78,34 @@ MAX_DRAINS_AT_ONCE = 32
 
 
 _UNREAD = object()   # Executor.plan: etcd's health not read by the caller
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def plain_copy(value):
+    """A deep copy of plain data (the facts: dicts, lists and scalars) at about a fifth of copy.deepcopy's cost, which a
+    kept plan paid twice per plan (issue 22); anything else in it is copied by copy.deepcopy."""
+    if isinstance(value, dict):
+        return {key: plain_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain_copy(item) for item in value]
+    return value if isinstance(value, _SCALARS) else copy.deepcopy(value)
+
+
+def frozen(value):
+    """What `value` holds, as a copy that compares equal to another's exactly when their fields and items are equal: an
+    object with attributes (the cloud's Group and Instance, the Options) as its class and its attributes, containers
+    copied, scalars kept, anything else by copy.deepcopy. What a plan was made from, kept to compare with the next
+    pass's (Executor._reusable), at a third of copy.deepcopy's cost."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, dict):
+        return {key: frozen(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(frozen(item) for item in value)
+    held = getattr(value, "__dict__", None)
+    if isinstance(held, dict):
+        return (type(value), frozen(held))
+    return copy.deepcopy(value)
 
 
 # How a refusal names the step it refused.
@@ -222,8 +250,13 @@ class Executor:
         self.plan_reuse = True
         self.planned = None
         self.plans_made = self.plans_reused = 0
+        # Each Node parsed once per object the kube side gave (its cache hands out the same copy until the Node changes),
+        # not once per view in every plan.
+        self.node_infos = core.PerNode(core.NodeInfo.from_k8s)
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
         self.relisted = set()     # the groups this pass listed again (_list_again)
+        # cloud_view() and _group_of_instance() of self.instances and self.group_errors, until they change
+        self.viewed = self.where = None
         self.group_errors = {}
         self.surge_cap_said = False
         # A replacement finished since the last gate: with gate_after "batch" no heir is created until the gate ran.
@@ -250,7 +283,7 @@ class Executor:
         if self.cloud is not None:
             cloud = self._timed("cloud", self.cloud.read, self.settings.scaling_groups or None)
         groups, instances, errors = cloud if cloud is not None else (None, None, None)
-        self.instances, self.group_errors, self.relisted = instances, dict(errors or {}), set()
+        self._cloud_read(instances, errors)
         self.last_read = (nodes, groups)
         # Before planning: an instance of a create started without waiting that the cloud named since is this run's
         # (recorded at once, as a create's instance is) before the plan reads it.
@@ -260,7 +293,7 @@ class Executor:
         if version is not None and last is not None and last["version"] == version and self._reusable(
                 last, (groups, instances, errors), health):
             self.plans_reused += 1
-            facts, named = copy.deepcopy(last["facts"]), {n["metadata"]["name"]: n for n in nodes}
+            facts, named = plain_copy(last["facts"]), {n["metadata"]["name"]: n for n in nodes}
         else:
             facts, named = self.plan(nodes, groups, instances, errors, version=version, health=health)
         refusals = getattr(self.cloud, "refusals", None)
@@ -311,7 +344,7 @@ class Executor:
         """The etcd health to plan with (None while no control-plane replacement is owed, or in check mode)."""
         if self.etcd_health is None or not self.control_plane_owed or self.settings.check_mode:
             return None
-        endpoints = self.settings.etcd_endpoints or facts_views.control_plane_endpoints(nodes)
+        endpoints = self.settings.etcd_endpoints or facts_views.control_plane_endpoints(self.node_infos.of(nodes))
         return self._timed("etcd", self.etcd_health, endpoints)
 
     def _plan_inputs(self, cloud, health):
@@ -327,7 +360,7 @@ class Executor:
         the next moment a Ready heir's heir_ready_seconds or a drained node's load-balancer hold runs out, else one
         poll interval (a join timeout, a canary's soak or an intent's window then ends at most one poll later, the
         granularity they have anyway while nothing wakes the wait)."""
-        return self.clock() < last["until"] and self._plan_inputs(cloud, health) == last["inputs"]
+        return self.clock() < last["until"] and frozen(self._plan_inputs(cloud, health)) == last["inputs"]
 
     def plan(self, nodes, groups, instances, errors, version=None, health=_UNREAD):
         """The planner's facts on one read, with the views the progress line and the role use (etcd's `health` read
@@ -337,8 +370,9 @@ class Executor:
         normalize = self.cloud.normalize if self.cloud is not None else core.default_normalize
         health = self._health(nodes) if health is _UNREAD else health
         now = self.clock()
-        inputs = copy.deepcopy(self._plan_inputs((groups, instances, errors), health)) if version is not None else None
-        facts = core.plan_upgrade(nodes, options, groups=groups, instances=instances, group_errors=errors,
+        inputs = frozen(self._plan_inputs((groups, instances, errors), health)) if version is not None else None
+        infos = self.node_infos.of(nodes)
+        facts = core.plan_upgrade(infos, options, groups=groups, instances=instances, group_errors=errors,
                                   now=now, normalize=normalize,
                                   scope=self.settings.scaling_groups or None, created=self.settings.created,
                                   start_counts=self.settings.start_counts,
@@ -349,26 +383,29 @@ class Executor:
         if health and health != core.HEALTH_UNREAD:
             facts["control_plane_health"] = health
         keys = core.AnnotationKeys(facts["annotation_prefix"])
-        facts.update(donors=facts_views.donors(nodes, facts, keys, instances),
-                     donors_gone=facts_views.donors_gone(nodes, facts, keys), not_ready=facts_views.not_ready(nodes),
-                     control_plane_endpoints=facts_views.control_plane_endpoints(nodes))
+        facts.update(donors=facts_views.donors(nodes, facts, keys, instances, infos=infos),
+                     donors_gone=facts_views.donors_gone(infos, facts, keys), not_ready=facts_views.not_ready(infos),
+                     control_plane_endpoints=facts_views.control_plane_endpoints(infos))
         by_name = {n["metadata"]["name"]: n for n in nodes}
         self.planned = None
         if version is not None and self.plan_reuse:
             # Up to the next hold that opens after this plan (one already open is in it), at most one poll interval.
             until = min([now + float(self.settings.poll)] + [m for m in self._gate_moments(facts) if m > now])
-            self.planned = dict(version=version, inputs=inputs, until=until, facts=copy.deepcopy(facts))
+            self.planned = dict(version=version, inputs=inputs, until=until, facts=plain_copy(facts))
         return facts, by_name
 
     # -- the single place for safety cross-checks -----------------------------------------------------
     def cloud_view(self):
         """The cloud as this pass read it, for the cross-checks (None when no cloud was read): compared by the
-        provider's own providerID spelling, and complete only when every group answered."""
+        provider's own providerID spelling, and complete only when every group answered. Made once per read and
+        listing round (_cloud_read), not once per destructive step: each guard call made it anew over every instance."""
         if self.instances is None:
             return None
-        normalize = self.cloud.normalize if self.cloud is not None else core.default_normalize
-        listed = [i for items in self.instances.values() for i in items]
-        return core.CloudView(listed, normalize, complete=not self.group_errors)
+        if self.viewed is None:
+            normalize = self.cloud.normalize if self.cloud is not None else core.default_normalize
+            listed = [i for items in self.instances.values() for i in items]
+            self.viewed = core.CloudView(listed, normalize, complete=not self.group_errors)
+        return self.viewed
 
     def guard(self, step, item, facts, nodes):
         """The planner's cross-checks of cloud against cluster (core.check_step) on the nodes as fresh as
@@ -403,9 +440,18 @@ class Executor:
             groups = set(self.instances) | set(self.group_errors)
         return groups - {None}
 
+    def _cloud_read(self, instances, errors):
+        """This pass's cloud read, what the guard checks against."""
+        self.instances, self.group_errors, self.relisted = instances, dict(errors or {}), set()
+        self.viewed = self.where = None
+
     def _group_of_instance(self):
-        """{normalized providerID: group} of this pass's cloud read."""
-        return {self.cloud.normalize(i.provider_id): group for group, listed in self.instances.items() for i in listed}
+        """{normalized providerID: group} of this pass's cloud read (made once per read and listing round, as
+        cloud_view)."""
+        if self.where is None:
+            self.where = {self.cloud.normalize(i.provider_id): group for group, listed in self.instances.items()
+                          for i in listed}
+        return self.where
 
     def _list_again(self, groups):
         """The groups of `groups` not listed in this pass listed now (the cloud's refresh, which also skips those its
@@ -416,6 +462,7 @@ class Executor:
             return set()
         self.relisted |= groups
         instances, errors = self._timed("cloud", refresh, sorted(groups))
+        self.viewed = self.where = None
         self.instances.update(instances)
         for group in instances:
             self.group_errors.pop(group, None)
@@ -459,7 +506,7 @@ class Executor:
         if read_here:
             facts, nodes = self.read()
         elif instances is not None:
-            self.instances, self.group_errors, self.relisted = instances, dict(group_errors or {}), set()
+            self._cloud_read(instances, group_errors)
         return PassState(facts, nodes, read_here)
 
     @staticmethod

@@ -31,12 +31,12 @@ def _group_of(info, facts, keys):
     return None
 
 
-def donors(nodes, facts, keys, instances=None):
+def donors(nodes, facts, keys, instances=None, infos=None):
     """Per donor of facts['nodes']['donor']: heir, group, role, phase and since, whether the heir is Ready,
     and when its heir was created (the cloud's creation time of its instance, when `instances`, the cloud
     read as {group: [Instance]} or a list, is given), joined (its Node's creationTimestamp) and turned Ready:
-    the report's creating, joined and heir-ready phases."""
-    infos = {n.name: n for n in _infos(nodes)}
+    the report's creating, joined and heir-ready phases. `infos`: the NodeInfo of `nodes`, when the caller has them."""
+    infos = {n.name: n for n in (_infos(nodes) if infos is None else infos)}
     registered = {n["metadata"]["name"]: (n["metadata"].get("creationTimestamp") or None)
                   for n in nodes if isinstance(n, dict) and n.get("metadata")}
     listed = [i for items in instances.values() for i in items] if isinstance(instances, dict) else list(instances or [])

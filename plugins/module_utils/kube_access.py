@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as drain_core
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api, kube, node_cache, node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api, kube, node_cache, node_state, vocabulary
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import MAX_DRAINS_AT_ONCE, StepFailure
 
 
@@ -53,6 +53,8 @@ class KubeAccess:
         # resourceVersions of this pass's own writes with the signature each left.
         self.listed_version, self.signatures, self.own_writes = None, {}, {}
         self.listed_signatures, self.nodes_generation = None, 0   # of the last list (nodes_version)
+        # planning_signature of each Node, once per copy the cache gave (it hands out the same copy until the Node changes)
+        self.signature_of = vocabulary.PerNode(lambda node: planning_signature(node, self.prefix))
         self.in_flight = {}   # Node name -> the watch's events for it held while our own write or deletion is on its way
         self.deleted_uids = set()   # Nodes we deleted whose DELETED event the watch has not brought yet
         self.cache = node_cache.NodeCache(api_client, listen=self._changes_plan)
@@ -74,7 +76,7 @@ class KubeAccess:
     def list_nodes(self):
         with self.cache.lock:   # no event is judged against the signatures between the snapshot and them
             nodes, self.listed_version = self.cache.read()
-            self.signatures = {n["metadata"]["name"]: planning_signature(n, self.prefix) for n in nodes}
+            self.signatures = dict(zip((n["metadata"]["name"] for n in nodes), self.signature_of.of(nodes)))
             self.own_writes = {}
             # Compared with the last list's own copy: the watch updates self.signatures for our writes meanwhile.
             if self.signatures != self.listed_signatures:

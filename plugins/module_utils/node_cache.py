@@ -33,6 +33,9 @@ class NodeStore:
 
     def __init__(self, nodes=(), version=None):
         self.nodes = {_meta(n).get("name"): n for n in nodes}
+        # name -> (the held Node, its copy that reads hand out): a Node is copied once per object the store holds (an
+        # event or a write replaces the object whole, never changes it), not once per read.
+        self.copies = {}
         self.version = version
         self.pending = {}       # name -> resourceVersion of an own write the watch has not brought yet
         self.deleted = set()    # uids deleted by us whose DELETED event has not come yet
@@ -91,8 +94,21 @@ class NodeStore:
             self.deleted.add(meta.get("uid"))
 
     def snapshot(self):
-        """Copies of every Node, in name order: the planner may change what it is given."""
-        return [json_copy(self.nodes[name]) for name in sorted(self.nodes)]
+        """Copies of every Node, in name order. A Node's copy is made when the store first hands out the object it
+        holds for it, and handed out again by every read until an event or a write replaces that object: so a read
+        costs a copy only of the Nodes that changed since the last one. The store never changes a copy, nor an object
+        it copied (it replaces them whole), so a copy a read gave keeps what it held whatever the watch brings later;
+        those who read must not change it either (the executor and the planner do not: test_executor_shared_nodes.py)."""
+        copies, taken = {}, []
+        for name in sorted(self.nodes):
+            held = self.nodes[name]
+            kept = self.copies.get(name)
+            if kept is None or kept[0] is not held:
+                kept = (held, json_copy(held))
+            copies[name] = kept
+            taken.append(kept[1])
+        self.copies = copies   # the Nodes gone since drop out
+        return taken
 
 
 def json_copy(value):
@@ -128,8 +144,8 @@ class NodeCache:
 
     # -- reads and own writes (the executor's thread) ----------------------------------------------------------
     def read(self):
-        """Every Node (copies): from the store while the watch keeps it, else after a LIST (which starts the watch).
-        Returns (nodes, version)."""
+        """Every Node (copies, shared by the reads until the Node changes: NodeStore.snapshot): from the store while the
+        watch keeps it, else after a LIST (which starts the watch). Returns (nodes, version)."""
         with self.lock:
             self.used = self.clock()
             if self.store is None or self.store.version is None or not self._watching():

@@ -42,14 +42,17 @@ def clear_stale_halves(inputs, census):
 #    break pairs that cannot be completed.
 def check_pairs(inputs, census):
     out = Decided()
+    # The workers that are not Ready, the only nodes _not_ready_instead may pick (readiness does not change in a plan;
+    # categories do, so it judges them as it goes): one look at every node per plan, not one per heir.
+    not_ready = [s for s in census.valid if not s.info.ready and not s.info.control_plane]
     for h in [s for s in census.valid if s.category == HEIR]:
-        _check_heir(inputs, census, h, out)
+        _check_heir(inputs, census, h, out, not_ready)
     for d in [s for s in census.valid if s.category == DONOR]:
         _check_donor(inputs, census, d, out)
     return out
 
 
-def _check_heir(inputs, census, h, out):
+def _check_heir(inputs, census, h, out, not_ready):
     keys = inputs.keys
     d = census.by_name.get(h.partner)
     if d is None:
@@ -60,7 +63,7 @@ def _check_heir(inputs, census, h, out):
         _unpair_heir(inputs, h, out, reason="its instance is not running" if inputs.ours(h) else
                      "this upgrade did not create it")
     elif d.category == DONOR and d.partner == h.name and same(d.group_id, h.group_id):
-        sick = _sick_instead(inputs, census, d) if d.info.control_plane else _not_ready_instead(inputs, census, d)
+        sick = _sick_instead(inputs, census, d) if d.info.control_plane else _not_ready_instead(inputs, d, not_ready)
         if sick is not None:
             _swap_donor(inputs, h, d, sick, out)
     elif (d.category == OUTDATED and same(d.group_id, h.group_id) and not d.info.annotations.get(keys.heir)
@@ -142,17 +145,16 @@ def _sick_instead(inputs, census, d):
                  and not u.info.annotations.get(keys.donor)), None)
 
 
-def _not_ready_instead(inputs, census, d):
+def _not_ready_instead(inputs, d, not_ready):
     """The donor is chosen when it is drained: for a Ready worker donor not yet draining, an unpaired outdated
-    worker of its group that is not Ready (it turned NotReady after the pairing) goes first. None when there is
-    no such node."""
+    worker of its group that is not Ready (it turned NotReady after the pairing) goes first, the first in donor_order.
+    None when there is no such node. `not_ready`: the valid workers that are not Ready."""
     if d.info.control_plane or not d.info.ready or d.phase not in ("", PHASE_PAIRED):
         return None
     keys = inputs.keys
-    return next((u for u in sorted(census.valid, key=inputs.donor_order)
-                 if u.category == OUTDATED and not u.info.control_plane and same(u.group_id, d.group_id)
-                 and not u.info.ready and not u.info.annotations.get(keys.heir)
-                 and not u.info.annotations.get(keys.donor)), None)
+    candidates = [u for u in not_ready if u.category == OUTDATED and same(u.group_id, d.group_id)
+                  and not u.info.annotations.get(keys.heir) and not u.info.annotations.get(keys.donor)]
+    return min(candidates, key=inputs.donor_order) if candidates else None
 
 
 def _swap_donor(inputs, h, d, sick, out):

@@ -263,6 +263,29 @@ class NodeInfo:
         )
 
 
+class PerNode:
+    """What `make` gives for each Node of a read, made once per Node object: the Node cache hands out the same copy of
+    a Node, which nobody changes, until the Node changes (node_cache.NodeStore.snapshot), so a pass makes it only for
+    the Nodes that changed since the last read. A Node given as another object (changed, or from a source that copies
+    every read) is made again; those of Nodes no longer read are dropped."""
+
+    def __init__(self, make):
+        self.make = make
+        self.held = {}   # Node name -> (the Node object, what make gave for it)
+
+    def of(self, nodes):
+        kept, made = {}, []
+        for node in nodes:
+            name = (node.get("metadata") or {}).get("name")
+            held = self.held.get(name)
+            if held is None or held[0] is not node:
+                held = (node, self.make(node))
+            kept[name] = held
+            made.append(held[1])
+        self.held = kept
+        return made
+
+
 @dataclass
 class Options:
     image: str

@@ -38,7 +38,7 @@ import copy
 import json
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
-    cloud_access, core, executor, facts_views, node_state, report)
+    cloud_access, core, executor, facts_views, node_cache, node_state, report)
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import REFUSED_FOR
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
@@ -151,7 +151,7 @@ class World:
 
     # -- the executor's outside worlds, in memory ------------------------------------------------------
     def executor(self, options, take=None, etcd_delegated=False, etcd_health=False, journaled=False, access=None,
-                 **settings):
+                 cached_nodes=False, **settings):
         """The production executor (module_utils/executor.py) wired to this world. `take(kind, item)`
         returning False kills the run at that moment (the step does not happen, nor anything after it).
         Every executor reads the world's journal (`records`) back as a resumed run does, and its record_created
@@ -159,12 +159,17 @@ class World:
         port, a callable gives it that one.
         journaled: each record is written after a kill gate of kind "record" (a kill between a create and its
         record). access: the production CloudAccess between the executor and the world, listing a steady group every
-        `access` seconds of world time (see the module docstring)."""
+        `access` seconds of world time (see the module docstring). cached_nodes (True, or a CachedNodes of this world):
+        the Nodes are read as the production Node cache gives them (one copy per change, handed out again until the
+        Node changes, and checked unchanged by those who read it), not as a fresh copy of every Node per read."""
         take = take or (lambda kind, item: True)
         world = self
+        cached = cached_nodes if isinstance(cached_nodes, CachedNodes) else CachedNodes(world) if cached_nodes else None
 
         class Kube:
             def list_nodes(self):
+                if cached is not None:
+                    return cached.read()
                 return copy.deepcopy(list(world.nodes.values()))
 
             def nodes_version(self):
@@ -650,3 +655,43 @@ class WorldProvider(base.CloudProvider):
 
 def group(gid, role=None, image=OLD):
     return Group(id=gid, name=gid.rsplit("/", 1)[-1], image=image, role=role)
+
+
+class CachedNodes:
+    """The world's Nodes as the production Node cache hands them out (node_cache.NodeStore.snapshot): a Node the world
+    changed since the last read is held anew (as a watch event replaces it), and its copy is made once and handed out
+    again by every read until the world changes it. Each read first checks that no copy handed out so far was changed
+    by whoever read it (the executor and the planner must not: the next read would hand the change out again)."""
+
+    def __init__(self, world, check=True):
+        self.world, self.check = world, check
+        self.store = node_cache.NodeStore()
+        self.texts = {}      # name -> the world's Node as JSON when last held
+        self.handed = {}     # id of a copy handed out -> (the copy, its JSON then)
+
+    def refresh(self):
+        """What the watch does: the store holds a new object for each Node the world changed, added or removed."""
+        for name in [n for n in self.store.nodes if n not in self.world.nodes]:
+            del self.store.nodes[name]
+            del self.texts[name]
+        for name, node in self.world.nodes.items():
+            text = json.dumps(node, sort_keys=True, default=str)
+            if self.texts.get(name) != text:
+                self.texts[name] = text
+                self.store.nodes[name] = copy.deepcopy(node)
+
+    def read(self):
+        if self.check:
+            for held, text in self.handed.values():
+                assert json.dumps(held, sort_keys=True, default=str) == text, (
+                    "the copy of Node %s that a read gave was changed after it: %s, then %s" % (
+                        held["metadata"]["name"], text, json.dumps(held, sort_keys=True, default=str)))
+        self.refresh()
+        nodes = self.store.snapshot()
+        if self.check:
+            self.handed = {id(n): self.handed.get(id(n)) or (n, json.dumps(n, sort_keys=True, default=str))
+                           for n in nodes}
+            # What the read gave is the world as it is now: no copy kept past its Node's change.
+            assert [self.handed[id(n)][1] for n in nodes] == [self.texts[name] for name in sorted(self.texts)], (
+                "a read gave a copy of a Node older than the world's")
+        return nodes

@@ -825,3 +825,25 @@ def test_the_groups_of_a_passs_steps_are_listed_in_one_round_before_its_first_st
     result = ex.run_pass()
     assert rounds == [(["G1", "G2"], [])]   # one round, before any step
     assert "old-2" in w.drained and sorted(result["finished"]) == ["old-1", "old-2"]
+
+
+def test_each_node_is_parsed_once_per_change_not_per_view_nor_per_pass(monkeypatch):
+    """Issue 22: with the Nodes read as the Node cache gives them (the same copy until the Node changes), a plan parses
+    only the Nodes that changed since the last read, and each of those once (not once per view of the plan)."""
+    w = World([group("G1", image=NEW)])
+    for i in range(4):
+        w.add_node("old-%d" % i, "G1", OLD)
+    parsed = []
+    from_k8s = core.NodeInfo.from_k8s.__func__
+    monkeypatch.setattr(core.NodeInfo, "from_k8s", classmethod(lambda cls, node: parsed.append(
+        node["metadata"]["name"]) or from_k8s(cls, node)))
+    ex = w.executor(opts(), poll=2.0, cached_nodes=True)
+    ex.plan_reuse = False   # every read plans: the parses are the plan's, not saved by taking the last plan again
+    ex.read()
+    assert sorted(parsed) == ["old-0", "old-1", "old-2", "old-3"]
+    del parsed[:]
+    ex.read()
+    assert parsed == [] and ex.plans_made == 2
+    w.nodes["old-2"]["metadata"]["labels"].update(team="blue")
+    ex.read()
+    assert parsed == ["old-2"]

@@ -89,3 +89,35 @@ def test_the_copies_are_deep_and_equal_to_the_nodes_at_every_level():
     copied["spec"]["taints"][0]["effect"] = "NoExecute"
     copied["status"]["conditions"].append({"type": "DiskPressure"})
     assert held["spec"]["taints"][0]["effect"] == "NoSchedule" and len(held["status"]["conditions"]) == 1
+
+
+def test_a_read_copies_only_the_nodes_that_changed_since_the_last():
+    """Issue 22: the copy of an unchanged Node is handed out again (no copy per read); a Node an event, an own write or
+    a deletion replaced is copied anew, and one gone is dropped."""
+    store = NodeStore([node("a", 1), node("b", 1), node("c", 1)], "1")
+    first = dict(zip(names(store), store.snapshot()))
+    second = dict(zip(names(store), store.snapshot()))
+    assert all(second[name] is first[name] for name in "abc")
+    store.apply(event("MODIFIED", node("a", 2, team="x")))
+    store.write_through(node("b", 3, written="yes"))
+    store.mark_deleted(node("c", 1))
+    third = dict(zip(names(store), store.snapshot()))
+    assert sorted(third) == ["a", "b"] and set(store.copies) == {"a", "b"}
+    assert third["a"] is not first["a"] and third["a"]["metadata"]["labels"] == {"team": "x"}
+    assert third["b"] is not first["b"] and third["b"]["metadata"]["labels"] == {"written": "yes"}
+    assert third["a"] is not store.nodes["a"] and third["b"] is not store.nodes["b"]
+
+
+def test_a_copy_a_read_gave_keeps_what_it_held_whatever_the_watch_brings_later():
+    """The planner never sees a Node object that a later event changes: the store replaces what it holds, and its
+    copies are not what it holds."""
+    store = NodeStore([node("a", 1, team="x")], "1")
+    given = store.snapshot()[0]
+    store.apply(event("MODIFIED", node("a", 2, team="y")))
+    store.apply(event("DELETED", node("a", 3)))
+    store.apply(event("ADDED", node("a", 4, uid="uid-a-again", team="z")))
+    assert given["metadata"] == {"name": "a", "uid": "uid-a", "resourceVersion": "1", "labels": {"team": "x"}}
+    # Even what the store holds changed in place (no event does that) does not reach a copy already given.
+    again = store.snapshot()[0]
+    store.nodes["a"]["metadata"]["labels"]["team"] = "changed in place"
+    assert again["metadata"]["labels"] == {"team": "z"}
