@@ -698,3 +698,11 @@ def test_one_read_of_each_group_manager_and_template_per_read_and_per_slice(admi
         igm, templates, _managed = _reads(admin)
         assert [p.rsplit("/", 1)[1] for p in igm] == [groups[0].rsplit("/", 1)[1]] and templates == [], (igm, templates)
         assert created.name in {i.name for i in node_state.read_cloud(provider, groups)[1][groups[0]]}
+        # Issue 22: the group's next heirs read neither its manager nor its template again (a create changes only
+        # the target size); after set_group_image, new heirs get the new image.
+        admin.clear_requests()
+        heirs = [provider.create_instance(groups[0], wait=False) for _n in range(2)]
+        igm, templates, _managed = _reads(admin)
+        assert igm == [] and templates == [] and {h.image for h in heirs} == {old}, (igm, templates)
+        assert provider.set_group_image(groups[0], images[1]) is True
+        assert provider.create_instance(groups[0], wait=False).image == images[1]

@@ -730,10 +730,11 @@ class GceProvider(CloudProvider):
     def reading(self):
         """Within this block each instance group manager and each instance template is read at most once
         (one executor slice, one node_image_facts call). Templates are immutable in GCE; an instance group
-        manager this object changes (create, delete, set_group_image) is read again. Nests."""
+        manager this object changes (create, delete, set_group_image) is read again, but what a create needs of it
+        (_create_basis) only after set_group_image. Nests."""
         outer = self._memo is None
         if outer:
-            self._memo = {"igm": {}, "template": {}}
+            self._memo = {"igm": {}, "template": {}, "basis": {}}
         try:
             yield self
         finally:
@@ -951,15 +952,12 @@ class GceProvider(CloudProvider):
         group picks the zone itself, so its instance comes back without a providerID (extra PENDING) and
         follow_operations() names it once the operation is done."""
         ref = parse_group_id(group_id)
-        igm = self._get_igm(ref)
-        if not igm.base_instance_name:
-            raise ProviderError("instance group manager %s has no baseInstanceName" % ref.id)
-        image = self._template_image(self._get_template(self._igm_template_url(igm, ref)))
+        base_name, image = self._create_basis(ref)
         client = self._igm_client(ref)
         resource_kw = ("region_instance_group_managers_create_instances_request_resource" if ref.regional
                        else "instance_group_managers_create_instances_request_resource")
         for dummy in range(3):
-            name = random_instance_name(igm.base_instance_name)
+            name = random_instance_name(base_name)
             doing = "creating instance %s in %s" % (name, ref.id)
             try:
                 op = self._call(doing, client.create_instances_unary, request=self._mig_request(
@@ -985,6 +983,21 @@ class GceProvider(CloudProvider):
             with self._lock:
                 self._operations[op.name] = (ref, (name,), doing, "create")
         return Instance(**instance.to_dict())
+
+    def _create_basis(self, ref):
+        """(baseInstanceName, image of the group's template) that a create needs. Within reading() kept for the
+        group until this object sets its image: a create or delete changes the manager's target size, which makes
+        the next listing read the manager again, but not these, so the group's next heir reads nothing."""
+        memo = None if self._memo is None else self._memo["basis"]
+        if memo is not None and ref.id in memo:
+            return memo[ref.id]
+        igm = self._get_igm(ref)
+        if not igm.base_instance_name:
+            raise ProviderError("instance group manager %s has no baseInstanceName" % ref.id)
+        basis = (igm.base_instance_name, self._template_image(self._get_template(self._igm_template_url(igm, ref))))
+        if memo is not None:
+            memo[ref.id] = basis
+        return basis
 
     def follow_operations(self):
         """The operations of writes started without waiting that ended since the last call: [Ended] (one per
@@ -1170,6 +1183,8 @@ class GceProvider(CloudProvider):
             ref, resource_kw, {"instance_template": new_url}))
         self._wait(op, doing, ref.project, ref.kind, ref.scope)
         self._forget_igm(ref)
+        if self._memo is not None:
+            self._memo["basis"].pop(ref.id, None)   # new instances get the new template
         return True
 
     def set_run_setting(self, group_id, name, value):
