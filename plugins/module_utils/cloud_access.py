@@ -189,22 +189,25 @@ class CloudAccess:
         return created, ""
 
     def delete(self, provider_ids):
-        """The instances deleted (their providerIDs). Where the provider can, each returns once the cloud accepted
-        the deletion: the instance lists as DELETING from then on, so it holds its slot, and the next read follows
-        the operation (_follow). An instance this pass's listing does not name, or names as DELETING, is skipped: it is
-        gone, or the cloud deletes it already."""
-        deleted = []
-        started = dict(wait=False) if getattr(self.provider, "deletes_without_waiting", False) else {}
+        """The instances deleted (their providerIDs), one provider.delete_instances per group this pass's listing
+        names them in (one request per group where the cloud's delete takes a list). Where the provider can, each
+        returns once the cloud accepted the deletion: the instance lists as DELETING from then on, so it holds its
+        slot, and the next read follows the operation (_follow). An instance this pass's listing does not name, or
+        names as DELETING, is skipped: it is gone, or the cloud deletes it already."""
+        by_group = {}
         for provider_id in provider_ids:
             known = self.listed.get(self.normalize(provider_id)) if provider_id else None
-            if known is None or known.state == base.DELETING:
+            if known is None or not known.provider_id or not known.group_id or known.state == base.DELETING:
                 continue   # already gone, or the cloud deletes it already
-            self._wrote(known.group_id)
+            by_group.setdefault(known.group_id, []).append(known.provider_id)
+        deleted = []
+        started = dict(wait=False) if getattr(self.provider, "deletes_without_waiting", False) else {}
+        for group_id, ids in by_group.items():
+            self._wrote(group_id)
             try:
-                if self.provider.delete_instance(known.provider_id, **started):
-                    deleted.append(known.provider_id)
+                deleted.extend(self.provider.delete_instances(group_id, ids, **started))
             except base.NotFoundError:
-                continue
+                continue   # the group itself is gone, and its instances with it
             except base.ProviderError as exc:
-                raise StepFailure("deleting %s failed: %s" % (provider_id, exc), step="delete_instance")
+                raise StepFailure("deleting %s failed: %s" % (", ".join(ids), exc), step="delete_instance", group=group_id)
         return deleted

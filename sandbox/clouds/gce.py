@@ -3,7 +3,8 @@
 It serves the subset of compute/v1 the collection uses: images (get, getFromFamily, list), global
 instance templates (get, list, insert, delete), zonal instances (get, list) and disks (get), zonal and
 regional instance group managers (get, list, aggregatedList, listManagedInstances, createInstances,
-deleteInstances, setInstanceTemplate, resize) and zone, region and global operations (get, wait).
+deleteInstances, setInstanceTemplate, resize) and zone, region and global operations (get, wait; zone and region
+operations list too, filtered on the name).
 Resources answer with the same field names and selfLinks (https://www.googleapis.com/compute/v1/...) as
 the real API. Unknown paths, methods, query parameters and body fields are refused with Google's JSON
 error format, so the emulator cannot silently accept something the real API would reject.
@@ -975,6 +976,26 @@ def _wait_operation(state, p, kind, scope, name):
     finally:
         state.lock.acquire()
     return state._op_view(op)
+
+
+def _list_operations(state, q, p, kind, scope):
+    # zoneOperations.list / regionOperations.list: the scope's operations, filtered as other lists are (the real API
+    # documents `filter` for them: "name eq <RE2 regex>" must match the whole name).
+    items = _filter([state._op_view(op) for (pp, k, sc, _), op in sorted(state.operations.items())
+                     if (pp, k, sc) == (p, kind, scope)], q.get("filter"))
+    return _page(state, items, q, "items", "compute#operationList")
+
+
+@route("GET", "projects/{p}/zones/{zone}/operations", LIST_QUERY)
+def list_zone_operations(state, q, body, p, zone):
+    _need_zone(zone)
+    return _list_operations(state, q, p, "zones", zone)
+
+
+@route("GET", "projects/{p}/regions/{region}/operations", LIST_QUERY)
+def list_region_operations(state, q, body, p, region):
+    _need_region(region)
+    return _list_operations(state, q, p, "regions", region)
 
 
 @route("GET", "projects/{p}/zones/{zone}/operations/{name}")

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.cloud_access import CloudAccess
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import aws, base
 from sandbox.clouds.aws import AwsEmulator
 
@@ -144,6 +145,23 @@ def test_create_then_delete_joins_and_leaves_through_hooks(emulator, admin, prov
     assert created.provider_id not in [i.provider_id for i in provider.list_instances(group)]
     # an instance that never existed is already gone
     assert provider.delete_instance("aws:///us-east-1a/i-0123456789abcdef0") is False
+
+
+def test_a_pass_deleting_several_instances_reads_none_of_them_again(admin, provider, images):
+    """Issue 22: CloudAccess.delete takes the group from the pass's listing: one TerminateInstanceInAutoScalingGroup
+    per instance (AWS has no call that takes several) and no DescribeAutoScalingInstances before each. One a
+    concurrent deletion took after the listing is terminated once only, and the group shrinks by each once."""
+    group = _group(admin, images, size=3)
+    _until(lambda: [i.state for i in provider.list_instances(group)] == [base.RUNNING] * 3, what="three running")
+    members = provider.list_instances(group)
+    cloud = CloudAccess(provider)
+    cloud.read([group])
+    assert provider.delete_instance(members[0].provider_id) is True   # another run deletes it meanwhile
+    admin.clear_requests()
+    deleted = cloud.delete([i.provider_id for i in members])
+    assert sorted(deleted) == sorted(i.provider_id for i in members)
+    assert _actions(admin) == ["TerminateInstanceInAutoScalingGroup"] * 3
+    assert provider.list_groups([group])[0].target_size == 0
 
 
 def test_create_refuses_beyond_max_size_without_calling(admin, provider, images):

@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.cloud_access import CloudAccess
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import azure as az
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers.base import (
     CREATING, DELETING, FAILED, PENDING, RUNNING, InvalidReferenceError, NotFoundError, ProviderError, QuotaError,
@@ -168,6 +169,25 @@ def test_delete_is_idempotent_and_shrinks_the_group(admin, provider, emulator):
     # another spelling of the same providerID is the same VM
     other = provider.list_instances(group_id)[0]
     assert provider.delete_instance(other.provider_id.upper().replace("AZURE:", "azure:")) is True
+
+
+def test_a_pass_deleting_several_vms_of_a_set_sends_one_call_and_one_more_for_a_vm_a_concurrent_delete_took(
+        admin, provider):
+    """Issue 22: CloudAccess.delete takes the scale set from the pass's listing and sends one delete-instances with
+    all its VMs, with no VM read. Azure refuses the whole call when one VM is no longer active (400 InvalidParameter
+    naming its instanceId): that VM is left out and the call goes again, so the others are deleted all the same."""
+    group_id, _image = running_group(admin, provider, size=4)
+    vms = provider.list_instances(group_id)
+    cloud = CloudAccess(provider)
+    cloud.read([group_id])
+    assert provider.delete_instance(vms[1].provider_id) is True    # another run deletes it meanwhile
+    admin.clear_requests()
+    deleted = cloud.delete([vm.provider_id for vm in vms])
+    assert sorted(deleted) == sorted(vm.provider_id for i, vm in enumerate(vms) if i != 1)
+    deletes = by_template(admin.requests(), "/virtualMachineScaleSets/{vmScaleSetName}/delete", "POST")
+    assert [r["status"] for r in deletes] == [400, 202], deletes   # refused for the one, then the other three
+    assert [r for r in admin.requests() if r["method"] == "GET"] == []
+    assert provider.list_groups([group_id])[0].target_size == 0
 
 
 def test_set_group_image_is_idempotent_and_only_new_instances_change(admin, provider):

@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import node_state
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.cloud_access import CloudAccess
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base, gce
 from sandbox import clouds
 from sandbox.clouds.gce import DEFAULT_PROJECT, GceEmulator
@@ -531,6 +532,67 @@ def test_a_deletion_not_waited_for_lists_deleting_until_the_instance_is_gone_and
     assert admin.state()["groups"][group]["target_size"] == 1
 
 
+@pytest.mark.parametrize("region", [None, "us-central1"])
+def test_a_pass_deleting_several_instances_of_a_group_sends_one_request_and_follows_them_with_one_list(
+        emulator, admin, provider, images, region):
+    """Issue 22: CloudAccess.delete takes the group from the pass's listing and sends one deleteInstances for the
+    group's instances, with no instance read (instances.get) and no second listing; one that a concurrent deletion
+    took meanwhile is skipped by GCE (skipInstancesOnValidationError), not an error, and the others still go. Their
+    operations are followed with one operations list of the zone or region, not one get each."""
+    group = admin.create_group(_unique("dbatch"), "worker", 6, images[0], region=region)
+    running = _wait_for(lambda: [i for i in provider.list_instances(group) if i.state == base.RUNNING][:6]
+                        if len([i for i in provider.list_instances(group) if i.state == base.RUNNING]) == 6 else None)
+    cloud = CloudAccess(provider)
+    cloud.read([group])
+    raced = running[0]
+    assert provider.delete_instance(raced.provider_id, wait=False) is True   # another run deletes it meanwhile
+    admin.clear_requests()
+    calls = dict(provider.call_rate.stats()["by_kind"])
+    deleted = cloud.delete([i.provider_id for i in running])
+    assert sorted(deleted) == sorted(i.provider_id for i in running)
+    shapes = [(r["method"], r["template"].rsplit("/", 1)[-1]) for r in admin.requests()]
+    assert shapes == [("POST", "deleteInstances")], shapes
+    mig = "RegionInstanceGroupManagersClient" if region else "InstanceGroupManagersClient"
+    assert _spent(provider, calls) == {mig + ".delete_instances_unary": 1}
+    listed = {i.provider_id: i.state for i in provider.list_instances(group)}
+    assert all(listed[i.provider_id] == base.DELETING for i in running), listed
+    time.sleep(0.2)   # both operations (op_delay 0.05 s) are done
+    admin.clear_requests()
+    calls = dict(provider.call_rate.stats()["by_kind"])
+    ended = provider.follow_operations()
+    # The raced one twice: its own operation and the batch's, which GCE skipped it in.
+    assert sorted(e.name for e in ended) == sorted([raced.name] + [i.name for i in running])
+    assert all(e.kind == "delete" and e.failure is None for e in ended)
+    assert [(r["method"], r["template"].rsplit("/", 1)[-1]) for r in admin.requests()] == [("GET", "operations")]
+    assert _spent(provider, calls) == {("RegionOperationsClient" if region else "ZoneOperationsClient") + ".list": 1}
+    _wait_for(lambda: not {i.provider_id for i in running} & {i.provider_id for i in provider.list_instances(group)})
+    assert admin.state()["groups"][group]["target_size"] == 0
+
+
+def _spent(provider, before):
+    """The provider's calls by kind since `before` (a copy of its call_rate stats' by_kind)."""
+    return {k: n - before.get(k, 0) for k, n in provider.call_rate.stats()["by_kind"].items() if n != before.get(k, 0)}
+
+
+def test_operations_of_two_zones_are_followed_with_one_list_each_and_an_unlisted_one_by_its_get(admin, provider, images):
+    """The operations list per zone names its open operations in its filter (GCE's `eq` takes an RE2 regex that
+    matches the whole name); an operation the list does not name is read by itself, and its 404 is an error."""
+    groups = [admin.create_group(_unique("dzones"), "worker", 1, images[0], zone=zone)
+              for zone in ("us-central1-a", "us-central1-b")]
+    made = [provider.create_instance(g, wait=False) for g in groups]
+    time.sleep(0.2)
+    admin.clear_requests()
+    ended = provider.follow_operations()
+    assert sorted(e.name for e in ended) == sorted(m.name for m in made)
+    lists = [r["path"] for r in admin.requests() if r["template"].endswith("/operations")]
+    assert sorted(p.split("/zones/")[1].split("/")[0] for p in lists) == ["us-central1-a", "us-central1-b"], lists
+    assert gce.operations_filter(["operation-1-2", "operation-3-4"]) == 'name eq "(operation-1-2|operation-3-4)"'
+    with provider._lock:   # pylint: disable=protected-access
+        provider._operations["operation-gone"] = (gce.parse_group_id(groups[0]), ("x",), "creating x", "create")
+    with pytest.raises(base.NotFoundError):
+        provider.follow_operations()
+
+
 def test_a_mig_that_keeps_retrying_for_quota_reports_it_per_instance(admin, provider, images):
     """The real MIG accepts createInstances and retries while the quota is short; the attempt's errors show
     on the instance, which stays CREATING (it still holds budget) and boots once the quota frees."""
@@ -649,3 +711,11 @@ def test_one_read_of_each_group_manager_and_template_per_read_and_per_slice(admi
         igm, templates, _managed = _reads(admin)
         assert [p.rsplit("/", 1)[1] for p in igm] == [groups[0].rsplit("/", 1)[1]] and templates == [], (igm, templates)
         assert created.name in {i.name for i in node_state.read_cloud(provider, groups)[1][groups[0]]}
+        # Issue 22: the group's next heirs read neither its manager nor its template again (a create changes only
+        # the target size); after set_group_image, new heirs get the new image.
+        admin.clear_requests()
+        heirs = [provider.create_instance(groups[0], wait=False) for _n in range(2)]
+        igm, templates, _managed = _reads(admin)
+        assert igm == [] and templates == [] and {h.image for h in heirs} == {old}, (igm, templates)
+        assert provider.set_group_image(groups[0], images[1]) is True
+        assert provider.create_instance(groups[0], wait=False).image == images[1]

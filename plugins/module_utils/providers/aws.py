@@ -749,12 +749,25 @@ class AwsProvider(ReadingMemo, CloudProvider):
                                 % (instance_id, ec2_state), code="NotInGroup")
         if found[0].get("LifecycleState", "").startswith("Terminating"):
             return False
+        return self._terminate(instance_id)
+
+    def delete_instances(self, group_id, provider_ids):
+        """Terminate instances of one group that a listing of it just named, each with its own
+        TerminateInstanceInAutoScalingGroup (AWS has no call that takes several), with no DescribeAutoScalingInstances
+        first: the listing said they are members not terminating. The call acts only on a member of an auto scaling
+        group, and one that left it meanwhile is skipped. The providerIDs whose termination AWS accepted."""
+        self._forget("asg")
+        return [pid for pid in provider_ids if self._terminate(parse_provider_id(pid)[1])]
+
+    def _terminate(self, instance_id):
+        """TerminateInstanceInAutoScalingGroup, the capacity lowered with it; False when AWS no longer finds the
+        instance in a group (terminated or detached meanwhile)."""
         try:
             self._call(self.autoscaling, "terminate_instance_in_auto_scaling_group", InstanceId=instance_id,
                        ShouldDecrementDesiredCapacity=True)
         except ProviderError as exc:
             if "Instance Id not found" in str(exc) or "No managed instance found" in str(exc):
-                return False  # terminated between the two calls
+                return False  # terminated since it was read
             raise
         return True
 

@@ -173,6 +173,15 @@ def parse_provider_id(provider_id):
                                    if text else "it is empty", PROVIDER_ID_FORMAT, FLEX_PROVIDER_ID_FORMAT))
 
 
+def _inactive_instance_id(message, instance_ids):
+    """The one of `instance_ids` that Azure's 400 "The provided instanceId <id> is not an active Virtual Machine Scale
+    Set VM instanceId." names, or None when the message names none of them."""
+    match = re.search(r"instanceId\s+'?([^\s']+?)'?\s+is not an active", message)
+    if match is None:
+        return None
+    return next((i for i in instance_ids if i.lower() == match.group(1).lower()), None)
+
+
 def provider_id_from_vm_id(vm_id):
     """The providerID a kubelet writes for a VM whose ARM ID is `vm_id` (resource group lower-cased, as
     cloud-provider-azure does)."""
@@ -1394,7 +1403,7 @@ class AzureProvider(ReadingMemo, CloudProvider):
             return False
         if vm_state(vm) == DELETING:
             return False
-        return self._delete_instances(sub, rg, vmss, instance_id)
+        return self._delete_one_instance(sub, rg, vmss, instance_id)
 
     def _delete_flexible_vm(self, provider_id, sub, rg, vm_name):
         """Delete a Flexible scale set's VM through the scale set's delete-instances call (the VM name is its
@@ -1409,24 +1418,55 @@ class AzureProvider(ReadingMemo, CloudProvider):
         if vm_state(vm) == DELETING:
             return False
         _sub, vmss_rg, vmss = parse_group_id(group_id)
-        return self._delete_instances(sub, vmss_rg, vmss, vm["name"])
+        return self._delete_one_instance(sub, vmss_rg, vmss, vm["name"])
 
-    def _delete_instances(self, sub, rg, vmss, instance_id):
+    def delete_instances(self, group_id, provider_ids):
+        """Delete VMs of one scale set that a listing of it just named, in one delete-instances call (its
+        instanceIds take a list; a Flexible set's are the VM names), with no per-VM read. Azure refuses the whole
+        call when one of them is no longer an active VM (400 InvalidParameter "The provided instanceId <id> is not an
+        active Virtual Machine Scale Set VM instanceId."): a concurrent deletion won for that one, so the call goes
+        again without it (one more request per such VM, never lost ones). The providerIDs whose deletion Azure
+        accepted."""
+        sub, rg, vmss = parse_group_id(group_id)
+        by_id = {}
+        for provider_id in provider_ids:
+            vm_sub, dummy, vm_vmss, instance_id = parse_provider_id(provider_id)
+            if vm_sub.lower() != sub.lower() or (vm_vmss is not None and vm_vmss.lower() != vmss.lower()):
+                raise ProviderError("azure: VM %s is not in scale set %s; it is not deleted" % (provider_id, group_id))
+            by_id[instance_id.lower()] = (instance_id, provider_id)
+        self._forget("vmss")    # its capacity shrinks
+        deleted = self._delete_instances(sub, rg, vmss, [instance_id for instance_id, dummy in by_id.values()])
+        return [by_id[instance_id.lower()][1] for instance_id in deleted]
+
+    def _delete_instances(self, sub, rg, vmss, instance_ids):
+        """The scale set's delete-instances call for `instance_ids`: those whose deletion Azure accepted. One that
+        Azure names as not active (a concurrent delete won the race) is left out and the call goes again."""
+        instance_ids = list(instance_ids)
+        while instance_ids:
+            try:
+                # Deleting the instances shrinks the capacity; the operation runs on in Azure (the VMs read
+                # "deleting"). polling=False: no poller thread is left behind; the next listing shows how it goes.
+                self._call("delete VM(s) %s of %s" % (", ".join(instance_ids), vmss),
+                           self.client(sub).virtual_machine_scale_sets.begin_delete_instances,
+                           rg, vmss, {"instanceIds": instance_ids}, polling=False)
+                return instance_ids
+            except NotFoundError:
+                return []
+            except ProviderError as exc:
+                if exc.code != "InvalidParameter" or "not an active" not in str(exc):
+                    raise
+                gone = _inactive_instance_id(str(exc), instance_ids)
+                if gone is None:
+                    if len(instance_ids) == 1:
+                        return []   # the one VM of the call
+                    # Which one is not told: each goes by itself, so the others are not lost.
+                    return [i for i in instance_ids if self._delete_instances(sub, rg, vmss, [i])]
+                instance_ids = [i for i in instance_ids if i.lower() != gone.lower()]
+        return []
+
+    def _delete_one_instance(self, sub, rg, vmss, instance_id):
         """The scale set's delete-instances call for one VM; False when a concurrent delete won the race."""
-        try:
-            # Deleting the instance shrinks the capacity; the operation runs on in Azure (the VM reads "deleting").
-            # polling=False: no poller thread is left behind; the next listing shows how the deletion goes.
-            self._call("delete VM %s of %s" % (instance_id, vmss),
-                       self.client(sub).virtual_machine_scale_sets.begin_delete_instances,
-                       rg, vmss, {"instanceIds": [instance_id]}, polling=False)
-        except NotFoundError:
-            return False
-        except ProviderError as exc:
-            # A concurrent delete won the race: Azure answers 400 "... is not an active ... instanceId".
-            if exc.code == "InvalidParameter" and "not an active" in str(exc):
-                return False
-            raise
-        return True
+        return bool(self._delete_instances(sub, rg, vmss, [instance_id]))
 
     def set_group_image(self, group_id, image):
         sub, rg, vmss = parse_group_id(group_id)

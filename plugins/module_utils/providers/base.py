@@ -213,6 +213,20 @@ class CloudProvider(abc.ABC):
     def delete_instance(self, provider_id) -> bool:
         """Delete the instance and shrink its group. Idempotent: False when it was already gone."""
 
+    def delete_instances(self, group_id, provider_ids, **wait) -> list:
+        """Delete instances of one group, which a listing of that group just named as members not being deleted (the
+        caller's cross-check, CloudAccess.delete): the providerIDs whose deletion the cloud accepted. A cloud whose
+        delete call takes a list sends one request for them all, with no per-instance lookup; by default, one
+        delete_instance each (`wait` passed on: wait=False where deletes_without_waiting), one already gone skipped."""
+        deleted = []
+        for provider_id in provider_ids:
+            try:
+                if self.delete_instance(provider_id, **wait):
+                    deleted.append(provider_id)
+            except NotFoundError:
+                continue
+        return deleted
+
     @abc.abstractmethod
     def group_image(self, group_id) -> str:
         """The image that new instances of the group get now."""

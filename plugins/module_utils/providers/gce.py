@@ -90,6 +90,11 @@ except ImportError:
 SDK_PACKAGE = "google-cloud-compute"
 API_PREFIX = "https://www.googleapis.com/compute/v1/"
 WAIT_CALL_TIMEOUT = 130.0
+# instanceGroupManagers.deleteInstances: "You can specify a maximum of 1000 instances with this method per request."
+DELETES_PER_REQUEST = 1000
+# Operation names to one zoneOperations/regionOperations list: its filter names them, so this keeps the URL short
+# (about 3 KB with GCE's names of up to 60 characters).
+OPERATIONS_PER_LIST = 50
 DEFAULT_SCOPES = ["https://www.googleapis.com/auth/compute"]
 AUTH_KINDS = ["accesstoken", "anonymous", "application", "machineaccount", "serviceaccount"]
 
@@ -463,6 +468,12 @@ def error_from_operation(errors, http_status, http_message, doing):
     return ProviderError(message, status=http_status, code=codes[0] if codes else None)
 
 
+def operations_filter(names):
+    """The list filter that names exactly these operations: compute's `eq` takes an RE2 regular expression that must
+    match the whole field (zoneOperations.list `filter`), so one alternation serves them all."""
+    return 'name eq "(%s)"' % "|".join(re.sub(r"([^-a-z0-9])", r"\\\1", name) for name in names)
+
+
 def call_kind(func):
     """How the call rate counts a call of the SDK method `func`: its client's class and its name."""
     owner = getattr(func, "__self__", None)
@@ -729,10 +740,11 @@ class GceProvider(CloudProvider):
     def reading(self):
         """Within this block each instance group manager and each instance template is read at most once
         (one executor slice, one node_image_facts call). Templates are immutable in GCE; an instance group
-        manager this object changes (create, delete, set_group_image) is read again. Nests."""
+        manager this object changes (create, delete, set_group_image) is read again, but what a create needs of it
+        (_create_basis) only after set_group_image. Nests."""
         outer = self._memo is None
         if outer:
-            self._memo = {"igm": {}, "template": {}}
+            self._memo = {"igm": {}, "template": {}, "basis": {}}
         try:
             yield self
         finally:
@@ -970,15 +982,12 @@ class GceProvider(CloudProvider):
         group picks the zone itself, so its instance comes back without a providerID (extra PENDING) and
         follow_operations() names it once the operation is done."""
         ref = parse_group_id(group_id)
-        igm = self._get_igm(ref)
-        if not igm.base_instance_name:
-            raise ProviderError("instance group manager %s has no baseInstanceName" % ref.id)
-        image = self._template_image(self._get_template(self._igm_template_url(igm, ref)))
+        base_name, image = self._create_basis(ref)
         client = self._igm_client(ref)
         resource_kw = ("region_instance_group_managers_create_instances_request_resource" if ref.regional
                        else "instance_group_managers_create_instances_request_resource")
         for dummy in range(3):
-            name = random_instance_name(igm.base_instance_name)
+            name = random_instance_name(base_name)
             doing = "creating instance %s in %s" % (name, ref.id)
             try:
                 op = self._call(doing, client.create_instances_unary, request=self._mig_request(
@@ -1002,38 +1011,71 @@ class GceProvider(CloudProvider):
         self._recent.setdefault(ref.id, {})[name] = instance
         if op is not None:
             with self._lock:
-                self._operations[op.name] = (ref, name, doing, "create")
+                self._operations[op.name] = (ref, (name,), doing, "create")
         return Instance(**instance.to_dict())
 
+    def _create_basis(self, ref):
+        """(baseInstanceName, image of the group's template) that a create needs. Within reading() kept for the
+        group until this object sets its image: a create or delete changes the manager's target size, which makes
+        the next listing read the manager again, but not these, so the group's next heir reads nothing."""
+        memo = None if self._memo is None else self._memo["basis"]
+        if memo is not None and ref.id in memo:
+            return memo[ref.id]
+        igm = self._get_igm(ref)
+        if not igm.base_instance_name:
+            raise ProviderError("instance group manager %s has no baseInstanceName" % ref.id)
+        basis = (igm.base_instance_name, self._template_image(self._get_template(self._igm_template_url(igm, ref))))
+        if memo is not None:
+            memo[ref.id] = basis
+        return basis
+
     def follow_operations(self):
-        """The operations of writes started without waiting that ended since the last call: [Ended], a failure a
-        QuotaError for a quota or capacity refusal. One operations.get (of the group's zone or region) per operation
-        still open. An instance whose create failed is forgotten (it no longer counts as being created); a regional
-        group's new instance is named (its zone read back). A deletion's operation ends when the MIG took the
-        instance on: the instance itself goes later, and only a later listing shows it gone (it lists DELETING until
-        then)."""
+        """The operations of writes started without waiting that ended since the last call: [Ended] (one per
+        instance), a failure a QuotaError for a quota or capacity refusal. One operations list per zone or region
+        with operations still open (OPERATIONS_PER_LIST names to a request, filtered on their names), however many
+        are open; an operation the list does not name is read by itself (an operations.get, which says it is gone).
+        An instance whose create failed is forgotten (it no longer counts as being created); a regional group's new
+        instance is named (its zone read back). A deletion's operation ends when the MIG took the instances on: they
+        go later, and only a later listing shows them gone (they list DELETING until then)."""
         with self._lock:
-            open_ops = list(self._operations.items())
+            open_ops = dict(self._operations)
         ended = []
-        done = compute_v1.Operation.Status.DONE
-        for op_name, (ref, name, doing, kind) in open_ops:
-            client, where = ((self._client("RegionOperationsClient"), dict(region=ref.scope)) if ref.regional
-                             else (self._client("ZoneOperationsClient"), dict(zone=ref.scope)))
-            op = self._call("%s: reading operation %s" % (doing, op_name), client.get, project=ref.project,
-                            operation=op_name, **where)
-            if op.status != done:
+        for op_name, op in self._read_operations(open_ops).items():
+            ref, names, doing, kind = open_ops[op_name]
+            if op.status != compute_v1.Operation.Status.DONE:
                 continue
             errors = [(e.code, e.message) for e in op.error.errors] if op.error else []
             failure = error_from_operation(errors, op.http_error_status_code, op.http_error_message, doing)
             with self._lock:
                 self._operations.pop(op_name, None)
                 if kind == "delete":
-                    self._deleting.get(ref.id, set()).discard(name)
-            ended.append(Ended(ref.id, name, failure, kind, self._named(ref, name) if kind == "create" and not failure
-                               else None))
-            if kind == "create" and failure is not None:
-                self._recent.get(ref.id, {}).pop(name, None)
+                    self._deleting.get(ref.id, set()).difference_update(names)
+            for name in names:
+                ended.append(Ended(ref.id, name, failure, kind, self._named(ref, name) if kind == "create" and not failure
+                                   else None))
+                if kind == "create" and failure is not None:
+                    self._recent.get(ref.id, {}).pop(name, None)
         return ended
+
+    def _read_operations(self, open_ops):
+        """{operation name: Operation} of `open_ops` ({name: (GroupRef, ...)}), listed per zone or region."""
+        by_scope = {}
+        for op_name, (ref, dummy, doing, dummy) in sorted(open_ops.items()):
+            by_scope.setdefault((ref.project, ref.regional, ref.scope), []).append((op_name, doing))
+        found = {}
+        for (project, regional, scope), ops in sorted(by_scope.items()):
+            client, where = ((self._client("RegionOperationsClient"), dict(region=scope)) if regional
+                             else (self._client("ZoneOperationsClient"), dict(zone=scope)))
+            for at in range(0, len(ops), OPERATIONS_PER_LIST):
+                chunk = [name for name, dummy in ops[at:at + OPERATIONS_PER_LIST]]
+                request = dict(project=project, filter=operations_filter(chunk), **where)
+                listed = self._list("reading %d operation(s) in %s" % (len(chunk), scope), client.list, request=request)
+                found.update((op.name, op) for op in listed if op.name in chunk)
+            for op_name, doing in ops:
+                if op_name not in found:   # not listed: its own get says what became of it (404: a ProviderError)
+                    found[op_name] = self._call("%s: reading operation %s" % (doing, op_name), client.get,
+                                                project=project, operation=op_name, **where)
+        return found
 
     def _named(self, ref, name):
         """A regional group's instance whose create is done, with its providerID (its zone read back); None for a
@@ -1090,7 +1132,8 @@ class GceProvider(CloudProvider):
         """Delete the instance and shrink its group; False when it is gone or already being deleted.
         `group_id` (optional) saves reading the instance and finds instances the API does not show yet. With wait
         False, return once GCE accepted deleteInstances: the instance lists DELETING from then on and
-        follow_operations() follows the operation."""
+        follow_operations() follows the operation. Reads the group's members to tell (one listManagedInstances):
+        delete_instances() is the batch for instances a listing just named."""
         project, zone, name = parse_provider_id(provider_id)
         if not group_id:
             # An instance this object just created may still read "not found": its group is known here.
@@ -1103,21 +1146,45 @@ class GceProvider(CloudProvider):
         if not members or members[0].current_action in ("DELETING", "ABANDONING"):
             self._recent.get(ref.id, {}).pop(name, None)
             return False
-        doing = "deleting instance %s from %s" % (provider_id, ref.id)
+        self._delete_members(ref, [(zone, name)], "deleting instance %s from %s" % (provider_id, ref.id), wait)
+        return True
+
+    def delete_instances(self, group_id, provider_ids, wait=True):
+        """Delete instances of one group that a listing of it just named, in one deleteInstances (at most
+        DELETES_PER_REQUEST instances to a request), with no per-instance read: GCE skips an instance that is not a
+        member or is being deleted already (skipInstancesOnValidationError), so a concurrent deletion that won is no
+        error. All of them count as deleted: each is gone or going once the request is accepted."""
+        ref = parse_group_id(group_id)
+        members = []
+        for provider_id in provider_ids:
+            project, zone, name = parse_provider_id(provider_id)
+            if project != ref.project:
+                raise ProviderError("instance %s is not in the project of group %s" % (provider_id, ref.id))
+            members.append((zone, name))
+        for at in range(0, len(members), DELETES_PER_REQUEST):
+            chunk = members[at:at + DELETES_PER_REQUEST]
+            self._delete_members(ref, chunk, "deleting %d instance(s) (%s) from %s" % (
+                len(chunk), ", ".join(name for dummy, name in chunk), ref.id), wait)
+        return list(provider_ids)
+
+    def _delete_members(self, ref, members, doing, wait):
+        """One deleteInstances for `members` [(zone, name)] of the group; with wait False, their operation followed
+        by follow_operations() and the instances listed DELETING until it ends."""
+        names = tuple(name for dummy, name in members)
         resource_kw = ("region_instance_group_managers_delete_instances_request_resource" if ref.regional
                        else "instance_group_managers_delete_instances_request_resource")
         op = self._call(doing, self._igm_client(ref).delete_instances_unary, request=self._mig_request(
-            ref, resource_kw, {"instances": ["zones/%s/instances/%s" % (zone, name)],
+            ref, resource_kw, {"instances": ["zones/%s/instances/%s" % member for member in members],
                                "skip_instances_on_validation_error": True}))
         if wait:
             self._wait(op, doing, ref.project, ref.kind, ref.scope)
         else:
             with self._lock:
-                self._operations[op.name] = (ref, name, doing, "delete")
-                self._deleting.setdefault(ref.id, set()).add(name)
+                self._operations[op.name] = (ref, names, doing, "delete")
+                self._deleting.setdefault(ref.id, set()).update(names)
         self._forget_igm(ref)
-        self._recent.get(ref.id, {}).pop(name, None)
-        return True
+        for name in names:
+            self._recent.get(ref.id, {}).pop(name, None)
 
     def group_image(self, group_id):
         ref = parse_group_id(group_id)
@@ -1146,6 +1213,8 @@ class GceProvider(CloudProvider):
             ref, resource_kw, {"instance_template": new_url}))
         self._wait(op, doing, ref.project, ref.kind, ref.scope)
         self._forget_igm(ref)
+        if self._memo is not None:
+            self._memo["basis"].pop(ref.id, None)   # new instances get the new template
         return True
 
     def set_run_setting(self, group_id, name, value):

@@ -96,6 +96,8 @@ class _Provider(base.ReadingMemo):
     def delete_instance(self, provider_id):
         return True
 
+    delete_instances = base.CloudProvider.delete_instances   # one delete_instance each, as a cloud without batches
+
     def create_instance(self, group_id):
         return _inst("new", CREATING, gid=group_id)
 
@@ -329,3 +331,64 @@ def test_a_followed_deletion_that_failed_fails_the_step_naming_the_instance_and_
     with pytest.raises(StepFailure, match="deleting instance g1-b from g1 failed: deleting g1-b: RESOURCE_IN_USE") as err:
         cloud.read(None)
     assert err.value.details["step"] == "delete_instance"
+
+
+class _Batching(_Deferring):
+    """_Deferring whose cloud deletes a group's instances in one call (GCE, Azure): `batches` records each call."""
+
+    def __init__(self, groups, refuse=None):
+        super().__init__(groups)
+        self.batches = []
+        self.refuse = refuse     # {group ID: ProviderError} the group's call raises
+
+    def delete_instances(self, group_id, provider_ids, wait=True):
+        self.batches.append((group_id, list(provider_ids), wait))
+        if self.refuse and group_id in self.refuse:
+            raise self.refuse[group_id]
+        return list(provider_ids)
+
+
+def test_a_pass_deleting_instances_of_two_groups_sends_one_call_per_group_named_by_its_listing_and_none_per_instance():
+    """Issue 22: the group of each instance is the one this pass's listing names (no lookup per instance); what the
+    listing does not name, names as DELETING, or names without a providerID is never asked for."""
+    world = _world(2)
+    world["g1"][1].extend([_inst("g1-c", gid="g1"), _inst("g1-gone", DELETING)])
+    provider = _Batching(world)
+    cloud = CloudAccess(provider, clock=_Clock())
+    cloud.read(None)
+    asked = ["gce://p/z/g1-a", "GCE://p/z/g2-b", "gce://p/z/g1-gone", "", "gce://p/z/unknown", "gce://p/z/g1-c",
+             "gce://p/z/g2-a"]
+    assert cloud.delete(asked) == ["gce://p/z/g1-a", "gce://p/z/g1-c", "gce://p/z/g2-b", "gce://p/z/g2-a"]
+    assert provider.batches == [("g1", ["gce://p/z/g1-a", "gce://p/z/g1-c"], False),
+                                ("g2", ["gce://p/z/g2-b", "gce://p/z/g2-a"], False)]
+    assert provider.deletes == []   # never one instance at a time
+    before = len(provider.listings)
+    cloud.read(None)
+    assert sorted(provider.listings[before:]) == ["g1", "g2"]   # both written to: listed again
+
+
+def test_a_group_whose_batch_fails_fails_the_step_naming_its_instances_and_group():
+    provider = _Batching(_world(2), refuse={"g2": base.ProviderError("403 forbidden")})
+    cloud = CloudAccess(provider, clock=_Clock())
+    cloud.read(None)
+    with pytest.raises(StepFailure, match="deleting gce://p/z/g2-a, gce://p/z/g2-b failed: 403 forbidden") as err:
+        cloud.delete(["gce://p/z/g1-a", "gce://p/z/g2-a", "gce://p/z/g2-b"])
+    assert err.value.details == {"step": "delete_instance", "group": "g2"}
+    assert [b[0] for b in provider.batches] == ["g1", "g2"]
+
+
+def test_a_cloud_without_batches_deletes_one_instance_at_a_time_and_one_gone_meanwhile_is_not_an_error():
+    world = _world(1)
+    provider = _Deferring(world)
+    cloud = CloudAccess(provider, clock=_Clock())
+    cloud.read(None)
+
+    def gone_then_fine(provider_id, wait=True):
+        provider.deletes.append((provider_id, wait))
+        if provider_id.endswith("g1-a"):
+            raise base.NotFoundError("g1-a: not found")
+        return True
+
+    provider.delete_instance = gone_then_fine
+    assert cloud.delete(["gce://p/z/g1-a", "gce://p/z/g1-b"]) == ["gce://p/z/g1-b"]
+    assert provider.deletes == [("gce://p/z/g1-a", False), ("gce://p/z/g1-b", False)]
