@@ -253,6 +253,7 @@ class Executor:
         # Each Node parsed once per object the kube side gave (its cache hands out the same copy until the Node changes),
         # not once per view in every plan.
         self.node_infos = core.PerNode(core.NodeInfo.from_k8s)
+        self.unnamed = {}         # (group, instance name) -> the intent of a create whose instance the cloud names later
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
         self.relisted = set()     # the groups this pass listed again (_list_again)
         # cloud_view() and _group_of_instance() of self.instances and self.group_errors, until they change
@@ -850,8 +851,12 @@ class Executor:
         nothing."""
         identified = getattr(self.cloud, "identified", None)
         for inst in identified() if identified is not None else []:
+            intent = self.unnamed.pop((inst.group_id, inst.name), None) or self._open_intent(inst.group_id)
             if inst.provider_id not in self.settings.created:   # else a plan recovered it under its intent already
-                self._record_created([inst], {}, intent=self._open_intent(inst.group_id))
+                # Not settled here: its create settled that intent with the count the cloud accepted, and an intent a
+                # kill left unsettled keeps its intended count (a settle of 1 here, first record winning, would tell the
+                # plan that intent made fewer instances than it may have, and one of them would read as foreign).
+                self._record_created([inst], {}, intent=intent, settle=False)
 
     def _open_intent(self, group_id):
         """The key of the oldest create intent of `group_id` with fewer instances recorded under it than it settled
@@ -886,17 +891,25 @@ class Executor:
             self._timed("kube", self.record_created, record)
         return keys[item["group"]]
 
-    def _record_created(self, created, facts, start_counts=None, delete_first=None, intent=None, recovered=None):
+    def _record_created(self, created, facts, start_counts=None, delete_first=None, intent=None, recovered=None,
+                        settle=True):
         """Record new instances as this upgrade's own at once (first record wins, as in the journal); with `intent`,
-        the intent they came from is settled with how many the call created (those the cloud has not named yet, with
-        no providerID, among them: the intent accounts for them until they are recorded)."""
+        they name the intent they came from, and (with `settle`: the create call's own record) the intent is settled
+        with how many the call created (those the cloud has not named yet, with no providerID, among them: the intent
+        accounts for them until they are recorded)."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
         record = report.created_record(created, facts.get("scaling_groups"), self.clock())
         if intent is not None:
             record = report.settled_record(record, {self.settings.intents[intent]["group"]: intent})
-            record.setdefault("create_intents", {})[intent] = {"settled": len(created)}
-            self.settings.intents[intent].setdefault("settled", len(created))
+            if settle:
+                record.setdefault("create_intents", {})[intent] = {"settled": len(created)}
+                self.settings.intents[intent].setdefault("settled", len(created))
+                for inst in created:
+                    if not inst.provider_id and inst.name:
+                        self.unnamed[(inst.group_id, inst.name)] = intent   # recorded under it once the cloud names it
+            else:
+                record.pop("create_intents", None)
         record["instances_created"].update(recovered or {})
         if start_counts is not None:
             record["start_counts"] = dict(start_counts)

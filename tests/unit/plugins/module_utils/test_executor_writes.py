@@ -70,3 +70,23 @@ def test_a_named_instance_goes_under_the_oldest_intent_of_its_own_group_that_sti
     assert engine._open_intent("g") == "G@2#new"    # the old one has its instance; group IDs compared as the cloud does
     assert engine._open_intent("H") == "H@0#other"
     assert engine._open_intent("K") is None
+
+
+def test_an_instance_named_later_goes_under_its_own_create_and_settles_no_intent_a_kill_left_open():
+    """Found by the property soak (test_killed_runs_with_unhealthy_members_keep_every_etcd_member, surge exceeded): a
+    kill cut a create of 2 off after 1 instance, so its intent stayed unsettled; the resumed run created 1 more, named
+    later. Recorded under the oldest open intent and settling it with 1 (first record winning), it left the second
+    intent with nothing the plan could give it, so the instance read as foreign and the group got one heir too many."""
+    cloud, records = _Cloud(), []
+    engine = _engine(cloud, records)
+    engine.settings.intents = {"G@1#cut": {"group": "G", "at": "1970-01-01T00:00:01Z", "count": 2}}
+    engine.settings.created = {"gce://p/z/x": {"group": "G", "intent": "G@1#cut"}}
+    intent = engine._record_intent(dict(group="G", count=1), {})
+    pending = Instance(provider_id="", node_name="", group_id="G", image="img", state=CREATING, created_at=5.0,
+                       name="n3", extra={base.PENDING: True})
+    engine._record_created([pending], {}, intent=intent)
+    cloud.named = [_inst("n3")]
+    engine._record_identified()
+    assert records[-1]["instances_created"]["gce://p/z/n3"]["intent"] == intent
+    assert "create_intents" not in records[-1]
+    assert "settled" not in engine.settings.intents["G@1#cut"] and engine.settings.intents[intent]["settled"] == 1
