@@ -131,7 +131,9 @@ def prepare(handle, args, knobs):
     # The cloud's default call rate (not the sandbox scenario's): the figures are measured against it.
     values = scenario.prepare(str(handle.state_dir), args.cloud, control_planes=args.control_planes, workers=args.workers,
                               groups=args.groups, workloads=False, say=world.quiet, rolling_upgrade_heir_ready_seconds=args.heir_ready,
-                              rolling_upgrade_cloud_calls_per_minute=None, **knobs)
+                              rolling_upgrade_cloud_calls_per_minute=None,
+                              # The role's own limit follows --timeout (its default, 1,800 s, stopped run E4).
+                              rolling_upgrade_timeout=int(args.timeout), **knobs)
     kube = handle.kube()
     # The large world: one small Deployment per group (--app-replicas each), else one replica per worker.
     objs = world_objects("bench", args.workers,

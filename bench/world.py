@@ -229,12 +229,16 @@ class ClusterWatch:
                         for what, path, handler in (("nodes", "/api/v1/nodes", self._on_node),
                                                     ("pods", "/api/v1/pods", self._on_pod))]
         self.initial_nodes = set()
+        # Set once a watch's first LIST has been handled whole: the Nodes there at the start are those of that list
+        # (3 + 1,000 Nodes take a while to handle; taken before, the start held 181 of them).
+        self.listed = {path: threading.Event() for path in ("/api/v1/nodes", "/api/v1/pods")}
 
     def start(self):
         for thread in self.threads:
             thread.start()
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (self.nodes and all(t.is_alive() for t in self.threads)):
+        while time.monotonic() < deadline and not (self.listed["/api/v1/nodes"].is_set() and self.nodes
+                                                   and all(t.is_alive() for t in self.threads)):
             time.sleep(0.1)
         with self.lock:
             self.initial_nodes = set(self.nodes)
@@ -251,6 +255,7 @@ class ClusterWatch:
                 now = time.time()
                 for obj in listing.get("items", []):
                     handler("ADDED", obj, now)
+                self.listed[path].set()
                 version = listing["metadata"]["resourceVersion"]
                 while not self.stopped.is_set():
                     resp = session.get(self.kube.server + path, stream=True, timeout=(10, 90),
