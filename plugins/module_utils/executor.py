@@ -254,6 +254,7 @@ class Executor:
         # not once per view in every plan.
         self.node_infos = core.PerNode(core.NodeInfo.from_k8s)
         self.unnamed = {}         # (group, instance name) -> the intent of a create whose instance the cloud names later
+        self.awaiting = {}        # group key -> [intent] of creates whose instance comes back with no name either
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
         self.relisted = set()     # the groups this pass listed again (_list_again)
         # cloud_view() and _group_of_instance() of self.instances and self.group_errors, until they change
@@ -594,14 +595,18 @@ class Executor:
         """The groups' start counts, the delete-first removals and refills, and the creations recovered from an
         open create intent, as the plan asks them recorded."""
         plan = state.plan
+        for key, found in (plan.get("record_intents") or {}).items():
+            if key in self.settings.intents:
+                for name, value in found.items():
+                    self.settings.intents[key].setdefault(name, value)
         if (plan.get("record_start_counts") or plan.get("record_removed_first") or plan.get("record_refills")
-                or plan.get("record_created")):
+                or plan.get("record_created") or plan.get("record_intents")):
             # Before the delete-first marks and refills are written: a kill after them finds what they replace. With
             # them, the instances an open create intent accounts for (their create's record was cut off).
             self._record_created([], state.facts, start_counts=plan.get("record_start_counts") or {},
                                  delete_first=dict(removed_first=plan.get("record_removed_first") or {},
                                                    refills=plan.get("record_refills") or {}),
-                                 recovered=plan.get("record_created") or {})
+                                 recovered=plan.get("record_created") or {}, intents=plan.get("record_intents") or {})
 
     def _journal_donors_gone(self, state):
         write_gone = self.record_donors_gone or self.journal
@@ -851,12 +856,21 @@ class Executor:
         nothing."""
         identified = getattr(self.cloud, "identified", None)
         for inst in identified() if identified is not None else []:
-            intent = self.unnamed.pop((inst.group_id, inst.name), None) or self._open_intent(inst.group_id)
+            intent = (self.unnamed.pop((inst.group_id, inst.name), None) or self._awaited(inst.group_id)
+                      or self._open_intent(inst.group_id))
             if inst.provider_id not in self.settings.created:   # else a plan recovered it under its intent already
                 # Not settled here: its create settled that intent with the count the cloud accepted, and an intent a
                 # kill left unsettled keeps its intended count (a settle of 1 here, first record winning, would tell the
                 # plan that intent made fewer instances than it may have, and one of them would read as foreign).
                 self._record_created([inst], {}, intent=intent, settle=False)
+
+    def _awaited(self, group_id):
+        """The intent of this executor's oldest create in `group_id` whose instance came back with neither a
+        providerID nor a name (AWS, Azure: the cloud picks both later), taken off the list; None when there is none.
+        Before the oldest open intent of the group: after a kill, that is the cut-off create's, whose instance is
+        not this one."""
+        waiting = self.awaiting.get(core.group_key(group_id))
+        return waiting.pop(0) if waiting else None
 
     def _open_intent(self, group_id):
         """The key of the oldest create intent of `group_id` with fewer instances recorded under it than it settled
@@ -892,11 +906,12 @@ class Executor:
         return keys[item["group"]]
 
     def _record_created(self, created, facts, start_counts=None, delete_first=None, intent=None, recovered=None,
-                        settle=True):
+                        settle=True, intents=None):
         """Record new instances as this upgrade's own at once (first record wins, as in the journal); with `intent`,
         they name the intent they came from, and (with `settle`: the create call's own record) the intent is settled
         with how many the call created (those the cloud has not named yet, with no providerID, among them: the intent
-        accounts for them until they are recorded)."""
+        accounts for them until they are recorded). `intents`: {key: fields} to record in create intents (what the
+        plan found of an intent: PlanInputs.recover_intents)."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
         record = report.created_record(created, facts.get("scaling_groups"), self.clock())
@@ -905,12 +920,16 @@ class Executor:
             if settle:
                 record.setdefault("create_intents", {})[intent] = {"settled": len(created)}
                 self.settings.intents[intent].setdefault("settled", len(created))
-                for inst in created:
+                for inst in created:   # recorded under it once the cloud names it
                     if not inst.provider_id and inst.name:
-                        self.unnamed[(inst.group_id, inst.name)] = intent   # recorded under it once the cloud names it
+                        self.unnamed[(inst.group_id, inst.name)] = intent
+                    elif not inst.provider_id:
+                        self.awaiting.setdefault(core.group_key(inst.group_id), []).append(intent)
             else:
                 record.pop("create_intents", None)
         record["instances_created"].update(recovered or {})
+        if intents:
+            record.setdefault("create_intents", {}).update({k: dict(v) for k, v in intents.items()})
         if start_counts is not None:
             record["start_counts"] = dict(start_counts)
         record.update({k: dict(v) for k, v in (delete_first or {}).items() if v})
@@ -920,7 +939,7 @@ class Executor:
                 continue
             for ident, value in record[key].items():
                 known.setdefault(ident, value)
-        if self.record_created is not None and (created or recovered or start_counts or delete_first or intent):
+        if self.record_created is not None and (created or recovered or start_counts or delete_first or intent or intents):
             self._timed("kube", self.record_created, record)
 
     def _record_phase(self, nodes, name, phase):

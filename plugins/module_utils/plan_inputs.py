@@ -27,6 +27,10 @@ def group_key(group_id):
     return (group_id or "").strip().lower()
 
 
+def _int(value):
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 @dataclass
 class PlanInputs:
     """The planner's inputs, as read_inputs() makes them (see core.plan_upgrade for each one's meaning)."""
@@ -53,31 +57,69 @@ class PlanInputs:
     refills: Dict[str, str]
     health: object                        # [problem], None (not read) or HEALTH_UNREAD
     recovered: Dict[str, dict] = field(default_factory=dict)   # providerID -> record: what open intents account for
+    # group key -> (instances of this upgrade among them, [providerID]): instances open intents account for, which
+    # cannot be told apart from the cloud's own made in the same window (recover_intents)
+    unclaimed: Dict[str, tuple] = field(default_factory=dict)
+    decided: Dict[str, dict] = field(default_factory=dict)     # intent key -> {open, recorded, among}: to record
 
     # 1b. Creations a kill cut off between the cloud's create and its record: the intent recorded before the
     #     call names the group and the moment; the cloud's own creation time names the instance.
     def recover_intents(self):
+        """Claim, for each group, the instances its open create intents account for. Where the group's windows hold
+        more unclaimed instances than its open intents leave open, they cannot be told apart: an instance the cloud
+        made by itself in the second of a create (an autohealed heir's replacement, someone's scale-up that the
+        target size does not tell apart) would read as ours and could become a heir or surplus. Then none is
+        claimed: none becomes a heir or surplus until a record tells them apart (a live run records its create a
+        moment later), and as many as the intents leave open hold a surge slot each (`unclaimed`): they are this
+        upgrade's instances, wherever they are. That finding is recorded in the intents (`decided`, the journal's
+        create_intents[key].unclaimed) and kept from then on: the group's growth since the intent, which tells how
+        many the create made, no longer says it once this upgrade deleted instances of the group."""
         claimed = set(self.created)
         recorded = {}
         for entry in self.created.values():
             if entry.get("intent"):
                 recorded[entry["intent"]] = recorded.get(entry["intent"], 0) + 1
+        by_group, held = {}, {}
         for key, intent in sorted(self.intents.items(), key=lambda kv: (str(kv[1].get("at")), kv[0])):
             at, gkey = parse_time(intent.get("at")), group_key(intent.get("group"))
             made = intent.get("settled", intent.get("count"))
             if at is None or not gkey or not isinstance(made, int) or isinstance(made, bool):
                 continue
-            open_count = min(made, self.grown_since(key, intent, gkey, at, made)) - recorded.get(key, 0)
-            if open_count <= 0:
+            found = intent.get("unclaimed")
+            if isinstance(found, dict):
+                open_count = _int(found.get("open")) - (recorded.get(key, 0) - _int(found.get("recorded")))
+                if open_count > 0:
+                    held.setdefault(gkey, []).append((open_count, [str(p) for p in found.get("among") or []]))
                 continue
-            fresh = sorted((i for i in self.instance_lists.get(gkey, []) if self.normalize(i.provider_id) not in claimed
-                            and i.created_at is not None and at <= i.created_at <= at + INTENT_WINDOW),
-                           key=lambda i: (i.created_at, i.provider_id))
-            for inst in fresh[:open_count]:
-                entry = dict(group=inst.group_id, created=format_time(inst.created_at), intent=key)
-                claimed.add(self.normalize(inst.provider_id))
-                self.created[self.normalize(inst.provider_id)] = entry
-                self.recovered[inst.provider_id] = entry
+            open_count = min(made, self.grown_since(key, intent, gkey, at, made)) - recorded.get(key, 0)
+            if open_count > 0:
+                by_group.setdefault(gkey, []).append((key, at, open_count))
+        for gkey, open_intents in sorted(by_group.items()):
+            windows = [(key, [i for i in self.instance_lists.get(gkey, []) if self.normalize(i.provider_id) not in claimed
+                              and i.created_at is not None and at <= i.created_at <= at + INTENT_WINDOW], open_count)
+                       for key, at, open_count in open_intents]
+            candidates = sorted({i.provider_id for dummy, fresh, dummy2 in windows for i in fresh})
+            if len(candidates) > sum(open_count for dummy, dummy2, open_count in windows):
+                for key, dummy, open_count in windows:
+                    self.decided[key] = dict(open=open_count, recorded=recorded.get(key, 0), among=candidates)
+                    held.setdefault(gkey, []).append((open_count, candidates))
+                continue
+            for key, fresh, open_count in windows:
+                fresh = sorted((i for i in fresh if self.normalize(i.provider_id) not in claimed),
+                               key=lambda i: (i.created_at, i.provider_id))
+                for inst in fresh[:open_count]:
+                    entry = dict(group=inst.group_id, created=format_time(inst.created_at), intent=key)
+                    claimed.add(self.normalize(inst.provider_id))
+                    self.created[self.normalize(inst.provider_id)] = entry
+                    self.recovered[inst.provider_id] = entry
+        for gkey, found in sorted(held.items()):
+            # Those still listed and not claimed since (an instance deleted in the cloud frees its slot).
+            listed = {self.normalize(i.provider_id): i.provider_id for i in self.instance_lists.get(gkey, [])}
+            among = sorted({listed[self.normalize(p)] for dummy, ids in found for p in ids
+                            if self.normalize(p) in listed and self.normalize(p) not in claimed})
+            count = min(sum(open_count for open_count, dummy in found), len(among))
+            if count > 0:
+                self.unclaimed[gkey] = (count, among)
 
     def grown_since(self, key, intent, gkey, at, made):
         """How many instances the intent's create may have made: by how much the group's target size grew since the

@@ -31,6 +31,8 @@ class GroupBudget:
     in_flight: int        # instances of this upgrade under way, and those holding a slot
     demand: int           # outdated nodes no joining instance will take
     held: List[str]       # heirs left alone for a problem: they keep their slot
+    unclaimed: int = 0    # this upgrade's instances not told apart from the cloud's own (PlanInputs.unclaimed)
+    unclaimed_among: List[str] = field(default_factory=list)   # the instances they are among (providerIDs)
 
 
 @dataclass
@@ -72,9 +74,14 @@ def _group_budget(inputs, census, arrivals, gkey, role, problem_nodes):
     count = {g: 0 for g in NODE_GROUPS}
     for s in members:
         count[final[s.name]] += 1
+    # Instances of this upgrade that a kill left unrecorded and that cannot be told apart from the cloud's own hold
+    # their slots: none of them becomes a heir, and each is one more instance in the group, not one of its positions.
+    unclaimed, unclaimed_among = inputs.unclaimed.get(gkey, (0, []))
     # A percentage surge counts the group's nodes, not a Node whose instance is gone or going.
-    base = sum(1 for s in members if final[s.name] in (OUTDATED, DONOR, UP_TO_DATE) and inputs.alive(s))
-    limit = 1 if role == ROLE_CONTROL_PLANE else surge_limit(inputs.options.max_surge, base)
+    counted = [s for s in members if final[s.name] in (OUTDATED, DONOR, UP_TO_DATE) and inputs.alive(s)]
+    among = {inputs.normalize(p) for p in unclaimed_among}
+    ours = min(unclaimed, sum(1 for s in counted if s.info.provider_id and inputs.normalize(s.info.provider_id) in among))
+    limit = 1 if role == ROLE_CONTROL_PLANE else surge_limit(inputs.options.max_surge, len(counted) - ours)
     joining = arrivals.joining_count.get(gkey, 0)
     leaving = arrivals.leaving_count.get(gkey, 0)
     held = _held(inputs, census, gkey, problem_nodes)
@@ -82,14 +89,17 @@ def _group_budget(inputs, census, arrivals, gkey, role, problem_nodes):
     dying = sum(1 for s in members if final[s.name] not in (HEIR, OBSOLETE)
                 and getattr(inputs.instance_of(s), "state", None) == DELETING)
     in_flight = (count[HEIR] + count[OBSOLETE] + joining + arrivals.failed_count.get(gkey, 0) + leaving + dying
-                 + len(held))
+                 + len(held) + unclaimed)
     demand = max(0, count[OUTDATED] - (joining - arrivals.joining_old.get(gkey, 0)))
     report = dict(id=group.id, name=group.name, kind=group.kind, role=role, image=group.image,
                   image_current=same(group.image, inputs.target), listed=gkey in inputs.instance_lists,
                   nodes=len(members), nodes_serving=sum(1 for s in members if s.category != OBSOLETE),
                   **{k: count[k] for k in NODE_GROUPS if k != INVALID},
                   joining=joining, leaving=leaving, held=held, surge_limit=limit, in_flight=in_flight)
-    return report, GroupBudget(limit=limit, in_flight=in_flight, demand=demand, held=held)
+    if unclaimed:
+        report["unclaimed"] = dict(count=unclaimed, among=list(unclaimed_among))
+    return report, GroupBudget(limit=limit, in_flight=in_flight, demand=demand, held=held, unclaimed=unclaimed,
+                               unclaimed_among=list(unclaimed_among))
 
 
 def _held(inputs, census, gkey, problem_nodes):
@@ -130,13 +140,20 @@ def plan_creations(inputs, census, arrivals, reports, budgets, in_flight_total):
 
 
 def _held_for_ever(report, budget, decision, surge):
-    """When nodes left alone for a problem hold the whole surge budget, nothing frees it by itself: going on means
-    waiting for ever. Then the reason, and the run is told to stop."""
-    if not (budget.demand and not decision.count and budget.held and budget.limit <= budget.in_flight <= len(budget.held)):
+    """When nodes left alone for a problem, or instances that cannot be told apart (unclaimed), hold the whole surge
+    budget, nothing frees it by itself: going on means waiting for ever. Then the reason, and the run is told to stop."""
+    holding = len(budget.held) + budget.unclaimed
+    if not (budget.demand and not decision.count and holding and budget.limit <= budget.in_flight <= holding):
         return None
-    reason = "surge budget held by node(s) left alone for a problem: %s" % ", ".join(budget.held)
-    surge.stop = surge.stop or ("scaling group %s cannot go on: %s; resolve the problem(s) named in `problems`, then "
-                                "run again" % (report["id"], reason))
+    if budget.held:
+        reason = "surge budget held by node(s) left alone for a problem: %s" % ", ".join(budget.held)
+        what = "resolve the problem(s) named in `problems`"
+    else:
+        reason = ("surge budget held by %d instance(s) of this upgrade that a kill left unrecorded, among %s, which the "
+                  "cloud also made one of by itself (autohealing or a scale-up) in the same moment"
+                  % (budget.unclaimed, ", ".join(budget.unclaimed_among)))
+        what = "delete in the cloud the one(s) of them not needed, or raise max_surge"
+    surge.stop = surge.stop or ("scaling group %s cannot go on: %s; %s, then run again" % (report["id"], reason, what))
     return reason
 
 

@@ -299,6 +299,7 @@ class Plan(_Record):
     record_removed_first: Dict[str, RemovedFirstRecord] = field(default_factory=dict)  # journal: removed_first
     record_refills: Dict[str, str] = field(default_factory=dict)                       # journal: refills
     record_created: Dict[str, dict] = field(default_factory=dict)   # journal: instances_created (recovered)
+    record_intents: Dict[str, dict] = field(default_factory=dict)   # journal: create_intents (what an intent found)
     refilled: List[Refilled] = field(default_factory=list)
 
     def joined(self, other):

@@ -276,6 +276,9 @@ scaling_groups:
     - C(leaving) counts instances whose deletion was requested and that the cloud still lists; they count in
       C(in_flight) until the cloud no longer lists them. C(held) names nodes this collection created as heirs
       that are left alone for a problem; they keep their place in C(in_flight).
+    - C(unclaimed), only when there are such - instances a kill left unrecorded that cannot be told apart from
+      instances the cloud made by itself in the same moment; C(count) of those in C(among) (providerIDs) are this
+      upgrade's. None becomes a heir; they keep C(count) places in C(in_flight).
     - With O(max_unavailable) above 0, a worker group also has C(start_count), C(unavailable_limit),
       C(unavailable_in_use) (nodes missing or leaving against the start, with this plan's marks), C(ready_serving)
       and C(delete_first) (the names of the nodes being removed delete-first).
@@ -413,6 +416,12 @@ plan:
           (C(create_intents) in the journal), by providerID (C(group), C(created), C(intent)); the step engine records
           them in the journal's C(instances_created).
       type: dict
+    record_intents:
+      description:
+        - What the plan found of create intents whose window holds more instances than they account for
+          (C(unclaimed) - C(open), C(recorded), C(among)), to record in the journal's C(create_intents); kept from
+          then on.
+      type: dict
     refilled:
       description:
         - Nodes this upgrade created to refill a group after a delete-first removal that found no outdated node
@@ -442,6 +451,7 @@ plan:
     record_removed_first: {}
     record_refills: {}
     record_created: {}
+    record_intents: {}
     refilled: []
 foreign:
   description:

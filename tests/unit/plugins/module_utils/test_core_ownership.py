@@ -110,6 +110,51 @@ def test_an_intent_with_the_target_size_takes_only_as_many_instances_as_the_grou
     assert pairs(w.plan(opts(), created=mine, start_counts={"G1": 3}, intents=grown)) == [("f", "w0"), ("n9", "w1")]
 
 
+def test_an_instance_the_cloud_made_in_the_window_of_a_cut_off_create_is_taken_for_neither():
+    # A kill cut off the record of a create that made one instance (the group grew by one), and in the same second
+    # the cloud made one by itself (autohealing: the target size does not grow). Which one is ours cannot be told:
+    # neither becomes a heir (a heir taken from the cloud's own would leave ours as an extra, uncounted instance), and
+    # one of them holds a surge slot, not a position of the group.
+    w = workers(fresh=("f", "g"))
+    at = w.now - 120
+    for number, inst in enumerate(w.instances["G1"][-2:]):
+        w.instances["G1"][len(w.instances["G1"]) - 2 + number] = dataclasses.replace(inst, created_at=at)
+    assert w.groups["G1"].target_size == 4
+    intent = {"G1@x": {"group": "G1", "at": core.format_time(at), "count": 1, "target_size": 3}}
+
+    def plan(surge, **kw):
+        result = w.plan(opts(max_surge=surge), start_counts={"G1": 2}, intents=intent, **kw)
+        [report] = result["scaling_groups"]
+        return result, report
+
+    result, report = plan(2, created={})
+    assert pairs(result) == [] and result["plan"]["record_created"] == {}
+    assert sorted(f["name"] for f in result["foreign"]) == ["f", "g"]
+    assert report["in_flight"] == 1 and result["plan"]["create"] == [dict(group="G1", count=1, role="worker")]
+    assert report["unclaimed"] == dict(count=1, among=["gce://p/z/f", "gce://p/z/g"])
+    # The finding goes into the intent's record and is kept: once this upgrade deleted an instance of the group, its
+    # growth since the intent no longer says that the create made one.
+    found = dict(open=1, recorded=0, among=["gce://p/z/f", "gce://p/z/g"])
+    assert result["plan"]["record_intents"] == {"G1@x": {"unclaimed": found}}
+    w.groups["G1"].target_size = 3
+    assert "unclaimed" not in plan(2, created={})[1]
+    intent["G1@x"]["unclaimed"] = found
+    result, report = plan(2, created={})
+    assert report["unclaimed"] == dict(count=1, among=["gce://p/z/f", "gce://p/z/g"]) and pairs(result) == []
+    assert result["plan"]["record_intents"] == {}
+    # A percentage is reckoned on the group's positions (w0, w1 and the cloud's one): 60 % of 3 is 2, not 60 % of 4.
+    result, report = plan("60%", created={})
+    assert report["surge_limit"] == 2 and result["plan"]["create"] == [dict(group="G1", count=1, role="worker")]
+    # When the slot is the whole budget, nothing frees it by itself: the run is told to stop, naming both.
+    result, report = plan(1, created={})
+    assert result["plan"]["create"] == [] and report["in_flight"] == 1
+    assert "gce://p/z/f, gce://p/z/g" in result["stop"] and "raise max_surge" in result["stop"], result["stop"]
+    # The create's own record tells them apart (a live run writes it a moment later): g is ours, f the cloud's.
+    result, report = plan(1, created={"gce://p/z/g": {"group": "G1", "created": core.format_time(at), "intent": "G1@x"}})
+    assert pairs(result) == [("g", "w0")] and [f["name"] for f in result["foreign"]] == ["f"] and not result["stop"]
+    assert "unclaimed" not in report
+
+
 def test_a_forged_obsolete_mark_without_the_journal_removes_nothing():
     w = workers(outdated=(), fresh=())
     w.add_node("u", "G1", NEW, annotations={P + "obsolete": "true",
