@@ -489,6 +489,43 @@ def test_a_create_not_waited_for_is_followed_to_its_end_and_a_refusal_then_is_a_
     assert made.name in [i.name for i in provider.list_instances(group)]
 
 
+@pytest.mark.parametrize("region", [None, "us-central1"])
+def test_a_wave_of_creates_is_one_request_and_a_wave_refused_for_quota_makes_what_the_quota_holds(
+        admin, provider, images, region):
+    """Issue 22: CloudAccess.create of 3 instances in a group sends one createInstances naming all three (and reads
+    the group manager once, not once an instance), followed by one operation. A wave GCE refuses for quota made
+    none: follow_operations() asks for each again in a request of its own, so as many are made as the quota holds
+    (2 of 3 here), and the third ends refused for quota, as it would with one request each."""
+    group = admin.create_group(_unique("cbatch"), "worker", 0, images[0], region=region)
+    cloud = CloudAccess(provider)
+    cloud.read([group])
+    admin.clear_requests()
+    made, refused = cloud.create(group, 3)
+    assert refused == "" and len({i.name for i in made}) == 3
+    shapes = [r["template"].rsplit("/", 1)[-1] for r in admin.requests()]
+    assert sorted(shapes) == ["createInstances", "{m}"], shapes   # the manager read once for its base name, then one create
+    ended = _wait_for(lambda: [e for e in provider.follow_operations() if e.kind == "create"] or None)
+    assert sorted(e.name for e in ended) == sorted(i.name for i in made) and all(e.failure is None for e in ended)
+    if region:
+        assert all(e.instance.provider_id for e in ended)   # each named with the zone GCE picked
+    total = sum(1 for g in admin.state()["groups"].values() for m in g["managed"].values()
+                if m["currentAction"] != "DELETING")
+    admin.set_faults(quota=total + 2)
+    admin.clear_requests()
+    wave, refused = cloud.create(group, 3)
+    assert refused == "" and len(wave) == 3   # accepted; GCE refuses the operation
+    ended = []
+    _wait_for(lambda: ended.extend(provider.follow_operations()) or len(ended) >= 3)
+    by_name = {e.name: e.failure for e in ended}
+    assert sorted(by_name) == sorted(i.name for i in wave), by_name
+    assert sorted(type(f).__name__ for f in by_name.values()) == ["NoneType", "NoneType", "QuotaError"], by_name
+    creates = [r for r in admin.requests() if r["template"].endswith("/createInstances")]
+    assert len(creates) == 4, len(creates)   # the wave, then one each
+    listed = {i.name for i in provider.list_instances(group)}
+    assert {n for n, f in by_name.items() if f is None} <= listed and not {n for n, f in by_name.items() if f} & listed
+    assert admin.state()["groups"][group]["target_size"] == 5
+
+
 def test_a_regional_create_not_waited_for_comes_back_unnamed_and_is_named_when_its_operation_ends(admin, provider, images):
     """Issue 22: a regional MIG picks the zone itself, so a create not waited for returns without a providerID (extra
     PENDING), is listed as being created meanwhile (it holds its slot), and follow_operations() names it once."""

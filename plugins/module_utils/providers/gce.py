@@ -468,6 +468,16 @@ def error_from_operation(errors, http_status, http_message, doing):
     return ProviderError(message, status=http_status, code=codes[0] if codes else None)
 
 
+def _fresh_names(base, count):
+    """`count` different random instance names."""
+    names = []
+    while len(names) < count:
+        name = random_instance_name(base)
+        if name not in names:
+            names.append(name)
+    return names
+
+
 def operations_filter(names):
     """The list filter that names exactly these operations: compute's `eq` takes an RE2 regular expression that must
     match the whole field (zoneOperations.list `filter`), so one alternation serves them all."""
@@ -977,42 +987,60 @@ class GceProvider(CloudProvider):
     deletes_without_waiting = True
 
     def create_instance(self, group_id, wait=True):
-        """Add one instance to the group. With wait False, return once GCE accepted createInstances: the operation is
-        followed by follow_operations(). A zonal group's instance is known by its providerID at once; a regional
-        group picks the zone itself, so its instance comes back without a providerID (extra PENDING) and
-        follow_operations() names it once the operation is done."""
+        """Add one instance to the group (create_instances with a count of 1)."""
+        return self.create_instances(group_id, 1, wait=wait)[0]
+
+    def create_instances(self, group_id, count, wait=True):
+        """Add `count` instances to the group with one createInstances request naming them all. With wait False,
+        return once GCE accepted it: the operation is followed by follow_operations(), and one that GCE refused
+        for quota is sent again one instance a request there, so as many are made as the quota holds (as with one
+        request each). A zonal group's instances are known by their providerIDs at once; a regional group picks
+        the zones itself, so its instances come back without a providerID (extra PENDING) and follow_operations()
+        names them once the operation is done."""
         ref = parse_group_id(group_id)
         base_name, image = self._create_basis(ref)
-        client = self._igm_client(ref)
-        resource_kw = ("region_instance_group_managers_create_instances_request_resource" if ref.regional
-                       else "instance_group_managers_create_instances_request_resource")
         for dummy in range(3):
-            name = random_instance_name(base_name)
-            doing = "creating instance %s in %s" % (name, ref.id)
+            names = _fresh_names(base_name, count)
             try:
-                op = self._call(doing, client.create_instances_unary, request=self._mig_request(
-                    ref, resource_kw, {"instances": [{"name": name}]}))
-                if wait:
-                    self._wait(op, doing, ref.project, ref.kind, ref.scope)
-                    op = None
+                started = self._start_create(ref, names, wait)
                 break
             except ProviderError as exc:
                 if exc.code == "RESOURCE_ALREADY_EXISTS":
-                    continue   # our random name was taken; pick another
+                    continue   # one of our random names was taken; pick others
                 raise
         else:
-            raise ProviderError("creating an instance in %s: three random names were all taken" % ref.id)
+            raise ProviderError("creating %d instance(s) in %s: three sets of random names were all taken" % (count, ref.id))
         self._forget_igm(ref)   # its target size changed
-        zone = ref.scope if not ref.regional else (self._zone_of_new_instance(ref, name) if op is None else "")
-        instance = Instance(provider_id=provider_id_of(ref.project, zone, name) if zone else "",
-                            node_name=name, group_id=ref.id, image=image, state=CREATING, created_at=time.time(),
-                            name=name, extra={"zone": zone, PENDING: True} if op is not None and not zone
-                            else {"zone": zone})
-        self._recent.setdefault(ref.id, {})[name] = instance
-        if op is not None:
+        made = []
+        for name in names:
+            zone = ref.scope if not ref.regional else (self._zone_of_new_instance(ref, name) if started is None else "")
+            instance = Instance(provider_id=provider_id_of(ref.project, zone, name) if zone else "",
+                                node_name=name, group_id=ref.id, image=image, state=CREATING, created_at=time.time(),
+                                name=name, extra={"zone": zone, PENDING: True} if started is not None and not zone
+                                else {"zone": zone})
+            self._recent.setdefault(ref.id, {})[name] = instance
+            made.append(Instance(**instance.to_dict()))
+        self._follow_create(started, ref, names)
+        return made
+
+    def _start_create(self, ref, names, wait):
+        """One createInstances request for `names`: (its operation, what it does) to follow, or None when waited for."""
+        client = self._igm_client(ref)
+        resource_kw = ("region_instance_group_managers_create_instances_request_resource" if ref.regional
+                       else "instance_group_managers_create_instances_request_resource")
+        doing = "creating instance%s %s in %s" % ("s" if len(names) > 1 else "", ", ".join(names), ref.id)
+        op = self._call(doing, client.create_instances_unary, request=self._mig_request(
+            ref, resource_kw, {"instances": [{"name": name} for name in names]}))
+        if wait:
+            self._wait(op, doing, ref.project, ref.kind, ref.scope)
+            return None
+        return op, doing
+
+    def _follow_create(self, started, ref, names):
+        """follow_operations() follows a create's operation from now on (after its instances are remembered)."""
+        if started is not None:
             with self._lock:
-                self._operations[op.name] = (ref, (name,), doing, "create")
-        return Instance(**instance.to_dict())
+                self._operations[started[0].name] = (ref, tuple(names), started[1], "create")
 
     def _create_basis(self, ref):
         """(baseInstanceName, image of the group's template) that a create needs. Within reading() kept for the
@@ -1050,11 +1078,27 @@ class GceProvider(CloudProvider):
                 self._operations.pop(op_name, None)
                 if kind == "delete":
                     self._deleting.get(ref.id, set()).difference_update(names)
+            if kind == "create" and len(names) > 1 and isinstance(failure, QuotaError):
+                ended.extend(self._create_one_by_one(ref, names))
+                continue
             for name in names:
                 ended.append(Ended(ref.id, name, failure, kind, self._named(ref, name) if kind == "create" and not failure
                                    else None))
                 if kind == "create" and failure is not None:
                     self._recent.get(ref.id, {}).pop(name, None)
+        return ended
+
+    def _create_one_by_one(self, ref, names):
+        """A createInstances of several instances that GCE refused for quota made none: each is asked for again in a
+        request of its own (the same names: none was made), so as many are made as the quota holds. [Ended] of those
+        refused at once; the others end in a later follow_operations()."""
+        ended = []
+        for name in names:
+            try:
+                self._follow_create(self._start_create(ref, [name], wait=False), ref, [name])
+            except ProviderError as exc:
+                self._recent.get(ref.id, {}).pop(name, None)
+                ended.append(Ended(ref.id, name, exc, "create", None))
         return ended
 
     def _read_operations(self, open_ops):

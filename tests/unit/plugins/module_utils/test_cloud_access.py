@@ -36,3 +36,31 @@ def test_a_quota_refusal_ends_the_creation_with_its_reason_and_any_other_error_f
     assert CloudAccess(_Provider(base.QuotaError("no capacity"))).create("g", 2) == ([], "no capacity")
     with pytest.raises(StepFailure, match="creating an instance in g failed after 0 created: denied"):
         CloudAccess(_Provider(base.ProviderError("denied", code="AccessDenied"))).create("g", 1)
+
+
+class _BatchProvider(_Provider):
+    """Also creates several at once: each create_instances answers with the next of `batches`."""
+
+    def __init__(self, batches, *answers):
+        super().__init__(*answers)
+        self.batches, self.asked = list(batches), []
+
+    def create_instances(self, group_id, count):
+        self.asked.append(count)
+        answer = self.batches.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer[:count]
+
+
+def test_a_wave_is_one_batch_and_a_batch_refused_for_quota_is_asked_for_one_by_one():
+    provider = _BatchProvider([["i-1", "i-2", "i-3"]])
+    assert CloudAccess(provider).create("g", 3) == (["i-1", "i-2", "i-3"], "") and provider.asked == [3]
+    # One instance is one create_instance (no batch).
+    provider = _BatchProvider([], "i-1")
+    assert CloudAccess(provider).create("g", 1) == (["i-1"], "") and provider.asked == []
+    # Refused for quota as a whole: made none, so one request each makes as many as the quota holds.
+    provider = _BatchProvider([base.QuotaError("no room for 3")], "i-1", "i-2", base.QuotaError("no room"))
+    assert CloudAccess(provider).create("g", 3) == (["i-1", "i-2"], "no room") and provider.asked == [3]
+    with pytest.raises(StepFailure, match="creating 2 instance.s. in g failed: denied"):
+        CloudAccess(_BatchProvider([base.ProviderError("denied", code="AccessDenied")])).create("g", 2)
