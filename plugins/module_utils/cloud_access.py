@@ -164,6 +164,11 @@ class CloudAccess:
         except base.ProviderError as exc:
             raise StepFailure("setting %s of %s to %s failed: %s" % (name, group_id, value, exc), step="set_cloud_setting")
 
+    @property
+    def creates_in_parallel(self):
+        """Whether creates in different groups may be sent at once (the provider says its client is safe for it)."""
+        return bool(getattr(self.provider, "creates_in_parallel", False))
+
     def create(self, group_id, count):
         """Up to `count` new instances: (instances, quota message or ""). Where the provider can, each returns once
         the cloud accepted it, and the next read follows its operation (_follow): the pass goes on meanwhile. An

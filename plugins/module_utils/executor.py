@@ -75,10 +75,24 @@ GATE_MARGIN = 0.05  # past a heir's heir_ready_seconds, so the pass finds the ga
 # --max-mutating-requests-inflight 200, shared out by API Priority and Fairness), leaving room for the controllers
 # that recreate the evicted pods; above it, the apiserver answers 429 and the drains slow down rather than speed up.
 MAX_DRAINS_AT_ONCE = 32
+# The most groups whose creates are sent at once (each a request, or one per instance where the cloud takes no list).
+MAX_CREATES_AT_ONCE = 16
 
 
 _UNREAD = object()   # Executor.plan: etcd's health not read by the caller
 _SCALARS = (str, int, float, bool, type(None))
+
+
+def _merged_records(records):
+    """One journal record of several (their instances, intents and start counts; the first record of each wins,
+    as in the journal)."""
+    merged = {}
+    for record in records:
+        for key, entries in record.items():
+            known = merged.setdefault(key, {})
+            for ident, value in entries.items():
+                known.setdefault(ident, value)
+    return merged
 
 
 def plain_copy(value):
@@ -670,24 +684,55 @@ class Executor:
         return until is not None and until <= self.clock()
 
     def _create_heirs(self, state):
-        """The plan's creations (none while a health gate is owed), each recorded as an intent before and as
-        this upgrade's own after; a quota refusal, or a heir the cloud gave up on for quota, holds the surge."""
+        """The plan's creations (none while a health gate is owed): every group's intent recorded before the calls
+        (one journal write), the groups' creates at once where the cloud allows (each group's wave is one request on
+        GCE: the pass is held by one cloud round trip, not one a group), and what they made recorded as this
+        upgrade's own after (one write; before a failure of one group's create is raised). A quota refusal, or a heir
+        the cloud gave up on for quota, holds the surge."""
         created_total, refusals = 0, []
         state.creations = [] if self.gate_owed else state.plan["create"]
-        for item in state.creations:
-            intent = self._record_intent(item, state.facts, self.last_read[1] if state.read_here else None)
-            created, quota_refusal = self._timed("cloud", self.cloud.create, item["group"], item["count"])
-            created_total += len(created)
-            if created:
+        if state.creations:
+            intents = self._record_intents(state.creations, state.facts,
+                                           self.last_read[1] if state.read_here else None)
+            outcomes = self._create_all(state.creations)
+            records, failure = [], None
+            for item, (made, error) in zip(state.creations, outcomes):
+                created, quota_refusal = made if error is None else ([], "")
+                failure = failure or error
+                created_total += len(created)
+                records.append(self._created_record(created, state.facts, intent=intents[item["group"]]))
+                state.did.append(dict(step="create", group=item["group"], count=len(created)))
+                if quota_refusal:
+                    refusals.append(quota_refusal)
+            if created_total:
                 self._reached("create")
-            self._record_created(created, state.facts, intent=intent)
-            state.did.append(dict(step="create", group=item["group"], count=len(created)))
-            if quota_refusal:
-                refusals.append(quota_refusal)
+            self._write_created(_merged_records(records))
+            if failure is not None:
+                raise failure
         late = [i for i in state.plan["delete_instances"] if i.get("quota_exceeded")]
         if refusals or late:
             self._hold_surge(state.facts["budget"]["in_flight"] + created_total - len(late),
                              refusals + [i["reason"] for i in late])
+
+    def _create_all(self, items):
+        """[((created, quota refusal), None) or (None, the StepFailure)] of each creation, in plan order: at once
+        where the cloud allows it (CloudAccess.creates_in_parallel), else one after another, where the first failure
+        stops the rest (as a kill would)."""
+        def create(item):
+            try:
+                return self._timed("cloud", self.cloud.create, item["group"], item["count"]), None
+            except StepFailure as exc:
+                return None, exc
+
+        if len(items) <= 1 or not getattr(self.cloud, "creates_in_parallel", False):
+            outcomes = []
+            for item in items:
+                outcomes.append(create(item))
+                if outcomes[-1][1] is not None:
+                    break
+            return outcomes
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(items), MAX_CREATES_AT_ONCE)) as pool:
+            return list(pool.map(create, items))
 
     def _uncordon_given_back(self, state):
         """Nodes our drain cordoned whose pair broke since: their capacity goes back."""
@@ -885,17 +930,18 @@ class Executor:
                 return key
         return None
 
-    def _record_intent(self, item, facts, groups=None):
-        """Record, before the create call, that `item["count"]` instances are about to be created in its group: a
-        kill after the cloud's create and before _record_created leaves instances that this record still proves
-        ours (core.plan_upgrade `intents`). `groups`: the cloud's groups as this pass read them. Returns the intent's
-        key."""
+    def _record_intents(self, items, facts, groups=None):
+        """Record, before the create calls, that `item["count"]` instances are about to be created in each item's
+        group (one journal write): a kill after the cloud's create and before the record of what it made leaves
+        instances that this record still proves ours (core.plan_upgrade `intents`). `groups`: the cloud's groups as
+        this pass read them. Returns {group: the intent's key}."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
         # The group's target size before the call, as this pass read it: a kill before the call then claims no
         # instance the group made by itself in the same second (core.plan_upgrade `intents`).
-        sizes = {g.id: g.target_size for g in groups or [] if core.same(g.id, item["group"])}
-        record, keys = report.intent_record([item], self.clock(), target_sizes=sizes)
+        wanted = {core.group_key(item["group"]) for item in items}
+        sizes = {g.id: g.target_size for g in groups or [] if core.group_key(g.id) in wanted}
+        record, keys = report.intent_record(items, self.clock(), target_sizes=sizes)
         self.settings.intents.update(record["create_intents"])
         # The groups' counts before this upgrade created anything go with its first intent (first record wins).
         record["start_counts"] = report.created_record([], facts.get("scaling_groups"), self.clock())["start_counts"]
@@ -903,15 +949,26 @@ class Executor:
             self.settings.start_counts.setdefault(group_id, count)
         if self.record_created is not None:
             self._timed("kube", self.record_created, record)
-        return keys[item["group"]]
+        return keys
 
     def _record_created(self, created, facts, start_counts=None, delete_first=None, intent=None, recovered=None,
                         settle=True, intents=None):
-        """Record new instances as this upgrade's own at once (first record wins, as in the journal); with `intent`,
-        they name the intent they came from, and (with `settle`: the create call's own record) the intent is settled
-        with how many the call created (those the cloud has not named yet, with no providerID, among them: the intent
-        accounts for them until they are recorded). `intents`: {key: fields} to record in create intents (what the
-        plan found of an intent: PlanInputs.recover_intents)."""
+        """Record new instances as this upgrade's own at once (_created_record, written)."""
+        record = self._created_record(created, facts, start_counts, delete_first, intent, recovered, settle, intents)
+        if created or recovered or start_counts or delete_first or intent or intents:
+            self._write_created(record)
+
+    def _write_created(self, record):
+        if self.record_created is not None and record:
+            self._timed("kube", self.record_created, record)
+
+    def _created_record(self, created, facts, start_counts=None, delete_first=None, intent=None, recovered=None,
+                        settle=True, intents=None):
+        """The record of new instances as this upgrade's own, known to this executor at once (first record wins, as
+        in the journal); with `intent`, they name the intent they came from, and (with `settle`: the create call's
+        own record) the intent is settled with how many the call created (those the cloud has not named yet, with no
+        providerID, among them: the intent accounts for them until they are recorded). `intents`: {key: fields} to
+        record in create intents (what the plan found of an intent: PlanInputs.recover_intents)."""
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import report
 
         record = report.created_record(created, facts.get("scaling_groups"), self.clock())
@@ -939,8 +996,7 @@ class Executor:
                 continue
             for ident, value in record[key].items():
                 known.setdefault(ident, value)
-        if self.record_created is not None and (created or recovered or start_counts or delete_first or intent or intents):
-            self._timed("kube", self.record_created, record)
+        return record
 
     def _record_phase(self, nodes, name, phase):
         node = nodes.get(name)

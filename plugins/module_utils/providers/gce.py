@@ -983,6 +983,9 @@ class GceProvider(CloudProvider):
 
     #: create_instance(wait=False) starts the create and returns; follow_operations() follows it.
     creates_without_waiting = True
+    #: creates in different groups may be sent at once (what they share, the kept operations and instances, is locked
+    #: or per group; the compute clients are safe across threads, as the listings' threads already use them).
+    creates_in_parallel = True
     #: delete_instance(wait=False) starts the deletion and returns; follow_operations() follows it.
     deletes_without_waiting = True
 

@@ -36,7 +36,7 @@ def _inst(name, group="G"):
 def test_an_unnamed_create_settles_its_intent_with_the_count_accepted_and_is_recorded_under_it_once_named():
     cloud, records = _Cloud(), []
     engine = _engine(cloud, records)
-    intent = engine._record_intent(dict(group="G", count=2), {})
+    intent = engine._record_intents([dict(group="G", count=2)], {})["G"]
     created, refusal = cloud.create("G", 2)
     engine._record_created(created, {}, intent=intent)
     # Nothing named yet: no instance recorded, the intent settled with the 2 the cloud accepted (it accounts for them).
@@ -81,7 +81,7 @@ def test_an_instance_named_later_goes_under_its_own_create_and_settles_no_intent
     engine = _engine(cloud, records)
     engine.settings.intents = {"G@1#cut": {"group": "G", "at": "1970-01-01T00:00:01Z", "count": 2}}
     engine.settings.created = {"gce://p/z/x": {"group": "G", "intent": "G@1#cut"}}
-    intent = engine._record_intent(dict(group="G", count=1), {})
+    intent = engine._record_intents([dict(group="G", count=1)], {})["G"]
     pending = Instance(provider_id="", node_name="", group_id="G", image="img", state=CREATING, created_at=5.0,
                        name="n3", extra={base.PENDING: True})
     engine._record_created([pending], {}, intent=intent)
@@ -90,3 +90,57 @@ def test_an_instance_named_later_goes_under_its_own_create_and_settles_no_intent
     assert records[-1]["instances_created"]["gce://p/z/n3"]["intent"] == intent
     assert "create_intents" not in records[-1]
     assert "settled" not in engine.settings.intents["G@1#cut"] and engine.settings.intents[intent]["settled"] == 1
+
+
+class _ParallelCloud:
+    """A cloud port whose creates in different groups may go at once: each waits for the other group's create (a
+    barrier), so a pass that sent them one after another would fail. Group "F" fails after the barrier."""
+
+    creates_in_parallel = True
+
+    def __init__(self, groups):
+        import threading
+
+        self.barrier, self.log = threading.Barrier(groups, timeout=5), []
+
+    def create(self, group_id, count):
+        self.log.append(("create", group_id))
+        self.barrier.wait()
+        if group_id == "F":
+            raise executor.StepFailure("creating an instance in F failed after 0 created: denied", step="create")
+        return [_inst("%s-%d" % (group_id.lower(), n), group=group_id) for n in range(count)], ""
+
+
+def _creating(*creations):
+    facts = dict(plan=dict(create=[dict(group=g, count=n, role="worker") for g, n in creations], delete_instances=[]),
+                 scaling_groups=[], budget=dict(in_flight=0))
+    return executor.PassState(facts, {}, False)
+
+
+def test_the_groups_creates_go_at_once_between_one_intent_write_and_one_record_write():
+    records = []
+    cloud = _ParallelCloud(2)
+    engine = _engine(cloud, records)
+    engine.record_created = lambda record: (records.append(record), cloud.log.append(("record", sorted(record))))
+    state = _creating(("G", 2), ("H", 1))
+    engine._create_heirs(state)
+    assert [entry[0] for entry in cloud.log] == ["record", "create", "create", "record"], cloud.log
+    intents, made = records
+    assert sorted(i["group"] for i in intents["create_intents"].values()) == ["G", "H"]
+    assert sorted(made["instances_created"]) == ["gce://p/z/g-0", "gce://p/z/g-1", "gce://p/z/h-0"]
+    assert sorted(v["settled"] for v in made["create_intents"].values()) == [1, 2]
+    assert state.did == [dict(step="create", group="G", count=2), dict(step="create", group="H", count=1)]
+
+
+def test_a_group_whose_create_fails_fails_the_step_after_the_others_instances_are_recorded():
+    records = []
+    engine = _engine(_ParallelCloud(2), records)
+    state = _creating(("F", 1), ("G", 1))
+    try:
+        engine._create_heirs(state)
+    except executor.StepFailure as exc:
+        assert "creating an instance in F failed" in str(exc)
+    else:
+        raise AssertionError("the failure of F's create was not raised")
+    assert list(records[-1]["instances_created"]) == ["gce://p/z/g-0"]
+    assert engine.settings.created["gce://p/z/g-0"]["group"] == "G"
