@@ -5,13 +5,24 @@ it runs, in worlds where the old planner guessed wrong.
 - A foreign node: an instance its group recreated on the target image outside the upgrade (what autohealing or an
   ASG health-check replacement leaves: the old instance and its Node gone, a new one on the image, no collection
   annotation). It is capacity, not a heir: left alone (never cordoned, drained or deleted, its pod untouched) and
-  named on the progress line, and every outdated node of its group gets a heir of its own. A worker group of 3 and
-  a control-plane group of 3 (where the etcd members are counted too), each on GCP and on AWS.
+  named on the progress line, and every outdated node of its group gets a heir of its own. A worker group of 3 on
+  GCP and a control-plane group of 3 (where the etcd members are counted too) on AWS.
 - A lingering deletion: GCE and Azure deletions that last 20 s (the emulators' delete_delay fault). An instance the
   cloud still lists as deleting (GCE currentAction DELETING, Azure provisioning state Deleting) is no capacity, and
   the run is not done until its refill exists and is Ready.
-- A heir whose instance the cloud deletes right after its Node joined (GCP and Azure): the instance is listed as
-  deleting while its Node still reads Ready; the donor is not drained onto it, and the group ends whole.
+- A heir whose instance the cloud deletes right after its Node joined (GCP): the instance is listed as deleting
+  while its Node still reads Ready; the donor is not drained onto it, and the group ends whole.
+
+Which clouds each test runs on, and why (CI time, ci23): telling a foreign node from a heir is the core's (no
+collection annotation, journal of this upgrade's creates); the providers only list the instances with their image,
+which every end-to-end upgrade reads on each cloud. So the foreign worker runs on GCP and the foreign control-plane
+node on AWS: each cloud's way to recreate an instance outside the run (a MIG instance created on the new template; an
+ASG launch after AZRebalance was suspended) is met once; the etcd members are counted by the core, whatever the
+cloud. A deletion that lingers is read by each provider its own way, so the lingering deletions run on
+GCP and on Azure. The heir deleted by the cloud runs on GCP only: there an outside deletion is seen only in the
+managed instance's currentAction DELETING (the run's own deletions are also marked by the provider itself, which
+the lingering test's deletions are), while Azure reads provisioning state Deleting from every listing, whoever deleted
+the VM, which the lingering test already proves on Azure.
 
 Each world is compared before and after: nodes per group (Ready, on the image), instances per group and etcd
 members; the watcher (upgrade_helpers.Watcher) samples them throughout the run."""
@@ -106,7 +117,7 @@ def check_group_whole(handle, values, start, label, keep=()):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud", ["gcp", "aws"])
+@pytest.mark.parametrize("cloud", ["gcp"])   # AWS: the control-plane test below (module docstring)
 def test_foreign_worker_on_the_target_image_is_capacity(upgrade_cluster, cloud, tmp_path):
     """A worker group of 3: one worker recreated on the target image outside the upgrade. Both outdated workers
     get heirs of their own; the group never has fewer than 3 Ready nodes and ends with 3 on the image. (Before
@@ -129,7 +140,7 @@ def test_foreign_worker_on_the_target_image_is_capacity(upgrade_cluster, cloud, 
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud", ["gcp", "aws"])
+@pytest.mark.parametrize("cloud", ["aws"])   # GCP: the worker test above (module docstring)
 def test_foreign_control_plane_node_keeps_three_etcd_members(upgrade_cluster, cloud, tmp_path):
     """A control-plane group of 3: one control-plane node recreated on the target image outside the upgrade (its
     dead etcd member removed, the new instance's member joined as it booted). The two outdated ones are replaced
@@ -175,19 +186,19 @@ def test_lingering_deletions_leave_the_refill_owed(upgrade_cluster, cloud, tmp_p
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud", ["gcp", "azure"])
+@pytest.mark.parametrize("cloud", ["gcp"])   # Azure's Deleting: test_lingering_deletions_leave_the_refill_owed
 def test_heir_deleted_by_the_cloud_before_its_donor_drains(upgrade_cluster, cloud, tmp_path):
-    """A worker group of 2, heirs that must be Ready 15 s before their donor drains, and deletions that last
-    20 s (the heir's lingers past the moment its donor would drain: it is deleted within 10 s of turning
+    """A worker group of 2, heirs that must be Ready 15 s before their donor drains, and a deletion of the heir
+    that lasts 20 s (it lingers past the moment its donor would drain: it is deleted within 10 s of turning
     Ready). Right after the first heir's Node turns Ready the cloud deletes its instance: listed as DELETING, its Node
     still reads Ready. No worker of the start is cordoned while that instance lingers (a heir counts only while its
     instance runs: the pair is broken and the donor given back); Ready never falls below 2 and the group ends whole.
-    Once the instance is gone its Node is deleted, as a cloud controller manager would."""
+    Once the instance is gone its Node is deleted, as a cloud controller manager would. Only that deletion lasts
+    20 s: the donors' keep the emulator's 2 s (donors whose deletions linger are test_lingering_deletions')."""
     began = time.monotonic()
     handle, values, start = upgrade_cluster(cloud, control_planes=1, workers=2, groups=1,
                                             rolling_upgrade_heir_ready_seconds=15)
     [label] = uh.limit_to_groups(values, start, ["workers-0"])
-    handle.cloud(cloud).set_faults(delete_delay=20)
     print("world ready in %.0f s" % (time.monotonic() - began))
     watcher = uh.Watcher(handle)
     watcher.start()
@@ -202,7 +213,13 @@ def test_heir_deleted_by_the_cloud_before_its_donor_drains(upgrade_cluster, clou
         path = "/api/v1/nodes/" + heir["node_name"]
         uh.wait_until(lambda: (handle.kube().request("GET", path)["metadata"].get("annotations") or {}).get(
             uh.PREFIX + "/donor"), 10, "the heir %s to be paired" % heir["node_name"])
-        assert uh.provider(values).delete_instance(heir["provider_id"])
+        # The emulator fixes a deletion's length when it accepts it; nothing else is deleted meanwhile (no donor is
+        # drained yet), and the faults go back to the defaults right after.
+        handle.cloud(cloud).set_faults(delete_delay=20)
+        try:
+            assert uh.provider(values).delete_instance(heir["provider_id"])
+        finally:
+            handle.cloud(cloud).set_faults()
         deleted_at = time.monotonic()
         print("deleted the instance of heir %s at %.0f s" % (heir["node_name"], deleted_at - began))
         gone = watcher.wait_event(("instance-deletion",), deleted_at, 120)

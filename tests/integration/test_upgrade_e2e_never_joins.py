@@ -1,6 +1,12 @@
 """End to end, issue #8: a heir whose instance boots but never joins the cluster is deleted at the join
-deadline and replaced by a new one, on each cloud. One worker group is upgraded (one replacement keeps CI
-time down); the role authenticates as a ServiceAccount bound only to the role's rbac.yml."""
+deadline and replaced by a new one. One worker group is upgraded (one replacement keeps CI time down); the role
+authenticates as a ServiceAccount bound only to the role's rbac.yml.
+
+On GCP alone (CI time, ci23): the deadline and the decision are the core's, from the instance's creation time, which
+each provider reads its own way and test_provider_gce.py, test_provider_azure.py and test_provider_aws.py check
+against the emulators. Removing a heir that has no Node is the executor's same cloud.delete as a donor's (every
+end-to-end upgrade deletes donors on each cloud), and test_upgrade_e2e.py::test_full_upgrade removes a heir that
+never joined on GCE and Azure (the first heir, refused by the cloud after its create was accepted)."""
 
 import json
 import pathlib
@@ -13,12 +19,14 @@ import upgrade_helpers as uh
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RUN_TIMEOUT = 600
+# The join deadline the run waits out once: 15 times the simulated join (1 s), so a heir that joins is far inside it.
+JOIN_TIMEOUT = 15
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
+@pytest.mark.parametrize("cloud", ["gcp"])   # why GCP alone: the module docstring
 def test_heir_that_never_joins_is_deleted_at_the_deadline_and_replaced(upgrade_cluster, cloud, tmp_path):
-    handle, values, start = upgrade_cluster(cloud, rolling_upgrade_join_timeout=30)
+    handle, values, start = upgrade_cluster(cloud, rolling_upgrade_join_timeout=JOIN_TIMEOUT)
     upgraded = uh.limit_to_groups(values, start, ["workers-0"])
     sim = handle.nodesim
     [group_id] = values["rolling_upgrade_scaling_groups"]
@@ -42,7 +50,8 @@ def test_heir_that_never_joins_is_deleted_at_the_deadline_and_replaced(upgrade_c
             time.sleep(0.5)
         waited = time.monotonic() - created
         assert state == "deleted", "the heir that never joined was not deleted; output:\n%s" % run.output()[-4000:]
-        assert waited >= 25, "deleted after %.0fs, before the 30 s join deadline" % waited
+        # 5 s of slack: the test first sees the instance somewhat after the cloud created it.
+        assert waited >= JOIN_TIMEOUT - 5, "deleted after %.0fs, before the %d s join deadline" % (waited, JOIN_TIMEOUT)
         sim.knobs(never_join=[])
         rc = run.wait(RUN_TIMEOUT)
     finally:

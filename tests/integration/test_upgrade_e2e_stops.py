@@ -2,7 +2,12 @@
 prints the plan; bad image references fail before anything changes; a PDB that blocks forever stops the
 run naming the pod and the PDB, and the run after the fix finishes; of two concurrent runs the second
 stops naming the holder of the run lock. The role authenticates as a ServiceAccount bound only to the
-role's rbac.yml, so these failure paths are also least-privilege paths."""
+role's rbac.yml, so these failure paths are also least-privilege paths.
+
+Check mode and bad images run on each cloud: each provider reads and checks an image reference its own way. The PDB
+(GCP) and the run lock (AWS) run on one cloud each (CI time, ci23): a drain, its PDB and the Lease are the
+apiserver's, reached by the same Kubernetes code whatever the cloud, and the cloud sees only the create and delete of
+every end-to-end upgrade."""
 
 import json
 import pathlib
@@ -82,7 +87,7 @@ def test_check_mode_prints_the_plan_and_bad_images_change_nothing(upgrade_cluste
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud", CLOUDS)
+@pytest.mark.parametrize("cloud", ["gcp"])   # why one cloud: the module docstring
 def test_pdb_that_blocks_forever_stops_the_run_naming_pod_and_pdb_then_resumes(upgrade_cluster, cloud, tmp_path):
     handle, values, start = upgrade_cluster(cloud, rolling_upgrade_drain_timeout=20, rolling_upgrade_drain_on_timeout="fail")
     upgraded = uh.limit_to_groups(values, start, ["workers-0"])  # one replacement keeps CI time down
@@ -133,7 +138,7 @@ def test_pdb_that_blocks_forever_stops_the_run_naming_pod_and_pdb_then_resumes(u
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud", CLOUDS)
+@pytest.mark.parametrize("cloud", ["aws"])   # why one cloud: the module docstring
 def test_second_concurrent_run_stops_naming_the_holder_and_the_first_finishes(upgrade_cluster, cloud, tmp_path):
     handle, values, start = upgrade_cluster(cloud)
     upgraded = uh.limit_to_groups(values, start, ["workers-1"])  # one replacement keeps CI time down

@@ -3,8 +3,11 @@ group of 2 whose heirs must be Ready 15 s before their donor drains: once the fi
 worker, the other worker's kubelet stops posting (its Node turns NotReady, its instance still runs). The heir goes
 to the NotReady worker instead (swap), which is cordoned, drained and deleted first; the worker it was paired with,
 still Ready and not drained, waits for the next heir. (Before issue 25 the pairing held: the Ready worker was
-drained first while the NotReady one waited behind it.) On GCP and on Azure: nodes, instances per group and etcd
-members are compared before and after, and the report's counts are checked (assert_upgraded)."""
+drained first while the NotReady one waited behind it.) On GCP: nodes, instances per group and etcd members are
+compared before and after, and the report's counts are checked (assert_upgraded).
+
+GCP alone (CI time, ci23): a Node's readiness and the swap are the planner's (plan_pairs), read from the apiserver;
+no provider reads a Node, and the cloud sees only the usual create, then delete, of every end-to-end upgrade."""
 
 import time
 
@@ -39,7 +42,7 @@ def paired(handle, label, workers):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud", ["gcp", "azure"])
+@pytest.mark.parametrize("cloud", ["gcp"])   # why GCP alone: the module docstring
 def test_a_worker_that_turns_not_ready_is_replaced_first(upgrade_cluster, cloud, tmp_path):
     began = time.monotonic()
     handle, values, start = upgrade_cluster(cloud, control_planes=1, workers=2, groups=1,

@@ -8,6 +8,12 @@ frozen with SIGSTOP: it keeps its TCP port but answers nothing, as a hung etcd w
 keep quorum and the apiserver (which stores its data in the sandbox's separate storage etcd) stays up.
 SIGCONT restores it without a membership change. The runs after the failing one are in check mode:
 enough to show the preflight passes, and they change nothing either.
+
+On GCP only (CI time, ci23): what these tests are about is the planner's (plan_surge holds a control-plane heir while
+a member is unhealthy, plan_pairs swaps the donor) and etcd's; no provider has a path of its own for etcd or for a
+control-plane node beyond reading its role, and a control-plane replacement runs on every cloud in
+test_upgrade_e2e.py::test_full_upgrade (on Azure with etcd reached through another host), on AWS also with etcd
+counted throughout in test_upgrade_capacity.py::test_foreign_control_plane_node_keeps_three_etcd_members.
 """
 
 import contextlib
@@ -158,9 +164,9 @@ def wait_for_line(path, run, timeout):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud", ["gcp", "aws"])
+@pytest.mark.parametrize("cloud", [CLOUD])   # why GCP alone: the module docstring
 def test_a_member_unhealthy_between_control_plane_replacements_holds_the_next_heir(upgrade_cluster, cloud, tmp_path):
-    """3 control planes, the control-plane group alone, on GCP and on AWS. The run is held (hold_points) right after it deleted the
+    """3 control planes, the control-plane group alone. The run is held (hold_points) right after it deleted the
     first donor's Node; a follower member is frozen, and the run let go. For 20 s it creates no control-plane
     heir, and says why, naming the member; once the member answers again the run finishes with 3 members."""
     handle, values, start = upgrade_cluster(cloud, control_planes=3, workers=1, groups=1)
@@ -213,7 +219,7 @@ def paired_control_plane(handle, donors):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud", ["gcp", "aws"])
+@pytest.mark.parametrize("cloud", [CLOUD])   # why GCP alone: the module docstring
 def test_a_control_plane_node_whose_member_turns_unhealthy_is_replaced_first(upgrade_cluster, cloud, tmp_path):
     """Issue 25 ("choose the donor when it is drained"), on the sandbox: 3 control planes, the control-plane group alone,
     heirs Ready 15 s before their donor drains. Once the first heir is paired with a donor, the etcd member of another

@@ -4,8 +4,12 @@ replacement (phase replaced, phase-history heir then replaced). The second upgra
 group of 2, removes one of them delete-first and must replace every outdated node, ending with the group whole on
 the new image. (Before the fix the delete-first mark was written on top of the old trail - heir, replaced, obsolete:
 out of order - and the node was left alone on the old image; before issue 25 the run even said "2/2 nodes on the
-image ... done".) Image A to B, then B to C with max_unavailable 50%, on GCP and on AWS: nodes, instances per group
-and etcd members are compared before and after, and the report's counts are checked (assert_upgraded)."""
+image ... done".) Image A to B, then B to C with max_unavailable 50%, on GCP: nodes, instances per group and etcd
+members are compared before and after, and the report's counts are checked (assert_upgraded).
+
+GCP alone (CI time, ci23): the trail and the delete-first mark written over it are node annotations, the core's; the
+cloud part of delete-first (a deletion that lowers the group's size, then a create) is each provider's own, and
+test_upgrade_unavailable.py runs it on GCP and on AWS."""
 
 import json
 import pathlib
@@ -32,7 +36,7 @@ def trails(handle, names):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("cloud", ["gcp", "aws"])
+@pytest.mark.parametrize("cloud", ["gcp"])   # why GCP alone: the module docstring
 def test_a_second_upgrade_with_max_unavailable_50_percent_replaces_the_heirs_of_the_first(upgrade_cluster, cloud, tmp_path):
     began = time.monotonic()
     handle, values, start = upgrade_cluster(cloud, control_planes=1, workers=2, groups=1)
