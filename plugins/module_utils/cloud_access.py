@@ -30,8 +30,9 @@ class CloudAccess:
         self.busy_reread = float(busy_reread)
         self.kept = {}        # group ID: (listed at, Group, [Instance]) of its last listing
         # groups where something happened since their last listing: a write of this run, the end of an operation it
-        # follows, a Node that appeared, turned Ready or NotReady, or went (notice_nodes)
+        # follows; and those where a Node appeared, turned Ready or NotReady, or went (notice_nodes)
         self.changed = set()
+        self.noticed = set()
         self.own = set()      # normalized providerIDs of the instances this run created (cloud_reads.reread_after)
         self.node_marks = None   # cloud_reads.node_marks of the Nodes last noticed
         self.listings = {"read": 0, "refresh": 0}   # groups listed by read() and by refresh(), for the tests and reports
@@ -74,19 +75,21 @@ class CloudAccess:
 
     def _groups_if_steady(self, scope):
         """The groups as last read when that read is younger than the steady interval, for the same scope, and none
-        of them is due (cloud_reads.due: each steady, none written to): then nothing can have changed there but by
-        the cloud acting on its own, which the next read after the interval catches (a group added to the project
-        too). Else None: the groups are read again."""
+        of them is due but for its Nodes' changes (cloud_reads.due with the writes and operations' ends only): a Node's
+        change says the group's instances may have, not the group itself (its target size, template and settings move
+        only by a write, which re-reads them, or by the cloud acting on its own, which the next read after the interval
+        catches, a group added to the project too). Else None: the groups are read again."""
         if self.groups_read is None:
             return None
         at, last_scope, groups = self.groups_read
         now = self.clock()
         if last_scope != scope or not 0 <= now - at < self.steady_reread:
             return None
-        return None if self._due(groups, now) else list(groups)
+        return None if self._due(groups, now, self.changed) else list(groups)
 
-    def _due(self, groups, now):
-        return cloud_reads.due(groups, self.kept, self.changed, now, self.steady_reread, self.busy_reread, self.own,
+    def _due(self, groups, now, changed=None):
+        changed = self.changed | self.noticed if changed is None else changed
+        return cloud_reads.due(groups, self.kept, changed, now, self.steady_reread, self.busy_reread, self.own,
                                self.normalize)
 
     def notice_nodes(self, nodes):
@@ -99,7 +102,7 @@ class CloudAccess:
         where = {self.normalize(i.provider_id): group_id for group_id, (_at, _group, items) in self.kept.items()
                  for i in items if i.provider_id}
         groups = cloud_reads.changed_groups(before, marks, where)
-        self.changed.update(self.kept if groups is None else groups)
+        self.noticed.update(self.kept if groups is None else groups)
 
     def refresh(self, group_ids):
         """The groups of `group_ids` not listed since the last read, listed now (a destructive step is judged on a
@@ -123,6 +126,7 @@ class CloudAccess:
         by_id = {g.id: g for g in groups}
         for group_id in group_ids:
             self.changed.discard(group_id)
+            self.noticed.discard(group_id)
             if group_id in instances:
                 self.kept[group_id] = (at, by_id[group_id], [copy.copy(i) for i in instances[group_id]])
             else:

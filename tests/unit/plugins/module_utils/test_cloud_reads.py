@@ -511,3 +511,18 @@ def test_a_pairing_drain_or_deletion_in_a_group_not_listed_by_the_read_gets_a_li
         cloud.refresh(["g2"])
     assert provider.listings == ["g1", "g2", "g3"] + ["g2"] * 5
     assert cloud.listings == {"read": 3, "refresh": 5}
+
+
+def test_a_nodes_change_lists_its_groups_instances_without_reading_the_groups_again_and_a_write_reads_them():
+    """A Node's change says the group's instances may have changed, not the group (its target size, template and
+    settings move by a write, which reads the groups again, or by the cloud by itself: the interval)."""
+    cloud, provider, _clock = _access()
+    nodes = [_Node("gce://p/z/g1-a"), _Node("gce://p/z/g1-b"), _Node("gce://p/z/g2-a"), _Node("gce://p/z/g2-b")]
+    cloud.notice_nodes(nodes)
+    cloud.read(None)
+    cloud.notice_nodes(nodes[:3] + [_Node("gce://p/z/g2-b", False)])
+    cloud.read(None)
+    assert provider.listings == ["g1", "g2", "g2"] and provider.group_reads == 1
+    cloud.set_group_image("g1", "img-b")
+    cloud.read(None)
+    assert provider.listings[3:] == ["g1"] and provider.group_reads == 2
