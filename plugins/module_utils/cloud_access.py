@@ -17,16 +17,25 @@ from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers 
 class CloudAccess:
     """One cloud provider (providers/factory.build_provider), with the instance listing of the last read so
     deletions skip what is already gone or going. A pass lists the instances of the groups where something can have
-    changed (cloud_reads.due), at once (node_state.list_instances); a steady group's last listing serves until
-    cloud_reads.STEADY_REREAD has passed or this run wrote to it."""
+    changed (cloud_reads.due), at once (node_state.list_instances); a group's last listing serves until this run wrote
+    to it, an operation it follows there ended or one of its Nodes changed (notice_nodes), or else
+    cloud_reads.STEADY_REREAD (cloud_reads.BUSY_REREAD while the cloud acts there by itself) has passed."""
 
-    def __init__(self, provider, clock=time.monotonic, steady_reread=cloud_reads.STEADY_REREAD):
+    def __init__(self, provider, clock=time.monotonic, steady_reread=cloud_reads.STEADY_REREAD,
+                 busy_reread=cloud_reads.BUSY_REREAD):
         self.provider = provider
         self.listed = {}
         self.clock = clock
         self.steady_reread = float(steady_reread)
+        self.busy_reread = float(busy_reread)
         self.kept = {}        # group ID: (listed at, Group, [Instance]) of its last listing
-        self.written = set()  # groups this run wrote to since their last listing
+        # groups where something happened since their last listing: a write of this run, the end of an operation it
+        # follows; and those where a Node appeared, turned Ready or NotReady, or went (notice_nodes)
+        self.changed = set()
+        self.noticed = set()
+        self.own = set()      # normalized providerIDs of the instances this run created (cloud_reads.reread_after)
+        self.node_marks = None   # cloud_reads.node_marks of the Nodes last noticed
+        self.listings = {"read": 0, "refresh": 0}   # groups listed by read() and by refresh(), for the tests and reports
         self.fresh = set()    # groups listed in the last read or since (refresh)
         self.refused = []     # quota or capacity refusals of creates followed since the executor last asked
         self.named = []       # instances of creates started without waiting that the cloud named since then
@@ -53,8 +62,9 @@ class CloudAccess:
             if groups is None:
                 groups = self.provider.list_groups(list(scaling_groups) if scaling_groups else None)
                 self.groups_read = (self.clock(), scope, groups)
-            listing = cloud_reads.due(groups, self.kept, self.written, self.clock(), self.steady_reread)
+            listing = self._due(groups, self.clock())
             instances, errors = self._list(groups, listing)
+            self.listings["read"] += len(listing)
         for group in groups:
             if group.id not in instances and group.id not in errors:
                 instances[group.id] = [copy.copy(i) for i in self.kept[group.id][2]]
@@ -65,16 +75,34 @@ class CloudAccess:
 
     def _groups_if_steady(self, scope):
         """The groups as last read when that read is younger than the steady interval, for the same scope, and none
-        of them is due (cloud_reads.due: each steady, none written to): then nothing can have changed there but by
-        the cloud acting on its own, which the next read after the interval catches (a group added to the project
-        too). Else None: the groups are read again."""
+        of them is due but for its Nodes' changes (cloud_reads.due with the writes and operations' ends only): a Node's
+        change says the group's instances may have, not the group itself (its target size, template and settings move
+        only by a write, which re-reads them, or by the cloud acting on its own, which the next read after the interval
+        catches, a group added to the project too). Else None: the groups are read again."""
         if self.groups_read is None:
             return None
         at, last_scope, groups = self.groups_read
         now = self.clock()
         if last_scope != scope or not 0 <= now - at < self.steady_reread:
             return None
-        return None if cloud_reads.due(groups, self.kept, self.written, now, self.steady_reread) else list(groups)
+        return None if self._due(groups, now, self.changed) else list(groups)
+
+    def _due(self, groups, now, changed=None):
+        changed = self.changed | self.noticed if changed is None else changed
+        return cloud_reads.due(groups, self.kept, changed, now, self.steady_reread, self.busy_reread, self.own,
+                               self.normalize)
+
+    def notice_nodes(self, nodes):
+        """The Nodes as this pass reads them (NodeInfo): the groups of those that appeared, turned Ready or NotReady, or
+        went since the last call are listed by the next read (every group when such a Node is in no kept listing)."""
+        marks = cloud_reads.node_marks(nodes, self.normalize)
+        before, self.node_marks = self.node_marks, marks
+        if before is None or before == marks:
+            return
+        where = {self.normalize(i.provider_id): group_id for group_id, (_at, _group, items) in self.kept.items()
+                 for i in items if i.provider_id}
+        groups = cloud_reads.changed_groups(before, marks, where)
+        self.noticed.update(self.kept if groups is None else groups)
 
     def refresh(self, group_ids):
         """The groups of `group_ids` not listed since the last read, listed now (a destructive step is judged on a
@@ -84,6 +112,7 @@ class CloudAccess:
             return {}, {}
         with self.provider.reading():
             instances, errors = self._list(groups, [g.id for g in groups])
+        self.listings["refresh"] += len(groups)
         self.fresh.update(g.id for g in groups)
         for group_id in errors:
             self.kept.pop(group_id, None)
@@ -96,7 +125,8 @@ class CloudAccess:
         instances, errors = node_state.list_instances(self.provider, group_ids)
         by_id = {g.id: g for g in groups}
         for group_id in group_ids:
-            self.written.discard(group_id)
+            self.changed.discard(group_id)
+            self.noticed.discard(group_id)
             if group_id in instances:
                 self.kept[group_id] = (at, by_id[group_id], [copy.copy(i) for i in instances[group_id]])
             else:
@@ -124,6 +154,7 @@ class CloudAccess:
             if failure is None or failure.code == "RESOURCE_ALREADY_EXISTS":
                 if failure is None and done.instance is not None and done.instance.provider_id:
                     self.named.append(done.instance)
+                    self.own.add(self.normalize(done.instance.provider_id))
                 continue
             if isinstance(failure, base.QuotaError):
                 self.refused.append(str(failure))
@@ -146,7 +177,7 @@ class CloudAccess:
     def _wrote(self, group_id):
         """The next read lists this group again, whatever it held."""
         if group_id:
-            self.written.add(group_id)
+            self.changed.add(group_id)
             self.fresh.discard(group_id)
 
     def set_group_image(self, group_id, image):
@@ -190,7 +221,10 @@ class CloudAccess:
                                   step="create", group=group_id)
         for _attempt in range(count):
             try:
-                created.append(self.provider.create_instance(group_id, **started))
+                made = self.provider.create_instance(group_id, **started)
+                created.append(made)
+                if getattr(made, "provider_id", ""):
+                    self.own.add(self.normalize(made.provider_id))
             except base.QuotaError as exc:
                 return created, str(exc)
             except base.ProviderError as exc:

@@ -23,7 +23,8 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
           Kubernetes requests, for the journal)
   cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud); optionally
           refresh(group_ids) -> ({group: [Instance]}, {group: error}), those of the groups it did not list in
-          the last read listed now;
+          the last read listed now; optionally notice_nodes([NodeInfo]) before each read (the Nodes of the pass:
+          where one appeared, turned Ready or NotReady, or went, the read lists its group);
           set_group_image(group, image); create(group, count) -> (instances, quota message or ""), which may
           return before the cloud ran them: then optionally refusals() -> [quota message] of those it refused since,
           and identified() -> [Instance] of those returned without a providerID (not named by the cloud yet) that it
@@ -43,8 +44,8 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
 Every destructive step (cordon by drain, etcd removal, delegated or not, instance deletion, Node
 deletion) goes through Executor.guard() first: the one place where the executor calls the planner's
 cross-checks (core.check_step), on the nodes as this pass last wrote them and on this pass's cloud read; a drain, an
-etcd removal and an instance deletion on a listing of their group made in this pass (the cloud lists a steady group only
-every cloud_reads.STEADY_REREAD seconds: _read_fresh lists it then).
+etcd removal and an instance deletion on a listing of their group made in this pass (the cloud lists a group only when
+something can have changed there, cloud_reads.py: _read_fresh lists it then).
 A refused step is not taken; the refusal is a named problem in the result and on the progress line.
 """
 
@@ -297,6 +298,10 @@ class Executor:
         version = self.nodes_version() if self.plan_reuse else None
         cloud = None
         if self.cloud is not None:
+            notice = getattr(self.cloud, "notice_nodes", None)
+            if notice is not None:
+                # A Node that appeared, turned Ready or NotReady, or went has its group listed in this read.
+                notice(self.node_infos.of(nodes))
             cloud = self._timed("cloud", self.cloud.read, self.settings.scaling_groups or None)
         groups, instances, errors = cloud if cloud is not None else (None, None, None)
         self._cloud_read(instances, errors)
@@ -441,8 +446,8 @@ class Executor:
 
     def _read_fresh(self, items):
         """A drain, an etcd removal or an instance deletion is judged on a listing of its group made in this pass: the groups
-        of `items` that the cloud served from an earlier listing (CloudAccess.read lists steady groups only every
-        cloud_reads.STEADY_REREAD seconds) are listed now, and the guard's cloud view takes them."""
+        of `items` that the cloud served from an earlier listing (CloudAccess.read lists a group only when something can
+        have changed there, cloud_reads.py) are listed now, and the guard's cloud view takes them."""
         self._list_again(self._groups_of(items))
 
     def _groups_of(self, items):

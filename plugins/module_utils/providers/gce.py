@@ -594,8 +594,6 @@ class GceProvider(CloudProvider):
     name = "gcp"
     #: instances created through this object that the API does not list yet count as CREATING this long
     CREATE_GRACE = 600.0
-    # Seconds an instance template read is used across reading() slices (_get_template).
-    TEMPLATE_REREAD = 30.0
 
     def __init__(self, options, credentials=None, retry_attempts=5, retry_base_delay=0.5, request_timeout=60.0,
                  sleep=time.sleep):
@@ -620,7 +618,7 @@ class GceProvider(CloudProvider):
         self._operations = {}   # operation name -> (GroupRef, instance name, what it does, "create" or "delete")
         self._deleting = {}     # group ID -> {instance name}: deletions accepted whose operation is still open
         self._memo = None   # within reading(): {"igm": {group ID: IGM}, "template": {URL: template}}
-        self._templates = {}   # (project, template name) -> (read at, template), see _get_template
+        self._templates = {}   # (project, template name) -> template, kept while the groups read name it (_keep_named)
         self._created = {}     # (zone, instance name, instance ID) -> its creation time, see _creation_times
         self.skipped_groups = []   # (group, reason) that the last discovery by list_groups() passed over
 
@@ -784,10 +782,9 @@ class GceProvider(CloudProvider):
         return [mi for mi in managed if mi.name == name] if name else managed
 
     def _get_template(self, url, fresh=False):
-        """The instance template at `url`: read once per reading() slice, and kept across slices for
-        TEMPLATE_REREAD seconds (GCE's templates are immutable: only a template deleted and created again under
-        the same name reads differently, and that is seen once the kept copy is that old). `fresh` reads it now,
-        for a decision that may change the group."""
+        """The instance template at `url`: read once per reading() slice, and kept across slices (the run's provider
+        lives as long as its worker process, every slice of a round) while the groups read name it (_keep_named).
+        `fresh` reads it now, for a decision that may change the group."""
         project, name = parse_template(url)
         memo = None if self._memo is None else self._memo["template"]
         key = (project, name)
@@ -795,11 +792,11 @@ class GceProvider(CloudProvider):
             if memo is not None and key in memo:
                 return memo[key]
             kept = self._templates.get(key)
-            if kept is not None and 0 <= time.monotonic() - kept[0] < self.TEMPLATE_REREAD:
-                return kept[1]
+            if kept is not None:
+                return kept
         template = self._call("reading instance template %s" % name, self._client("InstanceTemplatesClient").get,
                               project=project, instance_template=name)
-        self._templates[key] = (time.monotonic(), template)
+        self._templates[key] = template
         if memo is not None:
             memo[key] = template
         return template
@@ -870,7 +867,9 @@ class GceProvider(CloudProvider):
         templates = {}
         if group_ids is not None:
             refs = [parse_group_id(g) for g in group_ids]
-            return [self._group(ref, self._get_igm(ref), templates) for ref in refs]
+            groups = [self._group(ref, self._get_igm(ref), templates) for ref in refs]
+            self._keep_named(templates)
+            return groups
         if not self.project:
             raise ProviderError("listing groups needs gcp.project (or GCP_PROJECT)")
         pages = self._list("listing instance group managers of project %s" % self.project,
@@ -893,7 +892,16 @@ class GceProvider(CloudProvider):
         if not groups and self.skipped_groups:
             raise ProviderError("no usable managed instance group in project %s: %s" % (
                 self.project, "; ".join("%s: %s" % skipped for skipped in self.skipped_groups)))
+        self._keep_named(templates)
         return sorted(groups, key=lambda g: g.id)
+
+    def _keep_named(self, templates):
+        """Keep across slices only the templates that the groups just read name ({URL: template}): GCE's templates are
+        immutable, and "it is not possible to delete templates that are already in use by a managed instance group"
+        (instanceTemplates.delete), so while every read of the groups finds one in use, its name still reads as kept.
+        One that a read finds unused may be deleted and made again under its name: dropped, read again when named."""
+        named = {parse_template(url) for url in templates}
+        self._templates = {key: template for key, template in self._templates.items() if key in named}
 
     def list_instances(self, group_id):
         ref = parse_group_id(group_id)

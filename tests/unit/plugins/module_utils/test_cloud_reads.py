@@ -56,6 +56,63 @@ def test_due_lists_new_unsteady_written_resized_and_stale_groups_and_skips_stead
     assert cloud_reads.due([_group("calm")], kept, set(), 100.0 + cloud_reads.STEADY_REREAD) == ["calm"]
 
 
+def test_a_busy_group_waits_the_short_interval_unless_only_this_runs_creates_are_under_way():
+    """Issue 22: what the cloud does by itself (a deletion going, someone else's create, an error, a resize) has no
+    event, so it is looked at after BUSY_REREAD; this run's own creates announce themselves (their operation's end,
+    their Node), so a group busy only with them is looked at after STEADY_REREAD."""
+    own = {"gce://p/z/b"}
+    group = _group()
+    assert cloud_reads.reread_after(group, [_inst("a"), _inst("b", CREATING)], own=own) == cloud_reads.STEADY_REREAD
+    assert cloud_reads.reread_after(group, [_inst("a"), _inst("B", CREATING)], own=own,
+                                    normalize=str.lower) == cloud_reads.STEADY_REREAD
+    pending = Instance(provider_id="", node_name="", group_id="g1", image="img-a", state=CREATING, created_at=1.0,
+                       name="", extra={base.PENDING: True})
+    assert cloud_reads.reread_after(group, [_inst("a"), pending]) == cloud_reads.STEADY_REREAD
+    busy = cloud_reads.BUSY_REREAD
+    assert cloud_reads.reread_after(group, [_inst("a"), _inst("c", CREATING)], own=own) == busy   # not ours
+    assert cloud_reads.reread_after(group, [_inst("a"), _inst("b", DELETING)], own=own) == busy   # its going: no event
+    assert cloud_reads.reread_after(group, [_inst("a"), _inst("b", CREATING, errors=["QUOTA_EXCEEDED"])], own=own) == busy
+    assert cloud_reads.reread_after(group, [_inst("a"), _inst("b", CREATING, **{REFUSED_FOR: "ZONE_RESOURCE_POOL"})],
+                                    own=own) == busy
+    assert cloud_reads.reread_after(_group(size=3), [_inst("a"), _inst("b", CREATING)], own=own) == busy   # resized
+    assert cloud_reads.reread_after(_group(size=None), [_inst("a"), _inst("b")]) == busy
+    assert cloud_reads.reread_after(group, [_inst("a"), _inst("b")], interval=7.0) == 7.0   # steady
+
+
+def test_due_lists_a_busy_group_on_its_events_at_once_and_otherwise_after_its_interval():
+    kept = {"mine": (100.0, _group("mine"), [_inst("a"), _inst("b", CREATING)]),
+            "going": (100.0, _group("going"), [_inst("a"), _inst("c", DELETING)]),
+            "calm": (100.0, _group("calm"), [_inst("a"), _inst("d")])}
+    groups = [_group("mine"), _group("going"), _group("calm")]
+    own = {"gce://p/z/b"}
+    busy = cloud_reads.BUSY_REREAD
+    assert cloud_reads.due(groups, kept, set(), 100.0 + busy - 0.1, own=own) == []
+    assert cloud_reads.due(groups, kept, set(), 100.0 + busy, own=own) == ["going"]
+    assert cloud_reads.due(groups, kept, {"mine"}, 100.0 + 1, own=own) == ["mine"]   # an event: at once
+    assert cloud_reads.due(groups, kept, set(), 100.0 + cloud_reads.STEADY_REREAD, own=own) == ["mine", "going", "calm"]
+    # Without the run's own creates known (a new process after a kill), its creating instance reads as the cloud's.
+    assert cloud_reads.due(groups, kept, set(), 100.0 + busy) == ["mine", "going"]
+
+
+class _Node:
+    def __init__(self, provider_id, ready=True):
+        self.provider_id, self.ready = provider_id, ready
+
+
+def test_a_node_that_appears_turns_ready_or_notready_or_goes_names_its_group_and_one_of_no_kept_listing_every_group():
+    before = cloud_reads.node_marks([_Node("gce://p/z/a"), _Node("gce://p/z/b", False), _Node("")])
+    assert before == {"gce://p/z/a": True, "gce://p/z/b": False}
+    where = {"gce://p/z/a": "g1", "gce://p/z/b": "g2", "gce://p/z/c": "g3"}
+    same = cloud_reads.node_marks([_Node("gce://p/z/b", False), _Node("gce://p/z/a")])
+    assert cloud_reads.changed_groups(before, same, where) == set()
+    assert cloud_reads.changed_groups(before, cloud_reads.node_marks([_Node("gce://p/z/a"), _Node("gce://p/z/b")]),
+                                      where) == {"g2"}                     # turned Ready
+    assert cloud_reads.changed_groups(before, {"gce://p/z/a": False, "gce://p/z/b": False}, where) == {"g1"}   # NotReady
+    assert cloud_reads.changed_groups(before, dict(before, **{"gce://p/z/c": False}), where) == {"g3"}   # appeared
+    assert cloud_reads.changed_groups(before, {"gce://p/z/a": True}, where) == {"g2"}   # went
+    assert cloud_reads.changed_groups(before, dict(before, **{"gce://p/z/x": False}), where) is None   # group unknown
+
+
 # -- node_state.list_instances: at once, a bounded number at a time ------------------------------------------------
 class _Provider(base.ReadingMemo):
     """Groups of instances in memory; counts its listings, and how many ran at once."""
@@ -172,14 +229,18 @@ def test_the_groups_themselves_are_read_again_only_when_one_is_due_or_after_the_
     assert provider.group_reads == 5 and provider.listings[-2:] == ["g1", "g2"]
 
 
-def test_a_group_the_cloud_acts_on_is_listed_every_pass():
+def test_a_group_the_cloud_acts_on_by_itself_is_listed_again_after_the_busy_interval_not_every_pass():
     world = _world(2)
-    world["g2"][1][1] = _inst("g2-b", CREATING, gid="g2")
-    cloud, provider, _clock = _access(world)
+    world["g2"][1][1] = _inst("g2-b", CREATING, gid="g2")   # not this run's: nothing announces its next change
+    cloud, provider, clock = _access(world)
+    cloud.read(None)
+    clock.now += cloud_reads.BUSY_REREAD - 0.1
     cloud.read(None)
     cloud.read(None)
+    assert provider.listings == ["g1", "g2"]
+    clock.now += 0.1
     cloud.read(None)
-    assert provider.listings == ["g1", "g2", "g2", "g2"]
+    assert provider.listings == ["g1", "g2", "g2"]
 
 
 def test_each_write_of_the_run_has_its_group_listed_by_the_next_read():
@@ -392,3 +453,76 @@ def test_a_cloud_without_batches_deletes_one_instance_at_a_time_and_one_gone_mea
     provider.delete_instance = gone_then_fine
     assert cloud.delete(["gce://p/z/g1-a", "gce://p/z/g1-b"]) == ["gce://p/z/g1-b"]
     assert provider.deletes == [("gce://p/z/g1-a", False), ("gce://p/z/g1-b", False)]
+
+
+# -- issue 22: a busy group listed on its events, and the fresh listings of a pass's steps --------------------------
+def test_a_group_busy_only_with_the_runs_creates_is_listed_on_their_events_not_every_pass():
+    provider = _Starting(_world(2))
+    cloud = CloudAccess(provider, clock=_Clock())
+    cloud.read(None)
+    made = cloud.create("g1", 1)[0]
+    provider.groups["g1"][1].append(_inst("new", CREATING, gid="g1"))
+    provider.groups["g1"] = (_group("g1", size=3), provider.groups["g1"][1])
+    cloud.read(None)                       # written to: listed, the new instance CREATING
+    assert provider.listings[2:] == ["g1"] and made[0].name == "new"
+    cloud.clock.now += cloud_reads.BUSY_REREAD * 3
+    cloud.read(None)
+    cloud.read(None)
+    assert provider.listings[3:] == [], "only this run's create under way: no listing without an event"
+    provider.ended = [base.Ended("g1", "new", None, "create")]   # its operation ended
+    cloud.read(None)
+    assert provider.listings[3:] == ["g1"]
+    provider.groups["g1"][1][-1] = _inst("new", gid="g1")   # it runs; its Node appears, then turns Ready
+    cloud.notice_nodes([_Node("gce://p/z/g1-a"), _Node("gce://p/z/g1-b"), _Node("gce://p/z/g2-a"), _Node("gce://p/z/g2-b")])
+    cloud.read(None)
+    assert provider.listings[4:] == []
+    cloud.notice_nodes([_Node("gce://p/z/g1-a"), _Node("gce://p/z/g1-b"), _Node("gce://p/z/g2-a"), _Node("gce://p/z/g2-b"),
+                        _Node("gce://p/z/new", False)])
+    cloud.read(None)
+    assert provider.listings[4:] == ["g1"]
+    cloud.notice_nodes([_Node("gce://p/z/g1-a"), _Node("gce://p/z/g1-b"), _Node("gce://p/z/g2-a"), _Node("gce://p/z/g2-b"),
+                        _Node("gce://p/z/new")])
+    cloud.read(None)
+    cloud.read(None)
+    assert provider.listings[5:] == ["g1"], "listed once per change"
+    assert cloud.listings == {"read": 6, "refresh": 0}
+
+
+def test_a_node_of_no_kept_listing_has_every_group_listed():
+    cloud, provider, _clock = _access()
+    cloud.notice_nodes([_Node("gce://p/z/g1-a")])
+    cloud.read(None)
+    cloud.notice_nodes([_Node("gce://p/z/g1-a"), _Node("gce://p/z/elsewhere")])
+    cloud.read(None)
+    assert provider.listings == ["g1", "g2", "g1", "g2"]
+
+
+def test_a_pairing_drain_or_deletion_in_a_group_not_listed_by_the_read_gets_a_listing_of_that_group_only_counted():
+    """The steps' fresh listings (Executor._read_fresh, refresh) list the groups they act in, not every group: over a
+    pass that serves every group from kept listings, a step in g2 lists g2 alone."""
+    world = _world(3)
+    world["g2"][1][1] = _inst("g2-b", CREATING, gid="g2")
+    cloud, provider, clock = _access(world)
+    cloud.own.add("gce://p/z/g2-b")   # this run's create: no listing without an event
+    cloud.read(None)
+    clock.now += cloud_reads.BUSY_REREAD * 2
+    for _pass in range(5):
+        cloud.read(None)
+        cloud.refresh(["g2"])
+    assert provider.listings == ["g1", "g2", "g3"] + ["g2"] * 5
+    assert cloud.listings == {"read": 3, "refresh": 5}
+
+
+def test_a_nodes_change_lists_its_groups_instances_without_reading_the_groups_again_and_a_write_reads_them():
+    """A Node's change says the group's instances may have changed, not the group (its target size, template and
+    settings move by a write, which reads the groups again, or by the cloud by itself: the interval)."""
+    cloud, provider, _clock = _access()
+    nodes = [_Node("gce://p/z/g1-a"), _Node("gce://p/z/g1-b"), _Node("gce://p/z/g2-a"), _Node("gce://p/z/g2-b")]
+    cloud.notice_nodes(nodes)
+    cloud.read(None)
+    cloud.notice_nodes(nodes[:3] + [_Node("gce://p/z/g2-b", False)])
+    cloud.read(None)
+    assert provider.listings == ["g1", "g2", "g2"] and provider.group_reads == 1
+    cloud.set_group_image("g1", "img-b")
+    cloud.read(None)
+    assert provider.listings[3:] == ["g1"] and provider.group_reads == 2

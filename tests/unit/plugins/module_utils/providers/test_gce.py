@@ -401,3 +401,27 @@ def test_a_late_refusal_is_the_quota_errors_of_an_instance_still_being_created()
     # Errors of an earlier attempt on a VM that runs now, or errors that are not quota or capacity: no refusal.
     assert gce.late_refusal(errors, base.RUNNING) is None
     assert gce.late_refusal([("CONDITION_NOT_MET", "x")], base.CREATING) is None
+
+
+def test_a_template_is_kept_across_slices_while_the_groups_read_name_it_and_read_again_once_none_did():
+    """Issue 22: templates are immutable and GCE refuses to delete one a managed instance group uses, so a template that
+    every read of the groups finds named is kept (no re-read every 30 s); one a read finds unnamed may be deleted and
+    made again under its name, so it is read again when a group names it next. `fresh` always reads."""
+    provider = gce.from_params({"auth_kind": "anonymous", "project": "p-123456", "endpoint": "https://127.0.0.1:9"})
+    reads = []
+
+    def call(doing, func, **kwargs):
+        reads.append(kwargs["instance_template"])
+        return "template %s #%d" % (kwargs["instance_template"], len(reads))
+    provider._call = call
+    url = "https://www.googleapis.com/compute/v1/projects/p-123456/global/instanceTemplates/%s"
+    first = provider._get_template(url % "a")
+    provider._keep_named({url % "a": first, url % "b": provider._get_template(url % "b")})
+    for _slice in range(3):
+        with provider.reading():
+            assert provider._get_template(url % "a") == first
+    assert reads == ["a", "b"]
+    provider._keep_named({url % "b": None})          # a read of the groups where none names "a" any more
+    assert provider._get_template(url % "a") == "template a #3" and reads == ["a", "b", "a"]
+    assert provider._get_template(url % "b") == "template b #2"
+    assert provider._get_template(url % "b", fresh=True) == "template b #4"
