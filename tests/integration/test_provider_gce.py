@@ -726,7 +726,7 @@ def test_one_read_of_each_group_manager_and_template_per_read_and_per_slice(admi
     old = images[0]
     groups = [admin.create_group(_unique("one-read"), "worker", 2, old) for _n in range(2)]
     _wait_for(lambda: all(len(provider.list_instances(g)) == 2 for g in groups))
-    # A provider that has read nothing yet (one that has keeps templates across slices: TEMPLATE_REREAD).
+    # A provider that has read nothing yet (one that has keeps the templates its groups name: GceProvider._templates).
     provider = gce.GceProvider(admin.provider_options()["gcp"], retry_base_delay=0.02, request_timeout=10)
     admin.clear_requests()
     node_state.read_cloud(provider, groups)
@@ -739,7 +739,7 @@ def test_one_read_of_each_group_manager_and_template_per_read_and_per_slice(admi
         for _pass in range(3):
             node_state.read_cloud(provider, groups)
         igm, templates, managed = _reads(admin)
-        # The templates were read just before, outside this slice: kept (TEMPLATE_REREAD), not read again.
+        # The templates were read just before, outside this slice: kept while a group names them, not read again.
         assert len(igm) == 2 and templates == [] and len(managed) == 6, (igm, templates, managed)
         # A group this provider changed is read again (its target size moved), the other one not.
         created = provider.create_instance(groups[0])
