@@ -96,8 +96,9 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
                   record, up to the count the intent leaves open (`settled`: how many the call did create) and, where
                   `target_size` (the group's before the call) is recorded, as many as the group's target size grew.
                   Where a group's windows hold more such instances than its intents leave open, none is taken (the
-                  group's report names them `unclaimed`; they hold that many surge slots), and the plan asks that
-                  finding recorded in those intents (`unclaimed`: {open, recorded, among}), which is kept from then on.
+                  group's report names them `unclaimed`; they hold that many surge slots). What the plan finds of an
+                  open intent is recorded in it and kept from then on (`grown`: how many the group grew by for it;
+                  `unclaimed`: {open, recorded, among}), as the plan's record_intents asks.
     control_plane_health: [{member, node_ip, message}]: what is wrong with the control plane's etcd now (empty:
                   healthy; None: not read; HEALTH_UNREAD: to be read before a control-plane heir, which waits for it
                   and the result's etcd_health_due says so). No control-plane heir is created while it names a problem.
@@ -142,8 +143,7 @@ def plan_upgrade(nodes, options, groups=None, instances=None, group_errors=None,
     # 8c. Capacity not restored by nodes nothing proves we created (issue 13): named, never removed.
     decided.problems.extend(unproven_surplus(inputs, census, reports))
     # 9. The plan, progress, ETA and whether the upgrade is done.
-    plan = Plan(record_created=inputs.recovered,
-                record_intents={k: dict(unclaimed=v) for k, v in inputs.decided.items()}).joined(decided.plan)
+    plan = Plan(record_created=inputs.recovered, record_intents=inputs.decided).joined(decided.plan)
     plan.delete_instances, plan.create, plan.create_blocked = arrivals.delete_instances, surge.create, surge.blocked
     plan.set_group_image = [GroupImage(group=r["id"], image=inputs.target) for r in reports if not r["image_current"]]
     replaced, done_count = _replacements_done(inputs, census, plan.repairs)

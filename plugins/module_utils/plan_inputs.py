@@ -60,7 +60,7 @@ class PlanInputs:
     # group key -> (instances of this upgrade among them, [providerID]): instances open intents account for, which
     # cannot be told apart from the cloud's own made in the same window (recover_intents)
     unclaimed: Dict[str, tuple] = field(default_factory=dict)
-    decided: Dict[str, dict] = field(default_factory=dict)     # intent key -> {open, recorded, among}: to record
+    decided: Dict[str, dict] = field(default_factory=dict)     # intent key -> {grown, unclaimed}: to record
 
     # 1b. Creations a kill cut off between the cloud's create and its record: the intent recorded before the
     #     call names the group and the moment; the cloud's own creation time names the instance.
@@ -71,9 +71,10 @@ class PlanInputs:
         target size does not tell apart) would read as ours and could become a heir or surplus. Then none is
         claimed: none becomes a heir or surplus until a record tells them apart (a live run records its create a
         moment later), and as many as the intents leave open hold a surge slot each (`unclaimed`): they are this
-        upgrade's instances, wherever they are. That finding is recorded in the intents (`decided`, the journal's
-        create_intents[key].unclaimed) and kept from then on: the group's growth since the intent, which tells how
-        many the create made, no longer says it once this upgrade deleted instances of the group."""
+        upgrade's instances, wherever they are. What is found of an intent is recorded in it (`decided`, the journal's
+        create_intents[key]: `grown`, how many the group grew by for it, and `unclaimed`) and kept from then on: the
+        group's growth since the intent, which tells how many the create made, no longer says it once this upgrade
+        deleted instances of the group."""
         claimed = set(self.created)
         recorded = {}
         for entry in self.created.values():
@@ -91,7 +92,14 @@ class PlanInputs:
                 if open_count > 0:
                     held.setdefault(gkey, []).append((open_count, [str(p) for p in found.get("among") or []]))
                 continue
-            open_count = min(made, self.grown_since(key, intent, gkey, at, made)) - recorded.get(key, 0)
+            grown = made if "settled" in intent else intent.get("grown")
+            if not isinstance(grown, int) or isinstance(grown, bool):
+                grown = min(made, self.grown_since(key, intent, gkey, at, made))
+                if grown > 0 and self.sized(intent, gkey):
+                    # Kept: once this upgrade deletes instances of the group, its growth since no longer says it.
+                    # (A settled intent needs none: its call returned, and `settled` says how many it made.)
+                    self.decided.setdefault(key, {})["grown"] = grown
+            open_count = min(made, grown) - recorded.get(key, 0)
             if open_count > 0:
                 by_group.setdefault(gkey, []).append((key, at, open_count))
         for gkey, open_intents in sorted(by_group.items()):
@@ -101,7 +109,8 @@ class PlanInputs:
             candidates = sorted({i.provider_id for dummy, fresh, dummy2 in windows for i in fresh})
             if len(candidates) > sum(open_count for dummy, dummy2, open_count in windows):
                 for key, dummy, open_count in windows:
-                    self.decided[key] = dict(open=open_count, recorded=recorded.get(key, 0), among=candidates)
+                    self.decided.setdefault(key, {})["unclaimed"] = dict(open=open_count, recorded=recorded.get(key, 0),
+                                                                         among=candidates)
                     held.setdefault(gkey, []).append((open_count, candidates))
                 continue
             for key, fresh, open_count in windows:
@@ -120,6 +129,12 @@ class PlanInputs:
             count = min(sum(open_count for open_count, dummy in found), len(among))
             if count > 0:
                 self.unclaimed[gkey] = (count, among)
+
+    def sized(self, intent, gkey):
+        """Whether the intent and the group both give a target size (grown_since reckons growth, not `made`)."""
+        group = self.group_index.get(gkey)
+        return all(isinstance(v, int) and not isinstance(v, bool)
+                   for v in (intent.get("target_size"), group.target_size if group is not None else None))
 
     def grown_since(self, key, intent, gkey, at, made):
         """How many instances the intent's create may have made: by how much the group's target size grew since the

@@ -418,9 +418,9 @@ plan:
       type: dict
     record_intents:
       description:
-        - What the plan found of create intents whose window holds more instances than they account for
-          (C(unclaimed) - C(open), C(recorded), C(among)), to record in the journal's C(create_intents); kept from
-          then on.
+        - What the plan found of open create intents, to record in the journal's C(create_intents) and keep from
+          then on - C(grown), how many instances the group grew by for the intent, and, where the intent's window
+          holds more instances than it accounts for, C(unclaimed) (C(open), C(recorded), C(among)).
       type: dict
     refilled:
       description:

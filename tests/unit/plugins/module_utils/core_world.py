@@ -271,7 +271,10 @@ class World:
 
         cloud = Cloud()
         if access is not None:
-            cloud = cloud_access.CloudAccess(WorldProvider(self, cloud), clock=lambda: world.now, steady_reread=access)
+            # Both intervals `access` (a tick is 60 s): a group is listed again only on an event of its own
+            # (a write, an operation's end, a Node's change), which is what the production rule relies on.
+            cloud = cloud_access.CloudAccess(WorldProvider(self, cloud), clock=lambda: world.now, steady_reread=access,
+                                             busy_reread=access)
         self.journal = []
         recorded = dict(created=self.records.get("instances_created"), start_counts=self.records.get("start_counts"),
                         removed_first=self.records.get("removed_first"), refills=self.records.get("refills"),

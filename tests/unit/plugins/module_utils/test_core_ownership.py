@@ -91,7 +91,16 @@ def test_an_intent_with_the_target_size_takes_only_as_many_instances_as_the_grou
     grown = {"G1@x": {"group": "G1", "at": at, "count": 1, "target_size": 2}}
     autohealed = {"G1@x": {"group": "G1", "at": at, "count": 1, "target_size": 3}}
     assert w.groups["G1"].target_size == 3
-    assert pairs(w.plan(opts(), created={}, start_counts={"G1": 3}, intents=grown)) == [("f", "w0")]
+    result = w.plan(opts(), created={}, start_counts={"G1": 3}, intents=grown)
+    assert pairs(result) == [("f", "w0")] and result["plan"]["record_intents"] == {"G1@x": {"grown": 1}}
+    # The growth found is recorded in the intent and kept: once this upgrade deleted an instance of the group (its
+    # target size back at 2), the growth since reads 0, and only the kept figure still says the create made f.
+    w.groups["G1"].target_size = 2
+    assert pairs(w.plan(opts(), created={}, start_counts={"G1": 3}, intents=grown)) == []
+    kept = {"G1@x": dict(grown["G1@x"], grown=1)}
+    result = w.plan(opts(), created={}, start_counts={"G1": 3}, intents=kept)
+    assert pairs(result) == [("f", "w0")] and result["plan"]["record_intents"] == {}
+    w.groups["G1"].target_size = 3
     result = w.plan(opts(), created={}, start_counts={"G1": 3}, intents=autohealed)
     assert pairs(result) == [] and result["plan"]["record_created"] == {}
     assert [f["name"] for f in result["foreign"]] == ["f"]
@@ -135,7 +144,7 @@ def test_an_instance_the_cloud_made_in_the_window_of_a_cut_off_create_is_taken_f
     # The finding goes into the intent's record and is kept: once this upgrade deleted an instance of the group, its
     # growth since the intent no longer says that the create made one.
     found = dict(open=1, recorded=0, among=["gce://p/z/f", "gce://p/z/g"])
-    assert result["plan"]["record_intents"] == {"G1@x": {"unclaimed": found}}
+    assert result["plan"]["record_intents"] == {"G1@x": {"grown": 1, "unclaimed": found}}
     w.groups["G1"].target_size = 3
     assert "unclaimed" not in plan(2, created={})[1]
     intent["G1@x"]["unclaimed"] = found
