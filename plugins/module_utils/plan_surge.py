@@ -149,9 +149,9 @@ def _held_for_ever(report, budget, decision, surge):
         reason = "surge budget held by node(s) left alone for a problem: %s" % ", ".join(budget.held)
         what = "resolve the problem(s) named in `problems`"
     else:
-        reason = ("surge budget held by %d instance(s) of this upgrade that a kill left unrecorded, among %s, which the "
-                  "cloud also made one of by itself (autohealing or a scale-up) in the same moment"
-                  % (budget.unclaimed, ", ".join(budget.unclaimed_among)))
+        reason = ("surge budget held by %d instance(s) of this upgrade that a kill left unrecorded, among %s; the "
+                  "cloud made the other(s) by itself in the same moment (autohealing or a scale-up), and which are "
+                  "whose cannot be told" % (budget.unclaimed, ", ".join(budget.unclaimed_among)))
         what = "delete in the cloud the one(s) of them not needed, or raise max_surge"
     surge.stop = surge.stop or ("scaling group %s cannot go on: %s; %s, then run again" % (report["id"], reason, what))
     return reason
