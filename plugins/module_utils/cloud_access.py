@@ -174,6 +174,11 @@ class CloudAccess:
         refused, self.refused = self.refused, []
         return refused
 
+    def _made(self, instances):
+        """This run's new instances, known by their providerIDs: the cloud creating them is no reason to list their
+        group sooner (cloud_reads.reread_after)."""
+        self.own.update(self.normalize(i.provider_id) for i in instances if getattr(i, "provider_id", ""))
+
     def _wrote(self, group_id):
         """The next read lists this group again, whatever it held."""
         if group_id:
@@ -213,7 +218,9 @@ class CloudAccess:
             # One request for the group's wave (GCE's createInstances names them all). A batch refused at once for
             # quota made none: then one request each below, so as many are made as the quota holds.
             try:
-                return batch(group_id, count, **started), ""
+                created = batch(group_id, count, **started)
+                self._made(created)
+                return created, ""
             except base.QuotaError:
                 pass
             except base.ProviderError as exc:
@@ -221,10 +228,8 @@ class CloudAccess:
                                   step="create", group=group_id)
         for _attempt in range(count):
             try:
-                made = self.provider.create_instance(group_id, **started)
-                created.append(made)
-                if getattr(made, "provider_id", ""):
-                    self.own.add(self.normalize(made.provider_id))
+                created.append(self.provider.create_instance(group_id, **started))
+                self._made(created[-1:])
             except base.QuotaError as exc:
                 return created, str(exc)
             except base.ProviderError as exc:

@@ -4,6 +4,7 @@ import pytest
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.cloud_access import CloudAccess
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import StepFailure
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.model import CREATING, Instance
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
 
 
@@ -14,6 +15,10 @@ class _Provider:
 
     def __init__(self, *answers):
         self.answers = list(answers)
+
+    @staticmethod
+    def normalize_provider_id(provider_id):
+        return provider_id.lower()
 
     def create_instance(self, group_id):
         answer = self.answers.pop(0)
@@ -56,6 +61,11 @@ class _BatchProvider(_Provider):
 def test_a_wave_is_one_batch_and_a_batch_refused_for_quota_is_asked_for_one_by_one():
     provider = _BatchProvider([["i-1", "i-2", "i-3"]])
     assert CloudAccess(provider).create("g", 3) == (["i-1", "i-2", "i-3"], "") and provider.asked == [3]
+    # The wave's instances are this run's own, as one create's are: the cloud creating them lists their group no sooner.
+    wave = [Instance(provider_id="gce://p/z/w-%d" % n, node_name="w-%d" % n, group_id="g", image="img", state=CREATING,
+                     created_at=1.0, name="w-%d" % n) for n in range(2)]
+    access = CloudAccess(_BatchProvider([wave]))
+    assert access.create("g", 2) == (wave, "") and access.own == {"gce://p/z/w-0", "gce://p/z/w-1"}
     # One instance is one create_instance (no batch).
     provider = _BatchProvider([], "i-1")
     assert CloudAccess(provider).create("g", 1) == (["i-1"], "") and provider.asked == []
