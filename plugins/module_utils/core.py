@@ -196,9 +196,16 @@ def _progress(inputs, census, done_count):
     return Progress(total=total, done=done_count, in_flight=in_progress, remaining=remaining, percent=percent)
 
 
+OUT_OF_SERVICE_PHASES = (PHASE_DRAINING, PHASE_DRAINED, PHASE_ETCD_REMOVED, PHASE_DELETING)
+
+
 def _settled(inputs, census, arrivals, plan, reports):
-    """Nothing is left in flight or to do in this plan, nor in the cloud (no instance being deleted)."""
+    """Nothing is left in flight or to do in this plan, nor in the cloud (no instance being deleted); no donor this run
+    took out of service (drained, out of the load balancers) is left alone only because its heir is not Ready now:
+    it goes once the heir is Ready again, or back into service once the pair breaks."""
     return (not any(census.final[s.name] in (HEIR, OBSOLETE, NEW) for s in census.states)
+            and not any(census.final[s.name] == INVALID and s.held_for_now and s.phase in OUT_OF_SERVICE_PHASES
+                        for s in census.states)
             and not arrivals.joining and not plan.delete_instances and not plan.repairs and not plan.obsolete
             and not plan.pairs and not plan.set_group_image and not plan.create
             and not any(r.get("refill_owed") for r in reports)

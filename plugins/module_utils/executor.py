@@ -946,7 +946,12 @@ class Executor:
         # instance the group made by itself in the same second (core.plan_upgrade `intents`).
         wanted = {core.group_key(item["group"]) for item in items}
         sizes = {g.id: g.target_size for g in groups or [] if core.group_key(g.id) in wanted}
-        record, keys = report.intent_record(items, self.clock(), target_sizes=sizes)
+        unsettled = {}
+        for key, intent in self.settings.intents.items():
+            if "settled" not in intent:
+                unsettled.setdefault(core.group_key(intent.get("group")), []).append(key)
+        record, keys = report.intent_record(items, self.clock(), target_sizes=sizes, open_before={
+            item["group"]: unsettled.get(core.group_key(item["group"])) for item in items})
         self.settings.intents.update(record["create_intents"])
         # The groups' counts before this upgrade created anything go with its first intent (first record wins).
         record["start_counts"] = report.created_record([], facts.get("scaling_groups"), self.clock())["start_counts"]

@@ -33,6 +33,7 @@ class NodeState:
     phase_since: Optional[float] = None
     paired_now: bool = False            # a donor paired by this plan (observed as outdated until applied)
     out_of_scope: bool = False          # invalid only because scaling_groups leaves its group out
+    held_for_now: bool = False          # invalid only because its heir is not Ready (it may be again)
 
     @property
     def name(self):
@@ -42,6 +43,7 @@ class NodeState:
         """Leave this node alone: invalid, with its problems named. Returns the problems as the result lists them."""
         self.category = INVALID
         self.reason = "; ".join(p["message"] for p in problems)
+        self.held_for_now = all(p.get("code") == "heir_not_ready" for p in problems)
         self.cache = {}
         return [Problem(**p, action="left alone") for p in problems]
 

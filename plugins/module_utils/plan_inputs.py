@@ -148,10 +148,18 @@ class PlanInputs:
         now = group.target_size if group is not None else None
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (before, now)):
             return made
+        # The others that grew the group after this intent's size was read: the creates recorded after it (their
+        # `after` names it; an instance of an earlier create stamped in the same second is in `before` already), or,
+        # where an intent of the group has no `after` (an older journal), any stamped since its second.
+        mine = [v for v in self.intents.values() if group_key(v.get("group")) == gkey]
+        ordered = all(isinstance(v.get("after"), list) for v in mine)
+        later = {k for k, v in self.intents.items() if isinstance(v.get("after"), list) and key in v["after"]}
         others = 0
         for inst in self.instance_lists.get(gkey, []):
             entry = self.created.get(self.normalize(inst.provider_id))
-            if entry is not None and entry.get("intent") != key and inst.created_at is not None and inst.created_at >= at:
+            if entry is None or entry.get("intent") == key:
+                continue
+            if entry.get("intent") in later if ordered else (inst.created_at is not None and inst.created_at >= at):
                 others += 1
         return max(0, now - before - others)
 

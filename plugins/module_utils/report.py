@@ -235,11 +235,14 @@ def created_record(instances, scaling_groups, now):
     return {"instances_created": created, "start_counts": counts}
 
 
-def intent_record(creations, now, tag=None, target_sizes=None):
+def intent_record(creations, now, tag=None, target_sizes=None, open_before=None):
     """The record of creations about to be made, written before the create call ({create_intents: {key: {group, at,
-    count[, target_size]}}}), and {group: key}. `creations`: [{group, count}] as the plan's `create`; `at` is `now`
-    rounded down to the second (an instance the cloud creates after it is at or after `at`); the key is unique per
-    call. `target_sizes`: {group: the target size the cloud reported before the call}, where it reports one."""
+    count, after[, target_size]}}}), and {group: key}. `creations`: [{group, count}] as the plan's `create`; `at` is
+    `now` rounded down to the second (an instance the cloud creates after it is at or after `at`); the key is unique
+    per call. `target_sizes`: {group: the target size the cloud reported before the call}, where it reports one.
+    `open_before`: {group: [keys of its intents not settled yet]} where the caller knows them, recorded as `after`:
+    their instances were made before this call (the target size counts them), which creation times to the second
+    cannot tell."""
     moment = datetime.datetime.fromtimestamp(int(now), datetime.timezone.utc)
     tag = tag or uuid.uuid4().hex[:6]
     sizes = {str(group).lower(): size for group, size in (target_sizes or {}).items()
@@ -248,6 +251,8 @@ def intent_record(creations, now, tag=None, target_sizes=None):
     for item in creations or []:
         key = "%s@%s#%s" % (item["group"], iso(moment), tag)
         intents[key] = {"group": item["group"], "at": iso(moment), "count": int(item["count"])}
+        if open_before is not None:
+            intents[key]["after"] = sorted(open_before.get(item["group"]) or [])
         if str(item["group"]).lower() in sizes:
             intents[key]["target_size"] = sizes[str(item["group"]).lower()]
         keys[item["group"]] = key
