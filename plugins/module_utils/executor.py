@@ -740,14 +740,26 @@ class Executor:
             return list(pool.map(create, items))
 
     def _uncordon_given_back(self, state):
-        """Nodes our drain cordoned whose pair broke since: their capacity goes back."""
+        """Nodes our drain cordoned whose pair broke since: their capacity goes back; and nodes whose pair broke after
+        we took them out of the load balancers but before their drain go back into those."""
         keys = core.AnnotationKeys(state.facts["annotation_prefix"])
         for name in state.plan["uncordon"]:
             self._timed("kube", self.kube.uncordon, name)
             state.did.append(dict(step="uncordon", name=name))
-            released = leaving_marks.lb_release_entry(state.nodes.get(name) or {}, keys)
-            if released is not None:   # back in the load balancers too
-                self._timed("kube", self.kube.write_node, state.nodes[name], released)
+            self._back_in_load_balancers(state, name, keys)
+        for name in state.plan.get("lb_release") or []:
+            if self._back_in_load_balancers(state, name, keys):
+                state.did.append(dict(step="lb_release", name=name))
+
+    def _back_in_load_balancers(self, state, name, keys):
+        """Our exclusion label off node `name` again; whether that changed it."""
+        released = leaving_marks.lb_release_entry(state.nodes.get(name) or {}, keys)
+        if released is None:
+            return False
+        status, after = self._timed("kube", self.kube.write_node, state.nodes[name], released)
+        if status == "changed":
+            state.nodes[name] = after
+        return status == "changed"
 
     def _drain_donors(self, state):
         """One eviction round on each donor the guard allows; each drain's phase is written, a finished one's

@@ -29,6 +29,8 @@ def leaving_steps(inputs, census, marked):
         cat = census.final[s.name]
         if cat == OUTDATED and s.info.unschedulable and s.info.annotations.get(keys.phase) in (PHASE_DRAINING, PHASE_DRAINED):
             out.plan.uncordon.append(s.name)  # our drain of it was undone by a broken pair: give the capacity back
+        elif cat == OUTDATED and keys.lb_excluded_since in s.info.annotations:
+            out.plan.lb_release.append(s.name)  # out of the load balancers for a pair that broke before its drain
         if cat not in (DONOR, OBSOLETE) or s.name in marked:
             continue
         if census.cp_busy and not s.info.control_plane:
@@ -50,12 +52,16 @@ def _leave(inputs, census, s, cat, out):
     if phase in (PHASE_PAIRED, PHASE_DRAINING):
         if not heir_ready:
             out.plan.waiting_for_heir.append(_waiting(inputs, s, gate))
+            if _heir_serving(inputs, census, s, cat) and _unlabelled(inputs, s) and _would_agree(inputs, census, s, cat):
+                # Out of the load balancers once its heir is Ready: the hold runs under heir_ready_seconds and the
+                # drain, and the instance goes in the pass that finds it drained.
+                out.plan.exclude_from_lb.append(s.name)
         elif _agreed(inputs, census, s, cat, out, STEP_CORDON, STEP_DRAIN):
             # What follows a drain rides along, so a drain that finishes at once goes on in the same pass.
             out.plan.drain.append(Drain(name=s.name, reason=cat, **gate, control_plane=s.info.control_plane,
                                         node_ip=ip, provider_id=s.info.provider_id, group=s.group_id))
-            # Out of the load balancers from the drain's start: their hold runs while the pods are evicted.
-            if lb_hold_until(s.info.labels, s.info.annotations, inputs.keys, inputs.options.lb_drain_seconds) is None:
+            # Out of the load balancers by the drain's start at the latest (from the heir's Ready where it was seen).
+            if _unlabelled(inputs, s):
                 out.plan.exclude_from_lb.append(s.name)
     elif phase == PHASE_DRAINED and _held_for_lb(inputs, s, out):
         pass
@@ -78,6 +84,11 @@ def lb_hold_until(labels, annotations, keys, seconds):
     if since is None or LB_EXCLUDE_LABEL not in (labels or {}):
         return None
     return since + float(seconds)
+
+
+def _unlabelled(inputs, s):
+    """Whether leaving node `s` is still to be labelled out of the load balancers (never with lb_drain_seconds 0)."""
+    return lb_hold_until(s.info.labels, s.info.annotations, inputs.keys, inputs.options.lb_drain_seconds) is None
 
 
 def _held_for_lb(inputs, s, out):
@@ -107,6 +118,18 @@ def _heir_gate(inputs, census, s, cat):
     return bool(settled and not s.paired_now), gate
 
 
+def _heir_serving(inputs, census, s, cat):
+    """Whether donor `s` has a heir that is Ready on a running instance, in a pair written before this plan: its
+    heir_ready_seconds may still run."""
+    h = census.by_name.get(s.partner) if cat == DONOR and s.partner else None
+    return bool(h is not None and h.info.ready and inputs.running(h) and not s.paired_now)
+
+
+def _would_agree(inputs, census, s, cat):
+    """Whether the drain's cross-checks would pass now (nothing recorded: they are judged again when it is due)."""
+    return not _problems(inputs, census, s, cat, (STEP_CORDON, STEP_DRAIN))
+
+
 def _waiting(inputs, s, gate):
     """A heir that is not Ready within join_timeout of the pairing will likely never be: say so (the reference
     waited forever without a word)."""
@@ -118,14 +141,20 @@ def _waiting(inputs, s, gate):
 
 def _agreed(inputs, census, s, cat, out, *steps):
     """The cross-checks of these steps all pass; else the node (and its heir) are left alone."""
+    problems = _problems(inputs, census, s, cat, steps)
+    if problems:
+        out.problems.extend(_hold_leaving(census, s, problems))
+    return not problems
+
+
+def _problems(inputs, census, s, cat, steps):
+    """What the cross-checks of these steps find against leaving node `s`."""
     heir_info = census.by_name[s.partner].info if cat == DONOR and s.partner in census.by_name else None
     cloud = inputs.cloud_view if inputs.cloud_consulted else None
     problems = []
     for step in steps:
         problems.extend(CHECKS[step](s.info, heir_info, inputs.target, cloud, inputs.keys, inputs.now))
-    if problems:
-        out.problems.extend(_hold_leaving(census, s, problems))
-    return not problems
+    return problems
 
 
 def _hold_leaving(census, state, problems):

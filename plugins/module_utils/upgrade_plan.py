@@ -293,6 +293,7 @@ class Plan(_Record):
     delete_nodes: List[NodeDeletion] = field(default_factory=list)
     delete_instances: List[InstanceWithoutNode] = field(default_factory=list)
     uncordon: List[str] = field(default_factory=list)           # outdated nodes whose pair broke after our drain
+    lb_release: List[str] = field(default_factory=list)         # outdated nodes whose pair broke before it, back in the LBs
     surplus: List[SurplusNode] = field(default_factory=list)
     delete_first: List[RemovedFirst] = field(default_factory=list)
     record_start_counts: Dict[str, int] = field(default_factory=dict)                 # journal: start_counts

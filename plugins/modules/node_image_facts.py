@@ -99,6 +99,8 @@ options:
         its etcd member and its instance go, so connections the clouds' load balancers still hold to it can finish.
         Until then the node is listed in RV(plan.waiting_for_lb), and a leaving node without the label (and its
         moment, annotation C(<annotation_prefix>/lb-excluded-since)) in RV(plan.exclude_from_lb).
+      - A donor is labelled once its heir is Ready, so the hold runs while the heir's O(heir_ready_seconds) and the
+        drain do; a donor whose pair breaks before its drain gets the label off again (RV(plan.lb_release)).
       - V(0) sets no label and holds nothing. The role's default is V(300), the AWS ELB deregistration delay.
     type: int
     default: 0
@@ -354,8 +356,8 @@ plan:
       type: list
       elements: dict
     exclude_from_lb:
-      description: Leaving nodes to label out of the load balancers (with the moment) before their drain, or, when
-        drained without it, before their deletion (O(lb_drain_seconds)).
+      description: Leaving nodes to label out of the load balancers (with the moment) once their heir is Ready and by
+        their drain at the latest, or, when drained without it, before their deletion (O(lb_drain_seconds)).
       type: list
       elements: str
     waiting_for_lb:
@@ -379,6 +381,11 @@ plan:
       elements: dict
     uncordon:
       description: Outdated nodes this collection drained whose pair broke; uncordon them.
+      type: list
+      elements: str
+    lb_release:
+      description: Outdated nodes this collection labelled out of the load balancers whose pair broke before their
+        drain; take the label off.
       type: list
       elements: str
     surplus:
@@ -446,6 +453,7 @@ plan:
     delete_nodes: []
     delete_instances: []
     uncordon: []
+    lb_release: []
     delete_first: []
     record_start_counts: {}
     record_removed_first: {}

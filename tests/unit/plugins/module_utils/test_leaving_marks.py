@@ -261,3 +261,64 @@ def test_the_executor_labels_before_the_drain_and_deletes_only_after_the_hold():
             assert ex.wait_seconds(result) <= labelled_at + 10 - w.now + 0.1
             w.now += 1
     assert w.now - labelled_at >= 10
+
+
+def _heir_ready_since(w, moment):
+    w.nodes["new-1"]["status"]["conditions"][0]["lastTransitionTime"] = core.format_time(moment)
+
+
+def test_a_donor_leaves_the_load_balancers_when_its_heir_turns_ready_and_goes_in_the_pass_that_drains_it():
+    w = _paired_donor()
+    options = opts(lb_drain_seconds=10, heir_ready_seconds=30)
+    _heir_ready_since(w, w.now)
+    ex = w.executor(options, created=_created(w))
+    first = ex.run_pass()
+    # The heir's gate still runs: no drain yet, but out of the load balancers already.
+    assert [(d["step"], d.get("name")) for d in first["did"]] == [("exclude_from_lb", "old-1")]
+    assert first["facts"]["plan"]["exclude_from_lb"] == ["old-1"]
+    assert [h["name"] for h in first["facts"]["plan"]["waiting_for_heir"]] == ["old-1"]
+    assert not w.nodes["old-1"]["spec"].get("unschedulable")
+    w.now += 30.1
+    second = ex.run_pass()
+    # The hold ran under the gate: drained, and its instance and Node gone in the same pass.
+    steps = [d["step"] for d in second["did"] if d.get("name") == "old-1"]
+    assert "drain" in steps and "old-1" not in w.nodes, second["did"]
+    assert second["facts"]["plan"]["waiting_for_lb"] == []
+
+
+def test_a_donor_whose_heir_is_not_ready_or_paired_in_this_pass_stays_in_the_load_balancers():
+    w = _paired_donor()
+    w.nodes["new-1"]["status"]["conditions"][0]["status"] = "False"
+    plan = w.plan(opts(lb_drain_seconds=10, heir_ready_seconds=30), created=_created(w))["plan"]
+    assert plan["exclude_from_lb"] == [] and [h["name"] for h in plan["waiting_for_heir"]] == ["old-1"]
+    # A pair this plan forms waits for its write before anything else.
+    fresh = World([group("G1", image=NEW)])
+    fresh.add_node("old-1", "G1", OLD)
+    fresh.add_node("new-1", "G1", NEW)
+    plan = fresh.plan(opts(lb_drain_seconds=10, heir_ready_seconds=30),
+                      created=_created(fresh))["plan"]
+    assert [(p["donor"], p["heir"]) for p in plan["pairs"]] == [("old-1", "new-1")] and plan["exclude_from_lb"] == []
+    # With lb_drain_seconds 0 no label is set at all.
+    _heir_ready_since(w, w.now)
+    w.nodes["new-1"]["status"]["conditions"][0]["status"] = "True"
+    assert w.plan(opts(heir_ready_seconds=30), created=_created(w))["plan"]["exclude_from_lb"] == []
+
+
+def test_a_donor_out_of_the_load_balancers_whose_pair_breaks_before_its_drain_goes_back_in():
+    w = _paired_donor()
+    options = opts(lb_drain_seconds=10, heir_ready_seconds=30)
+    _heir_ready_since(w, w.now)
+    ex = w.executor(options, created=_created(w))
+    ex.run_pass()
+    assert core.LB_EXCLUDE_LABEL in w.nodes["old-1"]["metadata"]["labels"]
+    # The cloud takes the heir away before the gate ends: the pair breaks, the donor serves on.
+    w.delete_instance(w.instance_of("new-1").provider_id)
+    w.nodes.pop("new-1")
+    result = ex.run_pass()
+    assert result["facts"]["plan"]["lb_release"] == ["old-1"]
+    assert ("lb_release", "old-1") in [(d["step"], d.get("name")) for d in result["did"]]
+    meta = w.nodes["old-1"]["metadata"]
+    assert core.LB_EXCLUDE_LABEL not in meta["labels"] and P + "lb-excluded-since" not in meta["annotations"]
+    assert not w.nodes["old-1"]["spec"].get("unschedulable")
+    # Once released, nothing more to do.
+    assert ex.run_pass()["facts"]["plan"]["lb_release"] == []
