@@ -1,12 +1,14 @@
 """The critical-path bound of a rolling upgrade (pure arithmetic, no I/O; bench/README.md gives the formula).
 
-One replacement holds one surge slot for  L = C + J + H + d + e :
+One replacement holds one surge slot for  L = C + J + max(H + d, h) + e :
   C  the cloud's create-to-boot time (the emulator's boot delay, a knob),
   J  the join delay (the node simulator's knob: instance booted to Node Ready); for a control-plane heir the
      measured join when given (join_cp): its real etcd member starts within the knob's time, and a start
      slower than the knob makes the join longer,
   H  heir_ready_seconds (the role's gate between heir Ready and the donor's cordon),
   d  the donor's drain (cordon to the last non-DaemonSet pod gone), measured,
+  h  lb_drain_seconds: the donor is out of the load balancers from its heir's Ready, and its instance goes only
+     after h; only the part longer than H + d adds to the slot,
   e  the donor's delete (the cloud's delete request to the instance gone), measured.
 The control-plane nodes are replaced one at a time, before any worker (the planner's rule), so they add
 n_cp * L_cp. Workers then run in waves: group g may hold s_g = min(surge_limit(max_surge, n_g), n_g)
@@ -21,9 +23,9 @@ import math
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.core import surge_limit
 
 
-def slot_seconds(create, join, heir_ready, drain, delete):
+def slot_seconds(create, join, heir_ready, drain, delete, lb_hold=0.0):
     """L: how long one replacement holds its surge slot."""
-    return float(create) + float(join) + float(heir_ready) + float(drain) + float(delete)
+    return float(create) + float(join) + max(float(heir_ready) + float(drain), float(lb_hold)) + float(delete)
 
 
 def worker_waves(group_sizes, max_surge, max_surge_total=None):
@@ -44,11 +46,12 @@ def worker_waves(group_sizes, max_surge, max_surge_total=None):
 
 
 def critical_path(control_planes, worker_groups, max_surge, max_surge_total, create, join, heir_ready,
-                  drain_worker, delete_worker, drain_cp=None, delete_cp=None, join_cp=None):
+                  drain_worker, delete_worker, drain_cp=None, delete_cp=None, join_cp=None, lb_hold=0.0):
     """The bound in seconds, and its parts: {bound, cp_seconds, worker_seconds, waves, at_once, slot_cp, slot_worker}."""
     slot_cp = slot_seconds(create, join if join_cp is None else join_cp, heir_ready,
-                           drain_worker if drain_cp is None else drain_cp, delete_worker if delete_cp is None else delete_cp)
-    slot_worker = slot_seconds(create, join, heir_ready, drain_worker, delete_worker)
+                           drain_worker if drain_cp is None else drain_cp, delete_worker if delete_cp is None else delete_cp,
+                           lb_hold)
+    slot_worker = slot_seconds(create, join, heir_ready, drain_worker, delete_worker, lb_hold)
     waves, at_once = worker_waves(worker_groups, max_surge, max_surge_total)
     cp_seconds = int(control_planes) * slot_cp
     worker_seconds = waves * slot_worker

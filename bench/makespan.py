@@ -233,10 +233,11 @@ def run_arm(args, engine, arm, workdir, realistic=False):
         if i["provider_id"] not in before and i.get("created") and i.get("joined"):
             joins.setdefault(i.get("role") or "worker", []).append(i["joined"] - i["created"])
     j_cp, j_w = bound.median(joins["control-plane"], default=None), bound.median(joins["worker"], default=None)
+    lb_hold = float(values.get("rolling_upgrade_lb_drain_seconds") or 0)
     crit = bound.critical_path(len(cp), list(groups.values()), surge, surge_total, boot, args.join_delay,
-                               args.heir_ready, d_w, e_w, d_cp, e_cp, join_cp=j_cp)
+                               args.heir_ready, d_w, e_w, d_cp, e_cp, join_cp=j_cp, lb_hold=lb_hold)
     crit_knobs = bound.critical_path(len(cp), list(groups.values()), surge, surge_total, boot, args.join_delay,
-                                     args.heir_ready, d_w, e_w, d_cp, e_cp)
+                                     args.heir_ready, d_w, e_w, d_cp, e_cp, lb_hold=lb_hold)
     heir_boots = [i["created"] for i in instances if i["provider_id"] not in before and i.get("created")]
     # The first create request (GCE's log times them); elsewhere the first heir instance the node simulator saw.
     creates = [r["at"] for r in requests if r.get("method") == "POST" and r.get("at", 0) >= started
@@ -270,7 +271,7 @@ def run_arm(args, engine, arm, workdir, realistic=False):
                      "drain_cp_median_s": round(d_cp, 2), "delete_cp_median_s": round(e_cp, 2),
                      "drains_s": {k: round(v, 2) for k, v in sorted(drains.items())},
                      "deletes_s": {k: round(v, 2) for k, v in sorted(deletes.items())},
-                     "create_boot_s": boot, "join_delay_s": args.join_delay, "heir_ready_s": args.heir_ready,
+                     "create_boot_s": boot, "join_delay_s": args.join_delay, "heir_ready_s": args.heir_ready, "lb_hold_s": lb_hold,
                      "join_cp_median_s": round(j_cp, 2) if j_cp is not None else None,
                      "join_worker_median_s": round(j_w, 2) if j_w is not None else None},
         "cpu_s": round(run.cpu or 0, 1),

@@ -9,6 +9,13 @@ def test_one_replacement_holds_its_slot_for_create_join_gate_drain_and_delete():
     assert bound.slot_seconds(0.3, 20, 5, 12.5, 0.2) == pytest.approx(38.0)
 
 
+def test_the_load_balancer_hold_adds_only_what_outlasts_the_gate_and_the_drain():
+    # Out of the load balancers from the heir's Ready: a hold within H + d costs nothing, a longer one its excess.
+    assert bound.slot_seconds(0.3, 20, 5, 0.0, 15, lb_hold=2) == pytest.approx(40.3)
+    assert bound.slot_seconds(0.3, 20, 5, 0.0, 15, lb_hold=300) == pytest.approx(335.3)
+    assert bound.critical_path(1, [2], 1, None, 0, 20, 5, 0, 15, lb_hold=30)["slot_worker"] == pytest.approx(65.0)
+
+
 @pytest.mark.parametrize("sizes, surge, total, expected", [
     ([4, 4], 1, 1, (8, 1)),        # the reference: one node at a time in the whole cluster
     ([4, 4], 1, None, (4, 2)),     # the defaults: one per group, both groups at once
