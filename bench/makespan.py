@@ -17,6 +17,7 @@ formula and keeps the figures recorded for the task-chain engine the role had un
 
 import argparse
 import concurrent.futures
+import copy
 import json
 import pathlib
 import re
@@ -39,6 +40,7 @@ ARMS = {
     "surge10pct": {"rolling_upgrade_max_surge": "10%"},
 }
 DEFAULT_SURGE, DEFAULT_SURGE_TOTAL = 1, None   # roles/rolling_upgrade/defaults/main.yml
+SMALL_SUFFIX = "@1+8"   # --small-arms: the arm on 1 + 8 workers in 2 groups, in the same run as a larger world
 # A real GCE project's timings (bench/README.md gives the sources): seconds per API request, a createInstances or
 # deleteInstances operation running, an instance from its creation to RUNNING, a deleted instance still listed.
 REALISTIC_GCE = {"latency": 0.2, "op_delay": 5.0, "boot_delay": 25.0, "delete_delay": 30.0}
@@ -172,9 +174,9 @@ def node_delete_times(donors, gone):
             and gone[n] >= r["deleted"]}
 
 
-def run_arm(args, engine, arm, workdir, realistic=False):
+def run_arm(args, engine, arm, workdir, realistic=False, suffix=""):
     knobs = dict(ARMS[arm])
-    arm_name = arm + ("@realistic" if realistic else "")
+    arm_name = arm + ("@realistic" if realistic else "") + suffix
     label = "%s/%s" % (engine, arm_name)
     world.log("arm %s: fresh sandbox, seeding %d+%d nodes" % (label, args.control_planes, args.workers))
     with world.fresh_sandbox(args.cloud, keep=args.keep) as handle:
@@ -372,6 +374,9 @@ def main(argv=None):
     parser.add_argument("--realistic", default="", help="these arms once more with realistic cloud timings (after --arms)")
     parser.add_argument("--join-delay", type=float, default=20.0)
     parser.add_argument("--heir-ready", type=float, default=5.0, help="rolling_upgrade_heir_ready_seconds")
+    parser.add_argument("--small-arms", default="",
+                        help="after the others, these arms with realistic cloud timings on 1 + 8 workers in 2 groups "
+                             "(issue 22 asks for them in the same run as the large world)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="per arm, for ansible-playbook")
     parser.add_argument("--parallel", type=int, default=1, help="run this many arms at once (default 1)")
     parser.add_argument("--json", default=None, help="write every figure to FILE")
@@ -389,15 +394,18 @@ def main(argv=None):
     engines = [world.ENGINE]
     arms = [a for a in args.arms.split(",") if a]
     realistic = [a for a in args.realistic.split(",") if a]
-    if set(arms + realistic) - set(ARMS):
-        parser.error("--arms and --realistic: choose from %s" % ",".join(ARMS))
+    small = [a for a in args.small_arms.split(",") if a]
+    if set(arms + realistic + small) - set(ARMS):
+        parser.error("--arms, --realistic and --small-arms: choose from %s" % ",".join(ARMS))
+    small_args = copy.copy(args)
+    small_args.control_planes, small_args.workers, small_args.groups, small_args.app_replicas = 1, 8, 2, 0
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="kubenodes-makespan-"))
     workdir.mkdir(parents=True, exist_ok=True)
     header = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "commit": world.commit(), "cloud": args.cloud,
               "engines": engines, "arms": arms, "parallel": args.parallel, "control_planes": args.control_planes, "workers": args.workers,
               "groups": args.groups, "app_replicas": args.app_replicas,
               "join_delay_s": args.join_delay, "heir_ready_s": args.heir_ready, "load_start": world.loadavg(),
-              "realistic_arms": realistic, "realistic_knobs": realistic_knobs(cloud=args.cloud),
+              "realistic_arms": realistic, "small_arms": small, "realistic_knobs": realistic_knobs(cloud=args.cloud),
               "realistic_scale": REALISTIC_SCALE}
     counted, burn = world.check_cpu_accounting(workdir)
     header["cpu_accounting_check"] = {"module_burned_s": burn, "wait4_counted_s": round(counted, 2),
@@ -407,12 +415,13 @@ def main(argv=None):
     results = []
     lock = threading.Lock()
 
-    def one(engine, arm, real=False):
+    def one(engine, arm, real=False, suffix=""):
         try:
-            result = run_arm(args, engine, arm, workdir, realistic=real)
+            result = run_arm(small_args if suffix else args, engine, arm, workdir, realistic=real, suffix=suffix)
         except Exception as exc:  # noqa: BLE001 - one broken arm must not lose the others' figures
             world.log("arm %s/%s FAILED: %r" % (engine, arm, exc))
-            result = {"engine": engine, "arm": arm + ("@realistic" if real else ""), "error": repr(exc), "measured": {}}
+            result = {"engine": engine, "arm": arm + ("@realistic" if real else "") + suffix, "error": repr(exc),
+                      "measured": {}}
         with lock:
             results.append(result)
             if args.json:
@@ -420,12 +429,13 @@ def main(argv=None):
 
     # With --parallel N, N arms run at once (each on its own sandbox), which shortens the wall time on a busy
     # machine.
-    todo = [(engine, arm, False) for arm in arms for engine in engines]
-    todo += [(engine, arm, True) for arm in realistic for engine in engines]
+    todo = [(engine, arm, False, "") for arm in arms for engine in engines]
+    todo += [(engine, arm, True, "") for arm in realistic for engine in engines]
+    todo += [(engine, arm, True, SMALL_SUFFIX) for arm in small for engine in engines]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        for future in [pool.submit(one, engine, arm, real) for engine, arm, real in todo]:
+        for future in [pool.submit(one, *item) for item in todo]:
             future.result()
-    order = {(engine, arm + ("@realistic" if real else "")): i for i, (engine, arm, real) in enumerate(todo)}
+    order = {(engine, arm + ("@realistic" if real else "") + suffix): i for i, (engine, arm, real, suffix) in enumerate(todo)}
     results.sort(key=lambda r: order[(r["engine"], r["arm"])])
     done = [r for r in results if "error" not in r]
     header["load_end"] = world.loadavg()
