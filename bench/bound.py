@@ -16,6 +16,10 @@ replacements at once, the whole cluster at most T = max_surge_total (unbounded w
     W      = min(T, sum_g s_g)                                  replacements at once
     waves  = max(max_g ceil(n_g / s_g), ceil(N_w / W))          N_w = sum_g n_g
     bound  = n_cp * L_cp + waves * L_w
+With the canary (the role's default), a worker group with s_g > 1 first replaces one node alone, and goes to its
+full surge once that replacement is done (its donor's Node gone, not its instance) and its heir has been Ready for
+the soak S:  K = C + J + max(H + d, h) + S,  then ceil((n_g - 1) / s_g) waves, so
+    worker = max(max_g [K if canary_g] + ceil((n_g - canary_g) / s_g) * L_w,  ceil(N_w / W) * L_w)
 """
 
 import math
@@ -45,9 +49,17 @@ def worker_waves(group_sizes, max_surge, max_surge_total=None):
     return waves, at_once
 
 
+def canary_seconds(create, join, heir_ready, drain, lb_hold=0.0, soak=0.0):
+    """K: how long a group's canary holds the rest of the group back (its donor's Node goes at once after the
+    instance's delete call; the group's full surge waits for that, not for the instance to go)."""
+    return slot_seconds(create, join, heir_ready, drain, 0.0, lb_hold) + float(soak)
+
+
 def critical_path(control_planes, worker_groups, max_surge, max_surge_total, create, join, heir_ready,
-                  drain_worker, delete_worker, drain_cp=None, delete_cp=None, join_cp=None, lb_hold=0.0):
-    """The bound in seconds, and its parts: {bound, cp_seconds, worker_seconds, waves, at_once, slot_cp, slot_worker}."""
+                  drain_worker, delete_worker, drain_cp=None, delete_cp=None, join_cp=None, lb_hold=0.0,
+                  canary=False, canary_soak=0.0):
+    """The bound in seconds, and its parts: {bound, cp_seconds, worker_seconds, waves, at_once, slot_cp, slot_worker,
+    canary_seconds}."""
     slot_cp = slot_seconds(create, join if join_cp is None else join_cp, heir_ready,
                            drain_worker if drain_cp is None else drain_cp, delete_worker if delete_cp is None else delete_cp,
                            lb_hold)
@@ -55,8 +67,16 @@ def critical_path(control_planes, worker_groups, max_surge, max_surge_total, cre
     waves, at_once = worker_waves(worker_groups, max_surge, max_surge_total)
     cp_seconds = int(control_planes) * slot_cp
     worker_seconds = waves * slot_worker
+    k = canary_seconds(create, join, heir_ready, drain_worker, lb_hold, canary_soak) if canary else 0.0
+    if k and waves:
+        sizes = [int(n) for n in worker_groups if int(n) > 0]
+        per_group = []
+        for n in sizes:
+            s = min(surge_limit(max_surge, n), n)
+            per_group.append(k + math.ceil((n - 1) / s) * slot_worker if s > 1 else n * slot_worker)
+        worker_seconds = max([math.ceil(sum(sizes) / at_once) * slot_worker] + per_group)
     return {"bound": cp_seconds + worker_seconds, "cp_seconds": cp_seconds, "worker_seconds": worker_seconds,
-            "waves": waves, "at_once": at_once, "slot_cp": slot_cp, "slot_worker": slot_worker}
+            "waves": waves, "at_once": at_once, "slot_cp": slot_cp, "slot_worker": slot_worker, "canary_seconds": k}
 
 
 def median(values, default=0.0):

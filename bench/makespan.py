@@ -26,7 +26,10 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from bench import world  # noqa: E402  pylint: disable=wrong-import-position  (sets the import paths first)
 from bench import bound  # noqa: E402  pylint: disable=wrong-import-position
@@ -174,6 +177,14 @@ def node_delete_times(donors, gone):
             and gone[n] >= r["deleted"]}
 
 
+def role_value(values, name):
+    """The role variable `name` as the arm's run sets it, else the role's default."""
+    if name in values:
+        return values[name]
+    defaults = ROOT / "roles" / "rolling_upgrade" / "defaults" / "main.yml"
+    return (yaml.safe_load(defaults.read_text()) or {}).get(name)
+
+
 def run_arm(args, engine, arm, workdir, realistic=False, suffix=""):
     knobs = dict(ARMS[arm])
     arm_name = arm + ("@realistic" if realistic else "") + suffix
@@ -235,11 +246,13 @@ def run_arm(args, engine, arm, workdir, realistic=False, suffix=""):
         if i["provider_id"] not in before and i.get("created") and i.get("joined"):
             joins.setdefault(i.get("role") or "worker", []).append(i["joined"] - i["created"])
     j_cp, j_w = bound.median(joins["control-plane"], default=None), bound.median(joins["worker"], default=None)
-    lb_hold = float(values.get("rolling_upgrade_lb_drain_seconds") or 0)
+    lb_hold = float(role_value(values, "rolling_upgrade_lb_drain_seconds") or 0)
+    canary = dict(canary=bool(role_value(values, "rolling_upgrade_canary")),
+                  canary_soak=float(role_value(values, "rolling_upgrade_soak_seconds") or 0))
     crit = bound.critical_path(len(cp), list(groups.values()), surge, surge_total, boot, args.join_delay,
-                               args.heir_ready, d_w, e_w, d_cp, e_cp, join_cp=j_cp, lb_hold=lb_hold)
+                               args.heir_ready, d_w, e_w, d_cp, e_cp, join_cp=j_cp, lb_hold=lb_hold, **canary)
     crit_knobs = bound.critical_path(len(cp), list(groups.values()), surge, surge_total, boot, args.join_delay,
-                                     args.heir_ready, d_w, e_w, d_cp, e_cp, lb_hold=lb_hold)
+                                     args.heir_ready, d_w, e_w, d_cp, e_cp, lb_hold=lb_hold, **canary)
     heir_boots = [i["created"] for i in instances if i["provider_id"] not in before and i.get("created")]
     # The first create request (GCE's log times them); elsewhere the first heir instance the node simulator saw.
     creates = [r["at"] for r in requests if r.get("method") == "POST" and r.get("at", 0) >= started
@@ -273,7 +286,7 @@ def run_arm(args, engine, arm, workdir, realistic=False, suffix=""):
                      "drain_cp_median_s": round(d_cp, 2), "delete_cp_median_s": round(e_cp, 2),
                      "drains_s": {k: round(v, 2) for k, v in sorted(drains.items())},
                      "deletes_s": {k: round(v, 2) for k, v in sorted(deletes.items())},
-                     "create_boot_s": boot, "join_delay_s": args.join_delay, "heir_ready_s": args.heir_ready, "lb_hold_s": lb_hold,
+                     "create_boot_s": boot, "join_delay_s": args.join_delay, "heir_ready_s": args.heir_ready, "lb_hold_s": lb_hold, **canary,
                      "join_cp_median_s": round(j_cp, 2) if j_cp is not None else None,
                      "join_worker_median_s": round(j_w, 2) if j_w is not None else None},
         "cpu_s": round(run.cpu or 0, 1),

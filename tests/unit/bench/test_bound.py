@@ -16,6 +16,22 @@ def test_the_load_balancer_hold_adds_only_what_outlasts_the_gate_and_the_drain()
     assert bound.critical_path(1, [2], 1, None, 0, 20, 5, 0, 15, lb_hold=30)["slot_worker"] == pytest.approx(65.0)
 
 
+def test_the_canary_goes_first_in_each_group_and_holds_the_rest_until_its_donors_node_is_gone():
+    # 1 + 8 in two groups of 4 at surge 4: the canary (C + J + H + d, its instance's deletion not waited for), then the
+    # other three of each group at once. L = 0.3 + 20 + 5 + 0 + 15 = 40.3, K = 25.3.
+    parts = bound.critical_path(1, [4, 4], 4, None, 0.3, 20, 5, 0, 15, canary=True)
+    assert parts["canary_seconds"] == pytest.approx(25.3)
+    assert parts["worker_seconds"] == pytest.approx(25.3 + 40.3) and parts["bound"] == pytest.approx(40.3 + 65.6)
+    # 30 per group at 10 % (3): the canary, then ceil(29 / 3) = 10 waves; a soak adds to the canary.
+    parts = bound.critical_path(3, [30] * 10, "10%", None, 0.3, 20, 5, 0, 15, canary=True, canary_soak=10)
+    assert parts["worker_seconds"] == pytest.approx(35.3 + 10 * 40.3)
+    # At surge 1 there is no canary, and none when it is off.
+    assert bound.critical_path(1, [4, 4], 1, None, 0.3, 20, 5, 0, 15, canary=True)["worker_seconds"] == pytest.approx(4 * 40.3)
+    assert bound.critical_path(1, [4, 4], 4, None, 0.3, 20, 5, 0, 15)["worker_seconds"] == pytest.approx(40.3)
+    # A cluster-wide cap that makes more waves than the canary does still bounds it.
+    assert bound.critical_path(1, [4, 4], 4, 1, 0.3, 20, 5, 0, 15, canary=True)["worker_seconds"] == pytest.approx(8 * 40.3)
+
+
 @pytest.mark.parametrize("sizes, surge, total, expected", [
     ([4, 4], 1, 1, (8, 1)),        # the reference: one node at a time in the whole cluster
     ([4, 4], 1, None, (4, 2)),     # the defaults: one per group, both groups at once
