@@ -803,6 +803,13 @@ def test_a_create_after_a_cut_off_one_in_the_same_second_is_not_taken_for_its_gr
     assert [len(v["after"]) for v in intents] == [0, 1]
 
 
+def test_a_create_after_a_cut_off_one_in_the_same_second_with_a_control_plane_first():
+    # The same defect on another world (the soak on 42b2521, seed 4): W1 listed 7 instances, 3 positions + a surge of 3.
+    run = upgrade(Scenario(groups=((CP, 1, 0), ("worker", 3, 0), ("worker", 3, 0)), max_surge=3, kill_rate=0.06,
+                           max_kills=2, cached=True, seed=4))
+    assert run.result is not None and run.kills >= 1
+
+
 def test_a_drained_donor_left_alone_while_its_heir_is_not_ready_for_a_moment_keeps_the_run_going():
     # W1: two old workers, surge 1, lb_drain_seconds 90 (a tick and a half). w1-o1 is drained and out of the load
     # balancers when its heir n7 turns NotReady for two ticks: w1-o1 is left alone meanwhile. The run was then done, with
