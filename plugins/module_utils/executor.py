@@ -78,6 +78,9 @@ GATE_MARGIN = 0.05  # past a heir's heir_ready_seconds, so the pass finds the ga
 MAX_DRAINS_AT_ONCE = 32
 # The most groups whose creates are sent at once (each a request, or one per instance where the cloud takes no list).
 MAX_CREATES_AT_ONCE = 16
+# The most groups pointed at the image at once (each a few calls and one or two operations to wait on; the threads
+# mostly wait, and the call rate still spaces their calls).
+MAX_IMAGE_SETS_AT_ONCE = 16
 
 
 _UNREAD = object()   # Executor.plan: etcd's health not read by the caller
@@ -883,12 +886,13 @@ class Executor:
 
     def _set_group_images(self, items):
         """Point every group at the image at once: each is a template (or model) write and a wait on the cloud's
-        operation, independent of the others; every one is tried and the first failure in plan order is raised."""
+        operation, independent of the others, at most MAX_IMAGE_SETS_AT_ONCE at a time; every one is tried and the first
+        failure in plan order is raised."""
         if len(items) <= 1:
             for item in items:
                 self.cloud.set_group_image(item["group"], item["image"])
             return
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(items)) as pool:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(items), MAX_IMAGE_SETS_AT_ONCE)) as pool:
             futures = [pool.submit(self.cloud.set_group_image, item["group"], item["image"]) for item in items]
             concurrent.futures.wait(futures)
         for future in futures:

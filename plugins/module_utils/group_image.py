@@ -57,9 +57,10 @@ def ensure_image(module, provider):
     return result
 
 
-def apply_image(module):
-    """ensure_image() with the provider module.params name, and that provider's extras (AWS resource_actions)."""
-    provider = factory.build_provider(module.params)
+def apply_image(module, built=None):
+    """ensure_image() with the provider module.params name (`built` when given: one built from these params), and that
+    provider's extras (AWS resource_actions)."""
+    provider = built if built is not None else factory.build_provider(module.params)
     result = ensure_image(module, provider)
     result.update(factory.provider_extras(provider))
     return result

@@ -56,12 +56,12 @@ def quota_report(provider, result):
     return quota.assess(rows, limits, result["budget"].get("max_surge_total"))
 
 
-def facts(module):
+def facts(module, built=None):
     """node_image_facts' result: the plan with its views (fails through module.fail_json); also run in the
-    controller by the upgrade_step action."""
+    controller by the upgrade_step action, with the provider it built already (`built`)."""
     reading = "cannot list PodDisruptionBudgets"
     try:
-        api_client, nodes, result, provider = node_state.plan_from_cluster(module.params)
+        api_client, nodes, result, provider = node_state.plan_from_cluster(module.params, built=built)
         keys = AnnotationKeys(result["annotation_prefix"])
         listed = list(nodes.values())
         result.update(

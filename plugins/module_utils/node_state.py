@@ -237,8 +237,9 @@ def read_records(api_client, where):
                              % (namespace, name, kube.api_error_message(exc)))
 
 
-def plan_from_cluster(params, now=None):
-    """Read the cluster (and the cloud when params['provider'] is set) and run the planner.
+def plan_from_cluster(params, now=None, built=None):
+    """Read the cluster (and the cloud when params['provider'] is set) and run the planner; `built` is a provider
+    already built from these params (the run's), used instead of a new one.
 
     Returns (api_client, {node name: node dict}, planner result, provider or None). Raises PlannerFailure.
     Costs one LIST of nodes, one listing of scaling groups, one listing of instances per group and one
@@ -262,7 +263,7 @@ def plan_from_cluster(params, now=None):
         from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import factory
 
         try:
-            provider = factory.build_provider(params)
+            provider = built if built is not None else factory.build_provider(params)
         except base.ProviderError as exc:
             raise PlannerFailure("cannot use the %s provider: %s" % (params["provider"], exc))
         except (ValueError, TypeError, KeyError, OSError) as exc:

@@ -101,12 +101,20 @@ def _reader(doing, *args, **kwargs):
 def prepare(args, check_mode):
     """The image, the journal's target and the preflight's read, each as its module does it: `resolved` as
     csp_scaling_group (check mode, no group), `target` as upgrade_journal (check mode), `preflight` as
-    node_image_facts on the target image (None when args["preflight"] is None)."""
+    node_image_facts on the target image (None when args["preflight"] is None); and `provider`, the one provider
+    these reads built and used, for the engine: one set of clients, and what its reads keep (GCE's templates while the
+    groups name them) is not read again by the first pass."""
     reads = {}
     doing = "resolve the image"
     module = _reader(doing, dict(group_image.ARGUMENT_SPEC), dict(cloud_params(args), image=args["image"], group=[]),
                      cloud=base.CLOUD_REQUIRED, check_mode=True)
-    reads["resolved"] = _read(doing, module, lambda: group_image.apply_image(module))
+    built = []
+
+    def resolve(module):
+        built.append(factory.build_provider(module.params))   # inside the read: its failure is the read's, as before
+        return group_image.apply_image(module, built[0])
+    reads["resolved"] = _read(doing, module, lambda: resolve(module))
+    reads["provider"] = built[0]
     where = args["journal"] or {}
     doing = "the upgrade's target image"
     module = _reader(doing, journal_store.ARGUMENT_SPEC, dict(
@@ -120,7 +128,7 @@ def prepare(args, check_mode):
         params.update(args["preflight"], image=reads["target"]["target_image"])
         doing = "read the nodes and the clouds"
         module = _reader(doing, image_facts.argument_spec(), params, check_mode=check_mode)
-        reads["preflight"] = _read(doing, module, lambda: image_facts.facts(module))
+        reads["preflight"] = _read(doing, module, lambda: image_facts.facts(module, reads["provider"]))
     return reads
 
 
@@ -184,6 +192,7 @@ class UpgradeRun:
         self.pending_journal, self.pending_events = {}, []
         self.api_client = None
         self.preflight_read = None   # start's read of the nodes and the clouds (check mode plans on it)
+        self.provider = None         # the provider start's reads built, for the engine (prepare)
         # Health gates (gate_after): the workloads running before the batch, and whether a gate is due now.
         self.gate_baseline, self.gate_pending = None, False
         self.gates_passed = set()
@@ -208,6 +217,7 @@ class UpgradeRun:
                             etcd_health=None)
         self._say_target(start["image"], target)
         self.preflight_read = reads["preflight"]
+        self.provider = reads["provider"]
         if reads["preflight"] is not None:
             verdict = preflight.verdict(reads["preflight"], args["max_unavailable"], start["etcd_preflight"],
                                         args["etcd"]["endpoints"], start["allow_unready_system_pods"], self.check_mode)
@@ -336,7 +346,7 @@ class UpgradeRun:
         # An API server or cloud that does not answer is named on the progress line while the run waits for it.
         kube.on_waiting(self.api_client, self._waiting)
         try:
-            provider = factory.build_provider(args)
+            provider = self.provider if self.provider is not None else factory.build_provider(args)
             canonical = None
             if not args["image_resolved"]:
                 canonical = provider.validate_image(options.image.strip())   # retried inside the provider

@@ -20,6 +20,7 @@ and dropped connections are retried with jittered backoff; other 4xx answers are
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import importlib.util
 import json
@@ -90,6 +91,10 @@ except ImportError:
 SDK_PACKAGE = "google-cloud-compute"
 API_PREFIX = "https://www.googleapis.com/compute/v1/"
 WAIT_CALL_TIMEOUT = 130.0
+# The most reads of one listing in flight at once (templates, a quota's managers and machine types): at a real cloud's
+# 100-300 ms a call, reading each group's in turn made the listing grow by that per group. Each read still takes its
+# token of the call rate.
+READS_AT_ONCE = 4
 # instanceGroupManagers.deleteInstances: "You can specify a maximum of 1000 instances with this method per request."
 DELETES_PER_REQUEST = 1000
 # Operation names to one zoneOperations/regionOperations list: its filter names them, so this keeps the URL short
@@ -617,7 +622,8 @@ class GceProvider(CloudProvider):
         self._recent = {}   # group ID -> {name: Instance} created by this object
         self._operations = {}   # operation name -> (GroupRef, instance name, what it does, "create" or "delete")
         self._deleting = {}     # group ID -> {instance name}: deletions accepted whose operation is still open
-        self._memo = None   # within reading(): {"igm": {group ID: IGM}, "template": {URL: template}}
+        self._memo = None   # within reading(): {"igm": {group ID: IGM}, "template": {URL: template}, "image": ...}
+        self._image_lock = threading.Lock()   # one check of the image for the groups pointed at it at once
         self._templates = {}   # (project, template name) -> template, kept while the groups read name it (_keep_named)
         self._created = {}     # (zone, instance name, instance ID) -> its creation time, see _creation_times
         self.skipped_groups = []   # (group, reason) that the last discovery by list_groups() passed over
@@ -749,10 +755,11 @@ class GceProvider(CloudProvider):
         """Within this block each instance group manager and each instance template is read at most once
         (one executor slice, one node_image_facts call). Templates are immutable in GCE; an instance group
         manager this object changes (create, delete, set_group_image) is read again, but what a create needs of it
-        (_create_basis) only after set_group_image. Nests."""
+        (_create_basis) only after set_group_image. The image that set_group_image points groups at is checked once
+        for all of them (_checked_image). Nests."""
         outer = self._memo is None
         if outer:
-            self._memo = {"igm": {}, "template": {}, "basis": {}}
+            self._memo = {"igm": {}, "template": {}, "basis": {}, "image": {}}
         try:
             yield self
         finally:
@@ -826,9 +833,40 @@ class GceProvider(CloudProvider):
             raise ProviderError("instance group manager %s has no instance template" % ref.id)
         return url
 
+    def _read_templates(self, igms, templates):
+        """The templates these (GroupRef, IGM) name that are neither in `templates` nor kept, read at once into
+        `templates` ({URL: template, or the ProviderError its read raised, for _group to raise in its turn})."""
+        urls = []
+        for ref, igm in igms:
+            try:
+                url = self._igm_template_url(igm, ref)
+            except ProviderError:
+                continue   # _group says why, in its turn
+            key = parse_template(url)
+            if url not in templates and url not in urls and key not in self._templates and not (
+                    self._memo is not None and key in self._memo["template"]):
+                urls.append(url)
+
+        def read(url):
+            try:
+                return self._get_template(url)
+            except ProviderError as exc:
+                return exc
+        templates.update(zip(urls, self._at_once(read, urls)))
+
+    @staticmethod
+    def _at_once(function, items):
+        """function(item) for each item, at most READS_AT_ONCE at a time; the results in the items' order."""
+        if len(items) <= 1:
+            return [function(item) for item in items]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(READS_AT_ONCE, len(items))) as pool:
+            return list(pool.map(function, items))
+
     def _group(self, ref, igm, templates):
         url = self._igm_template_url(igm, ref)
         template = templates.get(url) or self._get_template(url)
+        if isinstance(template, ProviderError):
+            raise template
         templates[url] = template
         return Group(id=ref.id, name=ref.name, image=self._template_image(template),
                      role=role_of(dict(template.properties.labels), ref.name), target_size=igm.target_size,
@@ -867,7 +905,9 @@ class GceProvider(CloudProvider):
         templates = {}
         if group_ids is not None:
             refs = [parse_group_id(g) for g in group_ids]
-            groups = [self._group(ref, self._get_igm(ref), templates) for ref in refs]
+            igms = list(zip(refs, self._at_once(self._get_igm, refs)))   # the first failure in refs' order raises
+            self._read_templates(igms, templates)
+            groups = [self._group(ref, igm, templates) for ref, igm in igms]
             self._keep_named(templates)
             return groups
         if not self.project:
@@ -878,17 +918,24 @@ class GceProvider(CloudProvider):
         # The whole project is listed, so groups that are none of ours may be odd (regional templates,
         # canary versions): such a group is skipped and noted in skipped_groups, not fatal to the listing.
         groups, self.skipped_groups = [], []
-        for dummy, scoped in pages:
-            for igm in scoped.instance_group_managers:
-                try:
-                    ref = parse_group_id(igm.self_link)
-                    if self._memo is not None:
-                        self._memo["igm"][ref.id] = igm
-                    groups.append(self._group(ref, igm, templates))
-                except ProviderError as exc:
-                    if exc.retryable:
-                        raise
-                    self.skipped_groups.append((strip_url(igm.self_link) or igm.name, str(exc)))
+        listed = [igm for dummy, scoped in pages for igm in scoped.instance_group_managers]
+        readable = []
+        for igm in listed:
+            try:
+                readable.append((parse_group_id(igm.self_link), igm))
+            except ProviderError:
+                continue   # skipped below, in the listing's order
+        self._read_templates(readable, templates)
+        for igm in listed:
+            try:
+                ref = parse_group_id(igm.self_link)
+                if self._memo is not None:
+                    self._memo["igm"][ref.id] = igm
+                groups.append(self._group(ref, igm, templates))
+            except ProviderError as exc:
+                if exc.retryable:
+                    raise
+                self.skipped_groups.append((strip_url(igm.self_link) or igm.name, str(exc)))
         if not groups and self.skipped_groups:
             raise ProviderError("no usable managed instance group in project %s: %s" % (
                 self.project, "; ".join("%s: %s" % skipped for skipped in self.skipped_groups)))
@@ -1246,9 +1293,26 @@ class GceProvider(CloudProvider):
         igm = self._get_igm(ref)
         return self._template_image(self._get_template(self._igm_template_url(igm, ref)))
 
+    def _checked_image(self, image):
+        """validate_image(image), once within reading() for the groups pointed at it at once (the executor sets every
+        group's image from its own thread): the others wait for the first's answer, a failure included."""
+        if self._memo is None:
+            return self.validate_image(image)
+        with self._image_lock:
+            checked = self._memo["image"].get(image)
+            if checked is None:
+                try:
+                    checked = (True, self.validate_image(image))
+                except ProviderError as exc:
+                    checked = (False, exc)
+                self._memo["image"][image] = checked
+        if not checked[0]:
+            raise checked[1]
+        return checked[1]
+
     def set_group_image(self, group_id, image):
         ref = parse_group_id(group_id)
-        wanted = self.validate_image(image)
+        wanted = self._checked_image(image)
         igm = self._get_igm(ref, fresh=True)   # the group as it is now, before changing it
         template_url = self._igm_template_url(igm, ref)
         template = self._get_template(template_url, fresh=True)
@@ -1313,20 +1377,13 @@ class GceProvider(CloudProvider):
 
     def _insert_template_clone(self, project, template, image):
         """Insert a copy of `template` whose boot disk uses `image`; return the new template's URL.
-        A clone left by an interrupted run (same name, same image) is reused, not duplicated."""
+        A clone left by an interrupted run (same name, same image) is reused, not duplicated: the insert comes first
+        and only a name already taken (409) is read, so the usual case costs no read of a name that is free."""
         name = template.name
         client = self._client("InstanceTemplatesClient")
         for dummy in range(20):
             name = next_template_name(name)
             url = API_PREFIX + "projects/%s/global/instanceTemplates/%s" % (project, name)
-            try:
-                existing = self._get_template(url, fresh=True)
-            except NotFoundError:
-                existing = None
-            if existing is not None:
-                if self._template_image(existing) == image:
-                    return url
-                continue
             clone = compute_v1.InstanceTemplate(name=name, description=template.description,
                                                 properties=template.properties)
             self._boot_disk(clone).initialize_params.source_image = image
@@ -1335,9 +1392,15 @@ class GceProvider(CloudProvider):
                 op = self._call(doing, client.insert_unary, request=compute_v1.InsertInstanceTemplateRequest(
                     project=project, instance_template_resource=clone, request_id=str(uuid.uuid4())))
             except ProviderError as exc:
-                if exc.status == 409:
-                    continue
-                raise
+                if exc.status != 409:
+                    raise
+                try:
+                    existing = self._get_template(url, fresh=True)
+                except NotFoundError:
+                    continue   # taken, then deleted meanwhile: the next name
+                if self._template_image(existing) == image:
+                    return url
+                continue
             self._wait(op, doing, project)
             return url
         raise ProviderError("no free name for a clone of instance template %s after 20 tries" % template.name)
@@ -1368,8 +1431,9 @@ class GceProvider(CloudProvider):
         return canonical_image(project, found.name)
 
     def instance_headroom(self, group_ids):
-        """The INSTANCES and CPU quotas of the groups' regions (one regions.get per region, one template and
-        one machineTypes.get per group), against each group's machine type."""
+        """The INSTANCES and CPU quotas of the groups' regions (one regions.get per region; per group its manager and
+        template, a kept template not read again; one machineTypes.get per machine type and zone), against each
+        group's machine type."""
         refs = [parse_group_id(g) for g in group_ids]
         regions = {}
         for ref in refs:
@@ -1386,27 +1450,46 @@ class GceProvider(CloudProvider):
                 continue
             quotas = {q.metric: (q.limit, q.usage) for q in found.quotas}
             zones = [strip_url(z).rsplit("/", 1)[-1] for z in found.zones]
-            groups = [(ref.id,) + self._machine_type_of(ref, zones) for ref in members]
+            groups = [(ref.id,) + typed for ref, typed in zip(members, self._machine_types_of(members, zones))]
             limits.extend(region_limits(project, region, quotas, groups))
         return limits
 
-    def _machine_type_of(self, ref, region_zones):
-        """(machine type name, guest CPUs or None) of the group's instance template."""
-        try:
-            igm = self._get_igm(ref)
-            template = self._get_template(self._igm_template_url(igm, ref))
+    def _machine_types_of(self, refs, region_zones):
+        """[(machine type name, guest CPUs or None)] of the groups' instance templates, ("", None) for a group whose
+        reads failed. The groups' reads go at once; groups of one machine type in one zone share its read."""
+        def where(ref):
+            """(machine type, (project, zone, machine type) to read or None), or None when a read failed."""
+            try:
+                igm = self._get_igm(ref)
+                template = self._get_template(self._igm_template_url(igm, ref))
+            except ProviderError:
+                return None
             machine_type = strip_url(template.properties.machine_type).rsplit("/", 1)[-1]
             if ref.regional:
                 zones = [strip_url(z.zone).rsplit("/", 1)[-1] for z in igm.distribution_policy.zones] or region_zones
             else:
                 zones = [ref.scope]
-            if not machine_type or not zones:
-                return machine_type, None
-            found = self._call("reading machine type %s" % machine_type, self._client("MachineTypesClient").get,
-                               project=ref.project, zone=zones[0], machine_type=machine_type)
-            return machine_type, found.guest_cpus or None
-        except ProviderError:
-            return "", None
+            return machine_type, ((ref.project, zones[0], machine_type) if machine_type and zones else None)
+
+        def cpus(key):
+            project, zone, machine_type = key
+            try:
+                found = self._call("reading machine type %s" % machine_type, self._client("MachineTypesClient").get,
+                                   project=project, zone=zone, machine_type=machine_type)
+            except ProviderError:
+                return False
+            return found.guest_cpus or None
+
+        wheres = self._at_once(where, refs)
+        keys = sorted({w[1] for w in wheres if w is not None and w[1] is not None})
+        read = dict(zip(keys, self._at_once(cpus, keys)))
+        typed = []
+        for found in wheres:
+            if found is None or (found[1] is not None and read[found[1]] is False):
+                typed.append(("", None))
+            else:
+                typed.append((found[0], read[found[1]] if found[1] is not None else None))
+        return typed
 
     def normalize_provider_id(self, provider_id):
         return provider_id.strip().rstrip("/").lower()

@@ -1,8 +1,12 @@
 """Pure logic of the GCE provider: reference formats, state mapping, naming, error classification and the
 option spec. No network; the SDK-facing parts are tested against the emulator in tests/integration."""
 
+import concurrent.futures
 import random
 import re
+import threading
+import time
+import types
 
 import pytest
 import yaml
@@ -425,3 +429,157 @@ def test_a_template_is_kept_across_slices_while_the_groups_read_name_it_and_read
     assert provider._get_template(url % "a") == "template a #3" and reads == ["a", "b", "a"]
     assert provider._get_template(url % "b") == "template b #2"
     assert provider._get_template(url % "b", fresh=True) == "template b #4"
+
+
+# ---- the reads before the first create, at once (issue 22) ------------------------------------------------
+_URL = "https://www.googleapis.com/compute/v1/projects/p-123456/"
+
+
+def _fake_igm(name, template, zone="us-central1-a"):
+    return types.SimpleNamespace(
+        name=name, self_link=_URL + "zones/%s/instanceGroupManagers/%s" % (zone, name),
+        instance_template=_URL + "global/instanceTemplates/" + template, versions=[], target_size=2,
+        update_policy=None, status=None, distribution_policy=None)
+
+
+def _fake_template(name, image="projects/p-123456/global/images/old", machine_type="e2-standard-2"):
+    disk = types.SimpleNamespace(boot=True, initialize_params=types.SimpleNamespace(source_image=image))
+    return types.SimpleNamespace(name=name, properties=types.SimpleNamespace(
+        disks=[disk], labels={}, machine_type=machine_type))
+
+
+class _Calls:
+    """A stand-in for GceProvider._call: answers by the argument that names what is read, counts the calls and the most
+    in flight at once; `fail` maps a name to the ProviderError its read raises."""
+
+    def __init__(self, answers, fail=None):
+        self.answers, self.fail = answers, fail or {}
+        self.made, self.in_flight, self.most = [], 0, 0
+        self.lock = threading.Lock()
+
+    def __call__(self, doing, func, **kwargs):
+        name = kwargs.get("instance_template") or kwargs.get("instance_group_manager") or kwargs.get("machine_type") \
+            or kwargs.get("image") or kwargs.get("region")
+        with self.lock:
+            self.made.append(name)
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        try:
+            time.sleep(0.02)
+            if name in self.fail:
+                raise self.fail[name]
+            return self.answers[name]
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+def _provider_with(calls, igms=()):
+    provider = gce.from_params({"auth_kind": "anonymous", "project": "p-123456", "endpoint": "https://127.0.0.1:9"})
+    provider._call = calls
+    provider._client = lambda kind: types.SimpleNamespace(get=None, aggregated_list=None)
+    provider._list = lambda doing, func, **kwargs: [("zones/us-central1-a", types.SimpleNamespace(
+        instance_group_managers=list(igms)))]
+    return provider
+
+
+def test_a_listing_reads_its_groups_templates_at_once_and_each_failure_stays_with_its_group():
+    """The templates of a listing go READS_AT_ONCE at a time, each once (two groups share one); a template that cannot
+    be read skips its group in the listing's order, as when they were read one after another, and a retryable
+    failure still fails the listing."""
+    igms = [_fake_igm("w%d" % i, "t%d" % (i // 2)) for i in range(10)]
+    templates = {"t%d" % i: _fake_template("t%d" % i) for i in range(5)}
+    calls = _Calls(templates, fail={"t3": base.NotFoundError("template t3 is gone", status=404)})
+    provider = _provider_with(calls, igms)
+    with provider.reading():
+        groups = provider.list_groups()
+    assert sorted(calls.made) == ["t0", "t1", "t2", "t3", "t4"]
+    assert 1 < calls.most <= gce.READS_AT_ONCE
+    assert [g.name for g in groups] == ["w0", "w1", "w2", "w3", "w4", "w5", "w8", "w9"]
+    assert [skipped[0].rsplit("/", 1)[-1] for skipped in provider.skipped_groups] == ["w6", "w7"]
+    assert "template t3 is gone" in provider.skipped_groups[0][1]
+    # Kept templates are not read again; a retryable failure of a new one fails the listing.
+    igms.append(_fake_igm("w10", "t9"))
+    calls.fail = {"t9": base.ProviderError("backend error", retryable=True)}
+    with pytest.raises(base.ProviderError, match="backend error"):
+        provider.list_groups()
+    assert calls.made[5:] == ["t3", "t9"]
+
+
+def test_groups_pointed_at_an_image_at_once_check_it_once_within_a_slice():
+    """set_group_image from several threads (the executor's groups at once) checks the image once within reading(),
+    and every group gets the first check's answer, a refusal included; outside reading() each call checks it."""
+    provider = gce.from_params({"auth_kind": "anonymous", "project": "p-123456", "endpoint": "https://127.0.0.1:9"})
+    checks = []
+
+    def validate(image):
+        checks.append(image)
+        time.sleep(0.05)
+        if image.endswith("gone"):
+            raise base.NotFoundError("image %s does not exist" % image)
+        return "projects/p/global/images/" + image.rsplit("/", 1)[-1]
+    provider.validate_image = validate
+    with provider.reading():
+        with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+            answers = list(pool.map(provider._checked_image, ["new"] * 6))
+            refusals = [pool.submit(provider._checked_image, "gone") for dummy in range(4)]
+        assert answers == ["projects/p/global/images/new"] * 6
+        for refusal in refusals:
+            with pytest.raises(base.NotFoundError, match="gone does not exist"):
+                refusal.result()
+    assert checks == ["new", "gone"]
+    provider._checked_image("new")
+    provider._checked_image("new")
+    assert checks == ["new", "gone", "new", "new"]
+
+
+def test_the_quota_read_shares_a_machine_type_read_and_a_failed_read_is_no_machine_type():
+    """instance_headroom: one machineTypes.get per machine type and zone, the groups' reads at once; a group whose
+    manager or machine type cannot be read has no machine type (advice, never fatal), as before."""
+    igms = {"w%d" % i: _fake_igm("w%d" % i, "t%d" % i) for i in range(6)}
+    answers = dict(igms)
+    answers.update({"t%d" % i: _fake_template("t%d" % i, machine_type="e2-standard-2" if i < 4 else "n2-standard-8")
+                    for i in range(6)})
+    answers["e2-standard-2"] = types.SimpleNamespace(guest_cpus=2)
+    answers["us-central1"] = types.SimpleNamespace(quotas=[], zones=[_URL + "zones/us-central1-a"])
+    calls = _Calls(answers, fail={"w1": base.ProviderError("forbidden"),
+                                  "n2-standard-8": base.ProviderError("no such machine type")})
+    provider = _provider_with(calls)
+    refs = [gce.parse_group_id(igm.self_link) for igm in igms.values()]
+    assert provider._machine_types_of(refs, []) == [
+        ("e2-standard-2", 2), ("", None), ("e2-standard-2", 2), ("e2-standard-2", 2), ("", None), ("", None)]
+    assert calls.made.count("e2-standard-2") == 1 and calls.made.count("n2-standard-8") == 1
+    assert 1 < calls.most <= gce.READS_AT_ONCE
+
+
+def test_a_template_clone_is_inserted_first_and_a_taken_name_read_only_then():
+    """The clone's name is usually free: its insert goes first (no read of the free name); a name taken (409) by a clone
+    of the same image that an interrupted run left is reused, one with another image passes to the next name."""
+    provider = gce.from_params({"auth_kind": "anonymous", "project": "p-123456", "endpoint": "https://127.0.0.1:9"})
+    new = "projects/p-123456/global/images/new"
+    template = gce.compute_v1.InstanceTemplate(name="w-tmpl", properties=gce.compute_v1.InstanceProperties(disks=[
+        gce.compute_v1.AttachedDisk(boot=True, initialize_params=gce.compute_v1.AttachedDiskInitializeParams(
+            source_image="projects/p-123456/global/images/old"))]))
+    taken = {}
+    made = []
+
+    def call(doing, func, **kwargs):
+        request = kwargs.get("request")
+        if request is not None:
+            name = request.instance_template_resource.name
+            made.append(("insert", name))
+            if name in taken:
+                raise base.ProviderError("already exists", status=409)
+            return "operation for %s" % name
+        made.append(("get", kwargs["instance_template"]))
+        return taken[kwargs["instance_template"]]
+    provider._call = call
+    provider._client = lambda kind: types.SimpleNamespace(insert_unary=None, get=None)
+    provider._wait = lambda op, doing, project, *more: made.append(("wait", op))
+    assert provider._insert_template_clone("p-123456", template, new).endswith("/instanceTemplates/w-tmpl-1")
+    assert made == [("insert", "w-tmpl-1"), ("wait", "operation for w-tmpl-1")]
+    del made[:]
+    taken["w-tmpl-1"] = _fake_template("w-tmpl-1", image="projects/p-123456/global/images/other")
+    taken["w-tmpl-2"] = _fake_template("w-tmpl-2", image=new)
+    assert provider._insert_template_clone("p-123456", template, new).endswith("/instanceTemplates/w-tmpl-2")
+    assert made == [("insert", "w-tmpl-1"), ("get", "w-tmpl-1"), ("insert", "w-tmpl-2"), ("get", "w-tmpl-2")]
