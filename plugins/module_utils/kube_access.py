@@ -13,7 +13,7 @@ import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain as drain_core
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import drain_api, kube, node_cache, node_state, vocabulary
-from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import MAX_DRAINS_AT_ONCE, StepFailure
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import MAX_DRAINS_AT_ONCE, MAX_WRITES_AT_ONCE, StepFailure
 
 
 def planning_signature(node, prefix):
@@ -37,6 +37,9 @@ class KubeAccess:
     # Donors drained at once in one pass, each with its own eviction_concurrency: as many as have a Ready heir, up to the
     # executor's hard cap (executor.MAX_DRAINS_AT_ONCE says why).
     drain_concurrency = MAX_DRAINS_AT_ONCE
+    # Node writes of one pass sent at once (executor.MAX_WRITES_AT_ONCE says why): each is a PATCH through the same
+    # client, whose pool the drains already widened past this.
+    writes_at_once = MAX_WRITES_AT_ONCE
 
     def __init__(self, api_client, annotation_prefix, drain=None, clock=time.time):
         self.client = api_client

@@ -144,3 +144,57 @@ def test_a_group_whose_create_fails_fails_the_step_after_the_others_instances_ar
         raise AssertionError("the failure of F's create was not raised")
     assert list(records[-1]["instances_created"]) == ["gce://p/z/g-0"]
     assert engine.settings.created["gce://p/z/g-0"]["group"] == "G"
+
+
+class _ParallelKube:
+    """A kube port whose Node writes may overlap (writes_at_once): each write of a tier waits for the others of its tier
+    (a barrier), so writes sent one after another would fail; `fail` names a node whose write fails after the barrier."""
+
+    writes_at_once = 8
+
+    def __init__(self, parties, fail=None):
+        import threading
+
+        self.barrier, self.log, self.fail = threading.Barrier(parties, timeout=5), [], fail
+
+    def write_node(self, node, entry):
+        name = node["metadata"]["name"]
+        self.barrier.wait()
+        self.log.append(name)
+        if name == self.fail:
+            raise executor.StepFailure("writing %s failed: denied" % name, step="patch")
+        return "changed", dict(node, written=True)
+
+
+def _pairing(*pairs):
+    """A pass whose plan writes these (heir, donor) pairs."""
+    keys = core.AnnotationKeys(core.DEFAULT_PREFIX)
+    patches, nodes = {}, {}
+    for heir, donor in pairs:
+        patches[heir] = {"annotations": {keys.donor: donor}, "expect": {}}
+        patches[donor] = {"annotations": {keys.heir: heir}, "expect": {}}
+        nodes.update({n: {"metadata": {"name": n}} for n in (heir, donor)})
+    facts = dict(node_patches=patches, annotation_prefix=core.DEFAULT_PREFIX, plan=dict(repairs=[]))
+    return executor.PassState(facts, nodes, False)
+
+
+def test_a_waves_pairs_are_written_at_once_every_heir_before_any_donor():
+    kube = _ParallelKube(2)
+    engine = executor.Executor(executor.Settings(core.Options(image="img")), kube=kube, cloud=None, clock=lambda: 1.0)
+    state = _pairing(("h1", "d1"), ("h2", "d2"))
+    engine._write_node_patches(state)
+    assert sorted(kube.log[:2]) == ["h1", "h2"] and sorted(kube.log[2:]) == ["d1", "d2"], kube.log
+    assert all(state.nodes[n].get("written") for n in ("h1", "h2", "d1", "d2"))
+    assert sorted(d["name"] for d in state.did) == ["d1", "d2", "h1", "h2"]
+
+
+def test_a_heirs_write_that_fails_stops_every_donors_write_after_the_other_heirs_were_written():
+    kube = _ParallelKube(2, fail="h1")
+    engine = executor.Executor(executor.Settings(core.Options(image="img")), kube=kube, cloud=None, clock=lambda: 1.0)
+    try:
+        engine._write_node_patches(_pairing(("h1", "d1"), ("h2", "d2")))
+    except executor.StepFailure as exc:
+        assert "h1" in str(exc)
+    else:
+        raise AssertionError("the failed write was not raised")
+    assert sorted(kube.log) == ["h1", "h2"]
