@@ -833,10 +833,12 @@ class Executor:
         if ids:
             self._timed("cloud", self.cloud.delete, ids)
             self._reached("delete-instance")
-        for item in state.finishing:
-            if not self._allowed(state, "delete_node", item):
-                continue
-            if item["name"] in nodes and self._timed("kube", self.kube.delete_node, nodes[item["name"]]) is False:
+        allowed = [item for item in state.finishing if self._allowed(state, "delete_node", item)]
+        present = [item for item in allowed if item["name"] in nodes]
+        deleted = dict(zip((item["name"] for item in present),
+                           self._kube_at_once(self.kube.delete_node, [(nodes[item["name"]],) for item in present])))
+        for item in allowed:
+            if deleted.get(item["name"]) is False:
                 self.say("WARNING: node %s changed while being deleted; the next pass looks at it again" % item["name"])
                 continue
             state.finished.append(item["name"])
@@ -1042,17 +1044,20 @@ class Executor:
                 nodes[node["metadata"]["name"]] = after
 
     def _write_nodes(self, writes):
-        """[(status, node after)] of kube.write_node on each (node, entry), in order: at once, up to
-        MAX_WRITES_AT_ONCE, where the kube side says its writes may overlap (writes_at_once), every write tried and
-        the first failure in order raised once all have ended; else one after another, the first failure stopping the
-        rest (as a kill would)."""
-        workers = min(int(getattr(self.kube, "writes_at_once", 1) or 1), MAX_WRITES_AT_ONCE, len(writes))
+        """[(status, node after)] of kube.write_node on each (node, entry), in order (_kube_at_once)."""
+        return self._kube_at_once(self.kube.write_node, writes)
+
+    def _kube_at_once(self, call, calls):
+        """[call(*args) for args in calls], in order: at once, up to MAX_WRITES_AT_ONCE, where the kube side says its
+        writes may overlap (writes_at_once), every call made and the first failure in order raised once all have
+        ended; else one after another, the first failure stopping the rest (as a kill would)."""
+        workers = min(int(getattr(self.kube, "writes_at_once", 1) or 1), MAX_WRITES_AT_ONCE, len(calls))
         if workers <= 1:
-            return [self._timed("kube", self.kube.write_node, node, entry) for node, entry in writes]
+            return [self._timed("kube", call, *args) for args in calls]
         start = time.monotonic()
         try:
             with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(self.kube.write_node, node, entry) for node, entry in writes]
+                futures = [pool.submit(call, *args) for args in calls]
                 concurrent.futures.wait(futures)
             return [future.result() for future in futures]
         finally:
