@@ -153,17 +153,21 @@ def prepare(handle, args, knobs):
 
 
 def delete_times(requests, heirs_gone):
-    """Per donor: seconds from the last deleteInstances request to its group before the donor's instance was
-    gone (its Node got the unreachable taint), as {donor: seconds}. `heirs_gone`: {donor: (group label, t)}. GCE
-    only: the Azure and AWS emulators' request logs do not say when or which group (node_delete_times)."""
+    """Per donor: seconds from its deleteInstances request to its instance gone (its Node got the unreachable taint,
+    or the node simulator saw the cloud remove it), as {donor: seconds}. `heirs_gone`: {donor: (group label, gone,
+    Node deleted)}. Its request is the group's last one before its Node was deleted (the collection deletes the Node
+    right after the call): the group's last one before the instance was gone can be a later donor's, when passes
+    come quickly (E10 read 6.6 s for the emulator's 15 s that way). GCE only: the Azure and AWS emulators' request
+    logs do not say when or which group (node_delete_times)."""
     by_group = {}
     for req in requests:
         path = req.get("path", "")
         if req.get("method") == "POST" and path.endswith("/deleteInstances") and req.get("at"):
             by_group.setdefault(path.rstrip("/").split("/")[-2], []).append(req["at"])
     out = {}
-    for donor, (group, gone) in heirs_gone.items():
-        times = [t for igm, ts in by_group.items() if group and group.endswith(igm) for t in ts if t <= gone]
+    for donor, (group, gone, node_deleted) in heirs_gone.items():
+        until = min(gone, node_deleted) if node_deleted is not None else gone
+        times = [t for igm, ts in by_group.items() if group and group.endswith(igm) for t in ts if t <= until]
         if times:
             out[donor] = gone - max(times)
     return out
@@ -228,7 +232,7 @@ def run_arm(args, engine, arm, workdir, realistic=False, suffix=""):
     # Node turns unreachable) halfway through the terminate_delay the group still lists it for.
     gone = {n: (r["gone"] or removed.get(n)) if args.cloud == "gcp" else (removed.get(n) or r["gone"])
             for n, r in donors.items()}
-    deletes = (delete_times(requests, {n: (r["group"], gone[n]) for n, r in donors.items() if gone[n]})
+    deletes = (delete_times(requests, {n: (r["group"], gone[n], r.get("deleted")) for n, r in donors.items() if gone[n]})
                if args.cloud == "gcp" else node_delete_times(donors, gone))
     d_w, e_w = bound.median([drains.get(n) for n in workers]), bound.median([deletes.get(n) for n in workers])
     d_cp, e_cp = bound.median([drains.get(n) for n in cp]), bound.median([deletes.get(n) for n in cp])

@@ -60,3 +60,12 @@ def test_each_emulator_gets_the_realistic_figures_under_its_own_knob_names():
 def test_off_gce_a_deletion_is_timed_from_the_nodes_deletion():
     donors = {"a": {"deleted": 10.0}, "b": {"deleted": 20.0}, "c": {"deleted": None}, "d": {"deleted": 30.0}}
     assert makespan.node_delete_times(donors, {"a": 14.5, "b": None, "c": 40.0, "d": 29.0}) == {"a": 4.5}
+
+
+def test_on_gce_a_deletion_is_timed_from_its_own_request_not_a_later_donors():
+    path = "/compute/v1/projects/p/zones/z/instanceGroupManagers/workers-0/deleteInstances"
+    requests = [{"method": "POST", "path": path, "at": 10.0}, {"method": "POST", "path": path, "at": 12.0},
+                {"method": "POST", "path": path.replace("workers-0", "workers-1"), "at": 11.0}]
+    # a's Node went right after its request (10.3), b's after the next (12.2); both instances gone 15 s after theirs.
+    gone = {"a": ("workers-0", 25.0, 10.3), "b": ("workers-0", 27.0, 12.2), "c": ("workers-1", 26.0, None)}
+    assert makespan.delete_times(requests, gone) == {"a": 15.0, "b": 15.0, "c": 15.0}
