@@ -6,12 +6,16 @@ A provider's error is the executor's StepFailure, naming the step; a quota refus
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import time
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import cloud_reads, node_state
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.executor import StepFailure
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.providers import base
+
+# The most groups whose deletions are sent at once, where the provider allows it (deletes_in_parallel).
+DELETES_AT_ONCE = 16
 
 
 class CloudAccess:
@@ -255,14 +259,32 @@ class CloudAccess:
             if known is None or not known.provider_id or not known.group_id or known.state == base.DELETING:
                 continue   # already gone, or the cloud deletes it already
             by_group.setdefault(known.group_id, []).append(known.provider_id)
-        deleted = []
         started = dict(wait=False) if getattr(self.provider, "deletes_without_waiting", False) else {}
-        for group_id, ids in by_group.items():
+
+        def delete(group_id, ids):
             self._wrote(group_id)
             try:
-                deleted.extend(self.provider.delete_instances(group_id, ids, **started))
+                return self.provider.delete_instances(group_id, ids, **started), None
             except base.NotFoundError:
-                continue   # the group itself is gone, and its instances with it
+                return [], None   # the group itself is gone, and its instances with it
             except base.ProviderError as exc:
-                raise StepFailure("deleting %s failed: %s" % (", ".join(ids), exc), step="delete_instance", group=group_id)
+                return [], StepFailure("deleting %s failed: %s" % (", ".join(ids), exc), step="delete_instance",
+                                       group=group_id)
+
+        deleted, groups = [], list(by_group.items())
+        if len(groups) > 1 and getattr(self.provider, "deletes_in_parallel", False):
+            # Each group's request at once (a wave's donors span every group): a pass waits one round trip, not one a
+            # group. Every group's deletion is sent; the first failure, in order, is raised after.
+            with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(groups), DELETES_AT_ONCE)) as pool:
+                outcomes = list(pool.map(lambda group: delete(*group), groups))
+        else:
+            outcomes = []
+            for group in groups:
+                outcomes.append(delete(*group))
+                if outcomes[-1][1] is not None:
+                    break
+        for ids, failure in outcomes:
+            if failure is not None:
+                raise failure
+            deleted.extend(ids)
         return deleted

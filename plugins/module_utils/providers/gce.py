@@ -1043,6 +1043,8 @@ class GceProvider(CloudProvider):
     creates_in_parallel = True
     #: delete_instance(wait=False) starts the deletion and returns; follow_operations() follows it.
     deletes_without_waiting = True
+    #: deletions in different groups may be sent at once (as creates: the kept operations are locked).
+    deletes_in_parallel = True
 
     def create_instance(self, group_id, wait=True):
         """Add one instance to the group (create_instances with a count of 1)."""

@@ -74,3 +74,47 @@ def test_a_wave_is_one_batch_and_a_batch_refused_for_quota_is_asked_for_one_by_o
     assert CloudAccess(provider).create("g", 3) == (["i-1", "i-2"], "no room") and provider.asked == [3]
     with pytest.raises(StepFailure, match="creating 2 instance.s. in g failed: denied"):
         CloudAccess(_BatchProvider([base.ProviderError("denied", code="AccessDenied")])).create("g", 2)
+
+
+class _DeletingProvider(_Provider):
+    """Deletions that wait for each other (a barrier of `parties`), so groups sent one after another would fail;
+    `fail` names a group whose deletion the cloud refuses."""
+
+    deletes_without_waiting = True
+
+    def __init__(self, parties, fail=None, parallel=True):
+        import threading
+
+        super().__init__()
+        self.deletes_in_parallel = parallel
+        self.barrier, self.fail, self.sent = threading.Barrier(parties, timeout=5), fail, []
+
+    def delete_instances(self, group_id, provider_ids, wait=True):
+        assert wait is False
+        self.barrier.wait()
+        self.sent.append(group_id)
+        if group_id == self.fail:
+            raise base.ProviderError("denied")
+        return list(provider_ids)
+
+
+def _listed(access, *members):
+    access.listed = {pid.lower(): Instance(provider_id=pid, node_name=pid, group_id=group, image="i", state="RUNNING",
+                                           created_at=1.0, name=pid) for group, pid in members}
+
+
+def test_a_waves_deletions_go_to_every_group_at_once_and_a_refused_one_fails_after_the_others_were_sent():
+    access = CloudAccess(_DeletingProvider(2))
+    _listed(access, ("G", "g1"), ("G", "g2"), ("H", "h1"))
+    assert sorted(access.delete(["g1", "g2", "h1"])) == ["g1", "g2", "h1"]
+    refusing = CloudAccess(_DeletingProvider(2, fail="G"))
+    _listed(refusing, ("G", "g1"), ("H", "h1"))
+    with pytest.raises(StepFailure, match="deleting g1 failed: denied"):
+        refusing.delete(["g1", "h1"])
+    assert sorted(refusing.provider.sent) == ["G", "H"]
+    # A provider that does not say so gets them one after another (a barrier of one never waits).
+    serial = CloudAccess(_DeletingProvider(1, fail="G", parallel=False))
+    _listed(serial, ("G", "g1"), ("H", "h1"))
+    with pytest.raises(StepFailure):
+        serial.delete(["g1", "h1"])
+    assert serial.provider.sent == ["G"]
