@@ -879,14 +879,8 @@ class Executor:
         round reports them blocked and the next pass tries again. At once, every drain is tried and the first failure
         in plan order is raised when all have ended; one after another, the first failure stops the rest (as a kill
         would)."""
-        names = [item["name"] for item in items]
-        workers = min(int(getattr(self.kube, "drain_concurrency", 1) or 1), MAX_DRAINS_AT_ONCE, len(names))
-        if workers <= 1:
-            return [self.kube.drain(name) for name in names]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(self.kube.drain, name) for name in names]
-            concurrent.futures.wait(futures)
-        return [future.result() for future in futures]
+        workers = min(int(getattr(self.kube, "drain_concurrency", 1) or 1), MAX_DRAINS_AT_ONCE)
+        return each_at_once(self.kube.drain, [(item["name"],) for item in items], workers)
 
     def _set_group_images(self, items):
         """Point every group at the image at once: each is a template (or model) write and a wait on the cloud's
@@ -1048,20 +1042,10 @@ class Executor:
         return self._kube_at_once(self.kube.write_node, writes)
 
     def _kube_at_once(self, call, calls):
-        """[call(*args) for args in calls], in order: at once, up to MAX_WRITES_AT_ONCE, where the kube side says its
-        writes may overlap (writes_at_once), every call made and the first failure in order raised once all have
-        ended; else one after another, the first failure stopping the rest (as a kill would)."""
-        workers = min(int(getattr(self.kube, "writes_at_once", 1) or 1), MAX_WRITES_AT_ONCE, len(calls))
-        if workers <= 1:
-            return [self._timed("kube", call, *args) for args in calls]
-        start = time.monotonic()
-        try:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(call, *args) for args in calls]
-                concurrent.futures.wait(futures)
-            return [future.result() for future in futures]
-        finally:
-            self.timings["kube"] += time.monotonic() - start
+        """each_at_once(call, calls): up to MAX_WRITES_AT_ONCE at a time where the kube side says its writes may overlap
+        (writes_at_once), else one after another."""
+        workers = min(int(getattr(self.kube, "writes_at_once", 1) or 1), MAX_WRITES_AT_ONCE)
+        return self._timed("kube", each_at_once, call, calls, workers)
 
     def _hold_surge(self, in_flight, reasons):
         cap = max(int(in_flight), 1)
@@ -1181,6 +1165,19 @@ class Executor:
         if due:
             self.gate_owed = False
         return due
+
+
+def each_at_once(call, calls, workers):
+    """[call(*args) for args in calls], in order: with more than one worker, up to `workers` at a time, every call made
+    and the first failure in order raised once all have ended; else one after another, the first failure stopping the
+    rest (as a kill would)."""
+    workers = min(int(workers), len(calls))
+    if workers <= 1:
+        return [call(*args) for args in calls]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(call, *args) for args in calls]
+        concurrent.futures.wait(futures)
+    return [future.result() for future in futures]
 
 
 def write_order(name, entry, keys):
