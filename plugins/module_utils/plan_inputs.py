@@ -152,14 +152,20 @@ class PlanInputs:
         # `after` names it; an instance of an earlier create stamped in the same second is in `before` already), or,
         # where an intent of the group has no `after` (an older journal), any stamped since its second.
         mine = [v for v in self.intents.values() if group_key(v.get("group")) == gkey]
-        ordered = all(isinstance(v.get("after"), list) for v in mine)
-        later = {k for k, v in self.intents.items() if isinstance(v.get("after"), list) and key in v["after"]}
+        if all(isinstance(v.get("after"), list) for v in mine):
+            # Counted from the journal, not the listing: a later create's instance that died since and was
+            # autohealed (replaced without the target size shrinking) still grew the group.
+            later = {k: v for k, v in self.intents.items() if isinstance(v.get("after"), list) and key in v["after"]}
+            recorded = {}
+            for entry in self.created.values():
+                if entry.get("intent") in later:
+                    recorded[entry["intent"]] = recorded.get(entry["intent"], 0) + 1
+            others = sum(max(recorded.get(k, 0), _int(v.get("settled", v.get("grown")))) for k, v in later.items())
+            return max(0, now - before - others)
         others = 0
         for inst in self.instance_lists.get(gkey, []):
             entry = self.created.get(self.normalize(inst.provider_id))
-            if entry is None or entry.get("intent") == key:
-                continue
-            if entry.get("intent") in later if ordered else (inst.created_at is not None and inst.created_at >= at):
+            if entry is not None and entry.get("intent") != key and inst.created_at is not None and inst.created_at >= at:
                 others += 1
         return max(0, now - before - others)
 

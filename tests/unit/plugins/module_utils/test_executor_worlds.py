@@ -810,6 +810,24 @@ def test_a_create_after_a_cut_off_one_in_the_same_second_with_a_control_plane_fi
     assert run.result is not None and run.kills >= 1
 
 
+def test_a_later_create_whose_heir_died_still_counts_for_the_growth_since_a_cut_off_one():
+    # W0: three old workers, surge 2. The first heir n1 dies; the group autoheals it (a3) in the second a create's
+    # intent is written, and a kill cuts that create off before its call. Three later creates (n4, n5, n6) each name
+    # the open intent (`after`); n4 dies too and is autohealed (a7), which keeps the target size. The growth since the
+    # cut-off intent subtracted only the later creates' instances still listed (n5, n6): n4's growth read as the
+    # cut-off create's, and a3 was claimed and paired as a heir (found by the property soak, seed 1898). The later
+    # creates are now counted from the journal.
+    run = upgrade(Scenario(groups=(("worker", 3, 0),), max_surge=2, linger=(2, 0), kill_rate=0.04, max_kills=2,
+                           cached=False, seed=1898, lb_drain=30.0,
+                           events=((0, "heir dies", 0, DELETING, 1, False, 3), (0, "quota", 0, 1, "late"),
+                                   (10, "heir dies", 1, STOPPED, 1, False, 1))))
+    assert run.result is not None and run.kills == 2
+    assert [loss["replacement"] for loss in run.w.losses] == ["a3", "a7"], run.w.losses
+    untouched(run, "a3")
+    untouched(run, "a7")
+    assert ours(run) == ["n2", "n5", "n6"] and sorted(run.w.nodes) == ["a3", "a7", "n2", "n5", "n6"]
+
+
 def test_a_drained_donor_left_alone_while_its_heir_is_not_ready_for_a_moment_keeps_the_run_going():
     # W1: two old workers, surge 1, lb_drain_seconds 90 (a tick and a half). w1-o1 is drained and out of the load
     # balancers when its heir n7 turns NotReady for two ticks: w1-o1 is left alone meanwhile. The run was then done, with
