@@ -921,7 +921,7 @@ class Executor:
         identified = getattr(self.cloud, "identified", None)
         for inst in identified() if identified is not None else []:
             intent = (self.unnamed.pop((inst.group_id, inst.name), None) or self._awaited(inst.group_id)
-                      or self._open_intent(inst.group_id))
+                      or self._open_intent(inst))
             if inst.provider_id not in self.settings.created:   # else a plan recovered it under its intent already
                 # Not settled here: its create settled that intent with the count the cloud accepted, and an intent a
                 # kill left unsettled keeps its intended count (a settle of 1 here, first record winning, would tell the
@@ -936,17 +936,27 @@ class Executor:
         waiting = self.awaiting.get(core.group_key(group_id))
         return waiting.pop(0) if waiting else None
 
-    def _open_intent(self, group_id):
-        """The key of the oldest create intent of `group_id` with fewer instances recorded under it than it settled
-        (or intended), or None."""
+    def _open_intent(self, inst):
+        """The key of the oldest create intent of `inst`'s group with fewer instances recorded under it than it settled
+        (or intended) that can have made `inst`: written at most INTENT_WINDOW before its creation time, and, where a
+        plan found the intent's instance among some it could not tell apart (`unclaimed`), one of those. None when
+        there is none. (An executor started since the create knows no more: the oldest open intent of the group was
+        a create that a kill cut off, whose instance is not this one, found by the property worlds.)"""
         recorded = {}
         for entry in self.settings.created.values():
             if isinstance(entry, dict) and entry.get("intent"):
                 recorded[entry["intent"]] = recorded.get(entry["intent"], 0) + 1
+        normalize = getattr(self.cloud, "normalize", core.default_normalize)
         for key, intent in sorted(self.settings.intents.items(), key=lambda kv: (str(kv[1].get("at")), kv[0])):
             made = intent.get("settled", intent.get("count"))
-            if core.same(intent.get("group"), group_id) and isinstance(made, int) and recorded.get(key, 0) < made:
-                return key
+            if not (core.same(intent.get("group"), inst.group_id) and isinstance(made, int) and recorded.get(key, 0) < made):
+                continue
+            at, found = core.parse_time(intent.get("at")), intent.get("unclaimed")
+            if inst.created_at is not None and at is not None and not at <= inst.created_at <= at + core.INTENT_WINDOW:
+                continue
+            if isinstance(found, dict) and normalize(inst.provider_id) not in {normalize(str(p)) for p in found.get("among") or []}:
+                continue
+            return key
         return None
 
     def _record_intents(self, items, facts, groups=None):

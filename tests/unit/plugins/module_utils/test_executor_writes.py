@@ -28,9 +28,9 @@ def _engine(cloud, records):
     return engine
 
 
-def _inst(name, group="G"):
+def _inst(name, group="G", created_at=1001.0):
     return Instance(provider_id="gce://p/z/" + name, node_name=name, group_id=group, image="img", state=CREATING,
-                    created_at=1001.0, name=name)
+                    created_at=created_at, name=name)
 
 
 def test_an_unnamed_create_settles_its_intent_with_the_count_accepted_and_is_recorded_under_it_once_named():
@@ -67,9 +67,26 @@ def test_a_named_instance_goes_under_the_oldest_intent_of_its_own_group_that_sti
         "G@2#new": {"group": "G", "at": "1970-01-01T00:00:02Z", "count": 1},
         "H@0#other": {"group": "H", "at": "1970-01-01T00:00:00Z", "count": 1, "settled": 1}}
     engine.settings.created = {"gce://p/z/x": {"group": "G", "intent": "G@1#old"}}
-    assert engine._open_intent("g") == "G@2#new"    # the old one has its instance; group IDs compared as the cloud does
-    assert engine._open_intent("H") == "H@0#other"
-    assert engine._open_intent("K") is None
+    assert engine._open_intent(_inst("y", "g", 30.0)) == "G@2#new"    # the old one has its instance; group IDs as the cloud
+    assert engine._open_intent(_inst("y", "H", 30.0)) == "H@0#other"
+    assert engine._open_intent(_inst("y", "K", 30.0)) is None
+
+
+def test_a_named_instance_goes_under_no_intent_that_cannot_have_made_it():
+    # Found by the property soak (seed 771): a new executor, which knows nothing of the creates it did not send, took
+    # the group's oldest open intent, a create a kill cut off long before the instance was made.
+    engine = _engine(_Cloud(), [])
+    engine.settings.intents = {
+        "G@1#cut": {"group": "G", "at": "1970-01-01T00:00:01Z", "count": 1},
+        "G@100#new": {"group": "G", "at": "1970-01-01T00:01:40Z", "count": 1, "settled": 1}}
+    assert engine._open_intent(_inst("y", "G", 101.0)) == "G@100#new"     # made 100 s after the cut-off intent
+    assert engine._open_intent(_inst("y", "G", 30.0)) == "G@1#cut"        # in its window
+    assert engine._open_intent(_inst("y", "G", 200.0)) is None            # in no intent's window
+    assert engine._open_intent(_inst("y", "G", None)) == "G@1#cut"        # no creation time: the oldest open one
+    # A plan found the cut-off intent's instance among instances it could not tell apart: only one of those.
+    engine.settings.intents["G@1#cut"]["unclaimed"] = {"open": 1, "recorded": 0, "among": ["gce://p/z/a", "gce://p/z/b"]}
+    assert engine._open_intent(_inst("y", "G", 30.0)) is None
+    assert engine._open_intent(_inst("b", "G", 30.0)) == "G@1#cut"
 
 
 def test_an_instance_named_later_goes_under_its_own_create_and_settles_no_intent_a_kill_left_open():
