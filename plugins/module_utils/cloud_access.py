@@ -44,6 +44,8 @@ class CloudAccess:
         self.refused = []     # quota or capacity refusals of creates followed since the executor last asked
         self.named = []       # instances of creates started without waiting that the cloud named since then
         self.groups_read = None   # (read at, scope, [Group]) of the last read of the groups themselves
+        self.deleting = {}    # normalized providerID: (group ID, moment asked) of this run's deletions not seen gone
+        self.deletion_times = []   # seconds from asking to the first listing without the instance, of those seen gone
 
     def normalize(self, provider_id):
         return self.provider.normalize_provider_id(provider_id)
@@ -94,7 +96,20 @@ class CloudAccess:
     def _due(self, groups, now, changed=None):
         changed = self.changed | self.noticed if changed is None else changed
         return cloud_reads.due(groups, self.kept, changed, now, self.steady_reread, self.busy_reread, self.own,
-                               self.normalize)
+                               self.normalize, *self._deletions())
+
+    def _deletions(self):
+        """(deleting, deletion_seconds) as cloud_reads.next_listing takes them."""
+        timed = self.deletion_times[-cloud_reads.DELETION_SAMPLES:]
+        return {pid: asked for pid, (_group, asked) in self.deleting.items()}, (min(timed) if timed else None)
+
+    def next_listing_in(self):
+        """Seconds until the first kept listing is due again while no event names its group (cloud_reads.next_listing),
+        0 when one is due; None when none is kept. The executor wakes then: a listing waited for the next pass."""
+        now, deletions = self.clock(), self._deletions()
+        moments = [cloud_reads.next_listing(group, at, items, self.steady_reread, self.busy_reread, self.own,
+                                            self.normalize, *deletions) for at, group, items in self.kept.values()]
+        return max(0.0, min(moments) - now) if moments else None
 
     def notice_nodes(self, nodes):
         """The Nodes as this pass reads them (NodeInfo): the groups of those that appeared, turned Ready or NotReady, or
@@ -133,9 +148,21 @@ class CloudAccess:
             self.noticed.discard(group_id)
             if group_id in instances:
                 self.kept[group_id] = (at, by_id[group_id], [copy.copy(i) for i in instances[group_id]])
+                self._timed_deletions(group_id, instances[group_id], at)
             else:
                 self.kept.pop(group_id, None)
         return instances, errors
+
+    def _timed_deletions(self, group_id, instances, at):
+        """This run's deletions in `group_id` that the listing made at `at` no longer shows: timed (from asking to this
+        listing, which started at `at`: at most that long) and forgotten."""
+        listed = {self.normalize(i.provider_id) for i in instances if i.provider_id}
+        for pid, (group, asked) in list(self.deleting.items()):
+            if group == group_id and pid not in listed:
+                del self.deleting[pid]
+                if at >= asked:
+                    self.deletion_times.append(at - asked)
+        del self.deletion_times[:-cloud_reads.DELETION_SAMPLES]
 
     def _follow(self):
         """The writes started without waiting whose operations ended: their groups are listed at once. A create: a
@@ -263,8 +290,11 @@ class CloudAccess:
 
         def delete(group_id, ids):
             self._wrote(group_id)
+            asked = self.clock()
             try:
-                return self.provider.delete_instances(group_id, ids, **started), None
+                deleted = self.provider.delete_instances(group_id, ids, **started)
+                self.deleting.update((self.normalize(pid), (group_id, asked)) for pid in deleted)
+                return deleted, None
             except base.NotFoundError:
                 return [], None   # the group itself is gone, and its instances with it
             except base.ProviderError as exc:

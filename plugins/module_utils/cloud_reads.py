@@ -10,7 +10,9 @@ every group is busy in every pass, and listing each busy group every pass spent 
 - a group where the cloud acts in a way no such event announces is listed again after BUSY_REREAD seconds: an
   instance being deleted (its going frees a surge slot, and nothing else says when), an instance being created that
   this run did not create, an error on an instance, an instance in a state this collection cannot read, or fewer or
-  more instances than the group's target size (reread_after);
+  more instances than the group's target size (reread_after); where all it does is delete what this run deleted,
+  once the first of those deletions is due to end (the least time this run's deletions took), then every
+  DELETION_REREAD seconds (next_listing). The executor wakes for the next listing due (CloudAccess.next_listing_in);
 - any other group is listed again after STEADY_REREAD seconds: every instance settled, or settled but for creates of
   this run (their operation's end and their Node's arrival are events). The clouds also act on their own (autoscalers,
   health repairs, issue 26), and that slower listing catches them.
@@ -37,8 +39,18 @@ STEADY_REREAD = 30.0
 # and lists such a group about 10 times per deletion instead of once per pass (a pass runs as often as every 0.5 s
 # while pods terminate, or at once on a Node's change).
 BUSY_REREAD = 3.0
-# The most instance listings in flight at once (each still takes its token of the provider's call rate).
-READ_THREADS = 4
+# The most instance listings in flight at once (each still takes its token of the provider's call rate). At 1,000
+# workers in 10 groups a wave's pass lists every group (its writes and their operations' ends): 4 at once took three
+# round trips, about 1.3 s of each such pass (bench/README.md, E13), which a heir Ready meanwhile waits for.
+READ_THREADS = 10
+# A group where the cloud acts only by deleting instances this run deleted (and by this run's creates) is not listed
+# every BUSY_REREAD: it is listed once when its first deletion is due to end (the least time this run's last
+# DELETION_SAMPLES deletions took, as listings timed them), then every DELETION_REREAD seconds for DELETION_LATE
+# seconds, then every BUSY_REREAD again. The instance's going frees a surge slot for the next heir (each second of lag
+# delays it), and the listings before the end found nothing (bench/README.md, E13-E14).
+DELETION_REREAD = 1.0
+DELETION_LATE = 6.0
+DELETION_SAMPLES = 20
 
 # What a GCE managed instance reports while the group acts on it; "" / NONE when it does not.
 _IDLE_ACTIONS = ("", "NONE", "UNDEFINED_CURRENT_ACTION")
@@ -82,15 +94,47 @@ def reread_after(group, instances, interval=STEADY_REREAD, busy_interval=BUSY_RE
     return busy_interval
 
 
-def due(groups, kept, changed, now, interval=STEADY_REREAD, busy_interval=BUSY_REREAD, own=frozenset(), normalize=str):
+def deleting_only(group, instances, own=frozenset(), normalize=str, deleting=None):
+    """The moments this run asked the cloud to delete those of `instances` it is still deleting, when that is all the
+    cloud does in `group` besides this run's creates (every other instance settled or one of this run's creates, and
+    as many of them as the group's target size); else []. `deleting`: {normalized providerID: moment asked}."""
+    deleting = deleting or {}
+    if group is None or group.target_size is None:
+        return []
+    asked = [deleting[normalize(i.provider_id)] for i in instances if i.provider_id and normalize(i.provider_id) in deleting]
+    others = [i for i in instances if not (i.provider_id and normalize(i.provider_id) in deleting)]
+    if not asked or len(others) != int(group.target_size):
+        return []
+    return asked if all(settled(i) or _own_create(i, own, normalize) for i in others) else []
+
+
+def next_listing(group, listed_at, instances, interval=STEADY_REREAD, busy_interval=BUSY_REREAD, own=frozenset(),
+                 normalize=str, deleting=None, deletion_seconds=None):
+    """The moment the listing `instances` of `group` made at `listed_at` is listed again while no event names the
+    group (reread_after), or, where the cloud only deletes what this run deleted there and this run timed deletions
+    (`deletion_seconds`: the least time they took), when the first is due to end (DELETION_REREAD)."""
+    asked = deleting_only(group, instances, own, normalize, deleting) if deletion_seconds is not None else []
+    if asked:
+        end = min(asked) + deletion_seconds
+        if listed_at < end:
+            return end
+        if listed_at < end + DELETION_LATE:
+            return listed_at + DELETION_REREAD
+    return listed_at + reread_after(group, instances, interval, busy_interval, own, normalize)
+
+
+def due(groups, kept, changed, now, interval=STEADY_REREAD, busy_interval=BUSY_REREAD, own=frozenset(), normalize=str,
+        deleting=None, deletion_seconds=None):
     """The IDs of `groups` (as read now) whose instances this pass lists. `kept`: {group ID: (listed at, Group as then
     read, [Instance])} of the last listings; `changed`: the groups where something happened since their last listing
-    (a write, an operation's end, a Node's change); `own`: the normalized providerIDs of the instances this run created."""
+    (a write, an operation's end, a Node's change); `own`: the normalized providerIDs of the instances this run created;
+    `deleting` and `deletion_seconds`: as next_listing's."""
     listed = []
     for group in groups:
         last = kept.get(group.id)
         if (last is None or group.id in changed or now < last[0] or last[1].target_size != group.target_size
-                or now - last[0] >= reread_after(group, last[2], interval, busy_interval, own, normalize)):
+                or now >= next_listing(group, last[0], last[2], interval, busy_interval, own, normalize, deleting,
+                                       deletion_seconds)):
             listed.append(group.id)
     return listed
 

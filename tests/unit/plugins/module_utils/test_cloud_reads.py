@@ -171,11 +171,13 @@ def _world(count=3):
 
 
 def test_groups_are_listed_at_once_up_to_the_thread_bound_and_a_failing_group_is_its_own_error():
-    provider = _Provider(_world(4), fail={"g2": base.ProviderError("503 from the API")},
-                         hold=threading.Barrier(cloud_reads.READ_THREADS))
-    instances, errors = node_state.list_instances(provider, ["g1", "g2", "g3", "g4"])
-    assert provider.most == cloud_reads.READ_THREADS   # all four in flight together: the barrier let them through
-    assert sorted(instances) == ["g1", "g3", "g4"] and errors == {"g2": "503 from the API"}
+    count = cloud_reads.READ_THREADS
+    provider = _Provider(_world(count + 2), fail={"g2": base.ProviderError("503 from the API")},
+                         hold=threading.Barrier(count))
+    instances, errors = node_state.list_instances(provider, ["g%d" % n for n in range(1, count + 1)])
+    assert provider.most == count   # all in flight together: the barrier let them through
+    assert sorted(instances) == sorted("g%d" % n for n in range(1, count + 1) if n != 2)
+    assert errors == {"g2": "503 from the API"}
 
 
 def test_an_error_that_is_no_provider_error_propagates_from_the_threads():
@@ -526,3 +528,64 @@ def test_a_nodes_change_lists_its_groups_instances_without_reading_the_groups_ag
     cloud.set_group_image("g1", "img-b")
     cloud.read(None)
     assert provider.listings[3:] == ["g1"] and provider.group_reads == 2
+
+
+# -- a group where the cloud only deletes what this run deleted: listed when the deletion is due to end --------------
+def test_a_group_only_deleting_the_runs_instances_is_listed_when_the_first_is_due_to_end_then_every_second():
+    group = _group(size=2)
+    listing = [_inst("a"), _inst("b"), _inst("c", DELETING)]
+    deleting = {"gce://p/z/c": 100.0}
+    lower = str.lower
+
+    def moment(listed_at, seconds=15.0, items=listing, asked=deleting):
+        return cloud_reads.next_listing(group, listed_at, items, own=frozenset(), normalize=lower, deleting=asked,
+                                        deletion_seconds=seconds)
+
+    assert moment(101.0) == 115.0, "listed just after asking: not again before the deletion's end"
+    assert moment(115.2) == 115.2 + cloud_reads.DELETION_REREAD, "past its end: every DELETION_REREAD"
+    late = 115.0 + cloud_reads.DELETION_LATE
+    assert moment(late) == late + cloud_reads.BUSY_REREAD, "far past its end: the busy interval again"
+    # Nothing timed yet, someone else's deletion, or the cloud acting besides: the busy interval as before.
+    assert moment(101.0, seconds=None) == 101.0 + cloud_reads.BUSY_REREAD
+    assert moment(101.0, asked={}) == 101.0 + cloud_reads.BUSY_REREAD
+    other = [_inst("a"), _inst("b", CREATING), _inst("c", DELETING)]
+    assert moment(101.0, items=other) == 101.0 + cloud_reads.BUSY_REREAD
+    assert cloud_reads.deleting_only(_group(size=3), listing, normalize=lower, deleting=deleting) == []
+    assert cloud_reads.due([group], {"g1": (101.0, group, listing)}, set(), 114.9, own=frozenset(), normalize=lower,
+                           deleting=deleting, deletion_seconds=15.0) == []
+    assert cloud_reads.due([group], {"g1": (101.0, group, listing)}, set(), 115.0, own=frozenset(), normalize=lower,
+                           deleting=deleting, deletion_seconds=15.0) == ["g1"]
+
+
+def test_cloud_access_times_its_deletions_by_the_listings_and_says_when_the_next_listing_is_due():
+    world = _world(1)
+    provider = _Batching(world)
+    clock = _Clock()
+    cloud = CloudAccess(provider, clock=clock)
+    cloud.read(None)
+    assert cloud.next_listing_in() == cloud_reads.STEADY_REREAD
+    # The first deletion: nothing timed yet, the busy interval.
+    assert cloud.delete(["gce://p/z/g1-a"]) == ["gce://p/z/g1-a"]
+    world["g1"] = (_group(size=1), [_inst("g1-a", DELETING), _inst("g1-b")])
+    cloud.read(None)
+    assert cloud.next_listing_in() == cloud_reads.BUSY_REREAD
+    clock.now += 10.0
+    world["g1"] = (_group(size=1), [_inst("g1-b")])
+    cloud.read(None)
+    assert cloud.deletion_times == [10.0] and cloud.deleting == {}
+    # The second: listed when it is due to end, 10 s after it was asked, and not before.
+    world["g1"] = (_group(size=1), [_inst("g1-b"), _inst("g1-c")])
+    clock.now += cloud_reads.STEADY_REREAD
+    cloud.read(None)
+    cloud.delete(["gce://p/z/g1-c"])
+    world["g1"] = (_group(size=1), [_inst("g1-b"), _inst("g1-c", DELETING)])
+    clock.now += 0.5
+    cloud.read(None)
+    assert cloud.next_listing_in() == 9.5
+    listings = len(provider.listings)
+    clock.now += 9.4
+    cloud.read(None)
+    assert len(provider.listings) == listings
+    clock.now += 0.1
+    cloud.read(None)
+    assert len(provider.listings) == listings + 1 and cloud.next_listing_in() == cloud_reads.DELETION_REREAD
