@@ -68,6 +68,7 @@ DEFAULT_POLL = 2.0
 DEFAULT_SLICE = 60.0
 DRAIN_POLL = 0.5    # while evicted pods are still terminating: their going is not a Node's change
 GATE_MARGIN = 0.05  # past a heir's heir_ready_seconds, so the pass finds the gate open
+LISTING_WAIT = 0.1  # the least wait for a cloud listing due (CloudAccess.next_listing_in): never a busy loop
 # The most donors one pass drains at once, each in its own thread (issue 22). Every donor whose heir is Ready drains in
 # the pass; their number is already bounded by the surge, so this cap only matters for a large surge (10 % of 1,000
 # workers is 100 donors): the rest wait for a thread within the same pass, not for a later pass. Why 32: each drain may
@@ -519,8 +520,9 @@ class Executor:
         self._write_plan_records(state)
         self._journal_donors_gone(state)
         self._write_node_patches(state)
-        self._mark_nodes_to_replace(state)
         self._create_heirs(state)
+        self._write_node_patches(state, cached=True)
+        self._mark_nodes_to_replace(state)
         self._uncordon_given_back(state)
         self._drain_donors(state)
         self._remove_etcd_members(state)
@@ -640,34 +642,38 @@ class Executor:
             # Before the promotion that forgets their names: a kill after it still leaves them journaled.
             self._timed("kube", write_gone, progress.donors_gone_record(state.facts, core.format_time(self.clock())))
 
-    def _write_node_patches(self, state):
-        """The plan's Node writes (cached annotations, pairs, repairs, copied labels and taints), in write_order: every
-        heir's half of a pair before any donor's, each tier at once where the kube side allows it."""
+    def _write_node_patches(self, state, cached=False):
+        """The plan's Node writes (pairs, repairs, copied labels and taints; with `cached`, those that only cache a
+        node's group and image, written after the pass's creates: on a first pass, a write for every node of the
+        cluster), in write_order: every heir's half of a pair before any donor's, each tier at once where the kube
+        side allows it."""
         patches, nodes = state.facts["node_patches"], state.nodes
         keys = core.AnnotationKeys(state.facts["annotation_prefix"])
         for tier in (0, 1):
-            names = sorted(n for n in patches if n in nodes and write_order(n, patches[n], keys)[0] == tier)
+            names = sorted(n for n in patches if n in nodes and write_order(n, patches[n], keys)[0] == tier
+                           and cache_only(patches[n], keys) == cached)
             for name, (status, after) in zip(names, self._write_nodes([(nodes[n], patches[n]) for n in names])):
                 if status == "changed":
                     nodes[name] = after
                     state.did.append(dict(step="patch", name=name))
-        for repair in state.plan.get("repairs") or []:
+        for repair in [] if cached else state.plan.get("repairs") or []:
             if repair.get("action") == "swap":
                 # The donor chosen when it is drained (issue 25): which node goes first, and why, said once.
                 self.say("heir %s replaces %s instead of %s: %s"
                          % (repair["name"], repair["donor"], repair["instead_of"], repair["reason"]))
 
     def _mark_nodes_to_replace(self, state):
-        """The PreferNoSchedule taint on the nodes to be replaced before any heir is created, so that a pod evicted from
-        a donor avoids them; off every node that stays (leaving_marks.taint_writes). Each change is journaled."""
+        """The PreferNoSchedule taint on the nodes to be replaced, after the pass's creates and before any drain, so
+        that a pod evicted from a donor avoids them; off every node that stays (leaving_marks.taint_writes), at once
+        where the kube side allows it. Each change is journaled."""
         keys = core.AnnotationKeys(state.facts["annotation_prefix"])
         writes = leaving_marks.taint_writes(state.nodes, state.facts, keys, self.settings.taint_to_be_replaced)
         moment, record = core.format_time(self.clock()), {}
-        for name, entry in writes.items():
-            status, after = self._timed("kube", self.kube.write_node, state.nodes[name], entry)
+        names = list(writes)
+        for name, (status, after) in zip(names, self._write_nodes([(state.nodes[n], writes[n]) for n in names])):
             if status == "changed":
                 state.nodes[name] = after
-                record[name] = {"removed" if entry.get("drop_taints") else "set": moment}
+                record[name] = {"removed" if writes[name].get("drop_taints") else "set": moment}
         if record and self.journal is not None:
             self._timed("kube", self.journal, {"replacing_taints": record})
 
@@ -1118,14 +1124,21 @@ class Executor:
 
     def wait_seconds(self, result):
         """How long to wait before the next pass after one that moved nothing: the poll interval, shortened to
-        the moment a heir's heir_ready_seconds runs out (its donor is drained then, not a poll later), and to
-        DRAIN_POLL while evicted pods are still going (a drain finishes when they are gone; no Node changes)."""
+        the moment a heir's heir_ready_seconds runs out (its donor is drained then, not a poll later), to the moment
+        the cloud's next listing is due (CloudAccess.next_listing_in), and to DRAIN_POLL while evicted pods are still
+        going (a drain finishes when they are gone; no Node changes)."""
         seconds = float(self.settings.poll)
         if any(d.get("pending") and not d.get("blocked") for d in result["drains"]):
             seconds = min(seconds, DRAIN_POLL)
         now = self.clock()
         for moment in self._gate_moments(result["facts"]):
             seconds = min(seconds, max(moment - now, 0.0) + GATE_MARGIN)
+        listing = getattr(self.cloud, "next_listing_in", None)
+        due = listing() if listing is not None else None
+        if due is not None:
+            # The next pass lists a group when its listing is due (an instance's deletion due to end), not up to a
+            # poll interval later.
+            seconds = min(seconds, max(due, LISTING_WAIT))
         return seconds
 
     def _gate_moments(self, facts):
@@ -1188,6 +1201,13 @@ def each_at_once(call, calls, workers):
         futures = [pool.submit(call, *args) for args in calls]
         concurrent.futures.wait(futures)
     return [future.result() for future in futures]
+
+
+def cache_only(entry, keys):
+    """Whether a Node write only caches the node's scaling group and image (annotations), nothing a step reads."""
+    annotations = entry.get("annotations") or {}
+    return (bool(annotations) and set(annotations) <= {keys.group, keys.image} and not entry.get("expect")
+            and "labels" not in entry and "taints" not in entry)
 
 
 def write_order(name, entry, keys):

@@ -45,6 +45,25 @@ def test_first_pass_points_the_groups_and_creates_the_first_heirs_in_the_same_pa
     assert first["facts"]["plan"]["set_group_image"] == [] and first["moved"] is True
 
 
+def test_a_first_pass_creates_before_it_caches_every_nodes_group_and_image_and_taints_the_nodes_to_replace():
+    """Issue 22: at 1,000 nodes a first pass wrote a cache annotation and the to-be-replaced taint on every node (9 s)
+    before its first create. Those writes now follow the creates (still before any drain), and the taints go at once."""
+    w = World([group("G1")])
+    for n in range(3):
+        w.add_node("old-%d" % n, "G1", OLD, cached=False)
+    ex = w.executor(opts(), taint_to_be_replaced=True)
+    order = []
+    w.before.append(lambda kind, item, detail: order.append(
+        (kind, "taint" if kind == "patch" and "taints" in (detail or {}) else
+         "cache" if kind == "patch" and executor.cache_only(detail or {}, core.AnnotationKeys(core.DEFAULT_PREFIX)) else "")))
+    ex.run_pass()
+    creates = [i for i, (kind, _what) in enumerate(order) if kind == "create"]
+    cached = [i for i, (kind, what) in enumerate(order) if what == "cache"]
+    tainted = [i for i, (kind, what) in enumerate(order) if what == "taint"]
+    assert creates and len(cached) == 3 and len(tainted) == 3, order
+    assert max(creates) < min(cached) and max(creates) < min(tainted), order
+
+
 def test_a_group_the_cloud_refuses_to_point_at_the_image_gets_no_heir():
     w = World([group("G1")])
     w.add_node("old-1", "G1", OLD)
@@ -563,6 +582,18 @@ def test_the_wait_ends_when_a_heirs_ready_time_has_run_out():
     assert waited_for(ex, waiting=ready) == pytest.approx(expected)
     opened = [dict(name="old-2", heir_ready=True, heir_ready_since=core.format_time(int(now) - 30))]
     assert waited_for(ex, waiting=ready + opened) == executor.GATE_MARGIN
+
+
+def test_the_wait_ends_when_a_cloud_listing_is_due_but_never_spins():
+    """A group's listing due in 0.7 s (CloudAccess.next_listing_in: an instance's deletion due to end): the next pass
+    comes then, not at the 2 s poll; one due now waits LISTING_WAIT, and a cloud that says nothing leaves the poll."""
+    ex = World([group("G1")]).executor(opts(), poll=2.0)
+    ex.cloud.next_listing_in = lambda: 0.7
+    assert waited_for(ex) == 0.7
+    ex.cloud.next_listing_in = lambda: 0.0
+    assert waited_for(ex) == executor.LISTING_WAIT
+    ex.cloud.next_listing_in = lambda: None
+    assert waited_for(ex) == 2.0
 
 
 def test_while_evicted_pods_are_going_the_wait_is_the_drain_poll():
