@@ -150,9 +150,9 @@ def test_full_upgrade(upgrade_cluster, cloud, tmp_path):
     assert (calls["limit_per_minute"], calls["limit_source"]) == limit[cloud], calls
     # (a run whose passes fit in a minute has its every call in its peak minute)
     assert calls["calls"] == sum(calls["by_kind"].values()) >= calls["peak_per_minute"] > 0, calls
-    # No minute holds more than the rate plus the bucket's 10 s burst.
+    # No minute holds more than the rate (the bucket's 10 s burst is paid back within the minute).
     assert calls["peak_fraction_of_limit"] == round(calls["peak_per_minute"] / calls["limit_per_minute"], 3), calls
-    assert calls["peak_per_minute"] <= calls["limit_per_minute"] * (1 + 10 / 60.0) + 1, calls
+    assert calls["peak_per_minute"] <= calls["limit_per_minute"], calls
     assert len(calls["by_kind"]) >= 3 and calls["throttled"] == 0, calls
     markdown = (pathlib.Path(values["rolling_upgrade_report_dir"]) / "image-upgrade-report.md").read_text()
     assert "- cloud API requests: %d; peak %d per minute" % (calls["calls"], calls["peak_per_minute"]) in markdown
