@@ -174,9 +174,13 @@ class CloudAccess:
             ended = self.provider.follow_operations()
         except base.ProviderError as exc:
             raise StepFailure("following the cloud's operations failed: %s" % exc, step="create")
+        scheduled_only = not getattr(self.provider, "deletion_ends_with_operation", True)
         for done in ended:
-            self._wrote(done.group_id)
             failure = done.failure
+            if not (done.kind == "delete" and failure is None and scheduled_only):
+                # (A deletion the cloud only scheduled: the listing after its request shows it DELETING already, and
+                # the listing due when it should have ended (cloud_reads.next_listing) shows it gone.)
+                self._wrote(done.group_id)
             if done.kind == "delete":
                 if failure is not None and not isinstance(failure, base.NotFoundError):
                     raise StepFailure("deleting instance %s from %s failed: %s" % (done.name, done.group_id, failure),

@@ -199,6 +199,9 @@ class CloudProvider(abc.ABC):
     # Whether delete_instance takes wait=False: it then returns once the cloud accepted the deletion, the instance
     # lists as DELETING from then on (it holds its slot), and follow_operations() tells how the deletion ended.
     deletes_without_waiting = False
+    # Whether such a deletion's operation ends when the instance is gone (else when the cloud scheduled it, as GCE's
+    # deleteInstances: "DONE" is not deleted): only then does its end say that a listing would show something new.
+    deletion_ends_with_operation = True
 
     @abc.abstractmethod
     def create_instance(self, group_id) -> Instance:

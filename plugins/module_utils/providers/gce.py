@@ -1043,6 +1043,8 @@ class GceProvider(CloudProvider):
     creates_in_parallel = True
     #: delete_instance(wait=False) starts the deletion and returns; follow_operations() follows it.
     deletes_without_waiting = True
+    #: deleteInstances' operation is DONE once the group scheduled the deletions; the instances list DELETING after.
+    deletion_ends_with_operation = False
     #: deletions in different groups may be sent at once (as creates: the kept operations are locked).
     deletes_in_parallel = True
 

@@ -537,8 +537,9 @@ def test_a_group_only_deleting_the_runs_instances_is_listed_when_the_first_is_du
     deleting = {"gce://p/z/c": 100.0}
     lower = str.lower
 
-    def moment(listed_at, seconds=15.0, items=listing, asked=deleting):
-        return cloud_reads.next_listing(group, listed_at, items, own=frozenset(), normalize=lower, deleting=asked,
+    def moment(listed_at, seconds=15.0, items=None, asked=None):
+        return cloud_reads.next_listing(group, listed_at, listing if items is None else items, own=frozenset(),
+                                        normalize=lower, deleting=deleting if asked is None else asked,
                                         deletion_seconds=seconds)
 
     assert moment(101.0) == 115.0, "listed just after asking: not again before the deletion's end"
@@ -589,3 +590,19 @@ def test_cloud_access_times_its_deletions_by_the_listings_and_says_when_the_next
     clock.now += 0.1
     cloud.read(None)
     assert len(provider.listings) == listings + 1 and cloud.next_listing_in() == cloud_reads.DELETION_REREAD
+
+
+@pytest.mark.parametrize("ends_with_operation", [True, False])
+def test_a_deletions_operation_end_lists_its_group_only_where_it_means_the_instance_is_gone(ends_with_operation):
+    """GCE's deleteInstances is DONE once scheduled: listing the group at its end showed nothing new (a request of
+    every group a wave, E14); elsewhere (Azure) it ends with the instance gone, and the group is listed then."""
+    provider = _Deferring(_world(1))
+    provider.deletion_ends_with_operation = ends_with_operation
+    cloud = CloudAccess(provider, clock=_Clock())
+    cloud.read(None)
+    cloud.delete(["gce://p/z/g1-a"])
+    cloud.read(None)
+    before = len(provider.listings)
+    provider.ended = [base.Ended("g1", "g1-a", None, "delete")]
+    cloud.read(None)
+    assert provider.listings[before:] == (["g1"] if ends_with_operation else [])
