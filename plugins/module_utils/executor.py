@@ -60,6 +60,7 @@ import uuid
 
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils import (
     cloud_settings, core, facts_views, hold_points, leaving_marks, progress, stop_signals)
+from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_inputs import recorded_per_intent
 from ansible_collections.kubenodes.image_upgrade.plugins.module_utils.plan_leaving import lb_hold_until
 
 # Seconds between looks while everything waits (a heir joining, a PDB, a deletion): short, because the
@@ -948,10 +949,7 @@ class Executor:
         plan found the intent's instance among some it could not tell apart (`unclaimed`), one of those. None when
         there is none. (An executor started since the create knows no more: the oldest open intent of the group was
         a create that a kill cut off, whose instance is not this one, found by the property worlds.)"""
-        recorded = {}
-        for entry in self.settings.created.values():
-            if isinstance(entry, dict) and entry.get("intent"):
-                recorded[entry["intent"]] = recorded.get(entry["intent"], 0) + 1
+        recorded = recorded_per_intent(self.settings.created)
         normalize = getattr(self.cloud, "normalize", core.default_normalize)
         for key, intent in sorted(self.settings.intents.items(), key=lambda kv: (str(kv[1].get("at")), kv[0])):
             made = intent.get("settled", intent.get("count"))

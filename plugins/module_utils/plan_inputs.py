@@ -31,6 +31,15 @@ def _int(value):
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def recorded_per_intent(created):
+    """{intent key: how many instances the journal's instances_created records under it}."""
+    recorded = {}
+    for entry in created.values():
+        if isinstance(entry, dict) and entry.get("intent"):
+            recorded[entry["intent"]] = recorded.get(entry["intent"], 0) + 1
+    return recorded
+
+
 @dataclass
 class PlanInputs:
     """The planner's inputs, as read_inputs() makes them (see core.plan_upgrade for each one's meaning)."""
@@ -76,10 +85,7 @@ class PlanInputs:
         group's growth since the intent, which tells how many the create made, no longer says it once this upgrade
         deleted instances of the group."""
         claimed = set(self.created)
-        recorded = {}
-        for entry in self.created.values():
-            if entry.get("intent"):
-                recorded[entry["intent"]] = recorded.get(entry["intent"], 0) + 1
+        recorded = recorded_per_intent(self.created)
         by_group, held = {}, {}
         for key, intent in sorted(self.intents.items(), key=lambda kv: (str(kv[1].get("at")), kv[0])):
             at, gkey = parse_time(intent.get("at")), group_key(intent.get("group"))
@@ -156,10 +162,7 @@ class PlanInputs:
             # Counted from the journal, not the listing: a later create's instance that died since and was
             # autohealed (replaced without the target size shrinking) still grew the group.
             later = {k: v for k, v in self.intents.items() if isinstance(v.get("after"), list) and key in v["after"]}
-            recorded = {}
-            for entry in self.created.values():
-                if entry.get("intent") in later:
-                    recorded[entry["intent"]] = recorded.get(entry["intent"], 0) + 1
+            recorded = recorded_per_intent(self.created)
             others = sum(max(recorded.get(k, 0), _int(v.get("settled", v.get("grown")))) for k, v in later.items())
             return max(0, now - before - others)
         others = 0
