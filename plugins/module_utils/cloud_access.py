@@ -61,13 +61,20 @@ class CloudAccess:
     def read(self, scaling_groups):
         """(groups, {group: [Instance]}, {group: error}): the groups as the provider reads them now, the instances of
         those where something can have changed listed now, the others as last listed."""
-        self._follow()
         scope = sorted(scaling_groups or [])
         with self.provider.reading():
-            groups = self._groups_if_steady(scope)
-            if groups is None:
-                groups = self.provider.list_groups(list(scaling_groups) if scaling_groups else None)
-                self.groups_read = (self.clock(), scope, groups)
+            if self._groups_if_steady(scope) is None:
+                # The groups are read again anyway: at the same time as the operations are followed, one round trip
+                # where there were two (a heir Ready waits for this read before it is paired).
+                with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+                    following = pool.submit(self._follow)
+                    groups = self._read_groups(scaling_groups, scope)
+                    following.result()
+            else:
+                self._follow()   # an operation's end there reads the groups again
+                groups = self._groups_if_steady(scope)
+                if groups is None:
+                    groups = self._read_groups(scaling_groups, scope)
             listing = self._due(groups, self.clock())
             instances, errors = self._list(groups, listing)
             self.listings["read"] += len(listing)
@@ -78,6 +85,11 @@ class CloudAccess:
         self.kept = {g.id: self.kept[g.id] for g in groups if g.id in self.kept}
         self.listed = {self.normalize(i.provider_id): i for items in instances.values() for i in items}
         return groups, instances, errors
+
+    def _read_groups(self, scaling_groups, scope):
+        groups = self.provider.list_groups(list(scaling_groups) if scaling_groups else None)
+        self.groups_read = (self.clock(), scope, groups)
+        return groups
 
     def _groups_if_steady(self, scope):
         """The groups as last read when that read is younger than the steady interval, for the same scope, and none

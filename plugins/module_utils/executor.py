@@ -281,6 +281,8 @@ class Executor:
         self.awaiting = {}        # group key -> [intent] of creates whose instance comes back with no name either
         self.instances = None     # {group: [Instance]} of this pass's cloud read: what the guard checks against
         self.relisted = set()     # the groups this pass listed again (_list_again)
+        self.overtaken_last = False   # the last pass stopped before its destructive steps (_overtaken)
+        self.passes_overtaken = 0
         # cloud_view() and _group_of_instance() of self.instances and self.group_errors, until they change
         self.viewed = self.where = None
         self.group_errors = {}
@@ -334,12 +336,18 @@ class Executor:
             # (the held surge is one of the planner's options: the plan is made again, never reused).
             self._hold_surge(facts["budget"]["in_flight"], refused)
             facts, named = self.plan(nodes, groups, instances, errors, version=version, health=health)
-        # One round of listings for the groups the plan rests on and those its destructive steps act in (each step is
-        # judged on a listing of its group made in this pass, _read_fresh): at once, not a round per step.
+        # The groups the plan rests on (a pairing's, every group's when it says done) listed in this pass before it
+        # stands. Those its destructive steps act in are listed later, after the pairings and creates
+        # (_read_acted_on): a heir Ready waits for one round trip fewer.
         confirm = self._groups_to_confirm(facts, named)
-        if self._list_again(confirm | self._groups_acted_on(facts)) & confirm:
+        if self._list_again(confirm) & confirm:
             facts, named = self.plan(nodes, groups, self.instances, self.group_errors, version=version, health=health)
         return facts, named
+
+    def _read_acted_on(self, state):
+        """The groups of this pass's drains, etcd removals and instance deletions listed in one round (each step is
+        judged on a listing of its group made in this pass, _read_fresh): at once, not a round per step."""
+        self._list_again(self._groups_acted_on(state.facts))
 
     def _groups_acted_on(self, facts):
         """The groups of this plan's drains, etcd removals and instance deletions (none in check mode)."""
@@ -525,12 +533,32 @@ class Executor:
         self._write_node_patches(state, cached=True)
         self._mark_nodes_to_replace(state)
         self._uncordon_given_back(state)
+        if self._overtaken(state):
+            self._journal_pass(state)
+            return state.result(moved=True)
+        self._read_acted_on(state)
         self._drain_donors(state)
         self._remove_etcd_members(state)
         self._delete_finished_donors(state)
         self._delete_orphan_instances(state)
         self._journal_pass(state)
         return state.result(moved=state.moved())
+
+    def _overtaken(self, state):
+        """Whether this pass stops before its drains, etcd removals and deletions because a Node changed since it read
+        them (the kube side says so; most often a heir turned Ready): the next pass, at once, pairs that heir instead
+        of waiting for this pass's destructive steps (about a second at a real cloud's latency), and takes them up
+        again on its own plan. Never two passes in a row, so those steps are put off by one pass at most."""
+        after_one, self.overtaken_last = self.overtaken_last, False
+        changed = getattr(self.kube, "changed_since_read", None)
+        plan = state.plan
+        if (after_one or changed is None or not state.read_here
+                or not (plan["drain"] or plan["etcd_remove"] or plan["delete_nodes"] or plan["delete_instances"])
+                or not changed()):
+            return False
+        self.overtaken_last = True
+        self.passes_overtaken += 1
+        return True
 
     def _begin_pass(self, facts, nodes, instances, group_errors):
         read_here = facts is None

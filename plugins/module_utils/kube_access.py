@@ -123,6 +123,11 @@ class KubeAccess:
             if any(woke):
                 self.cache.wake()
 
+    def changed_since_read(self):
+        """Whether a Node changed in what the planner reads since the last list_nodes, by someone else (the watch's
+        judgement, as wait_for_change's): a pass that finds so is overtaken (Executor._overtaken)."""
+        return bool(self.cache.changed)
+
     def wait_for_change(self, seconds):
         """Wait until a Node changes in what the planner reads (planning_signature: added, deleted, Ready,
         cordoned, labels, this collection's annotations, taints, image) since the last read, or until `seconds`

@@ -26,7 +26,7 @@ def test_a_node_changed_since_it_was_read_is_left_to_the_next_pass_not_a_failed_
 
 
 def test_a_wait_ends_on_a_change_the_plan_reads_and_not_on_others(sandbox, new_nodes):
-    """wait_for_change: the watch from the last LIST ends the wait at once when a Node changes in what the planner
+    """wait_for_change (and changed_since_read, which a pass asks before its drains): the watch from the last LIST ends the wait at once when a Node changes in what the planner
     reads, waits out its time for a change it does not read (a status heartbeat, another controller's
     annotation) or for the executor's own write or deletion, wakes for a change someone else made before
     that write, and ends at once when the listed version is too old to watch from (the next pass lists
@@ -57,6 +57,7 @@ def test_a_wait_ends_on_a_change_the_plan_reads_and_not_on_others(sandbox, new_n
     began = time.monotonic()
     assert access.wait_for_change(1.5) is False
     assert 1.4 <= time.monotonic() - began < 4.0
+    assert access.changed_since_read() is False   # what a pass asks before its drains (Executor._overtaken)
 
     timer = threading.Timer(0.5, kube.merge_patch, ("/api/v1/nodes/" + name, {"spec": {"unschedulable": True}}))
     timer.start()
@@ -66,10 +67,13 @@ def test_a_wait_ends_on_a_change_the_plan_reads_and_not_on_others(sandbox, new_n
     finally:
         timer.cancel()
     assert time.monotonic() - began < 5.0, "the cordon did not end the wait at once"
+    assert access.changed_since_read() is True
+
 
     # A change someone else made between the LIST and the executor's write (the write retried on its 409) was not
     # planned on: it wakes the wait, though the write's own result already holds it.
     node = next(n for n in access.list_nodes() if n["metadata"]["name"] == name)
+    assert access.changed_since_read() is False, "a read takes the change in: nothing changed since"
     kube.merge_patch("/api/v1/nodes/" + name, {"metadata": {"labels": {"changed-by-someone-else": "yes"}}})
     status, after = access.write_node(node, {"labels": {"written-by-the-executor": "again"}, "expect": {}})
     assert status == "changed" and after["metadata"]["labels"]["changed-by-someone-else"] == "yes"

@@ -320,6 +320,51 @@ def test_a_create_returns_without_waiting_and_the_next_read_follows_its_operatio
     assert cloud.refusals() == ["creating new-2: QUOTA_EXCEEDED"] and cloud.refusals() == []
 
 
+class _Meeting(_Starting):
+    """follow_operations and list_groups each wait at one barrier of two (while `meeting` is set): both pass it only
+    while both run at once. `calls` keeps their order."""
+
+    def __init__(self, groups):
+        super().__init__(groups)
+        self.meeting, self.met, self.calls = threading.Barrier(2), [], []
+
+    def _meet(self, who):
+        self.calls.append(who)
+        if self.meeting is None:
+            return
+        try:
+            self.meeting.wait(timeout=5)
+            self.met.append(who)
+        except threading.BrokenBarrierError:
+            self.meeting.reset()
+
+    def list_groups(self, group_ids=None):
+        self._meet("groups")
+        return super().list_groups(group_ids)
+
+    def follow_operations(self):
+        self._meet("operations")
+        return super().follow_operations()
+
+
+def test_the_groups_are_read_while_the_operations_are_followed_and_an_ended_ones_group_is_listed_after_both():
+    """A read that reads the groups again follows the operations at the same time (one round trip, not two, before the
+    listings a heir Ready waits for); the groups of the operations that ended are listed after both."""
+    provider = _Meeting(_world(2))
+    cloud = CloudAccess(provider, clock=_Clock())
+    cloud.read(None)
+    assert sorted(provider.met) == ["groups", "operations"]
+    cloud.create("g1", 1)
+    provider.ended, provider.met = [base.Ended("g2", "new-2")], []
+    cloud.read(None)   # g1 written to: the groups are read again, while g2's create is seen to end
+    assert sorted(provider.met) == ["groups", "operations"]
+    assert provider.listings[2:] == ["g1", "g2"] and provider.group_reads == 2
+    provider.ended, provider.meeting, provider.calls = [base.Ended("g1", "new-1")], None, []
+    cloud.read(None)   # every group steady: the operations first, and the one that ended reads the groups again
+    assert provider.calls == ["operations", "groups"] and provider.group_reads == 3
+    assert provider.listings[4:] == ["g1"]
+
+
 def test_a_followed_create_that_failed_for_another_reason_fails_the_step_naming_it():
     provider = _Starting(_world(1))
     cloud = CloudAccess(provider, clock=_Clock())

@@ -118,6 +118,26 @@ def test_a_drain_that_finishes_goes_on_to_deletion_in_the_same_pass():
     assert result["finished"] == ["old-1"] and "old-1" not in w.nodes
 
 
+def test_a_pass_overtaken_by_a_nodes_change_leaves_its_drains_to_the_next_pass_at_once_never_two_in_a_row():
+    """A Node changed since the pass read them (KubeAccess.changed_since_read; most often a heir turned Ready): the
+    pass stops before its drains and deletions and says it moved, so the next pass (which pairs that heir) comes at
+    once; that one is never overtaken, so a drain waits one pass at most."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    ex = w.executor(opts())
+    ex.kube.changed_since_read = lambda: True   # someone changes a Node during every pass
+    for _attempt in range(8):
+        result = ex.run_pass()
+        if result["facts"]["plan"]["drain"]:
+            break
+        w.tick()
+    assert [d["name"] for d in result["facts"]["plan"]["drain"]] == ["old-1"]
+    assert result["moved"] and not steps(result, "drain") and "old-1" in w.nodes and ex.passes_overtaken == 1
+    following = ex.run_pass()
+    assert steps(following, "drain")[0]["drained"] is True and following["finished"] == ["old-1"]
+    assert ex.passes_overtaken == 1 and "old-1" not in w.nodes
+
+
 def test_a_donor_node_that_changed_since_the_read_is_deleted_by_the_next_pass_not_a_failure():
     """KubeAccess.delete_node answers False when the Node changed since the pass read it (409 on its
     resourceVersion; tests/integration/test_executor_kube.py): the donor is not counted as finished, and the

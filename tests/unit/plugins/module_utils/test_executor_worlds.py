@@ -117,6 +117,7 @@ class Scenario:
     access: object = None        # seconds: through the production CloudAccess, a group listed that often at most
     lb_drain: float = 0.0        # lb_drain_seconds (a tick is 60 s)
     heir_ready: float = 0.0      # heir_ready_seconds
+    overtaken: float = 0.0       # the chance that a pass finds a Node changed since its read (Executor._overtaken)
 
     def options(self):
         return core.Options(image=TARGET, max_surge=self.max_surge, max_surge_total=self.max_surge_total,
@@ -185,7 +186,8 @@ def scenarios(draw, foreign=False, linger=False, members=False, heirs=False, una
         seed=draw(st.integers(0, 2**16)),
         access=draw(st.sampled_from([None, 90.0, 150.0])),
         lb_drain=draw(st.sampled_from([0.0, 0.0, 30.0, 90.0])),
-        heir_ready=draw(st.sampled_from([0.0, 0.0, 30.0])))
+        heir_ready=draw(st.sampled_from([0.0, 0.0, 30.0])),
+        overtaken=draw(st.sampled_from([0.0, 0.0, 0.5])))
 
 
 # -- the invariants -------------------------------------------------------------------------------------------
@@ -413,7 +415,16 @@ class Run:
 
     def executor(self):
         self.executors += 1
-        return self.w.executor(self.options, self.take, etcd_health=True, journaled=True, access=self.sc.access)
+        return self.overtaking(self.w.executor(self.options, self.take, etcd_health=True, journaled=True,
+                                               access=self.sc.access))
+
+    def overtaking(self, ex):
+        """With the scenario's chance, a pass finds a Node changed since its read (as the production Node cache says
+        when someone changes one mid-pass): it leaves its drains, etcd removals and deletions to the next pass."""
+        if self.sc.overtaken:
+            draws = random.Random("overtaken/%d/%d" % (self.sc.seed, self.executors))
+            ex.kube.changed_since_read = lambda: draws.random() < self.sc.overtaken
+        return ex
 
     def bound(self):
         nodes = sum(old + foreign for _role, old, foreign in self.sc.groups)
@@ -621,8 +632,8 @@ class CachedRun(Run):
 
     def executor(self):
         self.executors += 1
-        ex = self.w.executor(self.options, self.take, etcd_health=True, journaled=True, access=self.sc.access,
-                             cached_nodes=True)
+        ex = self.overtaking(self.w.executor(self.options, self.take, etcd_health=True, journaled=True,
+                                             access=self.sc.access, cached_nodes=True))
         run = self
 
         def plan(nodes, groups, instances, errors, version=None, health=executor._UNREAD):  # pylint: disable=protected-access
