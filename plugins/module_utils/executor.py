@@ -7,7 +7,10 @@ point the scaling groups at the image; cache annotations, pair, repair and copy 
 within the budget; give back nodes whose pair broke; drain donors whose heir is Ready; remove the etcd
 members of drained control-plane donors; delete the instances and the Node objects of finished
 replacements; delete instances that never joined, failed or were orphaned; record the phases; journal.
-A drain that finishes in a pass goes on to etcd and deletion in the same pass. A pass that finds nothing the plan was
+A drain that finishes in a pass goes on to etcd and deletion in the same pass. A pass that finds, once it has created,
+a Node changed since it read them (a heir turned Ready, most often) stops there and the next comes at once, which pairs
+that heir; the drains, etcd removals and deletions go in that next pass, never put off twice (Executor._overtaken). A
+pass that finds nothing the plan was
 made from changed (the Nodes as the planner reads them, the cloud's read, etcd's health, the options, the run's records)
 within a poll interval of it, and no hold opened since, takes that plan again instead of planning (Executor.read).
 
@@ -19,7 +22,8 @@ world: module_utils/kube_access.py, cloud_access.py and etcd_access.py):
           the Node changed since it was read (left to the next pass), else True (or None); optionally
           wait_for_change(seconds) (a watch that ends the wait between passes early), drain_concurrency
           (how many donors it can drain at once; MAX_DRAINS_AT_ONCE at most are), nodes_version() (of the last
-          list_nodes: moves when what the planner reads of the Nodes changed) and calls() ({calls, by_kind} of its
+          list_nodes: moves when what the planner reads of the Nodes changed), changed_since_read() (whether someone
+          changed a Node in what the planner reads since the last list_nodes) and calls() ({calls, by_kind} of its
           Kubernetes requests, for the journal)
   cloud:  read(scaling_groups) -> (groups, {group: [Instance]}, {group: error}) or None (no cloud); optionally
           refresh(group_ids) -> ({group: [Instance]}, {group: error}), those of the groups it did not list in
