@@ -26,11 +26,11 @@ def test_a_node_changed_since_it_was_read_is_left_to_the_next_pass_not_a_failed_
 
 
 def test_a_wait_ends_on_a_change_the_plan_reads_and_not_on_others(sandbox, new_nodes):
-    """wait_for_change (and changed_since_read, which a pass asks before its drains): the watch from the last LIST ends the wait at once when a Node changes in what the planner
+    """wait_for_change: the watch from the last LIST ends the wait at once when a Node changes in what the planner
     reads, waits out its time for a change it does not read (a status heartbeat, another controller's
     annotation) or for the executor's own write or deletion, wakes for a change someone else made before
     that write, and ends at once when the listed version is too old to watch from (the next pass lists
-    again)."""
+    again). changed_since_read, which a pass asks before its drains, says the same."""
     import threading
     import time
 
@@ -68,7 +68,6 @@ def test_a_wait_ends_on_a_change_the_plan_reads_and_not_on_others(sandbox, new_n
         timer.cancel()
     assert time.monotonic() - began < 5.0, "the cordon did not end the wait at once"
     assert access.changed_since_read() is True
-
 
     # A change someone else made between the LIST and the executor's write (the write retried on its 409) was not
     # planned on: it wakes the wait, though the write's own result already holds it.
