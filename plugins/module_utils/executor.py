@@ -10,9 +10,11 @@ replacements; delete instances that never joined, failed or were orphaned; recor
 A drain that finishes in a pass goes on to etcd and deletion in the same pass. A pass that finds, once it has created,
 a Node changed since it read them (a heir turned Ready, most often) stops there and the next comes at once, which pairs
 that heir; the drains, etcd removals and deletions go in that next pass, never put off twice (Executor._overtaken). A
-pass that finds nothing the plan was
-made from changed (the Nodes as the planner reads them, the cloud's read, etcd's health, the options, the run's records)
-within a poll interval of it, and no hold opened since, takes that plan again instead of planning (Executor.read).
+Node that changed while the pass read the cloud is read again before the plan, so that pass pairs it (Executor.read);
+a journal write due after a finished replacement waits one pass when a Node changed meanwhile (never twice). A pass
+that finds nothing the plan was made from changed (the Nodes as the planner reads them, the cloud's read, etcd's
+health, the options, the run's records) within a poll interval of it, and no hold opened since, takes that plan again
+instead of planning (Executor.read).
 
 The executor takes its outside worlds as arguments, so unit and property tests drive it against an
 in-memory world and the upgrade_step action plugin against the real cluster and clouds (one file per outside
@@ -287,6 +289,7 @@ class Executor:
         self.relisted = set()     # the groups this pass listed again (_list_again)
         self.overtaken_last = False   # the last pass stopped before its destructive steps (_overtaken)
         self.passes_overtaken = 0
+        self.nodes_reread = 0   # reads whose Nodes were read again after the cloud's (a Node changed meanwhile)
         # cloud_view() and _group_of_instance() of self.instances and self.group_errors, until they change
         self.viewed = self.where = None
         self.group_errors = {}
@@ -318,6 +321,15 @@ class Executor:
                 # A Node that appeared, turned Ready or NotReady, or went has its group listed in this read.
                 notice(self.node_infos.of(nodes))
             cloud = self._timed("cloud", self.cloud.read, self.settings.scaling_groups or None)
+            if self._changed_since_read():
+                # A Node changed while the cloud was read (most often a heir turned Ready; at a real cloud's latency
+                # the read takes most of a second): the Nodes read again, so that this pass pairs it and not the next.
+                # Its group's listing, where the plan pairs it, is made below (_groups_to_confirm).
+                nodes = self._timed("kube", self.kube.list_nodes)
+                version = self.nodes_version() if self.plan_reuse else None
+                if notice is not None:
+                    notice(self.node_infos.of(nodes))
+                self.nodes_reread += 1
         groups, instances, errors = cloud if cloud is not None else (None, None, None)
         self._cloud_read(instances, errors)
         self.last_read = (nodes, groups)
@@ -554,15 +566,20 @@ class Executor:
         of waiting for this pass's destructive steps (about a second at a real cloud's latency), and takes them up
         again on its own plan. Never two passes in a row, so those steps are put off by one pass at most."""
         after_one, self.overtaken_last = self.overtaken_last, False
-        changed = getattr(self.kube, "changed_since_read", None)
         plan = state.plan
-        if (after_one or changed is None or not state.read_here
+        if (after_one or not state.read_here
                 or not (plan["drain"] or plan["etcd_remove"] or plan["delete_nodes"] or plan["delete_instances"])
-                or not changed()):
+                or not self._changed_since_read()):
             return False
         self.overtaken_last = True
         self.passes_overtaken += 1
         return True
+
+    def _changed_since_read(self):
+        """Whether the kube side says a Node changed in what the planner reads since the last list_nodes, by someone
+        else (False where it cannot tell)."""
+        changed = getattr(self.kube, "changed_since_read", None)
+        return changed is not None and bool(changed())
 
     def _begin_pass(self, facts, nodes, instances, group_errors):
         read_here = facts is None
@@ -1124,6 +1141,7 @@ class Executor:
     def _slice(self, seconds):
         start = self.clock()
         did, finished, refused = [], [], []
+        journal_owed = deferred = False
         while True:
             self.stop.check()
             result = self.run_pass()
@@ -1138,10 +1156,17 @@ class Executor:
             health_due = bool(facts.get("etcd_health_due")) and not self.settings.check_mode
             stop = (gate_due or health_due or facts["done"] or result["etcd_due"] or self.settings.check_mode
                     or self.clock() - start + (0 if result["moved"] else self.settings.poll) >= seconds)
-            if result["finished"] and not stop and self.flush_journal is not None:
+            journal_owed = journal_owed or bool(result["finished"])
+            if journal_owed and not stop and self.flush_journal is not None:
                 # A finished replacement is journaled at once, and the slice goes on: ending it there cost the role a
-                # task round trip each time donors finished in different passes.
-                self._timed("kube", self.flush_journal)
+                # task round trip each time donors finished in different passes. Put off by one pass when a Node
+                # changed meanwhile (a heir came: the write takes up to half a second at 1,000 nodes, and the next pass
+                # pairs the heir first); never twice, and a slice that stops leaves it to the slice's end.
+                if deferred or not self._changed_since_read():
+                    self._timed("kube", self.flush_journal)
+                    journal_owed = deferred = False
+                else:
+                    deferred = True
             if stop:
                 return dict(done=bool(facts["done"]) and not self.settings.check_mode, passes=self.passes,
                             facts=facts, did=did, finished=finished, etcd_due=result["etcd_due"],

@@ -283,6 +283,30 @@ def test_a_heir_the_cloud_accepted_then_refused_for_quota_holds_the_surge_and_is
     assert "Quota 'CPUS' exceeded" in warning and "at most 1 replacement(s)" in warning
 
 
+def test_a_heir_whose_node_comes_while_the_pass_reads_the_cloud_is_paired_in_that_pass():
+    """Issue 22: at a real cloud's latency the cloud read takes most of a second; a Node that changed meanwhile (the
+    kube side's changed_since_read: most often a heir's Node registered or turned Ready) is read again before the plan,
+    so this pass pairs the heir rather than the next one, a whole pass later."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    ex = w.executor(opts())
+    ex.run_pass()   # creates the heir
+    w.tick()        # its instance runs
+    assert list(w.nodes) == ["old-1"]
+    came, read = [], ex.cloud.read
+
+    def read_while_the_heirs_node_registers(scaling_groups):
+        w.tick()    # its Node registers
+        came.extend(name for name in w.nodes if name != "old-1")
+        return read(scaling_groups)
+    ex.cloud.read = read_while_the_heirs_node_registers
+    ex.kube.changed_since_read = lambda: bool(came)
+    ex.run_pass()
+    heir = came[0]
+    assert w.nodes["old-1"]["metadata"]["annotations"].get(P + "heir") == heir
+    assert w.nodes[heir]["metadata"]["annotations"].get(P + "donor") == "old-1" and ex.nodes_reread == 1
+
+
 def test_a_slice_waits_the_poll_interval_only_when_nothing_moved():
     w = World([group("G1", image=NEW)])
     w.add_node("old-1", "G1", OLD)
@@ -712,6 +736,31 @@ def test_a_finished_replacement_is_journaled_at_once_and_the_slice_goes_on():
     assert result["done"] and sorted(result["finished"]) == ["old-1", "old-2"]
     # Flushed once per finish, the first while the second donor was still there; the slice ended only when done.
     assert [left for _records, left in flushed] == [["old-2"], []], flushed
+
+
+def test_a_journal_write_due_while_a_node_changed_waits_one_pass_never_two():
+    """Issue 22: the journal's write after a finished replacement takes up to half a second at 1,000 nodes; when a Node
+    changed meanwhile (a heir came) the next pass, which pairs it, goes first and the write follows it; never put off
+    twice in a row, so a journal is at most one pass late."""
+    w = World([group("G1", image=NEW)])
+    for n in range(3):
+        w.add_node("old-%d" % n, "G1", OLD)
+    ex = w.executor(opts(max_surge=1), journal_run="2026-12-01T00:00:00Z")
+    ex.kube.changed_since_read = lambda: True   # someone changes a Node during every pass
+    finished_in, flushed_after, run_pass = [], [], ex.run_pass
+
+    def counted_pass():
+        result = run_pass()
+        if result["finished"]:
+            finished_in.append(ex.passes)
+        return result
+    ex.run_pass = counted_pass
+    ex.flush_journal = lambda: flushed_after.append(ex.passes)
+    result = ex.run_slice(seconds=300)
+    assert result["done"] and len(finished_in) >= 2, finished_in
+    # Each write one pass after the pass that finished (the last finish is written at the slice's end, by its caller).
+    assert flushed_after and all(p - 1 in finished_in for p in flushed_after), (finished_in, flushed_after)
+    assert len(flushed_after) == len([p for p in finished_in if p != ex.passes]), (finished_in, flushed_after)
 
 
 def test_a_stop_asked_during_a_wait_ends_the_slice_there_and_the_next_run_goes_on():
