@@ -7,9 +7,9 @@ point the scaling groups at the image; cache annotations, pair, repair and copy 
 within the budget; give back nodes whose pair broke; drain donors whose heir is Ready; remove the etcd
 members of drained control-plane donors; delete the instances and the Node objects of finished
 replacements; delete instances that never joined, failed or were orphaned; record the phases; journal.
-A drain that finishes in a pass goes on to etcd and deletion in the same pass. A pass that finds, once it has created,
-a Node changed since it read them (a heir turned Ready, most often) stops there and the next comes at once, which pairs
-that heir; the drains, etcd removals and deletions go in that next pass, never put off twice (Executor._overtaken). A
+A drain that finishes in a pass goes on to etcd and deletion in the same pass. A pass that finds, once it has created
+or once it has drained, a Node changed since it read them (a heir turned Ready, most often) stops there and the next
+comes at once, which pairs that heir; the steps left go in that next pass, never put off twice (Executor._overtaken). A
 Node that changed while the pass read the cloud is read again before the plan, so that pass pairs it (Executor.read);
 a journal write due after a finished replacement waits one pass when a Node changed meanwhile (never twice). A pass
 that finds nothing the plan was made from changed (the Nodes as the planner reads them, the cloud's read, etcd's
@@ -533,6 +533,7 @@ class Executor:
         replacement ended), etcd_due (delegated removals), refused (the guard's named problems, also in
         facts["problems"] and so on the progress line)."""
         self.passes += 1
+        after_one, self.overtaken_last = self.overtaken_last, False
         state = self._begin_pass(facts, nodes, instances, group_errors)
         self._check_timeout(state.facts)
         if self.settings.check_mode:
@@ -549,27 +550,30 @@ class Executor:
         self._write_node_patches(state, cached=True)
         self._mark_nodes_to_replace(state)
         self._uncordon_given_back(state)
-        if self._overtaken(state):
+        if self._overtaken(state, after_one):
             self._journal_pass(state)
             return state.result(moved=True)
         self._read_acted_on(state)
         self._drain_donors(state)
+        if self._overtaken(state, after_one, drained=True):
+            self._journal_pass(state)
+            return state.result(moved=True)
         self._remove_etcd_members(state)
         self._delete_finished_donors(state)
         self._delete_orphan_instances(state)
         self._journal_pass(state)
         return state.result(moved=state.moved())
 
-    def _overtaken(self, state):
-        """Whether this pass stops before its drains, etcd removals and deletions because a Node changed since it read
-        them (the kube side says so; most often a heir turned Ready): the next pass, at once, pairs that heir instead
-        of waiting for this pass's destructive steps (about a second at a real cloud's latency), and takes them up
-        again on its own plan. Never two passes in a row, so those steps are put off by one pass at most."""
-        after_one, self.overtaken_last = self.overtaken_last, False
+    def _overtaken(self, state, after_one, drained=False):
+        """Whether this pass stops before its drains, etcd removals and deletions (or, `drained`, once its drains are
+        done, before its etcd removals and deletions) because a Node changed since it read them (the kube side says so;
+        most often a heir turned Ready): the next pass, at once, pairs that heir instead of waiting for this pass's
+        destructive steps (about a second at a real cloud's latency), and takes them up again on its own plan. Never
+        two passes in a row (`after_one`: the pass before was), so those steps are put off by one pass at most."""
         plan = state.plan
-        if (after_one or not state.read_here
-                or not (plan["drain"] or plan["etcd_remove"] or plan["delete_nodes"] or plan["delete_instances"])
-                or not self._changed_since_read()):
+        left = plan["etcd_remove"] or plan["delete_nodes"] or plan["delete_instances"] or (
+            state.drained_now if drained else plan["drain"])
+        if after_one or not state.read_here or not left or not self._changed_since_read():
             return False
         self.overtaken_last = True
         self.passes_overtaken += 1
