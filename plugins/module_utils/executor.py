@@ -7,9 +7,10 @@ point the scaling groups at the image; cache annotations, pair, repair and copy 
 within the budget; give back nodes whose pair broke; drain donors whose heir is Ready; remove the etcd
 members of drained control-plane donors; delete the instances and the Node objects of finished
 replacements; delete instances that never joined, failed or were orphaned; record the phases; journal.
-A drain that finishes in a pass goes on to etcd and deletion in the same pass. A pass that finds, once it has created
-or once it has drained, a Node changed since it read them (a heir turned Ready, most often) stops there and the next
-comes at once, which pairs that heir; the steps left go in that next pass, never put off twice (Executor._overtaken). A
+A drain that finishes in a pass goes on to etcd and deletion in the same pass. A pass that finds, once it has created,
+as its drains end, or once it has drained, a Node changed since it read them (a heir turned Ready, most often) stops
+there (the drains not begun too) and the next comes at once, which pairs that heir; the steps left go in that next
+pass, never put off twice (Executor._overtaken). A
 Node that changed while the pass read the cloud is read again before the plan, so that pass pairs it (Executor.read);
 a journal write due after a finished replacement waits one pass when a Node changed meanwhile (never twice). A pass
 that finds nothing the plan was made from changed (the Nodes as the planner reads them, the cloud's read, etcd's
@@ -214,6 +215,8 @@ class PassState:
         self.facts = facts
         self.nodes = nodes
         self.read_here = read_here   # the pass read the world itself, so it may plan again on that read
+        self.after_overtaken = False   # the pass before stopped early (Executor._overtaken): this one may not
+        self.cut_short = False         # this pass stopped its drains early (Executor._drain_donors)
         self.did, self.finished, self.etcd_due, self.refused, self.drains = [], [], [], [], []
         self.images_set = False
         self.creations = []     # the plan's creations this pass made (none while a health gate is owed)
@@ -535,6 +538,7 @@ class Executor:
         self.passes += 1
         after_one, self.overtaken_last = self.overtaken_last, False
         state = self._begin_pass(facts, nodes, instances, group_errors)
+        state.after_overtaken = after_one
         self._check_timeout(state.facts)
         if self.settings.check_mode:
             return state.result(moved=False)
@@ -550,12 +554,12 @@ class Executor:
         self._write_node_patches(state, cached=True)
         self._mark_nodes_to_replace(state)
         self._uncordon_given_back(state)
-        if self._overtaken(state, after_one):
+        if self._overtaken(state):
             self._journal_pass(state)
             return state.result(moved=True)
         self._read_acted_on(state)
         self._drain_donors(state)
-        if self._overtaken(state, after_one, drained=True):
+        if self._overtaken(state, drained=True):
             self._journal_pass(state)
             return state.result(moved=True)
         self._remove_etcd_members(state)
@@ -564,20 +568,30 @@ class Executor:
         self._journal_pass(state)
         return state.result(moved=state.moved())
 
-    def _overtaken(self, state, after_one, drained=False):
+    def _overtaken(self, state, drained=False):
         """Whether this pass stops before its drains, etcd removals and deletions (or, `drained`, once its drains are
-        done, before its etcd removals and deletions) because a Node changed since it read them (the kube side says so;
-        most often a heir turned Ready): the next pass, at once, pairs that heir instead of waiting for this pass's
-        destructive steps (about a second at a real cloud's latency), and takes them up again on its own plan. Never
-        two passes in a row (`after_one`: the pass before was), so those steps are put off by one pass at most."""
+        done or cut short, before its etcd removals and deletions) because a Node changed since it read them (the kube
+        side says so; most often a heir turned Ready): the next pass, at once, pairs that heir instead of waiting for
+        this pass's destructive steps (about a second at a real cloud's latency), and takes them up again on its own
+        plan. Never two passes in a row, so those steps are put off by one pass at most."""
+        if state.cut_short:
+            return True   # counted when the drains were cut (_drain_donors)
         plan = state.plan
         left = plan["etcd_remove"] or plan["delete_nodes"] or plan["delete_instances"] or (
             state.drained_now if drained else plan["drain"])
-        if after_one or not state.read_here or not left or not self._changed_since_read():
+        if not left or not self._may_stop(state):
             return False
+        self._stopped_early()
+        return True
+
+    def _may_stop(self, state):
+        """Whether this pass may stop early for a Node changed since it read them: it read the world itself, the pass
+        before did not stop early, and a Node changed."""
+        return state.read_here and not state.after_overtaken and self._changed_since_read()
+
+    def _stopped_early(self):
         self.overtaken_last = True
         self.passes_overtaken += 1
-        return True
 
     def _changed_since_read(self):
         """Whether the kube side says a Node changed in what the planner reads since the last list_nodes, by someone
@@ -838,7 +852,14 @@ class Executor:
         # Written before the drain cordons the node: a kill right after the cordon then leaves a node whose phase
         # says this upgrade cordoned it, so a pair broken later gives the capacity back (the plan's uncordon).
         self._record_phases(state.nodes, [item["name"] for item in to_drain], core.PHASE_DRAINING)
-        outcomes = self._timed("drain", self._drain_all, to_drain)
+        outcomes = self._timed("drain", self._drain_all, to_drain, lambda: self._may_stop(state))
+        if any(outcome is None for outcome in outcomes):
+            # A Node changed while the wave's drains ran (_may_stop): those not begun wait for the next pass, at once,
+            # which pairs that heir first; this one stops after the drains that began (_overtaken).
+            state.cut_short = True
+            self._stopped_early()
+            begun = [n for n, outcome in enumerate(outcomes) if outcome is not None]
+            to_drain, outcomes = [to_drain[n] for n in begun], [outcomes[n] for n in begun]
         for item, outcome in zip(to_drain, outcomes):
             state.drains.append(dict(outcome, item=item, node=item["name"]))
             self._reached("drain")
@@ -931,16 +952,16 @@ class Executor:
         calls = getattr(self.kube, "calls", None)
         return calls() if calls is not None else None
 
-    def _drain_all(self, items):
+    def _drain_all(self, items, stop=None):
         """One eviction round on each donor, in plan order; at once where the kube side offers it (its
         drain_concurrency), every donor whose heir is Ready in its own thread up to MAX_DRAINS_AT_ONCE, so that a wave of
         donors whose heirs turned Ready together is cordoned together and not one API round trip after another. Their
         number is the surge's: each has a Ready heir. Evictions a PodDisruptionBudget refuses are not an error: the
-        round reports them blocked and the next pass tries again. At once, every drain is tried and the first failure
-        in plan order is raised when all have ended; one after another, the first failure stops the rest (as a kill
-        would)."""
+        round reports them blocked and the next pass tries again. At once, every drain begun is tried and the first
+        failure in plan order is raised when all have ended; one after another, the first failure stops the rest (as a
+        kill would). Once `stop()` says so (asked as each drain ends), the drains not begun are not (None for each)."""
         workers = min(int(getattr(self.kube, "drain_concurrency", 1) or 1), MAX_DRAINS_AT_ONCE)
-        return each_at_once(self.kube.drain, [(item["name"],) for item in items], workers)
+        return each_at_once(self.kube.drain, [(item["name"],) for item in items], workers, stop=stop)
 
     def _set_group_images(self, items):
         """Point every group at the image at once: each is a template (or model) write and a wait on the cloud's
@@ -1249,17 +1270,30 @@ class Executor:
         return due
 
 
-def each_at_once(call, calls, workers):
+def each_at_once(call, calls, workers, stop=None):
     """[call(*args) for args in calls], in order: with more than one worker, up to `workers` at a time, every call made
     and the first failure in order raised once all have ended; else one after another, the first failure stopping the
-    rest (as a kill would)."""
+    rest (as a kill would). `stop()`, asked as each call ends: once it says True, the calls not begun are not made
+    (None in their place); those begun end."""
     workers = min(int(workers), len(calls))
     if workers <= 1:
-        return [call(*args) for args in calls]
+        results = []
+        for args in calls:
+            if results and stop is not None and stop():
+                return results + [None] * (len(calls) - len(results))
+            results.append(call(*args))
+        return results
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(call, *args) for args in calls]
+        waiting = set(futures)
+        while stop is not None and waiting:
+            _ended, waiting = concurrent.futures.wait(waiting, return_when=concurrent.futures.FIRST_COMPLETED)
+            if waiting and stop():
+                for future in waiting:
+                    future.cancel()   # only those not begun are cancelled
+                break
         concurrent.futures.wait(futures)
-    return [future.result() for future in futures]
+    return [None if future.cancelled() else future.result() for future in futures]
 
 
 def cache_only(entry, keys):

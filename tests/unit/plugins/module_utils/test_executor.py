@@ -310,6 +310,57 @@ def test_a_pass_overtaken_while_it_drains_leaves_the_deletion_to_the_next_pass_a
     assert following["finished"] == ["old-1"] and "old-1" not in w.nodes and ex.passes_overtaken == 1
 
 
+def test_a_node_that_changes_while_a_wave_drains_leaves_the_drains_not_begun_to_the_next_pass_at_once():
+    """At 1,000 nodes a wave's drains take up to a second: once a Node changed (a heir came), the drains not begun wait
+    for the next pass, at once, which pairs that heir first and, never stopped early itself, drains them; the pass that
+    stopped deletes nothing (its drained donor goes in the next pass too)."""
+    w = World([group("G1", image=NEW)])
+    donors = ["old-%d" % n for n in range(3)]
+    for name in donors:
+        w.add_node(name, "G1", OLD)
+    ex = w.executor(opts(max_surge=3))
+    for _attempt in range(8):
+        ex.run_pass()
+        if all(w.nodes[name]["metadata"]["annotations"].get(P + "heir") for name in donors):
+            break
+        w.tick()
+    w.tick()   # the heirs turn Ready: the next pass drains the three donors
+    begun, drain = [], ex.kube.drain
+
+    def drain_while_a_node_changes(name):
+        begun.append(name)
+        return drain(name)
+    ex.kube.drain = drain_while_a_node_changes
+    ex.kube.changed_since_read = lambda: bool(begun)
+    result = ex.run_pass()
+    assert len(result["facts"]["plan"]["drain"]) == 3 and len(begun) == 1, begun
+    assert [d["name"] for d in steps(result, "drain")] == begun and not steps(result, "delete"), result["did"]
+    assert result["moved"] and result["finished"] == [] and ex.passes_overtaken == 1
+    assert not any(w.nodes[name]["spec"].get("unschedulable") for name in donors if name not in begun)
+    following = ex.run_pass()
+    assert sorted(following["finished"]) == donors and len(begun) == 3 and ex.passes_overtaken == 1
+
+
+def test_calls_at_once_stop_beginning_once_asked_and_those_begun_end():
+    started, gate = [], threading.Event()
+
+    def call(n):
+        started.append(n)
+        if n == 0:
+            gate.wait(5)   # the first call ends last of those begun with it
+        return n
+    gate.set()
+    serial = executor.each_at_once(call, [(n,) for n in range(4)], 1, stop=lambda: True)
+    assert serial == [0, None, None, None] and started == [0]
+    started.clear()
+    gate.clear()
+    threading.Timer(0.2, gate.set).start()
+    at_once = executor.each_at_once(call, [(n,) for n in range(8)], 2, stop=lambda: 0 in started)
+    assert [r for r in at_once if r is not None] == sorted(started) and None in at_once, (at_once, started)
+    assert all(at_once[n] == n for n in started)
+    assert executor.each_at_once(call, [(n,) for n in range(5)], 2) == list(range(5))
+
+
 def test_a_heir_whose_node_comes_while_the_pass_reads_the_cloud_is_paired_in_that_pass():
     """Issue 22: at a real cloud's latency the cloud read takes most of a second; a Node that changed meanwhile (the
     kube side's changed_since_read: most often a heir's Node registered or turned Ready) is read again before the plan,
