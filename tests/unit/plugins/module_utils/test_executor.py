@@ -283,26 +283,34 @@ def test_a_heir_the_cloud_accepted_then_refused_for_quota_holds_the_surge_and_is
     assert "Quota 'CPUS' exceeded" in warning and "at most 1 replacement(s)" in warning
 
 
+def _donors_drained_while_a_node_changes(donors, options):
+    """A world whose `donors` (one group) are paired with Ready heirs, so the next pass drains them, and an executor on it
+    whose kube side says a Node changed from the first drain begun on (the names of those begun: the list returned)."""
+    w = World([group("G1", image=NEW)])
+    for name in donors:
+        w.add_node(name, "G1", OLD)
+    ex = w.executor(options)
+    for _attempt in range(8):
+        ex.run_pass()
+        if all(w.nodes[name]["metadata"]["annotations"].get(P + "heir") for name in donors):
+            break
+        w.tick()
+    w.tick()   # the heirs turn Ready: the next pass drains their donors
+    begun, drain = [], ex.kube.drain
+
+    def drain_while_a_node_changes(name):
+        begun.append(name)
+        return drain(name)
+    ex.kube.drain = drain_while_a_node_changes
+    ex.kube.changed_since_read = lambda: bool(begun)
+    return w, ex, begun
+
+
 def test_a_pass_overtaken_while_it_drains_leaves_the_deletion_to_the_next_pass_at_once():
     """A Node that changes while the pass drains (at 1,000 nodes the drains of a wave take up to most of a second): the
     pass stops once its drains are done, before its etcd removals and deletions, and the next pass, at once, pairs the
     heir and deletes the drained donor; that one is not overtaken again."""
-    w = World([group("G1", image=NEW)])
-    w.add_node("old-1", "G1", OLD)
-    ex = w.executor(opts())
-    for _attempt in range(8):
-        ex.run_pass()
-        if w.nodes["old-1"]["metadata"]["annotations"].get(P + "heir"):
-            break
-        w.tick()
-    w.tick()   # the heir turns Ready: the next pass drains its donor
-    changed, drain = [], ex.kube.drain
-
-    def drain_while_a_node_changes(name):
-        changed.append(name)
-        return drain(name)
-    ex.kube.drain = drain_while_a_node_changes
-    ex.kube.changed_since_read = lambda: bool(changed)
+    w, ex, _begun = _donors_drained_while_a_node_changes(["old-1"], opts())
     result = ex.run_pass()
     assert steps(result, "drain")[0]["drained"] is True and not steps(result, "delete"), result["did"]
     assert result["moved"] and result["finished"] == [] and "old-1" in w.nodes and ex.passes_overtaken == 1
@@ -314,24 +322,8 @@ def test_a_node_that_changes_while_a_wave_drains_leaves_the_drains_not_begun_to_
     """At 1,000 nodes a wave's drains take up to a second: once a Node changed (a heir came), the drains not begun wait
     for the next pass, at once, which pairs that heir first and, never stopped early itself, drains them; the pass that
     stopped deletes nothing (its drained donor goes in the next pass too)."""
-    w = World([group("G1", image=NEW)])
     donors = ["old-%d" % n for n in range(3)]
-    for name in donors:
-        w.add_node(name, "G1", OLD)
-    ex = w.executor(opts(max_surge=3))
-    for _attempt in range(8):
-        ex.run_pass()
-        if all(w.nodes[name]["metadata"]["annotations"].get(P + "heir") for name in donors):
-            break
-        w.tick()
-    w.tick()   # the heirs turn Ready: the next pass drains the three donors
-    begun, drain = [], ex.kube.drain
-
-    def drain_while_a_node_changes(name):
-        begun.append(name)
-        return drain(name)
-    ex.kube.drain = drain_while_a_node_changes
-    ex.kube.changed_since_read = lambda: bool(begun)
+    w, ex, begun = _donors_drained_while_a_node_changes(donors, opts(max_surge=3))
     result = ex.run_pass()
     assert len(result["facts"]["plan"]["drain"]) == 3 and len(begun) == 1, begun
     assert [d["name"] for d in steps(result, "drain")] == begun and not steps(result, "delete"), result["did"]
