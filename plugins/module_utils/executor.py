@@ -316,7 +316,7 @@ class Executor:
         from changed (_reusable); the pass then acts on the Nodes as they are now."""
         nodes = self._timed("kube", self.kube.list_nodes)
         version = self.nodes_version() if self.plan_reuse else None
-        cloud = None
+        cloud = notice = None
         if self.cloud is not None:
             notice = getattr(self.cloud, "notice_nodes", None)
             if notice is not None:
@@ -327,11 +327,7 @@ class Executor:
                 # A Node changed while the cloud was read (most often a heir turned Ready; at a real cloud's latency
                 # the read takes most of a second): the Nodes read again, so that this pass pairs it and not the next.
                 # Its group's listing, where the plan pairs it, is made below (_groups_to_confirm).
-                nodes = self._timed("kube", self.kube.list_nodes)
-                version = self.nodes_version() if self.plan_reuse else None
-                if notice is not None:
-                    notice(self.node_infos.of(nodes))
-                self.nodes_reread += 1
+                nodes, version = self._read_nodes_again(notice)
         groups, instances, errors = cloud if cloud is not None else (None, None, None)
         self._cloud_read(instances, errors)
         self.last_read = (nodes, groups)
@@ -357,6 +353,28 @@ class Executor:
         # The groups the plan rests on (a pairing's, every group's when it says done) listed in this pass before it
         # stands. Those its destructive steps act in are listed later, after the pairings and creates
         # (_read_acted_on): a heir Ready waits for one round trip fewer.
+        facts, named = self._confirmed(facts, named, nodes, groups, version, health)
+        if cloud is not None and self._changed_since_read():
+            # Once more: a Node changed while the plan was made and its groups listed (a heir came; at 1,000 nodes that
+            # takes up to half a second, and the pass after one that stopped early may not stop early itself).
+            nodes, version = self._read_nodes_again(notice)
+            self.last_read = (nodes, groups)
+            health = self._health(nodes)
+            facts, named = self.plan(nodes, groups, self.instances, self.group_errors, version=version, health=health)
+            facts, named = self._confirmed(facts, named, nodes, groups, version, health)
+        return facts, named
+
+    def _read_nodes_again(self, notice):
+        """The Nodes and their version read again within a read (a Node changed since), the cloud told of them."""
+        nodes = self._timed("kube", self.kube.list_nodes)
+        if notice is not None:
+            notice(self.node_infos.of(nodes))
+        self.nodes_reread += 1
+        return nodes, (self.nodes_version() if self.plan_reuse else None)
+
+    def _confirmed(self, facts, named, nodes, groups, version, health):
+        """The plan once the groups it rests on are listed in this pass (_groups_to_confirm): made again when one was
+        listed only now."""
         confirm = self._groups_to_confirm(facts, named)
         if self._list_again(confirm) & confirm:
             facts, named = self.plan(nodes, groups, self.instances, self.group_errors, version=version, health=health)
