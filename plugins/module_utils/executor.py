@@ -11,10 +11,12 @@ A drain that finishes in a pass goes on to etcd and deletion in the same pass. A
 as its drains end, or once it has drained, a Node changed since it read them (a heir turned Ready, most often) stops
 there (the drains not begun too) and the next comes at once, which pairs that heir; the steps left go in that next
 pass, never put off twice (Executor._overtaken). When a Node changed while the pass read the cloud, the Nodes are read
-again before the plan, so that pass pairs it (Executor.read); a journal write due after a finished replacement waits
-one pass when a Node changed meanwhile (never twice). A pass that finds nothing the plan was made from changed (the
-Nodes as the planner reads them, the cloud's read, etcd's health, the options, the run's records) within a poll
-interval of it, and no hold opened since, takes that plan again instead of planning (Executor.read).
+again before the plan, and once more when one changed while it planned and listed its pairings' groups, so that pass
+pairs it (Executor.read); a pairings' listing that finds its groups as the plan read them leaves the plan standing. A
+journal write due after a finished replacement waits one pass when a Node changed meanwhile (never twice). A pass that
+finds nothing the plan was made from changed (the Nodes as the planner reads them, the cloud's read, etcd's health,
+the options, the run's records) within a poll interval of it, and no hold opened since, takes that plan again instead
+of planning (Executor.read).
 
 The executor takes its outside worlds as arguments, so unit and property tests drive it against an
 in-memory world and the upgrade_step action plugin against the real cluster and clouds (one file per outside
