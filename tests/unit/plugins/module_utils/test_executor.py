@@ -358,49 +358,29 @@ def test_calls_at_once_stop_beginning_once_asked_and_those_begun_end():
     assert executor.each_at_once(call, [(n,) for n in range(3)], 2) == list(range(3))
 
 
-def test_a_heir_whose_node_comes_while_the_pass_reads_the_cloud_is_paired_in_that_pass():
-    """Issue 22: at a real cloud's latency the cloud read takes most of a second; a Node that changed meanwhile (the
-    kube side's changed_since_read: most often a heir's Node registered or turned Ready) is read again before the plan,
-    so this pass pairs the heir rather than the next one, a whole pass later."""
+@pytest.mark.parametrize("during, flags", [("read", [True]), ("plan", [False, True])])
+def test_a_heir_whose_node_comes_while_the_pass_reads_the_cloud_or_plans_is_paired_in_that_pass(during, flags):
+    """Issue 22: at a real cloud's latency the cloud read takes most of a second, and at 1,000 nodes the plan and its
+    pairings' listing up to half a second; a Node that changed meanwhile (the kube side's changed_since_read: most often a
+    heir's Node registered or turned Ready) is read again and the pass plans on it, so this pass pairs the heir rather
+    than the next one, a whole pass later. `flags`: what changed_since_read says after the cloud read, then after the
+    plan."""
     w = World([group("G1", image=NEW)])
     w.add_node("old-1", "G1", OLD)
     ex = w.executor(opts())
     ex.run_pass()   # creates the heir
     w.tick()        # its instance runs
     assert list(w.nodes) == ["old-1"]
-    came, read = [], ex.cloud.read
+    owner = ex.cloud if during == "read" else ex
+    came, call = [], getattr(owner, during)
 
-    def read_while_the_heirs_node_registers(scaling_groups):
-        w.tick()    # its Node registers
-        came.extend(name for name in w.nodes if name != "old-1")
-        return read(scaling_groups)
-    ex.cloud.read = read_while_the_heirs_node_registers
-    changed = iter([True])   # after the cloud read: the heir's Node; nothing since the Nodes were read again
-    ex.kube.changed_since_read = lambda: next(changed, False)
-    ex.run_pass()
-    heir = came[0]
-    assert w.nodes["old-1"]["metadata"]["annotations"].get(P + "heir") == heir
-    assert w.nodes[heir]["metadata"]["annotations"].get(P + "donor") == "old-1" and ex.nodes_reread == 1
-
-
-def test_a_heir_whose_node_comes_while_the_pass_plans_is_paired_in_that_pass():
-    """Issue 22: once planned (and the groups it pairs in listed), the read looks at the Node cache's flag once more: a
-    heir whose Node came meanwhile (at 1,000 nodes the plan and that listing take up to half a second) is paired in this
-    pass, not a whole pass later."""
-    w = World([group("G1", image=NEW)])
-    w.add_node("old-1", "G1", OLD)
-    ex = w.executor(opts())
-    ex.run_pass()   # creates the heir
-    w.tick()        # its instance runs
-    came, plan = [], ex.plan
-
-    def plan_while_the_heirs_node_registers(*args, **kwargs):
+    def while_the_heirs_node_registers(*args, **kwargs):
         if not came:
             w.tick()    # its Node registers
             came.extend(name for name in w.nodes if name != "old-1")
-        return plan(*args, **kwargs)
-    ex.plan = plan_while_the_heirs_node_registers
-    changed = iter([False, True])   # after the cloud read: nothing yet; after the plan: the heir's Node
+        return call(*args, **kwargs)
+    setattr(owner, during, while_the_heirs_node_registers)
+    changed = iter(flags)
     ex.kube.changed_since_read = lambda: next(changed, False)
     ex.run_pass()
     heir = came[0]
