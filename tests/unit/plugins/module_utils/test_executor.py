@@ -388,29 +388,29 @@ def test_a_heir_whose_node_comes_while_the_pass_reads_the_cloud_or_plans_is_pair
     assert w.nodes[heir]["metadata"]["annotations"].get(P + "donor") == "old-1" and ex.nodes_reread == 1
 
 
-def test_a_pairing_is_planned_again_only_when_its_groups_listing_in_the_pass_differs_from_the_read():
+@pytest.mark.parametrize("going", [False, True])
+def test_a_pairing_is_planned_again_only_when_its_groups_listing_in_the_pass_differs_from_the_read(going):
     """A pairing rests on a listing of the heir's group made in its pass (_groups_to_confirm). When that listing is the
     one the plan was made on, the plan stands (planning again takes a tenth of a second at 1,000 nodes, and the Ready
-    heir waits for it); when it differs (the heir's instance is going), the pass plans again and does not pair."""
-    for going in (False, True):
-        w = World([group("G1", image=NEW)])
-        w.add_node("old-1", "G1", OLD)
-        w.executor(opts()).run_pass()   # creates the heir
-        w.tick()
-        w.tick()                        # its instance runs and its Node is Ready
-        heir = next(name for name in w.nodes if name != "old-1")
-        ex = w.executor(opts())
-        listed = []
+    heir waits for it); when it differs (the heir's instance is `going`), the pass plans again and does not pair."""
+    w = World([group("G1", image=NEW)])
+    w.add_node("old-1", "G1", OLD)
+    w.executor(opts()).run_pass()   # creates the heir
+    w.tick()
+    w.tick()                        # its instance runs and its Node is Ready
+    heir = next(name for name in w.nodes if name != "old-1")
+    ex = w.executor(opts())
+    listed = []
 
-        def refresh(group_ids):
-            listed.append(list(group_ids))
-            return {g: [dataclasses.replace(i, state=DELETING if going and i.node_name == heir else i.state)
-                        for i in w.instances[g]] for g in group_ids}, {}
-        ex.cloud.refresh = refresh
-        ex.run_pass()
-        assert listed and listed[0] == ["G1"]
-        paired = w.nodes["old-1"]["metadata"]["annotations"].get(P + "heir")
-        assert (paired, ex.plans_made) == ((None, 2) if going else (heir, 1)), going
+    def refresh(group_ids):
+        listed.append(list(group_ids))
+        return {g: [dataclasses.replace(i, state=DELETING if going and i.node_name == heir else i.state)
+                    for i in w.instances[g]] for g in group_ids}, {}
+    ex.cloud.refresh = refresh
+    ex.run_pass()
+    assert listed and listed[0] == ["G1"]
+    paired = w.nodes["old-1"]["metadata"]["annotations"].get(P + "heir")
+    assert (paired, ex.plans_made) == ((None, 2) if going else (heir, 1))
 
 
 def test_a_slice_waits_the_poll_interval_only_when_nothing_moved():
